@@ -1,0 +1,5 @@
+"""`python -m agent_lsp` is the `agent-lsp` command."""
+
+from agent_lsp.cli import main
+
+raise SystemExit(main())
