@@ -1,0 +1,56 @@
+"""One JSONL transcript per run: every request (new messages only), reply, call, approval,
+result, compaction and the stop. Secrets are redacted at write time."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+import aiofiles
+
+log = logging.getLogger(__name__)
+
+
+class Redactor:
+    def __init__(self, secrets: list[str]):
+        self.secrets = [s for s in secrets if s and len(s) >= 6]
+
+    def __call__(self, text: str) -> str:
+        for secret in self.secrets:
+            text = text.replace(secret, "[redacted]")
+        return text
+
+
+class Transcript:
+    def __init__(self, path: Path, run_id: str, redact: Redactor):
+        self.path = path
+        self.run_id = run_id
+        self.redact = redact
+        self._handle: Any = None
+        self._failed = False
+
+    async def write(self, agent_id: str, turn: int, type: str, **fields: Any) -> None:
+        if self._failed:
+            return
+        record = {"ts": round(time.time(), 3), "runId": self.run_id, "agentId": agent_id, "turn": turn, "type": type, **fields}
+        line = self.redact(json.dumps(record, ensure_ascii=False, default=str)) + "\n"
+        try:
+            if self._handle is None:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                self._handle = await aiofiles.open(self.path, "a", encoding="utf-8")
+            await self._handle.write(line)
+            await self._handle.flush()
+        except OSError as exc:  # a transcript problem must never stop the run
+            self._failed = True
+            log.warning("transcript %s disabled: %s", self.path, exc)
+
+    async def close(self) -> None:
+        if self._handle is not None:
+            try:
+                await self._handle.close()
+            except OSError:
+                pass
+            self._handle = None

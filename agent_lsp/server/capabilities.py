@@ -1,0 +1,34 @@
+"""Client capabilities, resolved once at `initialize` into the booleans the server branches on."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from lsprotocol import types
+
+
+@dataclass(frozen=True)
+class ClientCaps:
+    can_create_progress: bool = False
+    can_show_message_request: bool = False
+    can_apply_edit: bool = False
+    has_document_changes: bool = False
+    can_create_files: bool = False
+    can_pull_configuration: bool = False
+
+    @classmethod
+    def from_params(cls, caps: types.ClientCapabilities | None) -> ClientCaps:
+        if caps is None:
+            return cls()
+        window = caps.window
+        workspace = caps.workspace
+        edit = workspace.workspace_edit if workspace else None
+        resource_ops = (edit.resource_operations or []) if edit else []
+        return cls(
+            can_create_progress=bool(window and window.work_done_progress),
+            can_show_message_request=bool(window and window.show_message is not None),
+            can_apply_edit=bool(workspace and workspace.apply_edit),
+            has_document_changes=bool(edit and edit.document_changes),
+            can_create_files=types.ResourceOperationKind.Create in resource_ops,
+            can_pull_configuration=bool(workspace and workspace.configuration),
+        )

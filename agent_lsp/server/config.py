@@ -1,0 +1,37 @@
+"""Settings over LSP: env < initializationOptions < workspace/configuration (untrusted keys
+dropped), re-read on didChangeConfiguration; problems shown to the user, never a crash."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from agent_lsp.settings import Settings, from_environment, resolve, without_untrusted
+
+log = logging.getLogger(__name__)
+
+
+class SettingsState:
+    def __init__(self) -> None:
+        self.init_options: dict[str, Any] = {}
+        self.workspace_config: dict[str, Any] = {}
+        self.settings = Settings()
+
+    def update(self, *, init_options: Any = None, workspace_config: Any = None) -> list[str]:
+        """Re-merge after a source changed; returns the problems to show."""
+        problems: list[str] = []
+        if init_options is not None:
+            if isinstance(init_options, dict):
+                self.init_options = init_options.get("agentLsp", init_options) if isinstance(init_options.get("agentLsp"), dict) else init_options
+            else:
+                problems.append(f"initializationOptions must be an object, got {type(init_options).__name__}: ignored")
+        if workspace_config is not None:
+            if isinstance(workspace_config, dict):
+                kept, dropped = without_untrusted(workspace_config)
+                for key in dropped:
+                    log.warning("ignoring `%s` from workspace/configuration: it may only come from the user's own settings (environment or initializationOptions)", key)
+                self.workspace_config = kept
+            elif workspace_config not in (None, [], ""):
+                problems.append(f"the `agentLsp` configuration section must be an object, got {type(workspace_config).__name__}: ignored")
+        self.settings, more = resolve(from_environment(), self.init_options, self.workspace_config)
+        return problems + more

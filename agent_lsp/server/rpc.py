@@ -1,0 +1,69 @@
+"""Server -> client requests that can be withdrawn safely.
+
+pygls's `send_request_async` chains cancellation into the future pygls later resolves, which
+can raise `InvalidStateError` inside pygls when the answer arrives after we stopped waiting
+(pygls issue 621). Here our waiter is separate: a cancel or timeout leaves pygls's future
+alone and withdraws the request with `$/cancelRequest`."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from typing import Any
+
+from lsprotocol import types
+from pygls.lsp.server import LanguageServer
+
+log = logging.getLogger(__name__)
+
+
+class ClientRequestError(Exception):
+    """The client answered with a JSON-RPC error."""
+
+
+class OutgoingRequest:
+    """One request to the client; `answer` resolves with its result (or ClientRequestError)."""
+
+    def __init__(self, ls: LanguageServer, method: str, params: Any):
+        loop = asyncio.get_running_loop()
+        self.ls = ls
+        self.answer: asyncio.Future[Any] = loop.create_future()
+        self.msg_id = f"agent-lsp-{uuid.uuid4().hex[:12]}"
+        self._sent = ls.protocol.send_request(method, params, msg_id=self.msg_id)
+        self._sent.add_done_callback(lambda done: loop.call_soon_threadsafe(self._settle, done))
+
+    def _settle(self, done: Any) -> None:
+        if self.answer.done():
+            return
+        if done.cancelled():
+            self.answer.set_exception(ClientRequestError("the request was cancelled"))
+        elif (exc := done.exception()) is not None:
+            self.answer.set_exception(ClientRequestError(str(exc)))
+        else:
+            self.answer.set_result(done.result())
+
+    def withdraw(self) -> None:
+        """Tell the client we no longer wait for this answer (`$/cancelRequest`)."""
+        if not self._sent.done():
+            safe_notify(self.ls, types.CANCEL_REQUEST, types.CancelParams(id=self.msg_id))
+        if not self.answer.done():
+            self.answer.cancel()
+
+
+async def client_request(ls: LanguageServer, method: str, params: Any, timeout: float | None = None) -> Any:
+    """Send a request and wait for its answer; TimeoutError when nobody answers in time."""
+    request = OutgoingRequest(ls, method, params)
+    try:
+        return await asyncio.wait_for(asyncio.shield(request.answer), timeout)
+    except (TimeoutError, asyncio.CancelledError):
+        request.withdraw()
+        raise
+
+
+def safe_notify(ls: LanguageServer, method: str, params: Any) -> None:
+    """A notification that never raises (the client may be gone)."""
+    try:
+        ls.protocol.notify(method, params)
+    except Exception as exc:  # BrokenPipe after the editor died: nothing to tell anyone
+        log.debug("could not send %s: %s", method, exc)

@@ -1,0 +1,134 @@
+"""The language server and the one place its handlers are registered. Handlers stay thin."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import threading
+from typing import Any
+
+from lsprotocol import types
+from pygls.lsp.server import LanguageServer
+
+from agent_lsp import __version__
+from agent_lsp.server import commands
+from agent_lsp.server.capabilities import ClientCaps
+from agent_lsp.server.code_actions import code_actions
+from agent_lsp.server.config import SettingsState
+from agent_lsp.server.rpc import client_request, safe_notify
+from agent_lsp.server.runs import RunRegistry
+from agent_lsp.server.workspace import workspace_roots
+
+log = logging.getLogger(__name__)
+
+COMMANDS = ("agentLsp.run", "agentLsp.cancel", "agentLsp.approve")
+SHUTDOWN_DEADLINE = 1.5
+
+
+class AgentServer(LanguageServer):
+    def __init__(self) -> None:
+        super().__init__("agent-lsp", __version__, text_document_sync_kind=types.TextDocumentSyncKind.Incremental)
+        self.caps = ClientCaps()
+        self.config = SettingsState()
+        self.runs = RunRegistry(self)
+
+    def show_problems(self, problems: list[str]) -> None:
+        for problem in problems:
+            log.warning("%s", problem)
+            safe_notify(self, types.WINDOW_SHOW_MESSAGE, types.ShowMessageParams(
+                type=types.MessageType.Error, message=f"agent-lsp: {problem} (using the previous value)"))
+
+    async def pull_configuration(self) -> None:
+        if not self.caps.can_pull_configuration:
+            return
+        try:
+            result = await client_request(self, types.WORKSPACE_CONFIGURATION, types.ConfigurationParams(
+                items=[types.ConfigurationItem(section="agentLsp")]), timeout=10)
+        except Exception as exc:  # a client that cannot answer keeps the settings it has
+            log.info("workspace/configuration failed: %s", exc)
+            return
+        section = result[0] if isinstance(result, list) and result else None
+        self.show_problems(self.config.update(workspace_config=section or {}))
+
+
+def create_server() -> AgentServer:
+    server = AgentServer()
+
+    @server.feature(types.INITIALIZE)
+    def initialize(ls: AgentServer, params: types.InitializeParams) -> None:
+        ls.caps = ClientCaps.from_params(params.capabilities)
+        problems = ls.config.update(init_options=params.initialization_options or {})
+        if problems:  # shown once the client is ready to receive them
+            asyncio.get_running_loop().call_soon(ls.show_problems, problems)
+
+    @server.feature(types.INITIALIZED)
+    async def initialized(ls: AgentServer, params: types.InitializedParams) -> None:
+        await ls.pull_configuration()
+
+    @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
+    async def did_change_configuration(ls: AgentServer, params: types.DidChangeConfigurationParams) -> None:
+        pushed = params.settings.get("agentLsp") if isinstance(params.settings, dict) else None
+        if ls.caps.can_pull_configuration:
+            await ls.pull_configuration()
+        elif isinstance(pushed, dict):
+            ls.show_problems(ls.config.update(workspace_config=pushed))
+
+    @server.command("agentLsp.run")
+    def run(ls: AgentServer, *args: Any) -> dict[str, str]:
+        parsed = commands.parse_args(commands.RunArgs, "agentLsp.run", args)
+        text = None
+        if parsed.text_document is not None and parsed.range is not None:
+            try:
+                text = ls.workspace.get_text_document(parsed.text_document.uri).source
+            except Exception:  # an unreadable document: the prompt goes without the selection
+                text = None
+        prompt = commands.compose_prompt(parsed, text, workspace_roots(ls))
+        title = "Agent: " + parsed.prompt.strip().splitlines()[0][:60]
+        try:
+            started = ls.runs.start(prompt, title, parsed.session_id, ls.config.settings, ls.caps)
+        except ValueError as exc:
+            raise commands.JsonRpcInvalidParams(str(exc)) from None
+        return {"runId": started.id, "sessionId": started.session.id}
+
+    @server.command("agentLsp.cancel")
+    def cancel(ls: AgentServer, *args: Any) -> bool:
+        return ls.runs.cancel(commands.parse_args(commands.CancelArgs, "agentLsp.cancel", args).run_id)
+
+    @server.command("agentLsp.approve")
+    def approve(ls: AgentServer, *args: Any) -> bool:
+        parsed = commands.parse_args(commands.ApproveArgs, "agentLsp.approve", args)
+        return ls.runs.approvals.answer(parsed.run_id, parsed.call_id, parsed.decision)
+
+    @server.feature(types.WINDOW_WORK_DONE_PROGRESS_CANCEL)
+    def progress_cancel(ls: AgentServer, params: types.WorkDoneProgressCancelParams) -> None:
+        ls.runs.cancel(str(params.token))
+
+    @server.feature(types.TEXT_DOCUMENT_CODE_ACTION, types.CodeActionOptions(
+        code_action_kinds=[types.CodeActionKind.QuickFix, types.CodeActionKind.RefactorRewrite, types.CodeActionKind.Empty]))
+    def code_action(ls: AgentServer, params: types.CodeActionParams) -> list[types.CodeAction]:
+        try:
+            return code_actions(ls, params, ls.runs.approvals)
+        except Exception:  # a code action request must never take the server down
+            log.exception("code actions failed")
+            return []
+
+    @server.feature(types.SHUTDOWN)
+    async def shutdown(ls: AgentServer, *args: Any) -> None:
+        await ls.runs.cancel_all(SHUTDOWN_DEADLINE)
+
+    @server.feature(types.EXIT)
+    def exit_(ls: AgentServer, *args: Any) -> None:
+        for run in list(ls.runs.active.values()):
+            if run.task:
+                run.task.cancel()
+        exit_soon()
+
+    return server
+
+
+def exit_soon(delay: float = 1.0) -> None:
+    """pygls waits for its stdin reader thread on exit; do not let that keep us alive."""
+    timer = threading.Timer(delay, lambda: os._exit(0))
+    timer.daemon = True
+    timer.start()

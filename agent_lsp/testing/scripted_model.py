@@ -1,0 +1,388 @@
+"""A scripted, OpenAI-compatible chat-completions server for tests and benchmarks.
+
+The real ``openai`` SDK talks to it over real HTTP/1.1 on 127.0.0.1 (standard library only:
+asyncio streams, keep-alive, ``Content-Length`` or chunked request bodies; SSE answers use
+``Transfer-Encoding: chunked`` so connections stay reusable).
+
+Replies are queued per *conversation key*: a request goes to the queue whose key is a
+substring of its FIRST ``user`` message (longest key wins, default key ``""``); each request
+consumes one answer; an exhausted queue answers HTTP 400 (``openai.BadRequestError``, not
+retried). Reply fields are validated by :class:`agent_lsp.testing.sse.Reply`.
+
+What the SDK (openai 3.x over httpx2) raises for each ``fault``, as observed by the tests:
+
+* ``status``: the status error class (``RateLimitError`` 429, ``InternalServerError`` 5xx…),
+  after ``max_retries`` retries for 408/409/429/5xx; ``retry_after`` is sent as
+  ``retry-after`` and ``retry-after-ms`` and honoured by the SDK between retries.
+* ``cut``: streaming: ``openai.APIConnectionError`` while iterating (cause:
+  ``httpx2.RemoteProtocolError``, incomplete chunked body), never retried mid-stream.
+  Non-streaming: the body read fails inside the request, so the SDK retries it (consuming
+  further entries), then raises ``APIConnectionError``.
+* ``no_finish``: no exception; the stream just ends with no ``finish_reason`` and no
+  ``[DONE]`` (non-streaming: ``choices[0].finish_reason is None``).
+* ``hang``: ``openai.APITimeoutError`` once the client's timeout expires (retried first if
+  ``max_retries > 0``).
+* ``garbage``: streaming: ``json.JSONDecodeError`` (a ``ValueError``, NOT an ``OpenAIError``)
+  from the SDK's SSE decoding; non-streaming: the same ``JSONDecodeError``.
+
+CLI: ``python -m agent_lsp.testing.scripted_model --script FILE [--port 0] [--record FILE]``
+prints ``http://127.0.0.1:PORT/v1`` then serves until SIGTERM/SIGINT or EOF on stdin (EOF is
+only watched when stdin is a pipe, so ``stdin=DEVNULL`` does not stop it at once).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import itertools
+import json
+import os
+import signal
+import stat
+import sys
+import threading
+import time
+from collections import deque
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from agent_lsp.testing.sse import (
+    DONE,
+    GARBAGE,
+    HttpRequest,
+    Reply,
+    ReplyPayload,
+    Responder,
+    error_body,
+    message_text,
+    prompt_chars,
+    read_request,
+    status_error,
+)
+
+__all__ = ["LogEntry", "Reply", "ScriptedModelServer", "main"]
+
+
+@dataclasses.dataclass
+class LogEntry:
+    """One chat-completions request: times are ``time.monotonic()``; ``status`` is ``None``
+    while unanswered or if never answered (``hang``)."""
+
+    key: str
+    t_start: float
+    t_end: float | None = None
+    status: int | None = None
+    fault: str | None = None
+
+
+class ScriptedModelServer:
+    """Scripted OpenAI-compatible server running in a background thread (see module doc)."""
+
+    def __init__(self, host: str = "127.0.0.1", port: int = 0, *,
+                 record: str | Path | None = None) -> None:
+        self._host, self._port = host, port
+        self._record = Path(record) if record is not None else None
+        self._lock = threading.Lock()
+        self._queues: dict[str, deque[list[Any]]] = {}
+        self._requests: list[tuple[str, dict[str, Any]]] = []
+        self._log: list[LogEntry] = []
+        self._models: dict[str, None] = {"scripted": None}
+        self._ids = itertools.count(1)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._conns: dict[asyncio.Task[Any], asyncio.StreamWriter] = {}
+
+    # -- scripting ---------------------------------------------------------------------
+    def add(self, key: str | Sequence[Mapping[str, Any] | Reply],
+            replies: Sequence[Mapping[str, Any] | Reply] | None = None) -> None:
+        """Queue ``replies`` for conversation ``key``; ``add([...])`` uses the default key ``""``."""
+        if replies is None:
+            key, replies = "", key  # type: ignore[assignment]
+        if not isinstance(key, str):
+            raise TypeError(f"scripted model: key must be a str, got {type(key).__name__}")
+        if isinstance(replies, Mapping | Reply):
+            replies = [replies]
+        parsed = []
+        for i, raw in enumerate(replies):
+            try:
+                reply = raw if isinstance(raw, Reply) else Reply.model_validate(raw)
+            except ValidationError as err:
+                raise ValueError(f"scripted model: invalid reply #{i} for key {key!r}: {err}") from err
+            parsed.append([reply, reply.repeat])
+        with self._lock:
+            self._queues.setdefault(key, deque()).extend(parsed)
+
+    def remaining(self, key: str = "") -> int:
+        """Requests the queue of ``key`` can still answer (an entry counts ``repeat`` times)."""
+        with self._lock:
+            return sum(left for _, left in self._queues.get(key, ()))
+
+    @property
+    def requests(self) -> list[dict[str, Any]]:
+        with self._lock:
+            return [body for _, body in self._requests]
+
+    def requests_for(self, key: str) -> list[dict[str, Any]]:
+        with self._lock:
+            return [body for k, body in self._requests if k == key]
+
+    @property
+    def log(self) -> list[LogEntry]:
+        with self._lock:
+            return [dataclasses.replace(e) for e in self._log]
+
+    # -- lifecycle ---------------------------------------------------------------------
+    @property
+    def port(self) -> int:
+        """The bound port (known once started when constructed with ``port=0``)."""
+        if not self._port:
+            raise RuntimeError("scripted model: server not started")
+        return self._port
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self._host}:{self.port}/v1"
+
+    def start(self) -> ScriptedModelServer:
+        if self._thread is not None:
+            raise RuntimeError("scripted model: server already started")
+        ready = threading.Event()
+        failure: list[BaseException] = []
+        self._thread = threading.Thread(target=self._run, args=(ready, failure),
+                                        name="scripted-model", daemon=True)
+        self._thread.start()
+        ready.wait()
+        if failure:
+            self._thread.join()
+            self._thread = None
+            raise failure[0]
+        return self
+
+    def stop(self) -> None:
+        thread, loop = self._thread, self._loop
+        if thread is None or loop is None:
+            return
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(timeout=10)
+        self._thread = self._loop = None
+
+    def __enter__(self) -> ScriptedModelServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def _run(self, ready: threading.Event, failure: list[BaseException]) -> None:
+        loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(loop)
+        try:
+            server = loop.run_until_complete(
+                asyncio.start_server(self._serve, self._host, self._port))
+        except BaseException as err:  # re-raised by start()
+            failure.append(err)
+            loop.close()
+            ready.set()
+            return
+        self._port = server.sockets[0].getsockname()[1]
+        self._loop = loop
+        ready.set()
+        try:
+            loop.run_forever()
+        finally:
+            server.close()
+            for task, writer in list(self._conns.items()):
+                writer.transport.abort()
+                task.cancel()
+            loop.run_until_complete(asyncio.gather(*self._conns, return_exceptions=True))
+            loop.close()
+
+    # -- HTTP --------------------------------------------------------------------------
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._conns[task] = writer
+        try:
+            while (req := await read_request(reader)) is not None:
+                resp = Responder(writer, f"req_scripted_{next(self._ids)}", req.keep_alive)
+                await self._dispatch(req, resp, reader)
+                if not resp.keep_alive:
+                    break
+        except (ConnectionError, ValueError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
+            pass  # client went away or spoke garbage: drop the connection
+        except asyncio.CancelledError:
+            pass  # stop(): end quietly (asyncio logs cancelled connection callbacks otherwise)
+        finally:
+            self._conns.pop(task, None)
+            writer.close()
+
+    async def _dispatch(self, req: HttpRequest, resp: Responder, reader: asyncio.StreamReader) -> None:
+        path = req.path.rstrip("/")
+        if req.method == "POST" and path == "/v1/chat/completions":
+            try:
+                body = json.loads(req.body)
+                if not isinstance(body, dict):
+                    raise ValueError("body is not a JSON object")
+            except ValueError as err:
+                msg = f"scripted model: invalid JSON body: {err}"
+                await resp.send(400, error_body(msg, "invalid_request_error", None))
+                return
+            await self._chat(body, resp, reader)
+        elif req.method == "GET" and path == "/v1/models":
+            with self._lock:
+                names = list(self._models)
+            data = [{"id": n, "object": "model", "created": 0, "owned_by": "scripted"} for n in names]
+            await resp.send(200, {"object": "list", "data": data})
+        else:
+            msg = f"scripted model: no route for {req.method} {req.path}"
+            await resp.send(404, error_body(msg, "invalid_request_error", "not_found"))
+
+    def _take(self, body: dict[str, Any]) -> tuple[str, Reply | None, LogEntry]:
+        messages = body.get("messages") if isinstance(body.get("messages"), list) else []
+        users = [m for m in messages if isinstance(m, Mapping) and m.get("role") == "user"]
+        first_user = message_text(users[0].get("content")) if users else ""
+        with self._lock:
+            key = max((k for k in self._queues if k in first_user), key=len, default="")
+            queue = self._queues.get(key)
+            reply = None
+            if queue:
+                reply = queue[0][0]
+                queue[0][1] -= 1
+                if queue[0][1] == 0:
+                    queue.popleft()
+            self._requests.append((key, body))
+            entry = LogEntry(key, time.monotonic(), fault=reply.fault if reply else None)
+            self._log.append(entry)
+            if isinstance(body.get("model"), str):
+                self._models[body["model"]] = None
+            if self._record is not None:
+                with self._record.open("a", encoding="utf-8") as fh:
+                    fh.write(json.dumps(body, ensure_ascii=False) + "\n")
+        return key, reply, entry
+
+    async def _chat(self, body: dict[str, Any], resp: Responder,
+                    reader: asyncio.StreamReader) -> None:
+        key, reply, entry = self._take(body)
+        status = None
+        try:
+            status = await self._answer(body, key, reply, resp, reader)
+        finally:
+            with self._lock:
+                entry.status, entry.t_end = status, time.monotonic()
+
+    async def _answer(self, body: dict[str, Any], key: str, reply: Reply | None,
+                      resp: Responder, reader: asyncio.StreamReader) -> int | None:
+        if reply is None:
+            msg = f"scripted model: script exhausted for key {key!r}"
+            await resp.send(400, error_body(msg, "invalid_request_error", "script_exhausted"),
+                            {"x-should-retry": "false"})
+            return 400
+        if reply.fault == "hang":
+            resp.keep_alive = False
+            while await reader.read(65536):
+                pass  # until the client disconnects (or stop() cancels us)
+            return None
+        if reply.ttft:
+            await asyncio.sleep(reply.ttft)
+        if reply.fault == "status":
+            return await self._status_fault(reply, resp)
+        payload = self._payload(body, reply)
+        if not body.get("stream"):
+            return await self._complete(payload, resp)
+        include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+        events = list(payload.content_events()) if reply.fault != "garbage" else [GARBAGE]
+        if reply.fault not in ("no_finish", "garbage"):
+            events.append(payload.finish_event())
+            if include_usage:
+                events.append(payload.usage_event())
+        if reply.fault != "no_finish":
+            events.append(DONE)
+        if reply.fault == "cut":
+            events = events[: max(1, len(events) // 2)]
+        await resp.head(200, {"content-type": "text/event-stream; charset=utf-8",
+                              "cache-control": "no-cache", "transfer-encoding": "chunked"})
+        for i, event in enumerate(events):
+            if i and reply.chunk_delay:
+                await asyncio.sleep(reply.chunk_delay)
+            await resp.chunk(event)
+        if reply.fault == "cut":
+            resp.abort()
+        else:
+            await resp.write(b"0\r\n\r\n")
+        return 200
+
+    def _payload(self, body: dict[str, Any], reply: Reply) -> ReplyPayload:
+        messages = body.get("messages") if isinstance(body.get("messages"), list) else []
+        usage = {"prompt_tokens": prompt_chars(messages) // 4,
+                 "completion_tokens": reply.completion_chars() // 4}
+        if reply.usage is not None:
+            usage.update(reply.usage.model_dump(exclude_none=True))
+        usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
+        with self._lock:
+            n = next(self._ids)
+            call_ids = [c.id or f"call_{next(self._ids)}" for c in reply.tool_calls]
+        model = body.get("model") if isinstance(body.get("model"), str) else "scripted"
+        return ReplyPayload(reply, f"chatcmpl-scripted-{n}", model, int(time.time()), call_ids, usage)
+
+    async def _status_fault(self, reply: Reply, resp: Responder) -> int:
+        status = reply.status or 500
+        headers = {}
+        if reply.retry_after is not None:
+            ra = reply.retry_after
+            headers["retry-after"] = str(int(ra)) if ra == int(ra) else str(ra)
+            headers["retry-after-ms"] = str(round(ra * 1000))
+        msg = reply.message or f"scripted model: HTTP {status} fault"
+        await resp.send(status, status_error(status, msg), headers)
+        return status
+
+    async def _complete(self, payload: ReplyPayload, resp: Responder) -> int:
+        reply = payload.reply
+        if reply.chunk_delay:
+            await asyncio.sleep(reply.chunk_delay * (sum(1 for _ in payload.content_events()) - 1))
+        if reply.fault == "garbage":
+            await resp.send(200, GARBAGE)
+            return 200
+        data = json.dumps(payload.completion(finish=reply.fault != "no_finish")).encode()
+        if reply.fault != "cut":
+            await resp.send(200, data)
+            return 200
+        await resp.head(200, {"content-type": "application/json", "content-length": str(len(data))})
+        await resp.write(data[: len(data) // 2])
+        resp.abort()
+        return 200
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m agent_lsp.testing.scripted_model",
+                                     description="Serve a scripted OpenAI-compatible model.")
+    parser.add_argument("--script", required=True, type=Path,
+                        help='JSON: {"<key>": [replies...]} or a bare list for the default key')
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--record", type=Path, help="append each request body as a JSONL line")
+    args = parser.parse_args(argv)
+    script = json.loads(args.script.read_text(encoding="utf-8"))
+    srv = ScriptedModelServer(args.host, args.port, record=args.record)
+    for key, replies in (script.items() if isinstance(script, dict) else [("", script)]):
+        srv.add(key, replies)
+    done = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: done.set())
+    if stat.S_ISFIFO(os.fstat(0).st_mode) or stat.S_ISSOCK(os.fstat(0).st_mode):
+        def _watch_stdin() -> None:
+            while os.read(0, 65536):
+                pass
+            done.set()
+        threading.Thread(target=_watch_stdin, daemon=True).start()
+    with srv:
+        print(srv.base_url, flush=True)
+        while not done.wait(0.2):
+            pass
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

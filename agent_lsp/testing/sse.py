@@ -1,0 +1,259 @@
+"""Wire layer of the scripted model server (:mod:`agent_lsp.testing.scripted_model`).
+
+* :class:`Reply` (with :class:`ToolCallSpec` and :class:`UsageSpec`): the pydantic
+  models that validate one scripted reply entry.
+* Payload builders: the streamed ``chat.completion.chunk`` SSE events, the non-streaming
+  ``chat.completion`` object and OpenAI-shaped error bodies, as the OpenAI API sends them.
+* A minimal HTTP/1.1 layer over asyncio streams (:func:`read_request`, :class:`Responder`):
+  keep-alive, ``Content-Length`` or chunked request bodies, chunked responses.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from http import HTTPStatus
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+Fault = Literal["status", "cut", "no_finish", "hang", "garbage"]
+DONE = b"data: [DONE]\n\n"
+GARBAGE = b"data: {this is not json]\n\n"
+
+
+class ToolCallSpec(BaseModel):
+    """One scripted tool call: ``arguments`` is JSON-encoded if a dict, sent verbatim if a str."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: str
+    arguments: dict[str, Any] | str = Field(default_factory=dict)
+    id: str | None = None
+
+    def arguments_text(self) -> str:
+        if isinstance(self.arguments, str):
+            return self.arguments
+        return json.dumps(self.arguments, ensure_ascii=False)
+
+
+class UsageSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    prompt_tokens: int | None = Field(default=None, ge=0)
+    completion_tokens: int | None = Field(default=None, ge=0)
+
+
+class Reply(BaseModel):
+    """One scripted reply entry (see :mod:`agent_lsp.testing.scripted_model`)."""
+
+    model_config = ConfigDict(extra="forbid")
+    text: str = ""
+    tool_calls: list[ToolCallSpec] = Field(default_factory=list)
+    chunk_size: int = Field(default=16, ge=1)
+    ttft: float = Field(default=0.0, ge=0)
+    chunk_delay: float = Field(default=0.0, ge=0)
+    finish_reason: str | None = None
+    usage: UsageSpec | None = None
+    fault: Fault | None = None
+    status: int | None = Field(default=None, ge=400, le=599)
+    retry_after: float | None = Field(default=None, ge=0)
+    message: str | None = None
+    repeat: int = Field(default=1, ge=1)
+
+    @model_validator(mode="after")
+    def _check_fault(self) -> Reply:
+        if self.status is not None and self.fault is None:
+            self.fault = "status"  # a bare `status` implies the status fault
+        if self.fault == "status" and self.status is None:
+            raise ValueError('fault "status" needs a "status" code (e.g. 429, 500, 503)')
+        if self.fault != "status" and (self.status, self.retry_after) != (None, None):
+            raise ValueError('"status"/"retry_after" only make sense with fault "status"')
+        return self
+
+    def effective_finish_reason(self) -> str:
+        return self.finish_reason or ("tool_calls" if self.tool_calls else "stop")
+
+    def completion_chars(self) -> int:
+        return len(self.text) + sum(len(c.name) + len(c.arguments_text()) for c in self.tool_calls)
+
+
+def message_text(content: Any) -> str:
+    """The text of a message ``content`` (a string or a list of content parts)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(p.get("text", "") for p in content if isinstance(p, Mapping))
+    return ""
+
+
+def prompt_chars(messages: Iterable[Any]) -> int:
+    total = 0
+    for msg in messages:
+        if not isinstance(msg, Mapping):
+            continue
+        total += len(message_text(msg.get("content")))
+        for call in msg.get("tool_calls") or ():
+            fn = call.get("function", {}) if isinstance(call, Mapping) else {}
+            total += len(str(fn.get("name", ""))) + len(str(fn.get("arguments", "")))
+    return total
+
+
+def split_text(text: str, size: int) -> list[str]:
+    return [text[i : i + size] for i in range(0, len(text), size)]
+
+
+def split_fragments(text: str, parts: int = 3) -> list[str]:
+    """Split ``text`` into about ``parts`` non-empty fragments."""
+    size = max(1, -(-len(text) // parts))
+    return split_text(text, size)
+
+
+def sse_event(obj: Any) -> bytes:
+    return b"data: " + json.dumps(obj, ensure_ascii=False).encode() + b"\n\n"
+
+
+def error_body(message: str, type_: str, code: str | None) -> dict[str, Any]:
+    return {"error": {"message": message, "type": type_, "param": None, "code": code}}
+
+
+def status_error(status: int, message: str) -> dict[str, Any]:
+    """An OpenAI-shaped error body for an HTTP ``status`` fault."""
+    kinds = {429: ("requests", "rate_limit_exceeded"), 401: ("invalid_request_error", "invalid_api_key")}
+    default = ("server_error", None) if status >= 500 else ("invalid_request_error", None)
+    return error_body(message, *kinds.get(status, default))
+
+
+@dataclass
+class ReplyPayload:
+    """Everything one answer needs, rendered for a given request."""
+
+    reply: Reply
+    completion_id: str
+    model: str
+    created: int
+    call_ids: list[str]
+    usage: dict[str, int]
+
+    def _chunk(self, delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+        return {
+            "id": self.completion_id,
+            "object": "chat.completion.chunk",
+            "created": self.created,
+            "model": self.model,
+            "system_fingerprint": None,
+            "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}],
+        }
+
+    def content_events(self) -> Iterator[bytes]:
+        """Role delta, text deltas, then tool call deltas (no finish_reason anywhere)."""
+        r = self.reply
+        yield sse_event(self._chunk({"role": "assistant", "content": "" if r.text else None}))
+        for piece in split_text(r.text, r.chunk_size):
+            yield sse_event(self._chunk({"content": piece}))
+        for index, (call, call_id) in enumerate(zip(r.tool_calls, self.call_ids, strict=True)):
+            head = {"index": index, "id": call_id, "type": "function",
+                    "function": {"name": call.name, "arguments": ""}}
+            yield sse_event(self._chunk({"tool_calls": [head]}))
+            for frag in split_fragments(call.arguments_text()):
+                part = {"index": index, "function": {"arguments": frag}}
+                yield sse_event(self._chunk({"tool_calls": [part]}))
+
+    def finish_event(self) -> bytes:
+        return sse_event(self._chunk({}, self.reply.effective_finish_reason()))
+
+    def usage_event(self) -> bytes:
+        chunk = self._chunk({})
+        chunk["choices"] = []
+        chunk["usage"] = self.usage
+        return sse_event(chunk)
+
+    def completion(self, finish: bool = True) -> dict[str, Any]:
+        r = self.reply
+        message: dict[str, Any] = {"role": "assistant", "content": r.text, "refusal": None}
+        if r.tool_calls:
+            message["tool_calls"] = [
+                {"id": cid, "type": "function",
+                 "function": {"name": c.name, "arguments": c.arguments_text()}}
+                for c, cid in zip(r.tool_calls, self.call_ids, strict=True)
+            ]
+        return {
+            "id": self.completion_id,
+            "object": "chat.completion",
+            "created": self.created,
+            "model": self.model,
+            "system_fingerprint": None,
+            "choices": [{"index": 0, "message": message, "logprobs": None,
+                         "finish_reason": r.effective_finish_reason() if finish else None}],
+            "usage": self.usage,
+        }
+
+
+# -- minimal HTTP/1.1 over asyncio streams ---------------------------------------------
+@dataclass
+class HttpRequest:
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: bytes
+    keep_alive: bool
+
+
+async def read_request(reader: asyncio.StreamReader) -> HttpRequest | None:
+    """Read one request; ``None`` on a clean EOF. Malformed input raises ``ValueError``."""
+    line = b"\r\n"
+    while line in (b"\r\n", b"\n"):
+        line = await reader.readline()
+    if not line:
+        return None
+    method, target, version = line.decode("latin-1").strip().split(" ", 2)
+    headers: dict[str, str] = {}
+    while (h := await reader.readline()) not in (b"\r\n", b"\n"):
+        if not h:
+            raise asyncio.IncompleteReadError(h, None)
+        name, _, value = h.decode("latin-1").partition(":")
+        headers[name.strip().lower()] = value.strip()
+    if headers.get("transfer-encoding", "").lower() == "chunked":
+        parts = []
+        while size := int((await reader.readline()).split(b";")[0], 16):
+            parts.append((await reader.readexactly(size + 2))[:-2])
+        while (await reader.readline()) not in (b"\r\n", b"\n", b""):
+            pass  # trailers
+        body = b"".join(parts)
+    else:
+        body = await reader.readexactly(int(headers.get("content-length", "0")))
+    keep = version == "HTTP/1.1" and headers.get("connection", "").lower() != "close"
+    return HttpRequest(method.upper(), target.split("?", 1)[0], headers, body, keep)
+
+
+class Responder:
+    """Writes one response; ``keep_alive`` turns False once the connection must close."""
+
+    def __init__(self, writer: asyncio.StreamWriter, request_id: str, keep_alive: bool) -> None:
+        self.writer, self.request_id, self.keep_alive = writer, request_id, keep_alive
+
+    async def write(self, data: bytes) -> None:
+        self.writer.write(data)
+        await self.writer.drain()
+
+    async def head(self, status: int, headers: Mapping[str, str]) -> None:
+        phrase = HTTPStatus(status).phrase if status in HTTPStatus._value2member_map_ else "Error"
+        lines = [f"HTTP/1.1 {status} {phrase}", f"x-request-id: {self.request_id}",
+                 f"connection: {'keep-alive' if self.keep_alive else 'close'}"]
+        lines += [f"{k}: {v}" for k, v in headers.items()]
+        await self.write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"))
+
+    async def send(self, status: int, body: bytes | Any, headers: Mapping[str, str] = {}) -> None:  # noqa: B006
+        data = body if isinstance(body, bytes) else json.dumps(body).encode()
+        await self.head(status, {"content-type": "application/json",
+                                 "content-length": str(len(data)), **headers})
+        await self.write(data)
+
+    async def chunk(self, data: bytes) -> None:
+        await self.write(b"%x\r\n%s\r\n" % (len(data), data))
+
+    def abort(self) -> None:
+        self.keep_alive = False
+        self.writer.transport.abort()
+
+
