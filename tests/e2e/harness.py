@@ -14,6 +14,8 @@ from typing import Any
 from lsprotocol import types
 from pytest_lsp import LanguageClient, client_capabilities, make_test_lsp_client
 
+from agent_lsp.demo.edits import apply_text_edits
+
 HELIX_CAPS = Path(__file__).parent / "helix_capabilities.json"
 
 
@@ -98,28 +100,6 @@ def plain(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [plain(v) for v in value]
     return value
-
-
-def apply_text_edits(text: str, edits: list[types.TextEdit]) -> str:
-    """Apply LSP edits (UTF-16 positions) to text, like an editor would."""
-    lines = text.splitlines(keepends=True)
-
-    def offset(pos: types.Position) -> int:
-        if pos.line >= len(lines):
-            return len(text)
-        before = sum(len(l) for l in lines[: pos.line])
-        line = lines[pos.line]
-        units = 0
-        for index, char in enumerate(line):
-            if units >= pos.character:
-                return before + index
-            units += 2 if ord(char) > 0xFFFF else 1
-        return before + len(line.rstrip("\r\n")) if units < pos.character else before + len(line)
-
-    for edit in sorted(edits, key=lambda e: (e.range.start.line, e.range.start.character), reverse=True):
-        start, end = offset(edit.range.start), offset(edit.range.end)
-        text = text[:start] + edit.new_text + text[end:]
-    return text
 
 
 async def start_editor(root: Path, caps: str, *, init_options: dict[str, Any] | None = None,
