@@ -245,11 +245,15 @@ def _show_diff(editor: DemoEditor, root: Path, original: dict[str, str]) -> None
     s = editor.style
     editor.line("")
     editor.line(s.bold("── diff of the workspace copy ──"))
+    changed = False
     for name, before in original.items():
         after = (root / name).read_text(encoding="utf-8")
         for line in difflib.unified_diff(before.splitlines(), after.splitlines(), f"a/{name}", f"b/{name}", lineterm="", n=2):
             color = "32" if line.startswith("+") else "31" if line.startswith("-") else "36" if line.startswith("@") else "0"
             editor.line(s(color, line))
+            changed = True
+    if not changed:
+        editor.line(s.dim("(no changes)"))
 
 
 def _show_report(editor: DemoEditor) -> int:
@@ -260,6 +264,8 @@ def _show_report(editor: DemoEditor) -> int:
     editor.line(f"  stop:       {s.bold(report.get('stopReason', '?'))} after {report.get('turns')} turns, "
                 f"{report.get('toolCalls')} tool calls, {report.get('denied')} denied")
     editor.line(f"  summary:    {report.get('summary')}")
+    if report.get("denied"):
+        editor.line(s.dim("  note:       a recorded model does not hear your answers: it replays its script; a live one would adapt"))
     editor.line(f"  transcript: {s.dim(str(report.get('transcript')))} (deleted with the temp copy)")
     editor.line("")
     editor.line(s.dim("Next: point your editor at `agent-lsp` (see README.md), or try `agent-lsp run \"...\"` with a real model."))
