@@ -31,14 +31,16 @@ class ApprovalPolicy:
         self.settings = settings
         self.session = session
 
-    def decide(self, tool: Tool, command: str | None = None) -> Verdict:
+    def decide(self, tool: Tool, command: str | None = None, session_key: str | None = None) -> Verdict:
+        """`command` is matched against allowCommands; `session_key` (default: the command)
+        is what "Allow for session" remembered: the exact line, with its working directory."""
         configured = self.settings.tools.get(tool.name)
         if configured == "deny":
             return "deny"
         if tool.read_only:
             return configured or "allow"
         if command is not None:
-            if command in self.session.commands:
+            if (session_key or command) in self.session.commands:
                 return "allow"
             if matches_prefix(command, self.settings.allow_commands):
                 return "allow"

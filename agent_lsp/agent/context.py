@@ -101,15 +101,27 @@ def render_for_summary(messages: list[dict[str, Any]], clip: int = 1500) -> str:
     return "\n\n".join(lines)
 
 
+NOTE_HEAD = "[Context compacted:"
+PROBLEMS_HEAD = "Open problems seen before compaction:"
+
+
 def open_problems(messages: list[dict[str, Any]], limit: int = 3) -> list[str]:
-    """The last failing tool results among the summarised messages, one line each."""
-    found = [m["content"].splitlines()[0][:300] for m in messages if m.get("role") == "tool" and str(m.get("content", "")).startswith("error:")]
+    """The last failing tool results among the summarised messages, one line each; the open
+    problems an earlier compaction note listed carry over verbatim."""
+    found: list[str] = []
+    for message in messages:
+        content = str(message.get("content") or "")
+        if message.get("role") == "tool" and content.startswith("error:"):
+            found.append(content.splitlines()[0][:300])
+        elif message.get("role") == "user" and content.startswith(NOTE_HEAD) and PROBLEMS_HEAD in content:
+            listed = content.split(PROBLEMS_HEAD, 1)[1].splitlines()
+            found += [line[2:] for line in listed if line.startswith("- ")]
     return found[-limit:]
 
 
 def compacted_note(summary: str, edited: list[str], problems: list[str], dropped: int) -> dict[str, Any]:
-    parts = [f"[Context compacted: {dropped} earlier messages were summarised.]", summary.strip()]
+    parts = [f"{NOTE_HEAD} {dropped} earlier messages were summarised.]", summary.strip()]
     parts.append("Files changed so far: " + (", ".join(edited) if edited else "none"))
     if problems:
-        parts.append("Open problems seen before compaction:\n" + "\n".join(f"- {p}" for p in problems))
+        parts.append(f"{PROBLEMS_HEAD}\n" + "\n".join(f"- {p}" for p in problems))
     return {"role": "user", "content": "\n\n".join(parts)}

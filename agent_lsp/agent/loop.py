@@ -90,6 +90,9 @@ class AgentLoop:
         except asyncio.CancelledError:
             self.close_dangling_calls()
             raise
+        except Exception:  # run_task reports it as fatal; the session stays valid for a follow-up
+            self.close_dangling_calls("error: the run stopped on an internal error before this call finished")
+            raise
 
     # -- node 1: build context -------------------------------------------------------------
     async def build_context(self) -> list[dict[str, Any]]:
@@ -122,7 +125,9 @@ class AgentLoop:
             await self.run.transcript.write(self.agent_id, self.turn, "reply", purpose="compaction", reply=reply.to_record())
         except ModelError as exc:
             summary = f"(the summariser failed: {exc}; a mechanical digest follows)\n{render_for_summary(middle, clip=200)[-4000:]}"
-        edited = [self.run.paths.display(p) for p in self.run.session.edited]
+        # Earlier runs of the session and this run so far (the session list grows at the run's end).
+        changed = dict.fromkeys([*self.run.session.edited, *self.run.tool_ctx.edited])
+        edited = [self.run.paths.display(p) for p in changed]
         note = compacted_note(summary, edited, open_problems(middle), len(middle))
         before = self.run.estimator.estimate(self._messages())
         self.history[goal_end:tail_start] = [note]
@@ -147,7 +152,8 @@ class AgentLoop:
                 self.run.emit(Event("status", f"model stream failed ({exc}); retrying ({attempt}/{MODEL_ATTEMPTS - 1})", {"turn": self.turn}, self.agent_id))
         if reply.usage:
             self.run.usage.add(reply.usage)
-            self.run.estimator.calibrate(messages, reply.usage.prompt_tokens)
+            # prompt_tokens counts the tool schemas too: calibrate on what was actually sent.
+            self.run.estimator.calibrate([messages, self.tools.schemas()], reply.usage.prompt_tokens)
         self.last_text = reply.text or self.last_text
         await self.run.transcript.write(self.agent_id, self.turn, "reply", reply=reply.to_record())
         return reply
@@ -178,7 +184,7 @@ class AgentLoop:
     async def admit(self, call: ToolCall) -> Prepared | None:
         """Validate and approve one call; a refusal becomes its result and None is returned."""
         self.run.tool_calls += 1
-        self.run.emit(Event("toolCall", f"{call.name} {call.arguments[:200]}", {"callId": call.id, "tool": call.name, "arguments": _arguments(call)}, self.agent_id))
+        self.run.emit(Event("toolCall", describe_call(call), {"callId": call.id, "tool": call.name, "arguments": _arguments(call)}, self.agent_id))
         await self.run.transcript.write(self.agent_id, self.turn, "toolCall", callId=call.id, tool=call.name, arguments=call.arguments)
         try:
             tool = self.tools.get(call.name)
@@ -186,8 +192,12 @@ class AgentLoop:
         except (ToolError, PathRefused, ValueError) as exc:
             await self._finish(call, False, f"error: {exc}")
             return None
-        command = prepared.remember if isinstance(tool, RunCommand) else None
-        verdict = self.run.policy.decide(tool, command)
+        except Exception as exc:  # a tool (or the host behind it) failing unexpectedly is still a result
+            log.exception("preparing %s failed", call.name)
+            await self._finish(call, False, f"error: internal error in {call.name}: {type(exc).__name__}: {exc}")
+            return None
+        command = prepared.command if isinstance(tool, RunCommand) else None
+        verdict = self.run.policy.decide(tool, command, prepared.remember)
         if verdict == "allow":
             return prepared
         if verdict == "ask":
@@ -198,7 +208,7 @@ class AgentLoop:
         await self.run.transcript.write(self.agent_id, self.turn, "approval", callId=call.id, tool=call.name, detail=prepared.detail, decision=str(decision), byPolicy=verdict == "deny")
         if decision in (Decision.ALLOW, Decision.ALLOW_SESSION):
             if decision == Decision.ALLOW_SESSION:
-                self.run.session.approvals.remember(call.name, command)
+                self.run.session.approvals.remember(call.name, prepared.remember if command else None)
             return prepared
         self.run.denied += 1
         why = "the approval request went unanswered" if decision == Decision.WITHDRAWN else ("the configured policy denies it" if verdict == "deny" else "the user said no")
@@ -257,7 +267,7 @@ class AgentLoop:
     def _stuck(self) -> bool:
         return any(n >= REPEATED_FAILURE_STOP for n in self._failures.values())
 
-    def close_dangling_calls(self) -> None:
+    def close_dangling_calls(self, why: str = "cancelled: the user cancelled the run before this call finished") -> None:
         """After a cancel, give every tool call of the last reply a result (finished or
         "cancelled"), so a follow-up in this session never sends a dangling tool call."""
         for index in range(len(self.history) - 1, -1, -1):
@@ -267,11 +277,21 @@ class AgentLoop:
                 for call in message["tool_calls"]:
                     if call["id"] not in answered:
                         done = self._finished.get(call["id"])
-                        content = done.content if done else "cancelled: the user cancelled the run before this call finished"
+                        content = done.content if done else why
                         self.history.append({"role": "tool", "tool_call_id": call["id"], "content": content})
                 return
             if message.get("role") == "user":
                 return
+
+
+def describe_call(call: ToolCall) -> str:
+    """`edit_file calc.py`, `run_command pytest -x`: the call in a line (progress, terminal)."""
+    args = _arguments(call)
+    if isinstance(args, dict):
+        main = next((args[k] for k in ("path", "command", "pattern", "task") if isinstance(args.get(k), str)), None)
+        if main is not None:
+            return f"{call.name} {' '.join(main.split())[:160]}"
+    return f"{call.name} {call.arguments[:160]}"
 
 
 def _arguments(call: ToolCall) -> Any:

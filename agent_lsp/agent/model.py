@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import importlib
 import json
 import logging
 import os
+import sys
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
@@ -41,6 +44,14 @@ class Model(Protocol):
     ) -> Reply: ...
 
 
+async def import_openai() -> Any:
+    """`import openai` costs ~0.4 s (seconds on a loaded machine): never on the start-up path,
+    and never on the event loop, where it would delay a cancel or an approval."""
+    if (module := sys.modules.get("openai")) is not None:
+        return module
+    return await asyncio.to_thread(importlib.import_module, "openai")
+
+
 class OpenAIModel:
     """Streamed chat completions through the official SDK; the SDK retries 429/5xx itself."""
 
@@ -52,10 +63,9 @@ class OpenAIModel:
         self._max_retries = max_retries
         self._client: Any = None
 
-    def _get_client(self) -> Any:
+    async def _get_client(self) -> Any:
         if self._client is None:
-            import openai  # lazy: ~400 ms, never on the start-up path
-
+            openai = await import_openai()
             if not self._api_key and not self._base_url and not os.environ.get("OPENAI_BASE_URL"):
                 raise ModelError("no API key: set the environment variable named by `apiKeyEnv` (default OPENAI_API_KEY), or point `baseUrl` at a local server")
             self._client = openai.AsyncOpenAI(
@@ -66,10 +76,15 @@ class OpenAIModel:
             )
         return self._client
 
-    async def complete(self, messages, tools, on_text, *, agent_id, turn, purpose="turn") -> Reply:
-        import openai
+    async def aclose(self) -> None:
+        """Close the HTTP client (its connections would otherwise outlive the run)."""
+        client, self._client = self._client, None
+        if client is not None:
+            await client.close()
 
-        client = self._get_client()
+    async def complete(self, messages, tools, on_text, *, agent_id, turn, purpose="turn") -> Reply:
+        client = await self._get_client()
+        openai = sys.modules["openai"]
         kwargs: dict[str, Any] = {"model": self.name, "messages": messages, "stream": True, "stream_options": {"include_usage": True}}
         if tools:
             kwargs["tools"] = tools
@@ -115,7 +130,7 @@ class OpenAIModel:
         if finish is None:
             raise ModelError("the model's stream ended without a finish reason (cut short)", retryable=True)
         tool_calls = [
-            ToolCall(c["id"] or f"call_{turn}_{i}", c["name"], c["arguments"]) for i, c in sorted(calls.items())
+            ToolCall(c["id"] or f"call_{uuid.uuid4().hex[:12]}", c["name"], c["arguments"]) for _, c in sorted(calls.items())
         ]
         return Reply("".join(text), tool_calls, finish, usage)
 

@@ -156,6 +156,11 @@ async def run_task(
         for proc in list(tool_ctx.processes):
             kill_group(proc)
         session.running = None
+    if model is None and hasattr(run.model, "aclose"):  # the client this run made, not the caller's
+        try:
+            await run.model.aclose()
+        except Exception as exc:
+            log.debug("closing the model client failed: %s", exc)
     for path in tool_ctx.edited:
         if path not in session.edited:
             session.edited.append(path)
@@ -164,8 +169,8 @@ async def run_task(
         session_id=session.id,
         stop_reason=outcome.reason,
         turns=outcome.turns,
-        final_text=outcome.final_text,
-        summary=explain_stop(outcome, run, settings),
+        final_text=redact(outcome.final_text),
+        summary=redact(explain_stop(outcome, run, settings)),
         edited_files=[p.as_uri() for p in tool_ctx.edited],
         tool_calls=run.tool_calls,
         denied=run.denied,
@@ -180,11 +185,29 @@ async def run_task(
 
 
 def _redacting(emit: EventSink, redact: Redactor) -> EventSink:
+    """Secrets out of every event. Model text is a stream of deltas and a secret can straddle
+    two of them: the tail that could start a secret waits for the next delta (or event)."""
     if not redact.secrets:
         return emit
+    pending: dict[str, str] = {}  # agent id -> held-back text
+
+    def flush(agent_id: str) -> None:
+        if held := pending.pop(agent_id, ""):
+            emit(Event("text", redact(held), {}, agent_id))
 
     def sink(event: Event) -> None:
+        if event.kind == "text":
+            text = redact(pending.pop(event.agent_id, "") + event.text)
+            if keep := redact.held_back(text):
+                text, pending[event.agent_id] = text[:-keep], text[-keep:]
+            if text:
+                event.text = text
+                emit(event)
+            return
+        for agent_id in list(pending):
+            flush(agent_id)
         event.text = redact(event.text)
+        event.data = redact.value(event.data)
         emit(event)
 
     return sink

@@ -23,6 +23,24 @@ class Redactor:
             text = text.replace(secret, "[redacted]")
         return text
 
+    def value(self, value: Any) -> Any:
+        """`value` with every string inside it (dicts, lists) redacted."""
+        if isinstance(value, str):
+            return self(value)
+        if isinstance(value, dict):
+            return {k: self.value(v) for k, v in value.items()}
+        if isinstance(value, list | tuple):
+            return [self.value(v) for v in value]
+        return value
+
+    def held_back(self, text: str) -> int:
+        """How many trailing characters of a stream could be the start of a secret (and so
+        must wait for the next delta before they are shown)."""
+        for size in range(min(len(text), max(map(len, self.secrets), default=1) - 1), 0, -1):
+            if any(secret.startswith(text[-size:]) for secret in self.secrets):
+                return size
+        return 0
+
 
 class Transcript:
     def __init__(self, path: Path, run_id: str, redact: Redactor):

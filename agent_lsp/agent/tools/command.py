@@ -90,7 +90,8 @@ class RunCommand(Tool):
                 raise ToolError(text)
             return text
 
-        return Prepared(detail, execute, remember=args.command)
+        remember = args.command if where == "." else f"{args.command}   (in {where})"
+        return Prepared(detail, execute, remember=remember, command=args.command)
 
 
 async def run_process(argv: list[str], shell_line: str | None, cwd, timeout: float, ctx: ToolContext) -> tuple[int | None, str, bool]:
