@@ -39,20 +39,35 @@ async def truncate_tool_output(text: str, limit: int, spill_dir: Path, call_id: 
 
 
 class TokenEstimator:
-    """Characters / 4, calibrated by the prompt tokens the API reports."""
+    """Characters / 4, calibrated by the prompt tokens the API reports. Message sizes are
+    cached (messages are never changed once in the history), so a turn costs O(new messages)."""
 
     def __init__(self) -> None:
         self.ratio = 1.0
+        self._sizes: dict[int, tuple[Any, int]] = {}
 
-    @staticmethod
-    def raw(payload: Any) -> float:
-        return len(json.dumps(payload, ensure_ascii=False)) / CHARS_PER_TOKEN
+    def _size(self, message: Any) -> int:
+        hit = self._sizes.get(id(message))
+        if hit is not None and hit[0] is message:
+            return hit[1]
+        size = len(json.dumps(message, ensure_ascii=False))
+        self._sizes[id(message)] = (message, size)
+        return size
 
-    def estimate(self, payload: Any) -> int:
-        return int(self.raw(payload) * self.ratio)
+    def raw(self, payload: Any, extra_chars: int = 0) -> float:
+        if isinstance(payload, list):
+            if len(self._sizes) > 2 * len(payload) + 256:  # forget messages compaction dropped
+                self._sizes = {id(m): self._sizes[id(m)] for m in payload if id(m) in self._sizes}
+            chars = sum(self._size(m) for m in payload)
+        else:
+            chars = len(json.dumps(payload, ensure_ascii=False))
+        return (chars + extra_chars) / CHARS_PER_TOKEN
 
-    def calibrate(self, payload: Any, prompt_tokens: int) -> None:
-        raw = self.raw(payload)
+    def estimate(self, payload: Any, extra_chars: int = 0) -> int:
+        return int(self.raw(payload, extra_chars) * self.ratio)
+
+    def calibrate(self, payload: Any, prompt_tokens: int, extra_chars: int = 0) -> None:
+        raw = self.raw(payload, extra_chars)
         if raw > 200 and prompt_tokens > 0:
             self.ratio = min(4.0, max(0.25, prompt_tokens / raw))
 

@@ -4,6 +4,7 @@ execute -> append -> again, until one of the four explained stops."""
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from collections import Counter
 from dataclasses import dataclass
@@ -63,6 +64,8 @@ class AgentLoop:
         self._logged = 0  # history[:_logged] is already in the transcript
         self._finished: dict[str, ToolResult] = {}
         self._failures: Counter[tuple[str, str, str]] = Counter()
+        self.schemas = tools.schemas()  # the same every turn: built once (and cache-friendly)
+        self._schema_chars = len(json.dumps(self.schemas, ensure_ascii=False))
 
     @property
     def is_main(self) -> bool:
@@ -96,18 +99,20 @@ class AgentLoop:
 
     # -- node 1: build context -------------------------------------------------------------
     async def build_context(self) -> list[dict[str, Any]]:
-        budget = self.run.context_budget()
         messages = self._messages()
-        if self.run.estimator.estimate(messages) + self.run.tool_tokens(self.tools) > budget:
-            await self.compact_history(budget)
+        if self._tokens(messages) > self.run.compaction_threshold():
+            await self.compact_history(self.run.context_budget())
             messages = self._messages()
-            if self.run.estimator.estimate(messages) + self.run.tool_tokens(self.tools) > budget:
+            if self._tokens(messages) > self.run.context_budget():
                 raise StopRun(f"the context does not fit in contextWindow ({self.run.settings.context_window} tokens) even after compaction")
         new = self.history[self._logged :]
         first = {"system": self.system_prompt, "tools": list(self.tools.tools)} if self.turn == 1 else {}
         await self.run.transcript.write(self.agent_id, self.turn, "request", messages=new, **first)
         self._logged = len(self.history)
         return messages
+
+    def _tokens(self, messages: list[dict[str, Any]]) -> int:
+        return self.run.estimator.estimate(messages, self._schema_chars)
 
     def _messages(self) -> list[dict[str, Any]]:
         return [{"role": "system", "content": self.system_prompt}, *self.history]
@@ -143,7 +148,7 @@ class AgentLoop:
         on_text = (lambda delta: self.run.emit(Event("text", delta, {}, self.agent_id))) if self.is_main else (lambda _d: None)
         for attempt in range(1, MODEL_ATTEMPTS + 1):
             try:
-                reply = await self.run.model.complete(messages, self.tools.schemas(), on_text, agent_id=self.agent_id, turn=self.turn)
+                reply = await self.run.model.complete(messages, self.schemas, on_text, agent_id=self.agent_id, turn=self.turn)
                 break
             except ModelError as exc:
                 await self.run.transcript.write(self.agent_id, self.turn, "modelError", error=str(exc), attempt=attempt)
@@ -153,7 +158,7 @@ class AgentLoop:
         if reply.usage:
             self.run.usage.add(reply.usage)
             # prompt_tokens counts the tool schemas too: calibrate on what was actually sent.
-            self.run.estimator.calibrate([messages, self.tools.schemas()], reply.usage.prompt_tokens)
+            self.run.estimator.calibrate(messages, reply.usage.prompt_tokens, self._schema_chars)
         self.last_text = reply.text or self.last_text
         await self.run.transcript.write(self.agent_id, self.turn, "reply", reply=reply.to_record())
         return reply

@@ -18,7 +18,7 @@ from agent_lsp.agent.memory import recall_memory
 from agent_lsp.agent.messages import Event, RunReport, StopReason, Usage
 from agent_lsp.agent.model import Model, ModelError, make_model
 from agent_lsp.agent.ports import Approver, EventSink, Workspace
-from agent_lsp.agent.tools import ToolBox, ToolContext, ToolError, main_tools, subagent_tools
+from agent_lsp.agent.tools import ToolContext, ToolError, main_tools, subagent_tools
 from agent_lsp.agent.tools.command import kill_group
 from agent_lsp.agent.tools.paths import PathGuard
 from agent_lsp.agent.transcript import Redactor, Transcript
@@ -82,8 +82,10 @@ class RunContext:
         window = self.settings.context_window
         return window - min(8192, window // 8)  # room for the reply
 
-    def tool_tokens(self, tools: ToolBox) -> int:
-        return self.estimator.estimate(tools.schemas())
+    def compaction_threshold(self) -> int:
+        # Compact a little before the hard limit: each compaction breaks the provider's prompt
+        # cache once, and a history kept near the limit makes every later request the biggest.
+        return int(self.context_budget() * 0.75)
 
     def spawn_subagent(self, task: str) -> Callable[[], Awaitable[str]]:
         self.subagents += 1
