@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pygls.exceptions import JsonRpcInvalidParams
 
 from agent_lsp.server.workspace import uri_to_path
@@ -37,6 +37,13 @@ class RunArgs(_Args):
     text_document: DocumentRef | None = Field(None, alias="textDocument")
     range: Range | None = None
     session_id: str | None = Field(None, alias="sessionId")
+
+    @field_validator("prompt")
+    @classmethod
+    def _not_blank(cls, prompt: str) -> str:
+        if not prompt.strip():
+            raise ValueError("the prompt is blank; say what the agent should do")
+        return prompt
 
 
 class CancelArgs(_Args):
@@ -73,7 +80,7 @@ def compose_prompt(args: RunArgs, text: str | None, roots: list[Path]) -> str:
     if args.text_document is None:
         return args.prompt
     path = uri_to_path(args.text_document.uri)
-    shown = str(path)
+    shown = str(path) if path else args.text_document.uri  # e.g. an `untitled:` buffer
     for root in roots:
         if path and path.is_relative_to(root):
             shown = path.relative_to(root).as_posix()

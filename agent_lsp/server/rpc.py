@@ -63,7 +63,11 @@ async def client_request(ls: LanguageServer, method: str, params: Any, timeout: 
 
 def safe_notify(ls: LanguageServer, method: str, params: Any) -> None:
     """A notification that never raises (the client may be gone)."""
+    if getattr(ls, "connection_closed", False):
+        return  # after `exit` or a broken pipe every write would only log a traceback
     try:
         ls.protocol.notify(method, params)
     except Exception as exc:  # BrokenPipe after the editor died: nothing to tell anyone
+        if isinstance(exc, BrokenPipeError):
+            ls.connection_closed = True  # type: ignore[attr-defined]
         log.debug("could not send %s: %s", method, exc)

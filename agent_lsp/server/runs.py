@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
 import time
 from dataclasses import dataclass, field
@@ -122,6 +123,7 @@ class RunRegistry:
     approvals: PendingApprovals = field(default_factory=PendingApprovals)
     sessions: dict[str, Session] = field(default_factory=dict)
     active: dict[str, ActiveRun] = field(default_factory=dict)
+    warm_up: concurrent.futures.Future[None] | None = None  # the SDK import started at `initialized`
 
     def start(self, prompt: str, title: str, session_id: str | None, settings: Settings, caps: ClientCaps) -> ActiveRun:
         """Start a run in the background; ValueError (shown to the client) if it cannot."""
@@ -154,6 +156,7 @@ class RunRegistry:
 
     async def _drive(self, run: ActiveRun, prompt: str, settings: Settings, workspace: LspWorkspace, approver: LspApprover) -> None:
         try:
+            await self._until_warm()
             report = await run_task(prompt, session=run.session, settings=settings, workspace=workspace,
                                     approver=approver, emit=run.stream, run_id=run.id)
             run.report = report.to_dict()
@@ -162,6 +165,21 @@ class RunRegistry:
             if run.progress_task and not run.progress_task.done():
                 run.progress_task.cancel()
             self.active.pop(run.id, None)
+
+    async def _until_warm(self) -> None:
+        """Wait (without blocking the loop) for the SDK import, which the core would otherwise
+        do synchronously at the first model call."""
+        if self.warm_up is None or self.warm_up.done():
+            return
+        try:
+            await asyncio.shield(asyncio.wrap_future(self.warm_up))
+        except asyncio.CancelledError:
+            # Cancelled before the run began: re-arm the cancel so run_task meets it at its
+            # first await and still ends the run with its `cancelled` report.
+            task = asyncio.current_task()
+            if task is not None:
+                task.uncancel()
+                task.cancel()
 
     def cancel(self, run_id: str) -> bool:
         run = self.active.get(run_id)

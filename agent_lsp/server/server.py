@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import importlib
 import logging
 import os
 import threading
@@ -32,6 +34,7 @@ class AgentServer(LanguageServer):
         self.caps = ClientCaps()
         self.config = SettingsState()
         self.runs = RunRegistry(self)
+        self.connection_closed = False  # set on `exit`: nothing more is written to the client
 
     def show_problems(self, problems: list[str]) -> None:
         for problem in problems:
@@ -48,7 +51,7 @@ class AgentServer(LanguageServer):
         except Exception as exc:  # a client that cannot answer keeps the settings it has
             log.info("workspace/configuration failed: %s", exc)
             return
-        section = result[0] if isinstance(result, list) and result else None
+        section = result[0] if isinstance(result, list | tuple) and result else None  # pygls gives a tuple
         self.show_problems(self.config.update(workspace_config=section or {}))
 
 
@@ -57,13 +60,14 @@ def create_server() -> AgentServer:
 
     @server.feature(types.INITIALIZE)
     def initialize(ls: AgentServer, params: types.InitializeParams) -> None:
-        ls.caps = ClientCaps.from_params(params.capabilities)
+        ls.caps = ClientCaps.from_params(params.capabilities, params.client_info.name if params.client_info else None)
         problems = ls.config.update(init_options=params.initialization_options or {})
         if problems:  # shown once the client is ready to receive them
             asyncio.get_running_loop().call_soon(ls.show_problems, problems)
 
     @server.feature(types.INITIALIZED)
     async def initialized(ls: AgentServer, params: types.InitializedParams) -> None:
+        ls.runs.warm_up = warm_up_imports()
         await ls.pull_configuration()
 
     @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
@@ -119,12 +123,31 @@ def create_server() -> AgentServer:
 
     @server.feature(types.EXIT)
     def exit_(ls: AgentServer, *args: Any) -> None:
+        ls.connection_closed = True  # pygls closes stdout right after this handler
         for run in list(ls.runs.active.values()):
             if run.task:
                 run.task.cancel()
         exit_soon()
 
     return server
+
+
+def warm_up_imports(modules: tuple[str, ...] = ("openai",)) -> concurrent.futures.Future[None]:
+    """Import the model SDK in a thread once `initialize` is answered. Imported lazily by the
+    first run instead, it would stall the event loop for 0.5-4 s: no cancel, no progress, no
+    approval answer handled meanwhile, and request timeouts firing across the stall."""
+    done: concurrent.futures.Future[None] = concurrent.futures.Future()
+
+    def load() -> None:
+        for name in modules:
+            try:
+                importlib.import_module(name)
+            except Exception as exc:  # the run that needs it will report the problem
+                log.debug("warm-up import of %s failed: %s", name, exc)
+        done.set_result(None)
+
+    threading.Thread(target=load, name="agent-lsp-warm-up", daemon=True).start()
+    return done
 
 
 def exit_soon(delay: float = 1.0) -> None:

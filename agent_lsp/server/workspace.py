@@ -99,6 +99,12 @@ class LspWorkspace:
     async def apply(self, path: Path, before: Document | None, after: str) -> EditOutcome:
         if not self.caps.can_apply_edit:
             return EditOutcome(False, "this editor does not support workspace/applyEdit")
+        open_doc = self._open_document(path)
+        if before is not None and open_doc is not None and open_doc.source != before.text:
+            # A `changes` edit carries no version, so the editor cannot refuse it: refuse here,
+            # before it lands on text it was not computed for.
+            return EditOutcome(False, f"{path.name} was changed in the editor after the agent read it "
+                                      f"(buffer version {open_doc.version})")
         edit = self._workspace_edit(path, before, after)
         label = f"agent-lsp: {'create' if before is None else 'edit'} {path.name}"
         try:
@@ -132,7 +138,8 @@ class LspWorkspace:
             return types.WorkspaceEdit(changes={uri: [insert]})
         text_edit = minimal_edit(self.ls, before.text, after)
         if self.caps.has_document_changes:
-            version = before.version if open_doc is not None else None
+            # apply() checked the buffer still holds the text the edit was computed against
+            version = open_doc.version if open_doc is not None else None
             return types.WorkspaceEdit(document_changes=[
                 types.TextDocumentEdit(text_document=types.OptionalVersionedTextDocumentIdentifier(uri=uri, version=version),
                                        edits=[text_edit])

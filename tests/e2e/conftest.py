@@ -1,8 +1,20 @@
 from __future__ import annotations
 
+import asyncio
+import contextlib
+
+import pytest
 import pytest_asyncio
 
 from tests.e2e.harness import start_editor
+
+E2E_TIMEOUT = 60  # seconds: a backstop; every wait inside a test has its own, shorter timeout
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if "tests/e2e/" in str(item.path).replace("\\", "/") and item.get_closest_marker("timeout") is None:
+            item.add_marker(pytest.mark.timeout(E2E_TIMEOUT))
 
 
 @pytest_asyncio.fixture
@@ -10,7 +22,7 @@ async def open_editor(workspace, model):
     """Factory: start the real server under a scripted editor; stopped at teardown."""
     editors = []
 
-    async def start(caps: str = "visual-studio-code", init: dict | None = None, **kwargs):
+    async def start(caps="visual-studio-code", init: dict | None = None, **kwargs):
         options = {"model": "m", "baseUrl": model.base_url, "approval": {"default": "ask"}, **(init or {})}
         editor = await start_editor(workspace, caps, init_options=options, **kwargs)
         editors.append(editor)
@@ -18,7 +30,17 @@ async def open_editor(workspace, model):
 
     yield start
     for editor in editors:
-        try:
-            await editor.client.shutdown_session()
-        except Exception:
-            pass
+        process = editor.process
+        if process is not None and process.returncode is None and editor.client.error is None:
+            with contextlib.suppress(Exception):  # shutdown, exit and close the pipe, as editors do
+                await asyncio.wait_for(editor.client.shutdown_async(None), 10)
+                editor.client.exit(None)
+                editor.close_stdin()
+                await asyncio.wait_for(process.wait(), 10)
+        if process is not None and process.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                process.kill()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(process.wait(), 5)
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(editor.client.stop(), 5)

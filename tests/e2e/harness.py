@@ -4,27 +4,68 @@ real LSP by pytest-lsp's client with a real editor's recorded capabilities."""
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import os
 import sys
+import time
 from dataclasses import dataclass, field
+from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, Union
 
 from lsprotocol import types
-from pytest_lsp import LanguageClient, client_capabilities, make_test_lsp_client
+from pygls.protocol import default_converter
+from pygls.uris import to_fs_path
+from pytest_lsp import LanguageClient, client_capabilities
+from pytest_lsp.client import DEFAULT_CLIENT_FEATURES, register_lsp_features
+from pytest_lsp.protocol import LanguageClientProtocol
 
-from agent_lsp.demo.edits import apply_text_edits
-
+# Helix's own initialize request, transcribed from helix-editor/helix
+# `helix-lsp/src/client.rs` (`Client::initialize`, commit 0ee961433c21): no
+# `window.showMessage` (so no showMessageRequest, helix issue 4699), work-done progress,
+# documentChanges with create/rename/delete, position encodings utf-8 first.
 HELIX_CAPS = Path(__file__).parent / "helix_capabilities.json"
 
 
-def capabilities(name: str) -> types.ClientCapabilities:
-    if name == "helix":
-        from pygls.protocol import default_converter
+def capabilities(caps: str | types.ClientCapabilities) -> types.ClientCapabilities:
+    """A recorded client's capabilities by name, or the given capabilities as they are."""
+    if isinstance(caps, types.ClientCapabilities):
+        return caps
+    if caps == "helix":
+        recorded = json.loads(HELIX_CAPS.read_text())
+        return default_converter().structure(recorded["capabilities"], types.ClientCapabilities)
+    return client_capabilities(caps)
 
-        return default_converter().structure(json.loads(HELIX_CAPS.read_text()), types.ClientCapabilities)
-    return client_capabilities(name)
+
+def client_info(caps: str | types.ClientCapabilities) -> types.ClientInfo | None:
+    """The `clientInfo` the recorded editor sent along with its capabilities."""
+    if not isinstance(caps, str):
+        return None
+    if caps == "helix":
+        recorded = json.loads(HELIX_CAPS.read_text())
+    else:
+        import pytest_lsp.clients
+
+        stem = caps.replace("-", "_") + "_v"
+        files = [f for f in resources.files(pytest_lsp.clients).iterdir() if f.name.startswith(stem)]
+        newest = max(files, key=lambda f: [int(n) for n in f.name.removeprefix(stem).removesuffix(".json").split(".")])
+        recorded = json.loads(newest.read_text())
+    info = recorded.get("clientInfo")
+    return types.ClientInfo(name=info["name"], version=info.get("version")) if info else None
+
+
+class RecordingProtocol(LanguageClientProtocol):
+    """Also remembers every `$/cancelRequest` the server sends (pygls consumes it itself)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.cancelled_ids: list[Any] = []
+
+    def _handle_notification(self, method_name: str, params: Any) -> None:
+        if method_name == types.CANCEL_REQUEST:
+            self.cancelled_ids.append(getattr(params, "id", None))
+        super()._handle_notification(method_name, params)
 
 
 @dataclass
@@ -35,11 +76,21 @@ class Editor:
     root: Path
     buffers: dict[str, tuple[int, str]] = field(default_factory=dict)  # uri -> (version, text)
     stream: list[dict[str, Any]] = field(default_factory=list)
-    approval_answers: list[str | None] = field(default_factory=list)  # "Allow", ..., None = dismiss, "ignore"
+    stream_times: list[float] = field(default_factory=list)  # monotonic arrival time of each event
+    # "Allow", ..., None = dismiss, "ignore" = never answered; or a callable (sync or async)
+    # taking the request params and returning one of those.
+    approval_answers: list[Any] = field(default_factory=list)
     approval_requests: list[types.ShowMessageRequestParams] = field(default_factory=list)
+    approval_request_ids: list[Any] = field(default_factory=list)
     edits: list[types.ApplyWorkspaceEditParams] = field(default_factory=list)
+    edit_request_ids: list[Any] = field(default_factory=list)
+    edit_delay: float = 0.0  # seconds before the editor answers an applyEdit
     refuse_edits: bool = False
+    error_edits: bool = False  # answer applyEdit with a JSON-RPC error (like eglot on a stale version)
+    configuration_requests: list[types.ConfigurationParams] = field(default_factory=list)
     server_capabilities: Any = None
+    encoding: str = "utf-16"
+    stderr: list[str] = field(default_factory=list)  # the server's log lines
 
     # -- documents ------------------------------------------------------------------------
     def uri(self, rel: str) -> str:
@@ -60,6 +111,11 @@ class Editor:
         self.client.text_document_did_change(types.DidChangeTextDocumentParams(
             text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=version),
             content_changes=[types.TextDocumentContentChangeWholeDocument(text=text)]))
+
+    def type_locally(self, rel: str, text: str) -> None:
+        """A change the server has not heard of yet (its didChange still in flight)."""
+        uri = self.uri(rel)
+        self.buffers[uri] = (self.buffers[uri][0] + 1, text)
 
     def text(self, rel: str) -> str:
         return self.buffers[self.uri(rel)][1]
@@ -90,6 +146,32 @@ class Editor:
     def progress(self, run_id: str) -> list[Any]:
         return self.client.progress_reports.get(run_id, [])
 
+    async def wait_progress(self, run_id: str, kind: type, timeout: float = 15.0) -> Any:
+        found = await self.wait_for(lambda: [p for p in self.progress(run_id) if isinstance(p, kind)],
+                                    timeout, f"a {kind.__name__} progress of {run_id}")
+        return found[0]
+
+    @property
+    def cancelled_ids(self) -> list[Any]:
+        return self.client.protocol.cancelled_ids
+
+    @property
+    def process(self) -> asyncio.subprocess.Process:
+        return self.client._server
+
+    def close_stdin(self) -> None:
+        """What the server sees when its editor dies: stdin reaches EOF."""
+        self.process.stdin.close()
+
+    def die(self) -> None:
+        """The editor is gone altogether: stdin at EOF and nobody reading stdout (writes fail
+        with a broken pipe)."""
+        self.close_stdin()
+        self.process._transport.get_pipe_transport(1).close()
+
+    async def wait_exit(self, timeout: float) -> int:
+        return await asyncio.wait_for(self.process.wait(), timeout)
+
 
 def plain(value: Any) -> Any:
     """pygls hands unknown notifications' params over as namedtuples: make them JSON again."""
@@ -102,40 +184,121 @@ def plain(value: Any) -> Any:
     return value
 
 
-async def start_editor(root: Path, caps: str, *, init_options: dict[str, Any] | None = None,
+def code_units(char: str, encoding: str = "utf-16") -> int:
+    if encoding == "utf-8":
+        return len(char.encode("utf-8"))
+    if encoding == "utf-32":
+        return 1
+    return 2 if ord(char) > 0xFFFF else 1
+
+
+def apply_text_edits(text: str, edits: list[types.TextEdit], encoding: str = "utf-16") -> str:
+    """Apply LSP edits (positions in the negotiated encoding) to text, like an editor would."""
+    lines = text.splitlines(keepends=True)
+
+    def offset(pos: types.Position) -> int:
+        if pos.line >= len(lines):
+            return len(text)
+        start = sum(len(line) for line in lines[: pos.line])
+        body = lines[pos.line].rstrip("\r\n")
+        units = 0
+        for index, char in enumerate(body):
+            if units >= pos.character:
+                return start + index
+            units += code_units(char, encoding)
+        return start + len(body)
+
+    spans = [(offset(e.range.start), offset(e.range.end), e.new_text) for e in edits]
+    for start, end, new in sorted(spans, key=lambda span: span[:2], reverse=True):
+        text = text[:start] + new + text[end:]
+    return text
+
+
+def make_converter():
+    """pygls's converter, except that a code action whose `command` is an object is read as a
+    CodeAction (the stock union hook turns it into a Command with a stringified command)."""
+    converter = default_converter()
+    either = Union[types.Command, types.CodeAction]  # noqa: UP007 - the exact type lsprotocol registers
+
+    def command_or_action(obj: Any, _: Any) -> Any:
+        kind = types.Command if isinstance(obj.get("command"), str) else types.CodeAction
+        return converter.structure(obj, kind)
+
+    converter.register_structure_hook(either, command_or_action)
+    return converter
+
+
+def make_client() -> LanguageClient:
+    client = LanguageClient(protocol_cls=RecordingProtocol, converter_factory=make_converter)
+    # pytest-lsp's own handlers, except workspace/configuration: start_editor records that one
+    register_lsp_features(client, {method: handler for method, handler in DEFAULT_CLIENT_FEATURES.items()
+                                   if method != types.WORKSPACE_CONFIGURATION})
+    return client
+
+
+async def start_editor(root: Path, caps: str | types.ClientCapabilities, *, init_options: dict[str, Any] | None = None,
                        env: dict[str, str] | None = None, configuration: dict[str, Any] | None = None) -> Editor:
-    client = make_test_lsp_client()
+    client = make_client()
     editor = Editor(client, root)
     if configuration is not None:
-        client._configuration["agentLsp"] = configuration  # answered to workspace/configuration
+        client.set_configuration(configuration, section="agentLsp")  # answered to workspace/configuration
 
     @client.feature("agentLsp/stream")
     def on_stream(ls: LanguageClient, params: Any) -> None:
         editor.stream.append(plain(params))
+        editor.stream_times.append(time.monotonic())
 
     @client.feature(types.WINDOW_SHOW_MESSAGE_REQUEST)
     async def on_request(ls: LanguageClient, params: types.ShowMessageRequestParams):
         editor.approval_requests.append(params)
+        editor.approval_request_ids.append(ls.protocol.msg_id)
         answer = editor.approval_answers.pop(0) if editor.approval_answers else "ignore"
+        if callable(answer):
+            answer = answer(params)
+            if inspect.isawaitable(answer):
+                answer = await answer
         if answer == "ignore":
             await asyncio.sleep(3600)  # never answered (until the server withdraws it)
         return None if answer is None else types.MessageActionItem(title=answer)
 
+    @client.feature(types.WORKSPACE_CONFIGURATION)
+    def on_configuration(ls: LanguageClient, params: types.ConfigurationParams):
+        answer = [ls.get_configuration(section=item.section, scope_uri=item.scope_uri) for item in params.items]
+        editor.configuration_requests.append(params)
+        return answer
+
     @client.feature(types.WORKSPACE_APPLY_EDIT)
-    def on_edit(ls: LanguageClient, params: types.ApplyWorkspaceEditParams):
+    async def on_edit(ls: LanguageClient, params: types.ApplyWorkspaceEditParams):
         editor.edits.append(params)
+        editor.edit_request_ids.append(ls.protocol.msg_id)
+        if editor.edit_delay:
+            await asyncio.sleep(editor.edit_delay)  # a slow editor (or one asking the user first)
+        if editor.error_edits:
+            raise ValueError("the test editor cannot apply this edit")
         if editor.refuse_edits:
             return types.ApplyWorkspaceEditResult(applied=False, failure_reason="refused by the test editor")
         return apply_workspace_edit(editor, params.edit)
 
     env = {**os.environ, **(env or {})}
     await client.start_io(sys.executable, "-m", "agent_lsp", "serve", "--stdio", env=env, cwd=str(root))
+    if client._stderr_forwarder is not None:  # ours keeps a copy of what the server logs
+        client._stderr_forwarder.cancel()
+    client._stderr_forwarder = asyncio.create_task(keep_stderr(editor))
     result = await asyncio.wait_for(client.initialize_session(types.InitializeParams(
-        capabilities=capabilities(caps), root_uri=root.resolve().as_uri(),
+        capabilities=capabilities(caps), client_info=client_info(caps), root_uri=root.resolve().as_uri(),
         workspace_folders=[types.WorkspaceFolder(uri=root.resolve().as_uri(), name=root.name)],
         initialization_options=init_options or {})), 15)
     editor.server_capabilities = result.capabilities
+    editor.encoding = str(result.capabilities.position_encoding or "utf-16")
     return editor
+
+
+async def keep_stderr(editor: Editor) -> None:
+    """Forward the server's stderr to ours (as pytest-lsp does) and keep a copy."""
+    stream = editor.process.stderr
+    while line := await stream.readline():
+        editor.stderr.append(line.decode(errors="replace"))
+        sys.stderr.buffer.write(line)
 
 
 def apply_workspace_edit(editor: Editor, edit: types.WorkspaceEdit) -> types.ApplyWorkspaceEditResult:
@@ -143,7 +306,7 @@ def apply_workspace_edit(editor: Editor, edit: types.WorkspaceEdit) -> types.App
     changes: list[tuple[str, int | None, list[types.TextEdit]]] = []
     for change in edit.document_changes or []:
         if isinstance(change, types.CreateFile):
-            path = Path(change.uri.removeprefix("file://"))
+            path = Path(to_fs_path(change.uri))
             if not path.exists():
                 path.parent.mkdir(parents=True, exist_ok=True)
                 path.write_text("")
@@ -155,12 +318,65 @@ def apply_workspace_edit(editor: Editor, edit: types.WorkspaceEdit) -> types.App
         if version is not None and uri in editor.buffers and editor.buffers[uri][0] != version:
             return types.ApplyWorkspaceEditResult(applied=False, failure_reason=f"version {version} is stale")
     for uri, _, edits in changes:
-        if uri in editor.buffers:
+        if uri in editor.buffers:  # like an editor: change the buffer and tell the server
             version, text = editor.buffers[uri]
-            editor.buffers[uri] = (version + 1, apply_text_edits(text, edits))
+            editor.buffers[uri] = (version + 1, apply_text_edits(text, edits, editor.encoding))
+            editor.client.text_document_did_change(types.DidChangeTextDocumentParams(
+                text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=version + 1),
+                content_changes=[types.TextDocumentContentChangeWholeDocument(text=editor.buffers[uri][1])]))
         else:
-            path = Path(uri.removeprefix("file://"))
+            path = Path(to_fs_path(uri))
             path.parent.mkdir(parents=True, exist_ok=True)
             old = path.read_text() if path.exists() else ""
-            path.write_text(apply_text_edits(old, edits))
+            path.write_text(apply_text_edits(old, edits, editor.encoding))
     return types.ApplyWorkspaceEditResult(applied=True)
+
+
+# -- processes (no psutil: /proc) ---------------------------------------------------------
+def process_state(pid: int) -> str | None:
+    """The /proc state letter of pid (R, S, Z...), None once it is gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    return stat.rsplit(")", 1)[1].split()[0]
+
+
+def is_alive(pid: int) -> bool:
+    """Running (a zombie, killed and waiting to be reaped, counts as gone)."""
+    state = process_state(pid)
+    return state is not None and state != "Z"
+
+
+def find_processes(argv: list[str]) -> list[int]:
+    """Pids of live processes whose command line is exactly argv."""
+    wanted = "\0".join(argv) + "\0"
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().decode(errors="replace")
+        except OSError:
+            continue
+        if cmdline == wanted and is_alive(int(entry.name)):
+            found.append(int(entry.name))
+    return found
+
+
+# -- what the model was sent ----------------------------------------------------------------
+def tool_messages(request: dict[str, Any]) -> dict[str, str]:
+    """tool_call_id -> content of every tool result in one chat-completions request."""
+    return {m["tool_call_id"]: m["content"] for m in request["messages"] if m.get("role") == "tool"}
+
+
+def dangling_tool_calls(request: dict[str, Any]) -> list[str]:
+    """Ids of assistant tool calls that have no tool result after them in the request."""
+    messages = request["messages"]
+    missing = []
+    for index, message in enumerate(messages):
+        for call in message.get("tool_calls") or []:
+            answered = any(m.get("role") == "tool" and m.get("tool_call_id") == call["id"] for m in messages[index + 1:])
+            if not answered:
+                missing.append(call["id"])
+    return missing

@@ -42,6 +42,9 @@ def nvim_path() -> str | None:
 LUA_PRELUDE = r"""
 local T = { events = {}, progress = {}, notifications = {}, errors = {}, data = {} }
 _G.T = T
+-- upper bound for one scripted run (a few ms of model time each): generous, for loaded CI
+-- machines where the server's start-up and each turn can take seconds
+T.RUN_MS = 40000
 
 local real_notify = vim.notify
 vim.notify = function(msg, level, opts)
@@ -165,20 +168,10 @@ def run_scenario(
     """Runs `scenario` (the Lua body of a function, `T` in scope) in a headless Neovim whose
     home and XDG directories live under `tmp`, with the plugin on the runtimepath."""
     home = tmp / "home"
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "AGENT_LSP_", "XDG_", "NVIM"))}
-    for name in ("config", "data", "state", "cache"):
-        (home / name).mkdir(parents=True, exist_ok=True)
-        env[f"XDG_{name.upper()}_HOME"] = str(home / name)
+    env = editor_env(tmp, settings, server_cmd)
     result_file = tmp / "nvim-result.json"
-    env.update(
-        HOME=str(home),
-        OPENAI_API_KEY="test",
-        AGENT_LSP_STATE_DIR=str(tmp / "state"),
-        NVIM_TEST_RESULT=str(result_file),
-        NVIM_TEST_SERVER_CMD=json.dumps(server_cmd or json.loads(os.environ.get("TMP_FAKE_SERVER", "null")) or [sys.executable, "-m", "agent_lsp"]),
-        NVIM_TEST_SETTINGS=json.dumps(settings),
-        **(extra_env or {}),
-    )
+    env["NVIM_TEST_RESULT"] = str(result_file)
+    env.update(extra_env or {})
     script = tmp / "scenario.lua"
     # start once the editor is up (VimEnter), from the main loop, where vim.wait may block
     script.write_text(
@@ -205,7 +198,184 @@ def run_scenario(
         os.killpg(proc.pid, signal.SIGKILL)
         _, stderr = proc.communicate()
         stderr = f"[killed after {timeout} s]\n{stderr}"
+    try:  # a server that outlived its editor must not outlive the test
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
     lsp_log_file = home / "state" / "nvim" / "lsp.log"
     lsp_log = lsp_log_file.read_text(errors="replace") if lsp_log_file.exists() else ""
     data = json.loads(result_file.read_text()) if result_file.exists() else {"errors": ["no result file"]}
     return NvimResult(data, proc.returncode, stderr, lsp_log)
+
+
+# -- screenshots: Neovim in a real terminal (tmux), the screen rendered to PNG -------------
+
+XTERM_16 = [
+    (0x14, 0x16, 0x1B), (0xCD, 0x31, 0x31), (0x0D, 0xBC, 0x79), (0xE5, 0xE5, 0x10),
+    (0x24, 0x72, 0xC8), (0xBC, 0x3F, 0xBC), (0x11, 0xA8, 0xCD), (0xE5, 0xE5, 0xE5),
+    (0x66, 0x66, 0x66), (0xF1, 0x4C, 0x4C), (0x23, 0xD1, 0x8B), (0xF5, 0xF5, 0x43),
+    (0x3B, 0x8E, 0xEA), (0xD6, 0x70, 0xD6), (0x29, 0xB8, 0xDB), (0xFF, 0xFF, 0xFF),
+]
+DEFAULT_FG, DEFAULT_BG = (0xE0, 0xE2, 0xEA), (0x14, 0x16, 0x1B)  # Neovim 0.11's default dark
+
+
+def _color_256(n: int) -> tuple[int, int, int]:
+    if n < 16:
+        return XTERM_16[n]
+    if n < 232:
+        n -= 16
+        steps = [0, 95, 135, 175, 215, 255]
+        return steps[n // 36], steps[(n // 6) % 6], steps[n % 6]
+    level = 8 + (n - 232) * 10
+    return level, level, level
+
+
+def parse_ansi_screen(text: str) -> list[list[tuple[str, tuple, tuple, bool]]]:
+    """`tmux capture-pane -e -p` output -> rows of (char, fg, bg, bold) cells."""
+    import re
+    import unicodedata
+
+    rows = []
+    sgr = re.compile(r"\x1b\[([0-9;:]*)m")
+    for line in text.split("\n"):
+        cells: list[tuple[str, tuple, tuple, bool]] = []
+        fg, bg, bold, reverse = None, None, False, False
+        pos = 0
+        while pos < len(line):
+            m = sgr.match(line, pos)
+            if m:
+                params = [int(p) if p else 0 for p in re.split("[;:]", m.group(1))] or [0]
+                i = 0
+                while i < len(params):
+                    p = params[i]
+                    if p == 0:
+                        fg, bg, bold, reverse = None, None, False, False
+                    elif p == 1:
+                        bold = True
+                    elif p == 22:
+                        bold = False
+                    elif p == 7:
+                        reverse = True
+                    elif p == 27:
+                        reverse = False
+                    elif p in (38, 48) and i + 1 < len(params):
+                        if params[i + 1] == 5 and i + 2 < len(params):
+                            color, i = _color_256(params[i + 2]), i + 2
+                        elif params[i + 1] == 2 and i + 4 < len(params):
+                            color, i = tuple(params[i + 2:i + 5]), i + 4
+                        else:
+                            color = None
+                        if p == 38:
+                            fg = color
+                        else:
+                            bg = color
+                    elif p == 39:
+                        fg = None
+                    elif p == 49:
+                        bg = None
+                    elif 30 <= p <= 37:
+                        fg = XTERM_16[p - 30]
+                    elif 90 <= p <= 97:
+                        fg = XTERM_16[p - 90 + 8]
+                    elif 40 <= p <= 47:
+                        bg = XTERM_16[p - 40]
+                    elif 100 <= p <= 107:
+                        bg = XTERM_16[p - 100 + 8]
+                    i += 1
+                pos = m.end()
+                continue
+            if line[pos] == "\x1b":  # another escape sequence: skip it
+                end = re.match(r"\x1b(\[[0-9;?]*[A-Za-z]|\][^\x07]*\x07|.)", line[pos:])
+                pos += len(end.group(0)) if end else 1
+                continue
+            ch = line[pos]
+            f, b = fg or DEFAULT_FG, bg or DEFAULT_BG
+            if reverse:
+                f, b = b, f
+            cells.append((ch, f, b, bold))
+            if unicodedata.east_asian_width(ch) in ("W", "F"):
+                cells.append(("", f, b, bold))
+            pos += 1
+        rows.append(cells)
+    return rows
+
+
+def render_png(ansi_text: str, path: Path, cols: int, rows: int, font_size: int = 16) -> None:
+    """Draws a captured terminal screen with DejaVu Sans Mono (needs Pillow)."""
+    from PIL import Image, ImageDraw, ImageFont
+
+    font_dir = Path("/usr/share/fonts/truetype/dejavu")
+    regular = ImageFont.truetype(str(font_dir / "DejaVuSansMono.ttf"), font_size)
+    bold_font = ImageFont.truetype(str(font_dir / "DejaVuSansMono-Bold.ttf"), font_size)
+    cell_w = round(regular.getlength("M"))
+    ascent, descent = regular.getmetrics()
+    cell_h = ascent + descent + 2
+    pad = 12
+    image = Image.new("RGB", (cols * cell_w + 2 * pad, rows * cell_h + 2 * pad), DEFAULT_BG)
+    draw = ImageDraw.Draw(image)
+    for y, cells in enumerate(parse_ansi_screen(ansi_text)[:rows]):
+        for x, (ch, fg, bg, bold) in enumerate(cells[:cols]):
+            left, top = pad + x * cell_w, pad + y * cell_h
+            if bg != DEFAULT_BG:
+                draw.rectangle([left, top, left + cell_w - 1, top + cell_h - 1], fill=bg)
+            if ch.strip():
+                draw.text((left, top + 1), ch, font=bold_font if bold else regular, fill=fg)
+    image.save(path)
+
+
+class TmuxNvim:
+    """Neovim in a detached tmux session of its own (own socket, no user config)."""
+
+    def __init__(self, nvim: str, tmp: Path, script: Path, *, cwd: Path, env: dict[str, str],
+                 cols: int = 120, rows: int = 34, files: tuple[str, ...] = ()) -> None:
+        self.socket = f"agent-lsp-test-{os.getpid()}-{id(self)}"
+        self.cols, self.rows = cols, rows
+        self.env = env
+        cmd = [nvim, "--clean", "-n", "-i", "NONE", "--cmd", f"set rtp^={PLUGIN_DIR}",
+               "-c", f"luafile {script}", *files]
+        # options first, then the session, in one tmux invocation
+        self._tmux("-f", "/dev/null", "start-server", ";",
+                   "set-option", "-g", "default-terminal", "tmux-256color", ";",
+                   "new-session", "-d", "-s", "nvim", "-x", str(cols), "-y", str(rows),
+                   "-c", str(cwd), "--", *cmd)
+
+    def _tmux(self, *args: str) -> str:
+        return subprocess.run(["tmux", "-L", self.socket, *args], env=self.env, check=True,
+                              capture_output=True, text=True, timeout=15).stdout
+
+    def screen(self, ansi: bool = False) -> str:
+        return self._tmux("capture-pane", "-p", "-t", "nvim", *(["-e"] if ansi else []))
+
+    def wait_for(self, text: str, timeout: float) -> bool:
+        import time
+
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if text in self.screen():
+                return True
+            time.sleep(0.1)
+        return False
+
+    def send_keys(self, *keys: str) -> None:
+        self._tmux("send-keys", "-t", "nvim", *keys)
+
+    def close(self) -> None:
+        subprocess.run(["tmux", "-L", self.socket, "kill-server"], env=self.env,
+                       capture_output=True, timeout=15)
+
+
+def editor_env(tmp: Path, settings: dict[str, Any], server_cmd: list[str] | None = None) -> dict[str, str]:
+    """Environment with home and XDG directories under `tmp` and the server command/settings."""
+    home = tmp / "home"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "AGENT_LSP_", "XDG_", "NVIM", "TMUX"))}
+    for name in ("config", "data", "state", "cache"):
+        (home / name).mkdir(parents=True, exist_ok=True)
+        env[f"XDG_{name.upper()}_HOME"] = str(home / name)
+    env.update(
+        HOME=str(home),
+        OPENAI_API_KEY="test",
+        AGENT_LSP_STATE_DIR=str(tmp / "state"),
+        NVIM_TEST_SERVER_CMD=json.dumps(server_cmd or [sys.executable, "-m", "agent_lsp"]),
+        NVIM_TEST_SETTINGS=json.dumps(settings),
+    )
+    return env

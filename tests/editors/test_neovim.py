@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -53,7 +54,8 @@ vim.lsp.enable('agent_lsp')
 vim.cmd.edit(vim.fn.fnameescape(ws .. '/a.py'))
 local buf = vim.api.nvim_get_current_buf()
 T.buf = buf
-T.wait(10000, function()
+-- generous: the server's start-up (imports) takes seconds on a loaded machine
+T.wait(25000, function()
   local c = vim.lsp.get_clients({ bufnr = buf, name = 'agent_lsp' })[1]
   return c ~= nil and c.initialized
 end, 'agent_lsp to attach and initialize')
@@ -91,17 +93,19 @@ def model():
 
 
 def run(tmp_path: Path, workspace: Path, model: ScriptedModelServer, scenario: str,
-        **settings) -> nvim_harness.NvimResult:
+        pre: str = "", **settings) -> nvim_harness.NvimResult:
+    """`pre` runs before the client starts (config overrides), `scenario` after it attached."""
     return nvim_harness.run_scenario(
-        NVIM, tmp_path, SETUP + scenario,
+        NVIM, tmp_path, pre + SETUP + scenario,
         settings={"model": "m", "baseUrl": model.base_url, **settings},
         cwd=workspace,
         extra_env={"NVIM_TEST_WORKSPACE": str(workspace)},
-        timeout=45,
+        timeout=120,
     )
 
 
 def user_texts(model: ScriptedModelServer) -> str:
+    """Every user message the model was sent."""
     texts = []
     for body in model.requests:
         for msg in body.get("messages", []):
@@ -123,7 +127,7 @@ def test_run_edits_the_open_buffer_after_approval(tmp_path, workspace, model):
     ])
     res = run(tmp_path, workspace, model, r"""
 vim.cmd('AgentRun Add a module docstring to a.py')
-T.wait_run_end(20000)
+T.wait_run_end(T.RUN_MS)
 T.data.lines = T.lines(T.buf)
 T.data.modified = vim.bo[T.buf].modified
 T.data.statusline_after = require('agent_lsp').statusline()
@@ -150,6 +154,7 @@ T.data.stream_windows = #vim.fn.win_findbuf(vim.fn.bufnr('agent-lsp://stream'))
     assert "I'll add a module docstring to a.py." in stream, stream
     assert "Added the docstring to a.py." in stream, stream
     assert "[tool]" in stream and "[stop: done]" in stream, stream
+    assert stream.count("## run ") == 1, stream
     assert res.data["data"]["stream_windows"] == 1  # auto-opened
 
     # progress: begin, end for the run's token; the statusline followed it, then cleared
@@ -195,6 +200,32 @@ T.data.running_after = #require('agent_lsp.runs').running()
     assert kinds[-1] == "end"
 
 
+def test_without_progress_support_status_events_drive_statusline_and_cancel(tmp_path, workspace, model):
+    """A client without work-done progress: the server sends the progress lines as `status`
+    events; the statusline follows them and :AgentCancel falls back to `agentLsp.cancel`."""
+    model.add("Count slowly", [{"text": "one two three", "ttft": 30}])
+    res = run(tmp_path, workspace, model, r"""
+vim.cmd('AgentRun Count slowly to three')
+T.wait(T.RUN_MS, function()
+  local status = vim.tbl_filter(function(e) return e.kind == 'status' end, T.events)
+  return #status > 0 and require('agent_lsp').statusline() == 'agent: ' .. status[#status].text
+end, 'the statusline to show the last status event')
+vim.cmd('AgentCancel')
+T.wait(8000, function() return T.stop_event() ~= nil end, 'the stop event after :AgentCancel')
+""", pre=r"""
+vim.lsp.config('agent_lsp', {
+  capabilities = vim.tbl_deep_extend('force', vim.lsp.protocol.make_client_capabilities(),
+    { window = { workDoneProgress = false } }),
+})
+""")
+    assert not res.errors, res.explain()
+    assert res.stream_events("stop")[0]["report"]["stopReason"] == "cancelled", res.explain()
+    assert res.data["progress"] == []
+    sent = [c["params"]["command"] for c in res.data["data"]["commands"]]
+    assert sent == ["agentLsp.run", "agentLsp.cancel"], sent
+    assert not [n for n in res.data["data"]["notified"] if n["method"] == "window/workDoneProgress/cancel"]
+
+
 def test_cancel_offers_a_picker_when_several_runs_go(tmp_path, workspace, model):
     model.add("First slow task", [{"text": "never", "ttft": 30}])
     model.add("Second slow task", [{"text": "never", "ttft": 30}])
@@ -228,13 +259,21 @@ T.wait(8000, function() return #require('agent_lsp.runs').running() == 0 end, 'a
 
 
 def test_ask_sends_the_visual_selection(tmp_path, workspace, model):
-    model.add("What does this code do", [{"text": "It builds a greeting and returns it."}])
+    model.add("What does this code do", [{"text": "It builds a greeting and returns it."},
+                                         {"text": "Line one defines greet."}])
     res = run(tmp_path, workspace, model, r"""
 -- charwise from '+' on line 2 to the end of line 3 (line 2 holds an emoji and an accent)
 vim.cmd('normal! 2G0f+v3G$\27')
 vim.cmd("'<,'>AgentAsk What does this code do?")
-T.wait(20000, function() return T.stop_event() ~= nil end, 'the stop event')
+T.wait(T.RUN_MS, function() return T.stop_event() ~= nil end, 'the stop event')
 T.data.encoding = T.client.offset_encoding
+-- a <Cmd> mapping in Visual mode (linewise, lines 1-2): no '<,'> range involved
+vim.keymap.set('x', '<F5>', '<Cmd>AgentAsk Explain these lines<CR>')
+vim.api.nvim_win_set_cursor(0, { 1, 3 })
+vim.api.nvim_feedkeys(vim.keycode('Vj<F5>'), 'x', false)
+T.data.mode_after = vim.fn.mode()
+T.wait(T.RUN_MS, function() return #vim.tbl_filter(function(e) return e.kind == 'stop' end, T.events) == 2 end,
+  'the second stop')
 """)
     assert not res.errors, res.explain()
     assert res.stream_events("stop")[0]["report"]["stopReason"] == "done", res.explain()
@@ -261,14 +300,88 @@ T.data.encoding = T.client.offset_encoding
     assert "What does this code do?" in seen and selected in seen, seen
     assert "It builds a greeting and returns it." in res.data["stream"]
 
+    linewise = res.data["data"]["commands"][1]["params"]["arguments"][0]
+    assert linewise["range"] == {
+        "start": {"line": 0, "character": 0},
+        "end": {"line": 1, "character": units(lines[1])},
+    }, linewise
+    assert linewise["prompt"].startswith("Explain these lines")
+    assert lines[0] + "\n" + lines[1] in linewise["prompt"]
+    assert res.data["data"]["mode_after"] == "n"
+
+
+def test_dismissed_approval_denies_and_save_after_edit_off_leaves_disk(tmp_path, workspace, model):
+    model.add("Make the greeting louder", [
+        {"tool_calls": [{"name": "edit_file", "arguments": {
+            "path": "a.py", "old_text": "return message", "new_text": "return message.upper()"}}]},
+        {"text": "That was denied; changing the call instead.",
+         "tool_calls": [{"name": "edit_file", "arguments": {
+             "path": "a.py", "old_text": 'greet("world")', "new_text": 'greet("WORLD")'}}]},
+        {"text": "Changed the call."},
+    ])
+    res = run(tmp_path, workspace, model, r"""
+vim.g.agent_lsp = { save_after_edit = false }
+local answers = 0
+T.pick = function(items)
+  answers = answers + 1
+  if answers == 1 then return nil end -- dismissed
+  return items[1]
+end
+vim.cmd('AgentRun Make the greeting louder')
+T.wait_run_end(T.RUN_MS)
+T.data.lines = T.lines(T.buf)
+T.data.modified = vim.bo[T.buf].modified
+""")
+    assert not res.errors, res.explain()
+    assert res.stream_events("stop")[0]["report"]["stopReason"] == "done", res.explain()
+    states = [e["state"] for e in res.stream_events("approval") if e["state"] != "pending"]
+    assert states == ["denied", "allowed"], res.explain()
+    # the denial went back to the model as the tool's result, and the run went on
+    assert "deni" in json.dumps(model.requests[1]["messages"]).lower()
+    text = "\n".join(res.data["data"]["lines"]) + "\n"
+    assert 'greet("WORLD")' in text and "upper()" not in text
+    # save_after_edit = false: the buffer holds the edit, the disk does not
+    assert res.data["data"]["modified"] is True
+    assert (workspace / "a.py").read_text(encoding="utf-8") == SAMPLE_A
+
+
+def test_ask_code_action_asks_for_the_question(tmp_path, workspace, model):
+    model.add("Why the emoji", [{"text": "For a friendly greeting."}])
+    res = run(tmp_path, workspace, model, r"""
+vim.ui.input = function(opts, on_confirm) T.data.input_prompt = opts.prompt; on_confirm('Why the emoji?') end
+local params = {
+  textDocument = { uri = vim.uri_from_bufnr(T.buf) },
+  range = { start = { line = 1, character = 0 }, ['end'] = { line = 2, character = 0 } },
+  context = { diagnostics = {} },
+}
+local resp = T.client:request_sync('textDocument/codeAction', params, 5000, T.buf)
+T.data.actions = {}
+for _, action in ipairs(resp and resp.result or {}) do
+  table.insert(T.data.actions, action.title)
+  if action.title == 'Ask agent about selection' then
+    local command = type(action.command) == 'table' and action.command or action
+    T.client:exec_cmd(command, { bufnr = T.buf })
+  end
+end
+T.wait_run_end(T.RUN_MS)
+""")
+    assert not res.errors, res.explain()
+    assert "Ask agent about selection" in res.data["data"]["actions"], res.data["data"]["actions"]
+    assert res.data["data"]["input_prompt"] == "Ask the agent: "
+    args = res.data["data"]["commands"][0]["params"]["arguments"][0]
+    assert args["prompt"].startswith("Why the emoji?\n\n") and "ask" not in args, args
+    assert 'message = "héllo 😀 " + name' in args["prompt"]
+    assert "range" in args and args["textDocument"]["uri"] == (workspace / "a.py").as_uri()
+    assert "For a friendly greeting." in res.data["stream"]
+
 
 def test_follow_up_run_continues_the_session(tmp_path, workspace, model):
     model.add("Remember the word", [{"text": "Remembered: kiwi."}])
     res = run(tmp_path, workspace, model, r"""
 vim.cmd('AgentRun Remember the word kiwi')
-T.wait(15000, function() return T.stop_event() ~= nil end, 'the first stop')
+T.wait(T.RUN_MS, function() return T.stop_event() ~= nil end, 'the first stop')
 vim.cmd('AgentRun Which word?')
-T.wait(15000, function() return #vim.tbl_filter(function(e) return e.kind == 'stop' end, T.events) == 2 end,
+T.wait(T.RUN_MS, function() return #vim.tbl_filter(function(e) return e.kind == 'stop' end, T.events) == 2 end,
   'the second stop')
 """)
     assert not res.errors, res.explain()
@@ -301,6 +414,11 @@ vim.g.agent_lsp = { save_after_edit = 'yes', stream = { split = 'diagonal' } }
 vim.cmd('checkhealth agent_lsp')
 T.data.health = table.concat(vim.api.nvim_buf_get_lines(0, 0, -1, false), '\n')
 T.data.effective = require('agent_lsp.config').get().save_after_edit
+vim.g.agent_lsp = nil
+T.data.setup_bad = require('agent_lsp').setup({ save_after_edit = 'x' })
+require('agent_lsp').setup({ stream = { split = 'left' } })
+T.data.setup_split = require('agent_lsp.config').get().stream.split
+T.data.setup_auto_open = require('agent_lsp.config').get().stream.auto_open
 vim.g.agent_lsp = { stream = { split = 'diagonal' } }
 T.data.split_ok, T.data.split_err = require('agent_lsp.config').check()
 vim.g.agent_lsp = { nonsense = 1 }
@@ -310,6 +428,8 @@ T.data.unknown_ok, T.data.unknown_err = require('agent_lsp.config').check()
     data = res.data["data"]
     assert "ERROR invalid option: save_after_edit: expected boolean, got string" in data["health"], data["health"]
     assert data["effective"] is True  # the default is used instead
+    assert data["setup_bad"] is False
+    assert data["setup_split"] == "left" and data["setup_auto_open"] is True
     assert data["split_ok"] is False and "stream.split" in data["split_err"], data
     assert data["unknown_ok"] is False and "nonsense" in data["unknown_err"], data
     assert any("save_after_edit" in n["msg"] for n in res.data["notifications"])
@@ -347,3 +467,97 @@ T.data.running = #require('agent_lsp.runs').running()
     ], res.data["stream"]
     assert res.data["data"]["run_a_done"] is True
     assert res.data["data"]["running"] == 1  # run-b goes on
+
+
+def test_stale_edit_is_refused(tmp_path, workspace):
+    """Neovim's own applyEdit handler skips an edit made for an older buffer version but
+    answers `applied: true`; the plugin answers `applied: false` so the agent re-reads."""
+    res = nvim_harness.run_scenario(NVIM, tmp_path, r"""
+vim.cmd.edit('a.py')
+local buf = vim.api.nvim_get_current_buf()
+vim.lsp.util.buf_versions[buf] = 7 -- as if the user typed after the server's last view
+local edit = { documentChanges = { {
+  textDocument = { uri = vim.uri_from_bufnr(buf), version = 5 },
+  edits = { { range = { start = { line = 0, character = 0 }, ['end'] = { line = 0, character = 0 } }, newText = '# x\n' } },
+} } }
+T.data.result = require('agent_lsp.handlers').apply_edit(nil, { edit = edit }, { client_id = 1 })
+T.data.first_line = vim.api.nvim_buf_get_lines(buf, 0, 1, false)[1]
+""", settings={"model": "m"}, cwd=workspace, timeout=30)
+    assert not res.errors, res.explain()
+    result = res.data["data"]["result"]
+    assert result["applied"] is False and "version 7" in result["failureReason"], result
+    assert res.data["data"]["first_line"] == "def greet(name):"
+
+
+SCREENSHOT_SAMPLE = '''def greet(name):
+    message = "Hello, " + name
+    return message
+
+
+def farewell(name):
+    return "Goodbye, " + name
+
+
+print(greet("world"))
+'''
+
+TERMINAL_SCRIPT = r"""
+vim.g.agent_lsp_cmd = vim.json.decode(os.getenv('NVIM_TEST_SERVER_CMD'))
+vim.g.agent_lsp_settings = vim.json.decode(os.getenv('NVIM_TEST_SETTINGS'))
+vim.o.termguicolors = true
+vim.o.number = true
+vim.o.laststatus = 2
+vim.o.statusline = " %f %m%=%{%v:lua.require'agent_lsp'.statusline()%} "
+vim.lsp.enable('agent_lsp')
+vim.cmd.edit('a.py')
+"""
+
+
+def test_screenshot_in_a_terminal(tmp_path, workspace, model):
+    """A person's view: Neovim in tmux, :AgentRun typed, the approval answered with the
+    default vim.ui.select (inputlist) by pressing 1, the screen captured while the model
+    streams. Saved as a PNG; AGENT_LSP_UPDATE_SCREENSHOT=1 copies it to the plugin's README."""
+    import shutil
+
+    pytest.importorskip("PIL")
+    if not shutil.which("tmux"):
+        pytest.skip("tmux not installed")
+    (workspace / "a.py").write_text(SCREENSHOT_SAMPLE, encoding="utf-8")
+    model.add("Add a module docstring", [
+        {"text": "I'll add a one-line module docstring at the top of `a.py`.",
+         "tool_calls": [{"name": "edit_file", "arguments": {
+             "path": "a.py", "old_text": "def greet(name):",
+             "new_text": '"""Greetings and farewells."""\n\n\ndef greet(name):'}}]},
+        {"text": "Added a module docstring to `a.py`: a one-line summary, then two blank lines "
+                 "before `greet`, as PEP 257 and PEP 8 suggest. Nothing else changed.",
+         "chunk_size": 3, "chunk_delay": 0.1},
+    ])
+    script = tmp_path / "terminal.lua"
+    script.write_text(TERMINAL_SCRIPT, encoding="utf-8")
+    env = nvim_harness.editor_env(tmp_path, {"model": "m", "baseUrl": model.base_url})
+    env["COLORTERM"] = "truecolor"
+    term = nvim_harness.TmuxNvim(NVIM, tmp_path, script, cwd=workspace, env=env, cols=124, rows=30)
+    try:
+        assert term.wait_for("a.py", 15), term.screen()
+        term.send_keys(":AgentRun Add a module docstring to a.py", "Enter")
+        assert term.wait_for("Allow for session", 40), term.screen()
+        approval = term.screen(ansi=True)
+        term.send_keys("1", "Enter")
+        assert term.wait_for("Added a module", 40), term.screen()
+        time.sleep(1.5)  # let part of the reply stream in
+        screen = term.screen(ansi=True)
+        assert term.wait_for("[stop: done]", 40), term.screen()
+        final = term.screen()
+    finally:
+        term.close()
+    assert (workspace / "a.py").read_text(encoding="utf-8").startswith('"""Greetings and farewells."""')
+    text_only = "\n".join("".join(c[0] for c in row) for row in nvim_harness.parse_ansi_screen(screen))
+    assert "agent-lsp://stream" in text_only and "agent: " in text_only, text_only
+    assert '"""Greetings and farewells."""' in final
+    png = tmp_path / "screenshot.png"
+    nvim_harness.render_png(screen, png, cols=124, rows=30)
+    nvim_harness.render_png(approval, tmp_path / "screenshot-approval.png", cols=124, rows=30)
+    assert png.stat().st_size > 10_000
+    if os.environ.get("AGENT_LSP_UPDATE_SCREENSHOT") == "1":
+        shutil.copy(png, nvim_harness.PLUGIN_DIR / "screenshot.png")
+        shutil.copy(tmp_path / "screenshot-approval.png", nvim_harness.PLUGIN_DIR / "screenshot-approval.png")

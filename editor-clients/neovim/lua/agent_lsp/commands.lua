@@ -1,0 +1,251 @@
+--- The user commands: start runs (:AgentRun, :AgentAsk), cancel them, new sessions.
+
+local workspace = require('agent_lsp.workspace')
+local runs = require('agent_lsp.runs')
+
+local M = {}
+
+local function notify(msg, level)
+  vim.notify('agent-lsp: ' .. msg, level or vim.log.levels.INFO)
+end
+
+---@param text string
+---@return string
+local function one_line(text)
+  local line = vim.trim((text:gsub('%s+', ' ')))
+  if #line > 60 then
+    line = line:sub(1, 57) .. '...'
+  end
+  return line
+end
+
+---@class agent_lsp.RunArgs
+---@field prompt string
+---@field textDocument? { uri: string }
+---@field range? lsp.Range
+---@field sessionId? string
+
+---@class agent_lsp.StartOpts
+---@field bufnr? integer buffer whose pending changes are flushed to the server first
+---@field title? string
+---@field new_session? boolean start a fresh conversation
+
+--- Sends `agentLsp.run` and tracks the run. The workspace's last session continues, unless it
+--- is still busy with a run (then a parallel session starts) or `new_session` is set.
+---@param client vim.lsp.Client
+---@param args agent_lsp.RunArgs
+---@param opts? agent_lsp.StartOpts
+function M.start(client, args, opts)
+  opts = opts or {}
+  local root = workspace.client_root(client)
+  if args.sessionId == nil and not opts.new_session then
+    local session = workspace.session(root)
+    local busy = session
+      and vim.iter(runs.running()):any(function(run)
+        return run.session_id == session
+      end)
+    if session and not busy then
+      args.sessionId = session
+    end
+  end
+  local title = one_line(opts.title or args.prompt or '')
+  local bufnr = opts.bufnr
+  if bufnr and not vim.lsp.buf_is_attached(bufnr, client.id) then
+    bufnr = nil
+  end
+  client:request('workspace/executeCommand', {
+    command = 'agentLsp.run',
+    arguments = { args },
+  }, function(err, result)
+    if err then
+      notify('run refused: ' .. (err.message or vim.inspect(err)), vim.log.levels.ERROR)
+      return
+    end
+    if type(result) ~= 'table' or not result.runId then
+      notify('unexpected reply to agentLsp.run: ' .. vim.inspect(result), vim.log.levels.ERROR)
+      return
+    end
+    local run = runs.ensure(result.runId, client.id)
+    run.session_id = result.sessionId
+    run.root = root
+    if not run.has_progress then
+      run.title = title
+    end
+    if result.sessionId then
+      workspace.set_session(root, result.sessionId)
+    end
+    local stream = require('agent_lsp.stream')
+    stream.begin_run(result.runId, title)
+    if require('agent_lsp.config').get().stream.auto_open then
+      stream.open({ enter = false })
+    end
+  end, bufnr)
+end
+
+--- Runs `fn(client, bufnr)` once the buffer's agent-lsp client is ready.
+---@param fn fun(client: vim.lsp.Client, bufnr: integer)
+local function with_client(fn)
+  local bufnr = vim.api.nvim_get_current_buf()
+  workspace.with_client(bufnr, function(client)
+    fn(client, bufnr)
+  end)
+end
+
+---@param bufnr integer
+---@return { uri: string }?
+local function text_document(bufnr)
+  if vim.bo[bufnr].buftype ~= '' or vim.api.nvim_buf_get_name(bufnr) == '' then
+    return nil
+  end
+  return { uri = vim.uri_from_bufnr(bufnr) }
+end
+
+--- Asks for the text with vim.ui.input when the command had no argument.
+---@param given string
+---@param prompt string
+---@param cb fun(text: string)
+local function with_text(given, prompt, cb)
+  if vim.trim(given) ~= '' then
+    cb(given)
+    return
+  end
+  vim.ui.input({ prompt = prompt }, function(text)
+    if text and vim.trim(text) ~= '' then
+      cb(text)
+    end
+  end)
+end
+
+--- :AgentRun {task} (and :AgentNew {task}, which starts a fresh session)
+---@param task string
+---@param new_session? boolean
+function M.run(task, new_session)
+  with_text(task, 'Agent task: ', function(text)
+    with_client(function(client, bufnr)
+      M.start(client, { prompt = text, textDocument = text_document(bufnr) }, {
+        bufnr = bufnr,
+        new_session = new_session,
+      })
+    end)
+  end)
+end
+
+--- :AgentAsk {question}, on a range or visual selection: the range goes along and the selected
+--- text goes into the prompt.
+---@param question string
+---@param cmd_opts? { range: integer, line1: integer, line2: integer }
+function M.ask(question, cmd_opts)
+  local bufnr = vim.api.nvim_get_current_buf()
+  local selection = require('agent_lsp.selection')
+  -- read the selection now: it is gone once the question prompt takes over
+  local sel = selection.get(bufnr, cmd_opts or { range = 0 })
+  with_text(question, 'Ask the agent: ', function(text)
+    workspace.with_client(bufnr, function(client)
+      local args = { prompt = text, textDocument = text_document(bufnr) }
+      if sel and args.textDocument then
+        local range, body = selection.to_lsp(bufnr, sel, client.offset_encoding)
+        args.range = range
+        args.prompt = selection.prompt(bufnr, text, range, body)
+      end
+      M.start(client, args, { bufnr = bufnr, title = text })
+    end)
+  end)
+end
+
+---@param run agent_lsp.Run
+local function cancel_run(run)
+  local client = vim.lsp.get_client_by_id(run.client_id)
+  if not client then
+    runs.finish(run, 'cancelled')
+    return
+  end
+  local function by_command()
+    client:request('workspace/executeCommand', {
+      command = 'agentLsp.cancel',
+      arguments = { { runId = run.id } },
+    }, function(err, result)
+      if err then
+        notify('cancel failed: ' .. (err.message or vim.inspect(err)), vim.log.levels.ERROR)
+      elseif result == false and not run.done then
+        runs.finish(run) -- the server knows no such running run
+      end
+    end)
+  end
+  if run.has_progress and not run.progress_ended then
+    -- Neovim shows progress without a cancel button: send the cancel the button would send
+    client:notify('window/workDoneProgress/cancel', { token = run.id })
+    vim.defer_fn(function()
+      if not run.done then
+        by_command()
+      end
+    end, 1500)
+  else
+    by_command()
+  end
+end
+
+---@param run agent_lsp.Run
+---@return string
+local function describe(run)
+  return ('%s  %s%s'):format(run.id:sub(1, 8), run.title, run.message and ('  (' .. run.message .. ')') or '')
+end
+
+--- :AgentCancel[!] [runId]: the newest running run, a picker when several run, all with `!`.
+---@param run_id? string
+---@param all? boolean
+function M.cancel(run_id, all)
+  local running = runs.running()
+  if run_id and run_id ~= '' then
+    local run = runs.get(run_id)
+      or vim.iter(running):find(function(r)
+        return vim.startswith(r.id, run_id)
+      end)
+    if not run or run.done then
+      notify('no running run ' .. run_id, vim.log.levels.WARN)
+      return
+    end
+    cancel_run(run)
+    return
+  end
+  if #running == 0 then
+    notify('no agent run is running', vim.log.levels.WARN)
+    return
+  end
+  if all then
+    vim.iter(running):each(cancel_run)
+    return
+  end
+  if #running == 1 then
+    cancel_run(running[1])
+    return
+  end
+  vim.ui.select(running, { prompt = 'Cancel which agent run?', format_item = describe }, function(run)
+    if run then
+      cancel_run(run)
+    end
+  end)
+end
+
+--- Completion for :AgentCancel: ids of running runs.
+---@return string[]
+function M.complete_runs()
+  return vim.tbl_map(function(run)
+    return run.id
+  end, runs.running())
+end
+
+--- :AgentNew [task]: forget this workspace's session; run `task` in a fresh one if given.
+---@param task string
+function M.new(task)
+  if vim.trim(task) ~= '' then
+    M.run(task, true)
+    return
+  end
+  local bufnr = vim.api.nvim_get_current_buf()
+  local client = workspace.find_client(bufnr)
+  local root = client and workspace.client_root(client) or workspace.root(bufnr)
+  workspace.set_session(root, nil)
+  notify('the next run starts a new session')
+end
+
+return M

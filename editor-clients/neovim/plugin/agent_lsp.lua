@@ -1,0 +1,62 @@
+--- User commands and autocommands of agent-lsp; the LSP config itself is lsp/agent_lsp.lua.
+
+if vim.g.loaded_agent_lsp then
+  return
+end
+vim.g.loaded_agent_lsp = true
+
+if vim.fn.has('nvim-0.11') == 0 then
+  vim.api.nvim_echo({ { 'agent-lsp needs Neovim >= 0.11', 'ErrorMsg' } }, true, {})
+  return
+end
+
+local function commands()
+  return require('agent_lsp.commands')
+end
+
+vim.api.nvim_create_user_command('AgentRun', function(opts)
+  commands().run(opts.args)
+end, { nargs = '*', desc = 'agent-lsp: run a task (continues the session)' })
+
+vim.api.nvim_create_user_command('AgentNew', function(opts)
+  commands().new(opts.args)
+end, { nargs = '*', desc = 'agent-lsp: start a new session (and run a task in it)' })
+
+vim.api.nvim_create_user_command('AgentAsk', function(opts)
+  commands().ask(opts.args, { range = opts.range, line1 = opts.line1, line2 = opts.line2 })
+end, { nargs = '*', range = true, desc = 'agent-lsp: ask about the selection' })
+
+vim.api.nvim_create_user_command('AgentCancel', function(opts)
+  commands().cancel(opts.args, opts.bang)
+end, {
+  nargs = '?',
+  bang = true,
+  complete = function()
+    return commands().complete_runs()
+  end,
+  desc = 'agent-lsp: cancel the newest running run (! for all)',
+})
+
+local splits = { 'right', 'left', 'above', 'below', 'tab' }
+
+vim.api.nvim_create_user_command('AgentStream', function(opts)
+  if opts.args ~= '' and not vim.tbl_contains(splits, opts.args) then
+    vim.notify('agent-lsp: :AgentStream takes one of ' .. table.concat(splits, ', '), vim.log.levels.ERROR)
+    return
+  end
+  require('agent_lsp.stream').open({ enter = true, split = opts.args ~= '' and opts.args or nil })
+end, {
+  nargs = '?',
+  complete = function()
+    return splits
+  end,
+  desc = 'agent-lsp: show the stream buffer',
+})
+
+local group = vim.api.nvim_create_augroup('agent_lsp', { clear = true })
+vim.api.nvim_create_autocmd('LspProgress', {
+  group = group,
+  callback = function(ev)
+    require('agent_lsp.runs').on_progress(ev)
+  end,
+})

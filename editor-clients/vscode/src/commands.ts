@@ -1,0 +1,236 @@
+/** The palette commands and the interception of the server's `ask: true` code action. */
+import * as vscode from 'vscode';
+import {
+  ExecuteCommandRequest,
+  LanguageClient,
+  Middleware,
+  WorkDoneProgressCancelNotification,
+} from 'vscode-languageclient/node';
+import { describeError, log } from './logger';
+import { RunArgs, RunRegistry, RunStarted, shortTitle } from './runs';
+import { StreamView } from './stream';
+
+/** The server's commands (CONTRACT "LSP surface"); ours are `agentLsp.client.*`. */
+const SERVER_RUN = 'agentLsp.run';
+const SERVER_CANCEL = 'agentLsp.cancel';
+/** How long a progress Cancel may take before the explicit `agentLsp.cancel` follows it. */
+const CANCEL_FALLBACK_MS = 5000;
+
+type SendRun = (args: RunArgs) => Promise<unknown>;
+
+export class AgentCommands {
+  constructor(
+    private readonly client: () => Promise<LanguageClient>,
+    private readonly runs: RunRegistry,
+    private readonly stream: StreamView,
+    private readonly restartServer: () => Promise<void>,
+  ) {}
+
+  register(): vscode.Disposable[] {
+    const reg = vscode.commands.registerCommand;
+    return [
+      reg('agentLsp.client.runTask', () => this.guard(() => this.runTask())),
+      reg('agentLsp.client.askSelection', () => this.guard(() => this.askSelection())),
+      reg('agentLsp.client.cancelRun', () => this.guard(() => this.cancelRun())),
+      reg('agentLsp.client.newSession', () => this.newSession()),
+      reg('agentLsp.client.showOutput', () => this.stream.reveal()),
+      reg('agentLsp.client.restartServer', () => this.restartServer()),
+    ];
+  }
+
+  /** Language-client middleware: runs started from code actions go through here too. */
+  get middleware(): Middleware {
+    return {
+      executeCommand: async (command, args, next) => {
+        if (command !== SERVER_RUN || typeof args[0] !== 'object' || args[0] === null) {
+          return next(command, args);
+        }
+        const { ask, ...given } = args[0] as RunArgs & { ask?: boolean };
+        let runArgs: RunArgs = given;
+        if (ask) {
+          const question = await askQuestion();
+          if (question === undefined) {
+            return undefined;
+          }
+          runArgs = { ...given, prompt: await this.askPrompt(question, given) };
+        }
+        try {
+          return await this.startRun(runArgs, (a) => Promise.resolve(next(command, [a])));
+        } catch (err) {
+          log.error('agentLsp.run failed', err);
+          void vscode.window.showErrorMessage(`Agent: ${describeError(err)}`);
+          return undefined;
+        }
+      },
+    };
+  }
+
+  async runTask(): Promise<void> {
+    const prompt = await vscode.window.showInputBox({
+      title: 'Agent: Run Task',
+      prompt: this.runs.session
+        ? 'Task for the agent (continues the current session; "Agent: New Session" starts afresh)'
+        : 'Task for the agent',
+      placeHolder: 'e.g. Add type hints to utils.py and run the tests',
+      ignoreFocusOut: true,
+    });
+    if (!prompt?.trim()) {
+      return;
+    }
+    const editor = vscode.window.activeTextEditor;
+    const args: RunArgs = { prompt };
+    if (editor && isAgentDocument(editor.document)) {
+      args.textDocument = { uri: (await this.client()).code2ProtocolConverter.asUri(editor.document.uri) };
+    }
+    await this.startRun(args);
+  }
+
+  async askSelection(): Promise<void> {
+    const editor = vscode.window.activeTextEditor;
+    if (!editor || !isAgentDocument(editor.document) || editor.selection.isEmpty) {
+      void vscode.window.showWarningMessage('Agent: select some text in an editor first.');
+      return;
+    }
+    const question = await askQuestion();
+    if (question === undefined) {
+      return;
+    }
+    const c2p = (await this.client()).code2ProtocolConverter;
+    await this.startRun({
+      prompt: selectionPrompt(question, editor.document, editor.selection),
+      textDocument: { uri: c2p.asUri(editor.document.uri) },
+      range: c2p.asRange(editor.selection),
+    });
+  }
+
+  async cancelRun(): Promise<void> {
+    const active = this.runs.active();
+    if (active.length === 0) {
+      void vscode.window.showInformationMessage('Agent: no run is going on.');
+      return;
+    }
+    let runId = active[0].runId;
+    if (active.length > 1) {
+      const pick = await vscode.window.showQuickPick(
+        active.map((r) => ({ label: r.title, description: r.runId, runId: r.runId })),
+        { title: 'Agent: Cancel Run', placeHolder: 'Which run?' },
+      );
+      if (!pick) {
+        return;
+      }
+      runId = pick.runId;
+    }
+    const cancelled = await (await this.client()).sendRequest(ExecuteCommandRequest.type, {
+      command: SERVER_CANCEL,
+      arguments: [{ runId }],
+    });
+    if (cancelled !== true) {
+      this.runs.finished(runId);
+      void vscode.window.showInformationMessage(`Agent: run ${runId} had already finished.`);
+    }
+  }
+
+  newSession(): void {
+    this.runs.newSession();
+    void vscode.window.showInformationMessage('Agent: the next run starts a new session.');
+  }
+
+  /** The Cancel button of a run's progress notification. */
+  async cancelFromProgress(runId: string): Promise<void> {
+    const client = await this.client();
+    void client
+      .sendNotification(WorkDoneProgressCancelNotification.type, { token: runId })
+      .catch((err) => log.warn(`workDoneProgress/cancel: ${describeError(err)}`));
+    setTimeout(() => {
+      if (!this.runs.isFinished(runId)) {
+        log.warn(`run ${runId} still going ${CANCEL_FALLBACK_MS} ms after the progress cancel: sending agentLsp.cancel`);
+        void client
+          .sendRequest(ExecuteCommandRequest.type, { command: SERVER_CANCEL, arguments: [{ runId }] })
+          .catch((err) => log.warn(`agentLsp.cancel: ${describeError(err)}`));
+      }
+    }, CANCEL_FALLBACK_MS);
+  }
+
+  /**
+   * Starts a run that continues the current session unless that session is busy.
+   * `send` defaults to the server's `agentLsp.run` over `workspace/executeCommand`.
+   */
+  private async startRun(args: RunArgs, send?: SendRun): Promise<RunStarted | undefined> {
+    const sendRun: SendRun =
+      send ??
+      (async (a) =>
+        (await this.client()).sendRequest(ExecuteCommandRequest.type, { command: SERVER_RUN, arguments: [a] }));
+    const sessionId = args.sessionId ?? this.runs.sessionForNewRun();
+    let result: unknown;
+    try {
+      result = await sendRun(sessionId ? { ...args, sessionId } : args);
+    } catch (err) {
+      if (!sessionId || args.sessionId) {
+        throw err;
+      }
+      // The session may be gone (a restarted server keeps none): start a new one.
+      log.warn(`continuing session ${sessionId} failed (${describeError(err)}); starting a new session`);
+      result = await sendRun(args);
+    }
+    if (!isRunStarted(result)) {
+      throw new Error(`the server answered agentLsp.run with ${JSON.stringify(result)}`);
+    }
+    this.runs.started(result, shortTitle(args.prompt));
+    this.stream.runStarted(result.runId, args.prompt);
+    this.stream.reveal();
+    return result;
+  }
+
+  private async askPrompt(question: string, args: RunArgs): Promise<string> {
+    const uri = args.textDocument?.uri;
+    if (uri && args.range) {
+      const p2c = (await this.client()).protocol2CodeConverter;
+      const target = p2c.asUri(uri).toString();
+      const doc = vscode.workspace.textDocuments.find((d) => d.uri.toString() === target);
+      if (doc) {
+        const range = p2c.asRange(args.range);
+        return selectionPrompt(question, doc, range);
+      }
+    }
+    return `${question}\n\n${args.prompt}`;
+  }
+
+  private async guard(action: () => Promise<void>): Promise<void> {
+    try {
+      await action();
+    } catch (err) {
+      log.error('command failed', err);
+      void vscode.window.showErrorMessage(`Agent: ${describeError(err)}`);
+    }
+  }
+}
+
+function askQuestion(): Thenable<string | undefined> {
+  return vscode.window
+    .showInputBox({
+      title: 'Agent: Ask About Selection',
+      prompt: 'Your question about the selected text',
+      placeHolder: 'e.g. Why does this loop never end?',
+      ignoreFocusOut: true,
+    })
+    .then((q) => (q?.trim() ? q : undefined));
+}
+
+function selectionPrompt(question: string, doc: vscode.TextDocument, range: vscode.Range): string {
+  const where = vscode.workspace.asRelativePath(doc.uri);
+  const lines = `${range.start.line + 1}-${range.end.line + 1}`;
+  return `${question}\n\nSelected text in ${where} (lines ${lines}):\n\`\`\`${doc.languageId}\n${doc.getText(range)}\n\`\`\``;
+}
+
+function isAgentDocument(doc: vscode.TextDocument): boolean {
+  return doc.uri.scheme === 'file' || doc.uri.scheme === 'untitled';
+}
+
+function isRunStarted(value: unknown): value is RunStarted {
+  return (
+    typeof value === 'object' &&
+    value !== null &&
+    typeof (value as RunStarted).runId === 'string' &&
+    typeof (value as RunStarted).sessionId === 'string'
+  );
+}

@@ -1,0 +1,226 @@
+/** Starts, restarts and stops the `agent-lsp` language server and its language client. */
+import * as vscode from 'vscode';
+import {
+  ApplyWorkspaceEditParams,
+  ApplyWorkspaceEditRequest,
+  ApplyWorkspaceEditResult,
+  CreateFile,
+  DidChangeConfigurationNotification,
+  LanguageClient,
+  LanguageClientOptions,
+  Middleware,
+  RenameFile,
+  ServerOptions,
+  TextDocumentEdit,
+} from 'vscode-languageclient/node';
+import { describeError, log } from './logger';
+import * as settings from './settings';
+import { STREAM_NOTIFICATION, StreamEvent } from './stream';
+
+export interface ServerHooks {
+  /** Middleware for commands (the `ask: true` code action) and work-done progress. */
+  middleware: Middleware;
+  onStream(event: StreamEvent): void;
+  /** The server stopped or is being replaced: its runs are gone. */
+  onServerGone(): void;
+}
+
+export class AgentServer implements vscode.Disposable {
+  private current: LanguageClient | undefined;
+  private fingerprint = '';
+  private readonly disposables: vscode.Disposable[] = [];
+  private queue: Promise<void> = Promise.resolve();
+
+  constructor(
+    private readonly hooks: ServerHooks,
+    private readonly logChannel: vscode.LogOutputChannel,
+  ) {
+    this.disposables.push(
+      vscode.workspace.onDidChangeConfiguration((e) => this.onConfigurationChanged(e)),
+    );
+  }
+
+  /** The running client once a pending start finishes, or an error the user can act on. */
+  async client(): Promise<LanguageClient> {
+    await this.queue;
+    if (!this.current || !this.current.isRunning()) {
+      throw new Error('the agent-lsp server is not running (see the "agent-lsp" output).');
+    }
+    return this.current;
+  }
+
+  start(): Promise<void> {
+    return this.serialize(() => this.doStart());
+  }
+
+  restart(): Promise<void> {
+    return this.serialize(async () => {
+      await this.doStop();
+      await this.doStart();
+    });
+  }
+
+  stop(): Promise<void> {
+    return this.serialize(() => this.doStop());
+  }
+
+  /** Start/stop/restart one at a time: a settings change during start must not race it. */
+  private serialize(step: () => Promise<void>): Promise<void> {
+    this.queue = this.queue.then(step, step);
+    return this.queue;
+  }
+
+  private async doStart(): Promise<void> {
+    const command = settings.serverPath();
+    this.fingerprint = settings.restartFingerprint();
+    const serverOptions: ServerOptions = {
+      command,
+      args: ['serve', '--stdio'],
+      options: { env: process.env },
+    };
+    const clientOptions: LanguageClientOptions = {
+      // The agent works on any file: every open buffer is synced so its reads see the editor.
+      documentSelector: [{ scheme: 'file' }, { scheme: 'untitled' }],
+      outputChannel: this.logChannel,
+      traceOutputChannel: this.logChannel,
+      initializationOptions: () => settings.initializationOptions(),
+      middleware: {
+        ...this.hooks.middleware,
+        workspace: {
+          configuration: async (params, token, next) => {
+            const answers = await next(params, token);
+            if (!Array.isArray(answers)) {
+              return answers;
+            }
+            return params.items.map((item, i) => {
+              const ours = settings.answerConfigurationItem(item.section);
+              return ours.ours ? ours.value : answers[i];
+            });
+          },
+        },
+      },
+    };
+    const client = new LanguageClient('agentLsp', 'agent-lsp', serverOptions, clientOptions);
+    client.onNotification(STREAM_NOTIFICATION, (event: StreamEvent) => this.hooks.onStream(event));
+    client.onRequest(ApplyWorkspaceEditRequest.type, (params) => applyEditAndSave(client, params));
+    this.current = client;
+    log.info(`starting ${command} serve --stdio`);
+    try {
+      await client.start();
+      const info = client.initializeResult?.serverInfo;
+      log.info(`server started: ${info ? `${info.name} ${info.version ?? ''}`.trim() : command}`);
+    } catch (err) {
+      log.error('could not start the server', err);
+      void vscode.window
+        .showErrorMessage(
+          `agent-lsp: could not start "${command}": ${describeError(err)}. ` +
+            'Install it (pip install agent-lsp) or set "agentLsp.serverPath".',
+          'Open Settings',
+        )
+        .then((choice) => {
+          if (choice) {
+            void vscode.commands.executeCommand('workbench.action.openSettings', 'agentLsp.serverPath');
+          }
+        });
+    }
+  }
+
+  private async doStop(): Promise<void> {
+    const client = this.current;
+    this.current = undefined;
+    this.hooks.onServerGone();
+    if (client) {
+      try {
+        await client.dispose(2000);
+      } catch (err) {
+        log.warn(`stopping the server: ${describeError(err)}`);
+      }
+    }
+  }
+
+  private onConfigurationChanged(e: vscode.ConfigurationChangeEvent): void {
+    if (!e.affectsConfiguration(settings.SECTION)) {
+      return;
+    }
+    if (settings.restartFingerprint() !== this.fingerprint) {
+      // Trust-boundary keys travel only in initializationOptions: a change needs a new server.
+      log.info('a machine-scoped agentLsp setting changed: restarting the server');
+      void this.restart();
+      return;
+    }
+    const client = this.current;
+    if (client?.isRunning()) {
+      void client
+        .sendNotification(DidChangeConfigurationNotification.type, {
+          settings: { [settings.SECTION]: settings.workspaceSettings() },
+        })
+        .catch((err) => log.warn(`didChangeConfiguration: ${describeError(err)}`));
+    }
+  }
+
+  dispose(): void {
+    for (const d of this.disposables) {
+      d.dispose();
+    }
+    void this.stop();
+  }
+}
+
+/**
+ * Replaces the client's `workspace/applyEdit` handler (it has no middleware hook) to save the
+ * touched documents afterwards, so commands the agent runs next see the edit on disk.
+ */
+async function applyEditAndSave(
+  client: LanguageClient,
+  params: ApplyWorkspaceEditParams,
+): Promise<ApplyWorkspaceEditResult> {
+  const edit = params.edit;
+  // Same stale-version guard as the stock handler: VS Code itself does not check versions.
+  for (const change of edit.documentChanges ?? []) {
+    if (TextDocumentEdit.is(change) && typeof change.textDocument.version === 'number') {
+      const uri = client.protocol2CodeConverter.asUri(change.textDocument.uri).toString();
+      const doc = vscode.workspace.textDocuments.find((d) => d.uri.toString() === uri);
+      if (doc && doc.version !== change.textDocument.version) {
+        return {
+          applied: false,
+          failureReason: `${uri} changed since the agent read it (version ${doc.version}, edit for ${change.textDocument.version})`,
+        };
+      }
+    }
+  }
+  const converted = await client.protocol2CodeConverter.asWorkspaceEdit(edit);
+  const applied = await vscode.workspace.applyEdit(converted);
+  if (!applied) {
+    return { applied: false, failureReason: 'VS Code refused the edit' };
+  }
+  if (settings.saveAfterEdit()) {
+    await saveTouched(client, edit);
+  }
+  return { applied: true };
+}
+
+async function saveTouched(client: LanguageClient, edit: ApplyWorkspaceEditParams['edit']): Promise<void> {
+  const uris = new Set<string>(Object.keys(edit.changes ?? {}));
+  for (const change of edit.documentChanges ?? []) {
+    if (TextDocumentEdit.is(change)) {
+      uris.add(change.textDocument.uri);
+    } else if (CreateFile.is(change)) {
+      uris.add(change.uri);
+    } else if (RenameFile.is(change)) {
+      uris.add(change.newUri);
+    }
+  }
+  for (const raw of uris) {
+    const uri = client.protocol2CodeConverter.asUri(raw).toString();
+    const doc = vscode.workspace.textDocuments.find((d) => d.uri.toString() === uri);
+    if (doc?.isDirty) {
+      try {
+        if (!(await doc.save())) {
+          log.warn(`could not save ${uri} after an agent edit`);
+        }
+      } catch (err) {
+        log.warn(`saving ${uri}: ${describeError(err)}`);
+      }
+    }
+  }
+}

@@ -1,0 +1,148 @@
+/** Renders the server's `agentLsp/stream` events live in the `Agent` output channel. */
+import * as vscode from 'vscode';
+
+export const STREAM_NOTIFICATION = 'agentLsp/stream';
+
+export interface RunReport {
+  runId?: string;
+  sessionId?: string;
+  stopReason?: string;
+  turns?: number;
+  finalText?: string;
+  summary?: string;
+  editedFiles?: string[];
+  toolCalls?: number;
+  denied?: number;
+  error?: string;
+  transcript?: string;
+}
+
+export interface StreamEvent {
+  runId: string;
+  seq: number;
+  kind: string;
+  text?: string;
+  callId?: string;
+  tool?: string;
+  arguments?: unknown;
+  ok?: boolean;
+  truncated?: boolean;
+  spillPath?: string;
+  detail?: string;
+  state?: string;
+  turn?: number;
+  report?: RunReport;
+}
+
+export class StreamView implements vscode.Disposable {
+  readonly channel: vscode.OutputChannel;
+  private lastRunId: string | undefined;
+  private readonly seenRuns = new Set<string>();
+  private atLineStart = true;
+
+  constructor() {
+    this.channel = vscode.window.createOutputChannel('Agent');
+  }
+
+  reveal(): void {
+    this.channel.show(true);
+  }
+
+  /** A header when a run is started from this window, before any of its events. */
+  runStarted(runId: string, prompt: string): void {
+    if (this.seenRuns.has(runId)) {
+      return; // its events came before the answer to agentLsp.run
+    }
+    this.seenRuns.add(runId);
+    this.newLine();
+    this.channel.appendLine(`━━ Agent run ${runId}: ${prompt.split('\n')[0]}`);
+    this.lastRunId = runId;
+  }
+
+  handle(event: StreamEvent): void {
+    this.seenRuns.add(event.runId);
+    if (event.runId !== this.lastRunId) {
+      // Runs may interleave: say whose output follows.
+      this.newLine();
+      this.channel.appendLine(`━━ [${event.runId}]`);
+      this.lastRunId = event.runId;
+    }
+    if (event.kind === 'text') {
+      const text = event.text ?? '';
+      if (text) {
+        this.channel.append(text);
+        this.atLineStart = text.endsWith('\n');
+      }
+      return;
+    }
+    this.line(formatEvent(event));
+    if (event.kind === 'stop' && event.report) {
+      for (const detail of formatReport(event.report, event.text)) {
+        this.line(detail);
+      }
+    }
+  }
+
+  private line(text: string): void {
+    this.newLine();
+    this.channel.appendLine(text);
+  }
+
+  private newLine(): void {
+    if (!this.atLineStart) {
+      this.channel.appendLine('');
+      this.atLineStart = true;
+    }
+  }
+
+  dispose(): void {
+    this.channel.dispose();
+  }
+}
+
+const MARKS: Record<string, string> = {
+  toolCall: '▶',
+  approval: '?',
+  status: '·',
+  compaction: '≡',
+  stop: '■',
+};
+
+function formatEvent(event: StreamEvent): string {
+  const text = (event.text ?? '').trimEnd();
+  switch (event.kind) {
+    case 'toolCall':
+      return `▶ ${text || `${event.tool} ${JSON.stringify(event.arguments ?? {})}`}`;
+    case 'toolResult': {
+      const mark = event.ok === false ? '✗' : '✓';
+      const spill = event.spillPath ? ` (full output: ${event.spillPath})` : '';
+      return `  ${mark} ${text}${spill}`;
+    }
+    case 'approval':
+      return `? ${text || `${event.tool}: ${event.detail ?? ''}`} [${event.state ?? ''}]`;
+    case 'stop':
+      return `■ ${text || `stopped: ${event.report?.stopReason ?? 'unknown'}`}`;
+    default:
+      return `${MARKS[event.kind] ?? '·'} ${text}`;
+  }
+}
+
+function formatReport(report: RunReport, stopText?: string): string[] {
+  const lines = [
+    `  stop reason: ${report.stopReason ?? 'unknown'} · turns ${report.turns ?? 0}` +
+      ` · tool calls ${report.toolCalls ?? 0} · denied ${report.denied ?? 0}`,
+  ];
+  if (report.summary && report.summary.trim() !== stopText?.trim()) {
+    lines.push(`  summary: ${report.summary}`);
+  }
+  if (report.error) {
+    lines.push(`  error: ${report.error}`);
+  }
+  for (const uri of report.editedFiles ?? []) {
+    lines.push(`  edited: ${uri}`);
+  }
+  if (report.transcript) {
+    lines.push(`  transcript: ${report.transcript}`);
+  }
+  return lines;
+}

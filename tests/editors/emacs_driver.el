@@ -1,0 +1,232 @@
+;;; emacs_driver.el --- drives agent-lsp.el in `emacs --batch' for test_emacs.py -*- lexical-binding: t; -*-
+
+;; Loaded with `emacs -q --batch -l emacs_driver.el'.  Environment:
+;;   EMACS_TEST_CLIENT     directory of agent-lsp.el
+;;   EMACS_TEST_FILE       file to open (in the test workspace); "" for none
+;;   EMACS_TEST_COMMAND    JSON list: the server command
+;;   EMACS_TEST_SETTINGS   JSON object: `agent-lsp-settings'
+;;   EMACS_TEST_SCENARIO   elisp file run once the server is up
+;;   EMACS_TEST_RESULT     where the JSON result goes
+;;   EMACS_TEST_DEADLINE   seconds the whole session may take
+;;   EMACS_TEST_NO_START   set: the scenario starts the server itself
+;;
+;; The scenario uses `t-wait', `t-set', `t-stop-event', `t-events' and sets
+;; `t-approval-answer' to what the (stubbed) approval prompt does:
+;; a string (that action), `quit' (C-g) or `hang' (never answers).
+
+(require 'cl-lib)
+(require 'subr-x)
+(require 'json)
+
+(defvar t-started (float-time))
+(defvar t-deadline (+ t-started (string-to-number
+                                 (or (getenv "EMACS_TEST_DEADLINE") "25"))))
+(defvar t-result-file (getenv "EMACS_TEST_RESULT"))
+(defvar t-data nil "Plist of values the scenario records.")
+(defvar t-errors nil)
+(defvar t-events nil "Stream events, oldest first.")
+(defvar t-prompts nil "Approval prompts seen, oldest first.")
+(defvar t-approval-answers nil "(MESSAGE ANSWER) per answered approval.")
+(defvar t-commands nil "Arguments of every workspace/executeCommand sent.")
+(defvar t-edits nil "Every workspace/applyEdit received and its answer.")
+(defvar t-mode-lines nil "The mode-line string after each stream event.")
+(defvar t-approval-answer "Allow"
+  "What the approval prompt does: an action title, `quit' or `hang'.")
+(defvar t-completing-read-answer nil
+  "Function of (PROMPT COLLECTION) answering other `completing-read's.")
+(defvar t-server nil)
+(defvar t-buffer nil)
+
+(defun t-now () (- (float-time) t-started))
+
+(defun t-log (fmt &rest args)
+  (princ (format "[%6.2f] %s\n" (t-now) (apply #'format fmt args))
+         #'external-debugging-output))
+
+(defun t-set (key value)
+  "Record VALUE under KEY (a keyword) in the result's data."
+  (setq t-data (plist-put t-data key value)))
+
+(defun t-wait (seconds pred what)
+  "Run the event loop until PRED holds, at most SECONDS; error if it never does."
+  (let ((end (min (+ (float-time) seconds) t-deadline)))
+    (while (and (not (funcall pred)) (< (float-time) end))
+      (accept-process-output nil 0.05))
+    (or (funcall pred)
+        (error "Timed out after %.1fs waiting for %s" seconds what))))
+
+(defun t-flag (name)
+  "Non-nil once pytest raised the flag NAME (a file in EMACS_TEST_FLAGS)."
+  (file-exists-p (expand-file-name name (getenv "EMACS_TEST_FLAGS"))))
+
+(defun t-events (&optional kind)
+  (if kind (seq-filter (lambda (ev) (equal (plist-get ev :kind) kind)) t-events)
+    t-events))
+
+(defun t-stop-event (&optional run-id)
+  (seq-find (lambda (ev) (and (equal (plist-get ev :kind) "stop")
+                              (or (null run-id) (equal (plist-get ev :runId) run-id))))
+            t-events))
+
+(defun t-buffer-text (&optional buffer)
+  (with-current-buffer (or buffer t-buffer)
+    (buffer-substring-no-properties (point-min) (point-max))))
+
+(defun t-json-safe (value)
+  "VALUE made serializable by `json-serialize'."
+  (cond ((memq value '(nil t :json-false)) value)
+        ((keywordp value) (symbol-name value))
+        ((symbolp value) (symbol-name value))
+        ((or (stringp value) (numberp value)) value)
+        ((vectorp value) (vconcat (mapcar #'t-json-safe value)))
+        ((and (consp value) (keywordp (car value)) (cl-evenp (length value)))
+         (cl-loop for (k v) on value by #'cddr append (list k (t-json-safe v))))
+        ((proper-list-p value) (vconcat (mapcar #'t-json-safe value)))
+        (t (format "%S" value))))
+
+(defun t-buffer-string-or-nil (name)
+  (let ((buffer (if (bufferp name) name (get-buffer name))))
+    (and (buffer-live-p buffer)
+         (with-current-buffer buffer
+           (buffer-substring-no-properties (point-min) (point-max))))))
+
+(defun t-write-result ()
+  (let* ((server t-server)
+         (result
+          (list :data t-data
+                :errors (vconcat (reverse t-errors))
+                :events (vconcat t-events)
+                :prompts (vconcat (reverse t-prompts))
+                :approvalAnswers (vconcat (reverse t-approval-answers))
+                :commands (vconcat (reverse t-commands))
+                :edits (vconcat (reverse t-edits))
+                :modeLines (vconcat (reverse t-mode-lines))
+                :stream (t-buffer-string-or-nil "*agent-lsp*")
+                :messages (t-buffer-string-or-nil "*Messages*")
+                :eglotEvents (and server (ignore-errors
+                                           (t-buffer-string-or-nil
+                                            (jsonrpc-events-buffer server))))
+                :stderr (and server (ignore-errors
+                                      (t-buffer-string-or-nil
+                                       (jsonrpc-stderr-buffer server))))
+                :seconds (t-now))))
+    (with-temp-file t-result-file
+      (set-buffer-file-coding-system 'utf-8-unix)
+      (insert (json-serialize (t-json-safe result) :null-object nil
+                              :false-object :json-false)))))
+
+(defun t-finish (code)
+  (condition-case err (t-write-result)
+    (error (t-log "could not write the result: %S" err)
+           (setq code 3)))
+  (kill-emacs code))
+
+(defun t-format-mode-line (construct &optional depth)
+  "CONSTRUCT rendered like the mode line (`format-mode-line' gives \"\" in batch).
+Strings, symbols, (:eval FORM), (:propertize ELT ...), (SYMBOL THEN ELSE) and
+lists; %-constructs are left as they are."
+  (let ((depth (or depth 0)))
+    (cond
+     ((> depth 20) "")
+     ((stringp construct) construct)
+     ((memq construct '(nil t)) "")
+     ((symbolp construct)
+      (if (boundp construct) (t-format-mode-line (symbol-value construct) (1+ depth)) ""))
+     ((and (consp construct) (eq (car construct) :eval))
+      (t-format-mode-line (eval (cadr construct) t) (1+ depth)))
+     ((and (consp construct) (eq (car construct) :propertize))
+      (t-format-mode-line (cadr construct) (1+ depth)))
+     ((and (consp construct) (symbolp (car construct)))
+      (t-format-mode-line (if (and (boundp (car construct)) (symbol-value (car construct)))
+                              (cadr construct) (car (cddr construct)))
+                          (1+ depth)))
+     ((and (consp construct) (integerp (car construct)))
+      (t-format-mode-line (cdr construct) (1+ depth)))
+     ((consp construct)
+      (mapconcat (lambda (c) (t-format-mode-line c (1+ depth))) construct ""))
+     (t ""))))
+
+;; Never wait for a terminal.
+(setq confirm-kill-processes nil
+      make-backup-files nil
+      create-lockfiles nil
+      auto-save-default nil
+      enable-local-variables nil)
+
+;; A watchdog: whatever blocks, the result is written before pytest's timeout.
+(run-at-time (max 1 (- t-deadline (float-time))) nil
+             (lambda ()
+               (push (format "driver deadline reached at %.1fs" (t-now)) t-errors)
+               (t-finish 2)))
+
+;; The approval prompt (and any other `completing-read') is scripted.
+(setq completing-read-function
+      (lambda (prompt collection &rest _)
+        (let ((items (all-completions "" collection)))
+          (cond
+           ((string-match-p "\\`\\[agent-lsp\\]" prompt)
+            (push (list :prompt prompt :items (vconcat items) :t (t-now)) t-prompts)
+            (t-log "approval prompt: %S -> %S" prompt t-approval-answer)
+            (pcase t-approval-answer
+              ('quit (signal 'quit nil))
+              ('hang (let ((end (+ (float-time) 20)))
+                       (while (< (float-time) end)
+                         (accept-process-output nil 0.05)))
+                     (push (format "approval prompt still open after 20s") t-errors)
+                     (signal 'quit nil))
+              (answer answer)))
+           (t-completing-read-answer
+            (push (list :prompt prompt :items (vconcat items) :t (t-now)) t-prompts)
+            (funcall t-completing-read-answer prompt items))
+           (t (error "Unexpected completing-read: %s" prompt))))))
+
+(defun t-main ()
+  (add-to-list 'load-path (getenv "EMACS_TEST_CLIENT"))
+  (require 'eglot)
+  (require 'agent-lsp)
+  (setq agent-lsp-server-command
+        (append (json-parse-string (getenv "EMACS_TEST_COMMAND")) nil))
+  (setq agent-lsp-settings
+        (json-parse-string (getenv "EMACS_TEST_SETTINGS") :object-type 'plist
+                           :null-object nil :false-object :json-false))
+  (add-hook 'agent-lsp-stream-functions
+            (lambda (_server ev)
+              (setq t-events (append t-events (list ev)))
+              (push (agent-lsp-mode-line-string) t-mode-lines)
+              (t-log "stream %s %s %s: %S" (plist-get ev :runId) (plist-get ev :seq)
+                     (plist-get ev :kind)
+                     (truncate-string-to-width (or (plist-get ev :text) "") 70))))
+  (add-hook 'agent-lsp-approval-functions
+            (lambda (message answer)
+              (push (list :message message :answer answer :t (t-now))
+                    t-approval-answers)))
+  (advice-add 'jsonrpc-async-request :before
+              (lambda (_conn method params &rest _)
+                (when (eq method :workspace/executeCommand)
+                  (push params t-commands))))
+  (advice-add 'agent-lsp--apply-edit :around
+              (lambda (fn edit)
+                (let ((answer (funcall fn edit)))
+                  (push (list :edit edit :answer answer :t (t-now)) t-edits)
+                  answer)))
+  (let ((file (getenv "EMACS_TEST_FILE")))
+    (unless (string-empty-p file)
+      (setq t-buffer (find-file-noselect file))
+      (set-buffer t-buffer)
+      (switch-to-buffer t-buffer)))
+  (unless (getenv "EMACS_TEST_NO_START")
+    (setq t-server (agent-lsp-start))
+    (t-log "server up: %S" (and t-server (jsonrpc-name t-server)))
+    (unless t-server (error "agent-lsp-start returned nil"))
+    (t-set :server-pid (process-id (jsonrpc--process t-server)))
+    (t-set :managed (and t-buffer (with-current-buffer t-buffer
+                                    (bound-and-true-p eglot--managed-mode)))))
+  (load (getenv "EMACS_TEST_SCENARIO") nil t))
+
+(condition-case err
+    (t-main)
+  (error (push (format "%s" (error-message-string err)) t-errors)
+         (t-log "error: %S" err)))
+(t-finish 0)
+
+;;; emacs_driver.el ends here

@@ -1,0 +1,590 @@
+"""The Emacs client (editor-clients/emacs/agent-lsp.el, eglot) in a real `emacs --batch`
+(Debian 12: Emacs 28 + eglot 1.9) against the real server and the scripted model: a run
+approved and applied through eglot, a cancel, a dismissed and an unanswered approval, a
+question on a region, and the byte-compilation.
+
+Each test writes an elisp scenario that `emacs_driver.el` runs once the server is up; the
+driver stubs the approval prompt (`completing-read-function`) and writes a JSON result."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agent_lsp.testing.scripted_model import ScriptedModelServer
+
+REPO = Path(__file__).resolve().parents[2]
+CLIENT_DIR = REPO / "editor-clients" / "emacs"
+DRIVER = Path(__file__).with_name("emacs_driver.el")
+EMACS = shutil.which("emacs")
+
+if EMACS is None:
+    if os.environ.get("CI"):
+        raise RuntimeError("emacs not found: apt-get install -y --no-install-recommends emacs-nox elpa-eglot")
+    pytest.skip("emacs not found (apt-get install emacs-nox elpa-eglot)", allow_module_level=True)
+
+
+def _eglot_dir() -> str | None:
+    out = subprocess.run(
+        [EMACS, "-q", "--batch", "--eval",
+         '(let ((f (locate-library "eglot"))) (princ (if f (file-name-directory f) "")))'],
+        capture_output=True, text=True, timeout=30,
+    ).stdout.strip()
+    return out or None
+
+
+EGLOT_DIR = _eglot_dir()
+if EGLOT_DIR is None:
+    if os.environ.get("CI"):
+        raise RuntimeError("eglot not found: apt-get install -y --no-install-recommends elpa-eglot")
+    pytest.skip("eglot not found (apt-get install elpa-eglot)", allow_module_level=True)
+
+SAMPLE_A = '''def greet(name):
+    message = "héllo 😀 " + name
+    return message
+
+
+print(greet("world"))
+'''
+
+SESSION_SECONDS = 25  # the driver writes its result by then, whatever happens
+
+
+@dataclasses.dataclass
+class EmacsResult:
+    returncode: int
+    data: dict[str, Any]
+    stdout: str
+    stderr: str
+
+    @property
+    def errors(self) -> list[str]:
+        return self.data.get("errors", [])
+
+    @property
+    def values(self) -> dict[str, Any]:
+        return self.data.get("data") or {}
+
+    def events(self, kind: str | None = None) -> list[dict[str, Any]]:
+        return [e for e in self.data.get("events", []) if kind is None or e.get("kind") == kind]
+
+    def stop(self, run_id: str | None = None) -> dict[str, Any]:
+        stops = [e for e in self.events("stop") if run_id is None or e["runId"] == run_id]
+        assert stops, self.explain()
+        return stops[0]
+
+    def explain(self) -> str:
+        keep = {k: v for k, v in self.data.items() if k not in ("eglotEvents", "messages")}
+        return (f"emacs exited {self.returncode}\n--- result\n{json.dumps(keep, indent=1, ensure_ascii=False)[:12000]}"
+                f"\n--- *Messages*\n{(self.data.get('messages') or '')[-4000:]}"
+                f"\n--- eglot events (tail)\n{(self.data.get('eglotEvents') or '')[-6000:]}"
+                f"\n--- emacs stderr (tail)\n{self.stderr[-4000:]}")
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    ws = tmp_path / "ws"
+    (ws / ".git").mkdir(parents=True)  # the project root for project.el
+    (ws / "a.py").write_text(SAMPLE_A, encoding="utf-8")
+    (ws / "README.md").write_text("# sample\n", encoding="utf-8")
+    return ws
+
+
+@pytest.fixture
+def model():
+    with ScriptedModelServer() as srv:
+        yield srv
+
+
+def run_emacs(tmp_path: Path, workspace: Path, model: ScriptedModelServer, scenario: str, *,
+              approval: dict[str, Any] | None = None, open_file: str | None = "a.py",
+              flags: dict[str, Callable[[], bool]] | None = None,
+              extra_env: dict[str, str] | None = None) -> EmacsResult:
+    """Runs `scenario` in emacs; each of `flags` becomes the file flags/NAME once its condition
+    holds (the scenario waits for it with `(t-flag "NAME")`)."""
+    home = tmp_path / "home"
+    for sub in ("config", "cache", "data", "state"):
+        (home / sub).mkdir(parents=True, exist_ok=True)
+    scenario_file = tmp_path / "scenario.el"
+    scenario_file.write_text(";;; -*- lexical-binding: t; -*-\n" + textwrap.dedent(scenario), encoding="utf-8")
+    result_file = tmp_path / "result.json"
+    settings = {"model": "m", "baseUrl": model.base_url,
+                "approval": {"default": "ask", **(approval or {})}}
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("AGENT_LSP_", "OPENAI_", "XDG_", "EMACS"))}
+    env.update({
+        "HOME": str(home),
+        "XDG_CONFIG_HOME": str(home / "config"),
+        "XDG_CACHE_HOME": str(home / "cache"),
+        "XDG_DATA_HOME": str(home / "data"),
+        "XDG_STATE_HOME": str(home / "state"),
+        "OPENAI_API_KEY": "test",
+        "AGENT_LSP_STATE_DIR": str(tmp_path / "agent-state"),
+        "EMACS_TEST_CLIENT": str(CLIENT_DIR),
+        "EMACS_TEST_FILE": str(workspace / open_file) if open_file else "",
+        "EMACS_TEST_COMMAND": json.dumps([sys.executable, "-m", "agent_lsp", "serve", "--stdio"]),
+        "EMACS_TEST_SETTINGS": json.dumps(settings),
+        "EMACS_TEST_SCENARIO": str(scenario_file),
+        "EMACS_TEST_RESULT": str(result_file),
+        "EMACS_TEST_DEADLINE": str(SESSION_SECONDS),
+    })
+    env.update(extra_env or {})
+    flag_dir = tmp_path / "flags"
+    flag_dir.mkdir(exist_ok=True)
+    env["EMACS_TEST_FLAGS"] = str(flag_dir)
+    done = threading.Event()
+
+    def watch() -> None:
+        pending = dict(flags or {})
+        while pending and not done.wait(0.02):
+            for name, cond in list(pending.items()):
+                if cond():
+                    (flag_dir / name).touch()
+                    del pending[name]
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        # -q, not -Q: -Q skips site-start, which puts Debian's elpa-eglot on the load path
+        proc = subprocess.run([EMACS, "-q", "--batch", "-l", str(DRIVER)], cwd=workspace, env=env,
+                              capture_output=True, text=True, timeout=SESSION_SECONDS + 5,
+                              stdin=subprocess.DEVNULL)
+    finally:
+        done.set()
+        watcher.join()
+    if not result_file.exists():
+        raise AssertionError(f"emacs wrote no result (exit {proc.returncode})\n{proc.stderr[-6000:]}")
+    data = json.loads(result_file.read_text(encoding="utf-8"))
+    return EmacsResult(proc.returncode, data, proc.stdout, proc.stderr)
+
+
+def process_gone(pid: int, within: float) -> bool:
+    """True once `pid` no longer runs (a zombie waiting for its reaper counts as gone)."""
+    deadline = time.monotonic() + within
+    while True:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (FileNotFoundError, ProcessLookupError, IndexError):
+            return True
+        if state in ("Z", "X"):
+            return True
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+
+
+def tool_messages(model: ScriptedModelServer) -> list[str]:
+    out = []
+    for body in model.requests:
+        for msg in body.get("messages", []):
+            if msg.get("role") == "tool":
+                content = msg.get("content")
+                if isinstance(content, list):
+                    content = "".join(p.get("text", "") for p in content)
+                out.append(content or "")
+    return out
+
+
+def user_texts(model: ScriptedModelServer) -> str:
+    texts = []
+    for body in model.requests:
+        for msg in body.get("messages", []):
+            if msg.get("role") == "user":
+                content = msg.get("content")
+                if isinstance(content, list):
+                    content = "".join(p.get("text", "") for p in content)
+                texts.append(content or "")
+    return "\n".join(texts)
+
+
+DOCSTRING_EDIT = {"name": "edit_file", "arguments": {
+    "path": "a.py", "old_text": "def greet(name):", "new_text": '"""Greetings."""\n\n\ndef greet(name):'}}
+
+
+def test_run_applies_the_approved_edit_through_eglot(tmp_path, workspace, model):
+    model.add("Add a module docstring", [
+        {"text": "I'll add a module docstring to a.py.", "tool_calls": [DOCSTRING_EDIT]},
+        {"tool_calls": [{"name": "write_file", "arguments": {
+            "path": "pkg/new.py", "content": "NEW = 'é😀'\n"}}]},
+        {"text": "Added the docstring to a.py."},
+        {"text": "Yes, a.py has a docstring now."},  # the follow-up, same session
+    ])
+    res = run_emacs(tmp_path, workspace, model, r"""
+        (set-buffer t-buffer)
+        (setq t-approval-answer "Allow")
+        (cl-letf (((symbol-function 'read-string)
+                   (lambda (prompt &rest _) (t-set :read-prompt prompt)
+                     "Add a module docstring to a.py")))
+          (call-interactively #'agent-lsp-run))
+        (t-wait 20 #'t-stop-event "the stop event")
+        (t-set :buffer (t-buffer-text))
+        (t-set :modified (buffer-modified-p t-buffer))
+        (t-set :mode-line-after (agent-lsp-mode-line-string))
+        (t-set :running-after (agent-lsp-running-runs))
+        (t-set :stream-shown (and (get-buffer-window "*agent-lsp*") t))
+        (let ((new (get-file-buffer (expand-file-name "pkg/new.py" (project-root (project-current))))))
+          (t-set :new-buffer (and new (t-buffer-text new)))
+          (t-set :new-modified (and new (buffer-modified-p new))))
+        ;; a follow-up continues the session
+        (agent-lsp-run "Does a.py have a docstring?")
+        (t-wait 10 (lambda () (= 2 (length (t-events "stop")))) "the follow-up's stop")
+    """)
+    assert not res.errors, res.explain()
+    assert res.values["managed"] is True, res.explain()  # agent-lsp manages the python buffer
+    stop = res.stop()
+    assert stop["report"]["stopReason"] == "done", res.explain()
+
+    # the edit landed in the Emacs buffer through eglot, and the client saved it
+    expected = '"""Greetings."""\n\n\n' + SAMPLE_A
+    assert res.values["buffer"] == expected, res.explain()
+    assert res.values["modified"] is None  # nil: saved
+    assert (workspace / "a.py").read_text(encoding="utf-8") == expected
+    edits = res.data["edits"]
+    assert [e["answer"] for e in edits] == [{"applied": True}] * 2, res.explain()
+    changes = edits[0]["edit"]["documentChanges"]
+    assert changes[0]["textDocument"]["version"] is not None, edits  # versioned: an open document
+    # eglot 1.9 has no resource operations: the new file came as a plain insert, got a
+    # buffer and was saved (its directory created)
+    assert "changes" in edits[1]["edit"] or all("kind" not in c for c in edits[1]["edit"]["documentChanges"])
+    assert (workspace / "pkg" / "new.py").read_text(encoding="utf-8") == "NEW = 'é😀'\n"
+    assert res.values["new-buffer"] == "NEW = 'é😀'\n" and res.values["new-modified"] is None
+
+    # each approval was asked with the contract's actions and answered "Allow"
+    prompts = res.data["prompts"]
+    assert len(prompts) == 2, res.explain()
+    assert prompts[0]["items"] == ["Allow", "Allow for session", "Deny"]
+    assert "edit_file" in prompts[0]["prompt"] and "a.py" in prompts[0]["prompt"]
+    assert "write_file" in prompts[1]["prompt"] and "new.py" in prompts[1]["prompt"]
+    assert [a["answer"] for a in res.data["approvalAnswers"]] == ["Allow", "Allow"]
+    assert [e["state"] for e in res.events("approval")] == ["pending", "allowed"] * 2, res.explain()
+    assert '(:title "Allow")' in res.data["eglotEvents"]
+
+    # the run was started with the open document, in a new session
+    assert res.values["read-prompt"] == "Agent task: "
+    args = res.data["commands"][0]["arguments"][0]
+    assert res.data["commands"][0]["command"] == "agentLsp.run"
+    assert args["prompt"] == "Add a module docstring to a.py"
+    assert args["textDocument"]["uri"] == (workspace / "a.py").as_uri()
+    assert "sessionId" not in args
+    follow_up = res.data["commands"][1]["arguments"][0]
+    assert follow_up["sessionId"] == stop["report"]["sessionId"], res.data["commands"]
+    assert res.events("stop")[1]["report"]["stopReason"] == "done"
+    assert "Yes, a.py has a docstring now." in res.data["stream"]
+
+    # the stream buffer shows the run live: text, tool call, approval, result, stop
+    stream = res.data["stream"]
+    assert f"## run {stop['runId']}: Add a module docstring to a.py" in stream, stream
+    assert "I'll add a module docstring to a.py." in stream
+    assert "Added the docstring to a.py." in stream
+    assert "[tool] " in stream and "[approval: allowed]" in stream and "[result] " in stream
+    assert "[stop: done]" in stream, stream
+    assert res.values["stream-shown"] is True
+    seqs = [e["seq"] for e in res.events() if e["runId"] == stop["runId"]]
+    assert seqs == list(range(len(seqs))), seqs
+
+    # status in the mode line while running (eglot 1.9 drops $/progress), cleared after
+    assert any(m.startswith("agent: ") for m in res.data["modeLines"]), res.data["modeLines"]
+    assert res.values["mode-line-after"] == ""
+    assert res.values["running-after"] is None
+    # Emacs quit: the server saw its stdin close and exited, leaving no orphan
+    assert process_gone(res.values["server-pid"], within=5), "the server outlived Emacs"
+
+
+def test_cancel_stops_a_running_run(tmp_path, workspace, model):
+    model.add("Count slowly", [{"text": "one two three", "ttft": 30}])
+    res = run_emacs(tmp_path, workspace, model, r"""
+        (set-buffer t-buffer)
+        (agent-lsp-run "Count slowly to three")
+        (t-wait 10 (lambda () (agent-lsp-running-runs)) "the run to start")
+        (t-wait 10 (lambda () (t-events "status")) "a status event")
+        ;; cancel once the model request is in flight: the server's event loop is
+        ;; blocked while it first imports the openai SDK (seconds on a loaded machine)
+        (t-wait 15 (lambda () (t-flag "requested")) "the model request")
+        (t-set :mode-line-running (agent-lsp-mode-line-string))
+        (t-set :mode-line-shown (t-format-mode-line mode-line-misc-info))
+        (let ((t0 (float-time)))
+          (call-interactively #'agent-lsp-cancel)
+          (t-wait 8 #'t-stop-event "the stop event after agent-lsp-cancel")
+          (t-set :cancel-seconds (- (float-time) t0)))
+        (t-set :running-after (agent-lsp-running-runs))
+        (t-set :mode-line-after (agent-lsp-mode-line-string))
+        ;; M-x agent-lsp-restart: a new server process, managing the buffer again
+        (agent-lsp-restart)
+        (let ((server (agent-lsp--server)))
+          (t-set :restarted-pid (and server (process-id (jsonrpc--process server))))
+          (t-set :restarted-manages (and server (memq t-buffer (eglot--managed-buffers server)) t)))
+    """, flags={"requested": lambda: len(model.log) >= 1})
+    assert not res.errors, res.explain()
+    stop = res.stop()
+    assert stop["report"]["stopReason"] == "cancelled", res.explain()
+    assert res.values["cancel-seconds"] < 5, res.values
+    assert res.values["mode-line-running"].startswith("agent: "), res.values
+    # shown in the mode line (its `mode-line-misc-info` part), beside eglot's own entry
+    shown = res.values["mode-line-shown"]
+    assert f" [{res.values['mode-line-running']}] " in shown and "[eglot:ws]" in shown, shown
+    assert res.values["running-after"] is None
+    assert res.values["mode-line-after"] == ""
+    cancels = [c for c in res.data["commands"] if c["command"] == "agentLsp.cancel"]
+    assert cancels and cancels[0]["arguments"] == [{"runId": stop["runId"]}], res.data["commands"]
+    assert "[stop: cancelled]" in res.data["stream"]
+    assert res.values["restarted-pid"] not in (None, res.values["server-pid"]), res.values
+    assert res.values["restarted-manages"] is True
+    assert process_gone(res.values["server-pid"], within=5), "the old server outlived the restart"
+
+
+def test_cancel_asks_which_run_when_several_run(tmp_path, workspace, model):
+    model.add("First slow task", [{"text": "never", "ttft": 30}])
+    model.add("Second slow task", [{"text": "never", "ttft": 30}])
+    res = run_emacs(tmp_path, workspace, model, r"""
+        (set-buffer t-buffer)
+        (agent-lsp-run "First slow task")
+        (t-wait 10 (lambda () (= 1 (length (agent-lsp-running-runs)))) "the first run")
+        (agent-lsp-run "Second slow task")
+        (t-wait 10 (lambda () (= 2 (length (agent-lsp-running-runs)))) "the second run")
+        (t-set :runs (agent-lsp-running-runs))
+        (t-wait 15 (lambda () (t-flag "requested")) "both model requests")
+        (t-set :mode-line-running (agent-lsp-mode-line-string))
+        ;; the picker offers both (newest first, the default); pick the older one
+        (setq t-completing-read-answer
+              (lambda (_prompt items) (car (last items))))
+        (call-interactively #'agent-lsp-cancel)
+        (t-wait 8 #'t-stop-event "the stop of the chosen run")
+        (t-set :still-running (agent-lsp-running-runs))
+        (agent-lsp-cancel (car (agent-lsp-running-runs)))
+        (t-wait 8 (lambda () (= 2 (length (t-events "stop")))) "the second stop")
+    """, flags={"requested": lambda: len(model.log) >= 2})
+    assert not res.errors, res.explain()
+    newest, oldest = res.values["runs"]
+    picker = [p for p in res.data["prompts"] if "Cancel which" in p["prompt"]]
+    assert len(picker) == 1 and len(picker[0]["items"]) == 2, res.data["prompts"]
+    assert picker[0]["items"][0].startswith(newest) and "Second slow task" in picker[0]["items"][0]
+    assert res.values["mode-line-running"].startswith("agent[2]: ")
+    first_stop = res.events("stop")[0]
+    assert first_stop["runId"] == oldest and first_stop["report"]["stopReason"] == "cancelled"
+    assert res.values["still-running"] == [newest]
+    assert res.stop(newest)["report"]["stopReason"] == "cancelled"
+
+
+DENIABLE = [
+    {"text": "Editing a.py.", "tool_calls": [DOCSTRING_EDIT]},
+    {"text": "The edit was denied, so a.py is unchanged."},
+]
+
+
+def test_dismissed_approval_is_a_denial_and_the_run_goes_on(tmp_path, workspace, model):
+    model.add("Add a docstring", DENIABLE)
+    res = run_emacs(tmp_path, workspace, model, r"""
+        (set-buffer t-buffer)
+        (setq t-approval-answer 'quit)   ; C-g in the approval prompt
+        (agent-lsp-run "Add a docstring to a.py")
+        (t-wait 20 #'t-stop-event "the stop event")
+        (t-set :buffer (t-buffer-text))
+        ;; an edit for another version of the buffer is refused as applied: false
+        (t-set :stale (agent-lsp--apply-edit
+                       `(:documentChanges
+                         [(:textDocument (:uri ,(eglot--path-to-uri buffer-file-name)
+                                          :version 999)
+                           :edits [(:range (:start (:line 0 :character 0)
+                                            :end (:line 0 :character 0))
+                                    :newText "stale")])])))
+    """)
+    assert not res.errors, res.explain()
+    assert res.stop()["report"]["stopReason"] == "done", res.explain()
+    assert res.stop()["report"]["denied"] == 1
+    stale = res.values["stale"]
+    assert stale["applied"] is False and "999" in stale["failureReason"], stale
+    assert len(res.data["prompts"]) == 1
+    assert [a["answer"] for a in res.data["approvalAnswers"]] == [None]
+    # eglot 1.9 alone never answers a quit prompt; this client answers null at once
+    assert ":result nil" in res.data["eglotEvents"].split("window/showMessageRequest", 1)[1], res.explain()
+    assert [e["state"] for e in res.events("approval")] == ["pending", "denied"], res.explain()
+    assert len(res.data["edits"]) == 1  # only the stale one above
+    assert res.values["buffer"] == SAMPLE_A
+    assert (workspace / "a.py").read_text(encoding="utf-8") == SAMPLE_A
+    # the denial went back to the model as the tool result, and the run went on
+    assert any("den" in m.lower() for m in tool_messages(model)), tool_messages(model)
+    assert "The edit was denied, so a.py is unchanged." in res.data["stream"]
+
+
+def test_unanswered_approval_is_denied_after_the_timeout(tmp_path, workspace, model):
+    model.add("Add a docstring", DENIABLE)
+    res = run_emacs(tmp_path, workspace, model, r"""
+        (set-buffer t-buffer)
+        (setq t-approval-answer 'hang)   ; the user never answers
+        (agent-lsp-run "Add a docstring to a.py")
+        (t-wait 20 #'t-stop-event "the stop event")
+        (t-set :buffer (t-buffer-text))
+    """, approval={"timeout": 2})
+    assert not res.errors, res.explain()
+    assert res.stop()["report"]["stopReason"] == "done", res.explain()
+    assert res.stop()["report"]["denied"] == 1
+    # the server gave up after approval.timeout and withdrew the request ($/cancelRequest):
+    # the client closed its prompt then, answering null
+    states = [e["state"] for e in res.events("approval")]
+    assert states == ["pending", "withdrawn"], states
+    prompt_at = res.data["prompts"][0]["t"]
+    closed_at = res.data["approvalAnswers"][0]["t"]
+    assert res.data["approvalAnswers"][0]["answer"] is None
+    assert 1.5 <= closed_at - prompt_at < 4, (prompt_at, closed_at)
+    assert "$/cancelRequest" in res.data["eglotEvents"]
+    # the stream went on while the prompt was open: nothing lost, in order
+    seqs = [e["seq"] for e in res.events()]
+    assert seqs == list(range(len(seqs))), seqs
+    assert res.data["edits"] == []
+    assert (workspace / "a.py").read_text(encoding="utf-8") == SAMPLE_A
+    assert any("den" in m.lower() or "withdr" in m.lower() or "timed out" in m.lower()
+               for m in tool_messages(model)), tool_messages(model)
+    assert "The edit was denied, so a.py is unchanged." in res.data["stream"]
+
+
+def test_ask_region_sends_the_range_in_utf16(tmp_path, workspace, model):
+    model.add("What does this line do", [{"text": "It builds the greeting."},
+                                          {"text": "Code action answer."}])
+    res = run_emacs(tmp_path, workspace, model, r"""
+        (set-buffer t-buffer)
+        (transient-mark-mode 1)
+        ;; from just after the emoji on line 2 to the end of "return" on line 3
+        (goto-char (point-min))
+        (search-forward "😀")
+        (push-mark (point) t t)
+        (search-forward "return")
+        (cl-letf (((symbol-function 'read-string)
+                   (lambda (&rest _) "What does this line do?")))
+          (call-interactively #'agent-lsp-ask-region))
+        (t-wait 20 #'t-stop-event "the stop event")
+        ;; the "Ask agent about selection" code action asks for the question first
+        (setq t-completing-read-answer
+              (lambda (_prompt items)
+                (seq-find (lambda (i) (string-prefix-p "Ask agent" i)) items)))
+        (goto-char (point-min))
+        (cl-letf (((symbol-function 'read-string)
+                   (lambda (&rest _) "Why the emoji?")))
+          ;; a keyboard invocation (eglot pops up a mouse menu otherwise)
+          (let ((last-nonmenu-event ?\r))
+            (eglot-code-actions (line-beginning-position 2) (line-end-position 2) nil t)))
+        (t-wait 10 (lambda () (= 2 (length (t-events "stop")))) "the code action's run")
+    """)
+    assert not res.errors, res.explain()
+    assert res.stop()["report"]["stopReason"] == "done", res.explain()
+    args = res.data["commands"][0]["arguments"][0]
+    line2 = SAMPLE_A.splitlines()[1]
+    col = len(line2[: line2.index("😀") + 1].encode("utf-16-le")) // 2
+    assert args["range"] == {"start": {"line": 1, "character": col},
+                             "end": {"line": 2, "character": len("    return")}}, args
+    assert args["textDocument"]["uri"] == (workspace / "a.py").as_uri()
+    assert args["prompt"].startswith("What does this line do?")
+    assert ' " + name\n    return' in args["prompt"], args["prompt"]
+    assert "What does this line do?" in user_texts(model)
+    assert "## run " in res.data["stream"] and ": What does this line do?" in res.data["stream"]
+    assert "It builds the greeting." in res.data["stream"]
+    # the code action: its prompt now leads with the question, the selection follows
+    action = res.data["commands"][1]["arguments"][0]
+    assert action["prompt"].startswith("Why the emoji?\n\n```"), action
+    assert "😀" in action["prompt"] and "ask" not in action
+    assert action["range"]["start"] == {"line": 1, "character": 0}
+    assert ": Why the emoji?" in res.data["stream"] and "Code action answer." in res.data["stream"]
+
+
+OTHER_SERVER = """
+from pygls.lsp.server import LanguageServer
+
+LanguageServer("other-ls", "1.0").start_io()
+"""
+
+
+def test_starts_beside_the_buffers_own_language_server(tmp_path, workspace, model):
+    """eglot 1.9 has one server per major mode and project: with another server managing the
+    python buffers, agent-lsp starts beside it (managing no buffers) instead of replacing it,
+    and its edits still land in the buffer, through the other server's document sync."""
+    other = tmp_path / "other_ls.py"
+    other.write_text(OTHER_SERVER, encoding="utf-8")
+    model.add("Add a module docstring", [
+        {"text": "Editing.", "tool_calls": [DOCSTRING_EDIT]},
+        {"text": "Done."},
+    ])
+    res = run_emacs(tmp_path, workspace, model, rf"""
+        (set-buffer t-buffer)
+        (let ((eglot-sync-connect t))
+          (eglot '(python-mode) (project-current) 'eglot-lsp-server
+                 (list "{sys.executable}" "{other}") "python"))
+        (t-wait 15 (lambda () (eglot-current-server)) "the other server")
+        (let ((other (eglot-current-server)))
+          (setq t-server (agent-lsp-start))
+          (t-set :other-alive (and (jsonrpc-running-p other) t))
+          (t-set :current-is-other (eq (eglot-current-server) other))
+          (t-set :agent-manages (length (eglot--managed-buffers t-server)))
+          (setq t-approval-answer "Allow")
+          (agent-lsp-run "Add a module docstring to a.py")
+          (t-wait 20 #'t-stop-event "the stop event")
+          (t-set :other-alive-after (and (jsonrpc-running-p other) t))
+          (t-set :buffer (t-buffer-text))
+          (t-set :modified (buffer-modified-p)))
+    """, extra_env={"EMACS_TEST_NO_START": "1"})
+    assert not res.errors, res.explain()
+    assert res.values["other-alive"] is True and res.values["current-is-other"] is True
+    assert res.values["agent-manages"] == 0
+    assert res.stop()["report"]["stopReason"] == "done", res.explain()
+    expected = '"""Greetings."""\n\n\n' + SAMPLE_A
+    assert res.values["buffer"] == expected and res.values["modified"] is None, res.explain()
+    assert (workspace / "a.py").read_text(encoding="utf-8") == expected
+    assert res.values["other-alive-after"] is True
+    # not open on the agent's server: an unversioned edit
+    assert res.data["edits"][0]["edit"]["documentChanges"][0]["textDocument"]["version"] is None
+
+
+def test_byte_compiles_without_warnings(tmp_path):
+    src = tmp_path / "agent-lsp.el"
+    shutil.copy(CLIENT_DIR / "agent-lsp.el", src)
+    proc = subprocess.run(
+        [EMACS, "-Q", "--batch", "-L", EGLOT_DIR, "--eval", "(setq byte-compile-error-on-warn t)",
+         "-f", "batch-byte-compile", str(src)],
+        capture_output=True, text=True, timeout=60, env={**os.environ, "HOME": str(tmp_path)},
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "agent-lsp.elc").exists()
+    assert "Warning" not in proc.stderr, proc.stderr
+
+
+def test_settings_become_nested_camel_case_init_options(tmp_path):
+    script = r"""
+    (require 'agent-lsp)
+    (setq agent-lsp-settings
+          '(:model "gpt-4.1-mini" :base-url "http://localhost:11434/v1"
+            :approval (:default "ask" :allow-commands ("pytest" "git status") :timeout 30)
+            :memoryFiles ["AGENTS.md"] :flag :json-false))
+    (princ (json-serialize (agent-lsp-initialization-options)
+                           :null-object nil :false-object :json-false))
+    (terpri)
+    (setq agent-lsp-settings nil)
+    (princ (json-serialize (agent-lsp-initialization-options)))
+    (terpri)
+    (let ((server (make-instance 'agent-lsp-server :process (make-pipe-process :name "x"))))
+      (setf (eglot--project server) `(transient . ,default-directory))
+      (princ (json-serialize (plist-get (eglot-client-capabilities server) :window)
+                             :false-object :json-false)))
+    """
+    proc = subprocess.run(
+        [EMACS, "-q", "--batch", "-L", str(CLIENT_DIR), "--eval", f"(progn {script})"],
+        capture_output=True, text=True, timeout=60, env={**os.environ, "HOME": str(tmp_path)},
+    )
+    assert proc.returncode == 0, proc.stderr
+    first, second, third = proc.stdout.splitlines()[:3]
+    assert json.loads(first) == {
+        "model": "gpt-4.1-mini", "baseUrl": "http://localhost:11434/v1",
+        "approval": {"default": "ask", "allowCommands": ["pytest", "git status"], "timeout": 30},
+        "memoryFiles": ["AGENTS.md"], "flag": False,
+    }
+    assert json.loads(second) == {}
+    assert json.loads(third) == {"showMessage": {"messageActionItem": {"additionalPropertiesSupport": False}}}
