@@ -47,7 +47,8 @@ class Model(Protocol):
 async def import_openai() -> Any:
     """`import openai` costs ~0.4 s (seconds on a loaded machine): never on the start-up path,
     and never on the event loop, where it would delay a cancel or an approval."""
-    if (module := sys.modules.get("openai")) is not None:
+    module = sys.modules.get("openai")
+    if module is not None and hasattr(module, "AsyncOpenAI"):  # not one still being imported
         return module
     return await asyncio.to_thread(importlib.import_module, "openai")
 

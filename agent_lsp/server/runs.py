@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
+import os
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -13,6 +14,7 @@ from lsprotocol import types
 from pygls.lsp.server import LanguageServer
 
 from agent_lsp.agent.messages import Event
+from agent_lsp.agent.model import Model, ModelError, make_model
 from agent_lsp.agent.ports import ApprovalRequest
 from agent_lsp.agent.run import Session, new_id, run_task
 from agent_lsp.server.approvals import LspApprover, PendingApprovals
@@ -24,7 +26,7 @@ from agent_lsp.settings import Settings
 log = logging.getLogger(__name__)
 
 STREAM = "agentLsp/stream"
-TEXT_INTERVAL = 1 / 30  # at most ~30 text events per second per run
+TEXT_INTERVAL = 1 / 25  # at most ~30 text events per second per run: 25 leaves room for jitter
 PROGRESS_CREATE_TIMEOUT = 5.0
 
 
@@ -124,6 +126,19 @@ class RunRegistry:
     sessions: dict[str, Session] = field(default_factory=dict)
     active: dict[str, ActiveRun] = field(default_factory=dict)
     warm_up: concurrent.futures.Future[None] | None = None  # the SDK import started at `initialized`
+    models: dict[tuple[Any, ...], Model] = field(default_factory=dict)
+
+    def model_for(self, settings: Settings) -> Model | None:
+        """One model client per endpoint, shared by all runs: a client per run costs an SSL
+        context and a connection pool each time (~50 ms on the event loop)."""
+        key = (settings.model, settings.base_url, settings.api_key_env, os.environ.get(settings.api_key_env),
+               settings.request_timeout)
+        if key not in self.models:
+            try:
+                self.models[key] = make_model(settings)
+            except ModelError:
+                return None  # run_task tries again and reports the problem as a fatal stop
+        return self.models[key]
 
     def start(self, prompt: str, title: str, session_id: str | None, settings: Settings, caps: ClientCaps) -> ActiveRun:
         """Start a run in the background; ValueError (shown to the client) if it cannot."""
@@ -158,7 +173,7 @@ class RunRegistry:
         try:
             await self._until_warm()
             report = await run_task(prompt, session=run.session, settings=settings, workspace=workspace,
-                                    approver=approver, emit=run.stream, run_id=run.id)
+                                    approver=approver, emit=run.stream, run_id=run.id, model=self.model_for(settings))
             run.report = report.to_dict()
             run.stream.end(f"{report.stop_reason}: {report.summary}")
         finally:

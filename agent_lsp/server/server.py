@@ -8,19 +8,18 @@ import importlib
 import logging
 import os
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types
 from pygls.lsp.server import LanguageServer
 
 from agent_lsp import __version__
-from agent_lsp.server import commands
 from agent_lsp.server.capabilities import ClientCaps
-from agent_lsp.server.code_actions import code_actions
-from agent_lsp.server.config import SettingsState
 from agent_lsp.server.rpc import client_request, safe_notify
-from agent_lsp.server.runs import RunRegistry
-from agent_lsp.server.workspace import workspace_roots
+
+if TYPE_CHECKING:
+    from agent_lsp.server.config import SettingsState
+    from agent_lsp.server.runs import RunRegistry
 
 log = logging.getLogger(__name__)
 
@@ -32,9 +31,29 @@ class AgentServer(LanguageServer):
     def __init__(self) -> None:
         super().__init__("agent-lsp", __version__, text_document_sync_kind=types.TextDocumentSyncKind.Incremental)
         self.caps = ClientCaps()
-        self.config = SettingsState()
-        self.runs = RunRegistry(self)
         self.connection_closed = False  # set on `exit`: nothing more is written to the client
+        self.init_options: Any = None
+        self._config: SettingsState | None = None
+        self._runs: RunRegistry | None = None
+
+    # The agent core, pydantic and the settings model load after `initialize` is answered
+    # (start-up is the editor's wait); the first use, or the warm-up thread, brings them in.
+    @property
+    def config(self) -> SettingsState:
+        if self._config is None:
+            from agent_lsp.server.config import SettingsState
+
+            self._config = SettingsState()
+            self.show_problems(self._config.update(init_options=self.init_options or {}))
+        return self._config
+
+    @property
+    def runs(self) -> RunRegistry:
+        if self._runs is None:
+            from agent_lsp.server.runs import RunRegistry
+
+            self._runs = RunRegistry(self)
+        return self._runs
 
     def show_problems(self, problems: list[str]) -> None:
         for problem in problems:
@@ -61,13 +80,15 @@ def create_server() -> AgentServer:
     @server.feature(types.INITIALIZE)
     def initialize(ls: AgentServer, params: types.InitializeParams) -> None:
         ls.caps = ClientCaps.from_params(params.capabilities, params.client_info.name if params.client_info else None)
-        problems = ls.config.update(init_options=params.initialization_options or {})
-        if problems:  # shown once the client is ready to receive them
-            asyncio.get_running_loop().call_soon(ls.show_problems, problems)
+        ls.init_options = params.initialization_options  # resolved once `initialize` is answered
+        logging.getLogger("agent_lsp").addHandler(EditorLogHandler(ls, asyncio.get_running_loop()))
 
     @server.feature(types.INITIALIZED)
     async def initialized(ls: AgentServer, params: types.InitializedParams) -> None:
-        ls.runs.warm_up = warm_up_imports()
+        sdk = warm_up_imports()  # the model SDK, in the background
+        await asyncio.wrap_future(warm_up_imports(CORE_MODULES))  # the core, off the loop; then:
+        ls.runs.warm_up = sdk
+        ls.config  # noqa: B018 - resolve initializationOptions now, problems shown to the user
         await ls.pull_configuration()
 
     @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
@@ -80,6 +101,9 @@ def create_server() -> AgentServer:
 
     @server.command("agentLsp.run")
     def run(ls: AgentServer, *args: Any) -> dict[str, str]:
+        from agent_lsp.server import commands
+        from agent_lsp.server.workspace import workspace_roots
+
         parsed = commands.parse_args(commands.RunArgs, "agentLsp.run", args)
         text = None
         if parsed.text_document is not None and parsed.range is not None:
@@ -97,10 +121,14 @@ def create_server() -> AgentServer:
 
     @server.command("agentLsp.cancel")
     def cancel(ls: AgentServer, *args: Any) -> bool:
+        from agent_lsp.server import commands
+
         return ls.runs.cancel(commands.parse_args(commands.CancelArgs, "agentLsp.cancel", args).run_id)
 
     @server.command("agentLsp.approve")
     def approve(ls: AgentServer, *args: Any) -> bool:
+        from agent_lsp.server import commands
+
         parsed = commands.parse_args(commands.ApproveArgs, "agentLsp.approve", args)
         return ls.runs.approvals.answer(parsed.run_id, parsed.call_id, parsed.decision)
 
@@ -112,6 +140,8 @@ def create_server() -> AgentServer:
         code_action_kinds=[types.CodeActionKind.QuickFix, types.CodeActionKind.RefactorRewrite, types.CodeActionKind.Empty]))
     def code_action(ls: AgentServer, params: types.CodeActionParams) -> list[types.CodeAction]:
         try:
+            from agent_lsp.server.code_actions import code_actions
+
             return code_actions(ls, params, ls.runs.approvals)
         except Exception:  # a code action request must never take the server down
             log.exception("code actions failed")
@@ -119,17 +149,41 @@ def create_server() -> AgentServer:
 
     @server.feature(types.SHUTDOWN)
     async def shutdown(ls: AgentServer, *args: Any) -> None:
-        await ls.runs.cancel_all(SHUTDOWN_DEADLINE)
+        if ls._runs is not None:
+            await ls.runs.cancel_all(SHUTDOWN_DEADLINE)
 
     @server.feature(types.EXIT)
     def exit_(ls: AgentServer, *args: Any) -> None:
         ls.connection_closed = True  # pygls closes stdout right after this handler
-        for run in list(ls.runs.active.values()):
+        for run in list(ls.runs.active.values()) if ls._runs is not None else []:
             if run.task:
                 run.task.cancel()
         exit_soon()
 
     return server
+
+
+class EditorLogHandler(logging.Handler):
+    """Warnings and errors also go to the editor's log (`window/logMessage`); stderr has all."""
+
+    LEVELS = {logging.ERROR: types.MessageType.Error, logging.WARNING: types.MessageType.Warning}
+
+    def __init__(self, ls: AgentServer, loop: asyncio.AbstractEventLoop):
+        super().__init__(logging.WARNING)
+        self.ls = ls
+        self.loop = loop
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if self.ls.connection_closed or self.loop.is_closed():
+            return
+        level = self.LEVELS.get(record.levelno, types.MessageType.Error)
+        params = types.LogMessageParams(type=level, message=f"agent-lsp: {record.getMessage()}")
+        # pygls writes from the event loop's thread only
+        self.loop.call_soon_threadsafe(safe_notify, self.ls, types.WINDOW_LOG_MESSAGE, params)
+
+
+CORE_MODULES = ("agent_lsp.server.config", "agent_lsp.server.runs", "agent_lsp.server.commands",
+                "agent_lsp.server.code_actions")
 
 
 def warm_up_imports(modules: tuple[str, ...] = ("openai",)) -> concurrent.futures.Future[None]:

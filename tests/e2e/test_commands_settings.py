@@ -72,6 +72,9 @@ async def test_a_bad_setting_is_shown_by_name_and_the_default_is_used(open_edito
     assert model.requests[0]["model"] == "gpt-4.1-mini"  # the default, not the bad value
     status = next(e for e in editor.events(started["runId"], "status"))
     assert "/25" in status["text"]  # maxTurns fell back to its default
+    # the same problems are in the editor's log (window/logMessage), as warnings
+    logged = [m for m in editor.client.log_messages if "maxTurns" in m.message]
+    assert logged and logged[0].type == types.MessageType.Warning
 
 
 async def test_workspace_configuration_cannot_set_trusted_keys(open_editor, model):

@@ -116,10 +116,14 @@ async def run_process(argv: list[str], shell_line: str | None, cwd, timeout: flo
                 chunks.append(data)
             size += len(data)
 
+    async def finish() -> None:  # one coroutine, not a gather: nothing left unretrieved on cancel
+        await drain()
+        await proc.wait()
+
     timed_out = False
     try:
         try:
-            await asyncio.wait_for(asyncio.gather(drain(), proc.wait()), timeout)
+            await asyncio.wait_for(finish(), timeout)
         except TimeoutError:
             timed_out = True
     finally:
