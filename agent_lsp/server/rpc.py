@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from lsprotocol import types
@@ -51,9 +52,13 @@ class OutgoingRequest:
             self.answer.cancel()
 
 
-async def client_request(ls: LanguageServer, method: str, params: Any, timeout: float | None = None) -> Any:
-    """Send a request and wait for its answer; TimeoutError when nobody answers in time."""
+async def client_request(ls: LanguageServer, method: str, params: Any, timeout: float | None = None,
+                         on_sent: Callable[[], None] | None = None) -> Any:
+    """Send a request and wait for its answer; TimeoutError when nobody answers in time.
+    `on_sent` runs right after the request is written (see PITFALLS: eglot's reader)."""
     request = OutgoingRequest(ls, method, params)
+    if on_sent is not None:
+        on_sent()
     try:
         return await asyncio.wait_for(asyncio.shield(request.answer), timeout)
     except (TimeoutError, asyncio.CancelledError):

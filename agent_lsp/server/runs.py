@@ -155,6 +155,7 @@ class RunRegistry:
         stream = RunStream(self.ls, caps, run_id, title)
         run = ActiveRun(run_id, session, stream)
         workspace = LspWorkspace(self.ls, caps, workspace_roots(self.ls))
+        workspace.on_waiting = lambda text: stream.send("status", text, {"turn": None})
         approver = LspApprover(self.ls, caps, self.approvals, run_id, settings.approval.timeout,
                                on_waiting=lambda req: self._waiting(stream, req))
         session.running = run_id  # claimed now, so a second start on this session is refused

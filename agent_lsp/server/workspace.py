@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from pathlib import Path
 
 from lsprotocol import types
@@ -60,6 +61,7 @@ class LspWorkspace:
         self.caps = caps
         self.roots = roots
         self.agent_edited: list[Path] = []
+        self.on_waiting: Callable[[str], None] | None = None  # a write right after a request
 
     def _open_document(self, path: Path):
         for uri, doc in list(self.ls.workspace.text_documents.items()):
@@ -108,8 +110,9 @@ class LspWorkspace:
         edit = self._workspace_edit(path, before, after)
         label = f"agent-lsp: {'create' if before is None else 'edit'} {path.name}"
         try:
+            notify = (lambda: self.on_waiting(f"waiting for the editor to apply the edit to {path.name}")) if self.on_waiting else None
             result = await client_request(self.ls, types.WORKSPACE_APPLY_EDIT,
-                                          types.ApplyWorkspaceEditParams(edit=edit, label=label), APPLY_EDIT_TIMEOUT)
+                                          types.ApplyWorkspaceEditParams(edit=edit, label=label), APPLY_EDIT_TIMEOUT, on_sent=notify)
         except TimeoutError:
             return EditOutcome(False, f"the editor did not answer the edit within {APPLY_EDIT_TIMEOUT:g}s")
         except ClientRequestError as exc:  # e.g. eglot answers a stale version with an error

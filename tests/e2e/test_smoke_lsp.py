@@ -20,3 +20,8 @@ async def test_run_edits_open_buffer_with_approval(open_editor, model, workspace
     assert "return a + b" in editor.text("calc.py")
     text = "".join(e["text"] for e in editor.events(started["runId"], "text"))
     assert text == "Looking at calc.py.Fixed: add now returns a + b."
+    # Right after each request the server then awaits, it writes again (a status event), so
+    # clients whose reader waits for the next message (eglot's jsonrpc) do not stall.
+    statuses = [e["text"] for e in editor.events(started["runId"], "status")]
+    assert any(t.startswith("waiting for approval: edit calc.py") for t in statuses), statuses
+    assert "waiting for the editor to apply the edit to calc.py" in statuses, statuses
