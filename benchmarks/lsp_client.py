@@ -12,21 +12,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agent_lsp.demo.edits import plain
 from benchmarks.common import rss_bytes
 
 SERVER_ARGV = [sys.executable, "-m", "agent_lsp", "serve", "--stdio"]
 BARE_ARGV = [sys.executable, str(Path(__file__).with_name("bare_server.py"))]
-
-
-def plain(value: Any) -> Any:
-    """pygls hands unknown notifications' params over as namedtuples: make them JSON again."""
-    if hasattr(value, "_asdict"):
-        return {k: plain(v) for k, v in value._asdict().items()}
-    if isinstance(value, dict):
-        return {k: plain(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [plain(v) for v in value]
-    return value
 
 
 def editor_capabilities() -> Any:

@@ -24,18 +24,23 @@ async def read_disk_text(path: Path) -> str:
     return data.decode("utf-8", errors="replace")
 
 
+async def read_disk_document(path: Path) -> Document:
+    """The file's text as a Document; ValueError with a message for the model."""
+    try:
+        return Document(path, await read_disk_text(path))
+    except FileNotFoundError:
+        raise ValueError(f"{path.name} does not exist") from None
+    except OSError as exc:
+        raise ValueError(f"cannot read {path.name}: {exc.strerror}") from None
+
+
 class DiskWorkspace:
     def __init__(self, roots: list[Path]):
         self.roots = [Path(r).resolve() for r in roots]
         self.written: list[Path] = []
 
     async def read(self, path: Path) -> Document:
-        try:
-            return Document(path, await read_disk_text(path))
-        except FileNotFoundError:
-            raise ValueError(f"{path.name} does not exist") from None
-        except OSError as exc:
-            raise ValueError(f"cannot read {path.name}: {exc.strerror}") from None
+        return await read_disk_document(path)
 
     async def apply(self, path: Path, before: Document | None, after: str) -> EditOutcome:
         try:

@@ -16,7 +16,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from agent_lsp.demo.edits import apply_text_edits
+from agent_lsp.demo.edits import apply_text_edits, plain
 from agent_lsp.demo.record import TASK
 
 HERE = Path(__file__).parent
@@ -161,11 +161,11 @@ async def _demo(yes: bool) -> int:
 
         @client.feature("agentLsp/stream")
         def on_stream(ls, params):
-            editor.on_stream(_plain(params))
+            editor.on_stream(plain(params))
 
         @client.feature(types.PROGRESS)
         def on_progress(ls, params):
-            editor.on_progress(_plain(params.value))
+            editor.on_progress(plain(params.value))
 
         @client.feature(types.WINDOW_WORK_DONE_PROGRESS_CREATE)
         def on_create(ls, params):
@@ -279,20 +279,6 @@ async def _drain_stderr(client: Any, editor: DemoEditor) -> None:
         return
     while line := await server.stderr.readline():
         editor.stderr_tail = (editor.stderr_tail + [line.decode(errors="replace").rstrip()])[-50:]
-
-
-def _plain(value: Any) -> Any:
-    if hasattr(value, "_asdict"):
-        return {k: _plain(v) for k, v in value._asdict().items()}
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
-    if hasattr(value, "__attrs_attrs__"):
-        from pygls.protocol import default_converter
-
-        return default_converter().unstructure(value)
-    return value
 
 
 def run_demo(yes: bool = False) -> int:

@@ -1,7 +1,9 @@
-"""Applying LSP text edits the way an editor does (UTF-16 positions); used by the demo client
-and the test editors."""
+"""Client-side helpers shared by the demo client, the test editors and the benchmarks:
+applying LSP text edits the way an editor does (UTF-16 positions), and plain JSON values."""
 
 from __future__ import annotations
+
+from typing import Any
 
 from lsprotocol import types
 
@@ -27,3 +29,18 @@ def apply_text_edits(text: str, edits: list[types.TextEdit]) -> str:
     for start, end, new in sorted(spans, reverse=True):
         text = text[:start] + new + text[end:]
     return text
+
+
+def plain(value: Any) -> Any:
+    """pygls hands unknown notifications' params over as namedtuples: make them JSON again."""
+    if hasattr(value, "_asdict"):
+        return {k: plain(v) for k, v in value._asdict().items()}
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [plain(v) for v in value]
+    if hasattr(value, "__attrs_attrs__"):
+        from pygls.protocol import default_converter
+
+        return default_converter().unstructure(value)
+    return value

@@ -10,7 +10,7 @@ from lsprotocol import types
 from pygls.lsp.server import LanguageServer
 from pygls.uris import to_fs_path
 
-from agent_lsp.agent.disk_workspace import read_disk_text
+from agent_lsp.agent.disk_workspace import read_disk_document
 from agent_lsp.agent.ports import Document, EditOutcome
 from agent_lsp.server.capabilities import ClientCaps
 from agent_lsp.server.rpc import ClientRequestError, client_request
@@ -73,12 +73,7 @@ class LspWorkspace:
         doc = self._open_document(path)
         if doc is not None:
             return Document(path, doc.source, doc.version)
-        try:
-            return Document(path, await read_disk_text(path))
-        except FileNotFoundError:
-            raise ValueError(f"{path.name} does not exist") from None
-        except OSError as exc:
-            raise ValueError(f"cannot read {path.name}: {exc.strerror}") from None
+        return await read_disk_document(path)
 
     def open_texts(self) -> dict[Path, str]:
         return {p: doc.source for uri, doc in list(self.ls.workspace.text_documents.items())

@@ -21,6 +21,8 @@ from pytest_lsp import LanguageClient, client_capabilities
 from pytest_lsp.client import DEFAULT_CLIENT_FEATURES, register_lsp_features
 from pytest_lsp.protocol import LanguageClientProtocol
 
+from agent_lsp.demo.edits import plain
+
 # Helix's own initialize request, transcribed from helix-editor/helix
 # `helix-lsp/src/client.rs` (`Client::initialize`, commit 0ee961433c21): no
 # `window.showMessage` (so no showMessageRequest, helix issue 4699), work-done progress,
@@ -171,17 +173,6 @@ class Editor:
 
     async def wait_exit(self, timeout: float) -> int:
         return await asyncio.wait_for(self.process.wait(), timeout)
-
-
-def plain(value: Any) -> Any:
-    """pygls hands unknown notifications' params over as namedtuples: make them JSON again."""
-    if hasattr(value, "_asdict"):
-        return {k: plain(v) for k, v in value._asdict().items()}
-    if isinstance(value, dict):
-        return {k: plain(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [plain(v) for v in value]
-    return value
 
 
 def code_units(char: str, encoding: str = "utf-16") -> int:
