@@ -268,13 +268,13 @@ class ScriptedModelServer:
         key, reply, entry = self._take(body)
         status = None
         try:
-            status = await self._answer(body, key, reply, resp, reader)
+            status = await self._answer(body, key, reply, resp, reader, entry)
         finally:
             with self._lock:
                 entry.status, entry.t_end = status, time.monotonic()
 
     async def _answer(self, body: dict[str, Any], key: str, reply: Reply | None,
-                      resp: Responder, reader: asyncio.StreamReader) -> int | None:
+                      resp: Responder, reader: asyncio.StreamReader, entry: LogEntry) -> int | None:
         if reply is None:
             msg = f"scripted model: script exhausted for key {key!r}"
             await resp.send(400, error_body(msg, "invalid_request_error", "script_exhausted"),
@@ -302,6 +302,8 @@ class ScriptedModelServer:
             events.append(DONE)
         if reply.fault == "cut":
             events = events[: max(1, len(events) // 2)]
+        with self._lock:  # known now: a client may finish reading before the last bytes go out
+            entry.status = 200
         await resp.head(200, {"content-type": "text/event-stream; charset=utf-8",
                               "cache-control": "no-cache", "transfer-encoding": "chunked"})
         for i, event in enumerate(events):
