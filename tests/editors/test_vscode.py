@@ -112,7 +112,8 @@ def test_vscode_run_approve_edit_and_cancel(tmp_path: Path, tools, server_wrappe
             "CANCEL_TASK": CANCEL_TASK,
             "EXPECT_EDIT_OLD": "return a - b",
             "EXPECT_EDIT_NEW": "return a + b",
-            "EXPECT_TEXT": MODEL_TEXT,
+            # the panel shows its last lines: the run's final text is the one in view
+            "EXPECT_TEXT": FINAL_TEXT,
             "ASK_QUESTION": ASK_QUESTION,
             "ASK_ANSWER": ASK_ANSWER,
             "PALETTE_CANCEL_TASK": PALETTE_CANCEL_TASK,
@@ -158,7 +159,7 @@ def test_vscode_run_approve_edit_and_cancel(tmp_path: Path, tools, server_wrappe
     assert FINAL_TEXT in out
     assert "▶" in out and "edit_file" in out
     assert "stop reason: done" in out
-    assert MODEL_TEXT in run["outputPanelText"]
+    assert FINAL_TEXT in run["outputPanelText"]
     assert len(run_requests) == 2
 
     cancel = result["scenarios"]["cancel"]
