@@ -158,7 +158,28 @@ async def run_task(
         for proc in list(tool_ctx.processes):
             kill_group(proc)
         session.running = None
-    if model is None and hasattr(run.model, "aclose"):  # the client this run made, not the caller's
+    # The stop is decided: a cancel arriving from here on must not lose the report, the
+    # transcript's stop line or the stop event.
+    return await _uncancellable(_close_run(run, outcome, owns_model=model is None))
+
+
+async def _uncancellable(coro: Awaitable[RunReport]) -> RunReport:
+    task = asyncio.ensure_future(coro)
+    while True:
+        try:
+            return await asyncio.shield(task)
+        except asyncio.CancelledError:
+            if task.cancelled():
+                raise
+            current = asyncio.current_task()
+            if current is not None:
+                current.uncancel()
+
+
+async def _close_run(run: RunContext, outcome: LoopOutcome, owns_model: bool) -> RunReport:
+    session, tool_ctx, transcript, settings = run.session, run.tool_ctx, run.transcript, run.settings
+    redact = run.transcript.redact
+    if owns_model and hasattr(run.model, "aclose"):  # the client this run made, not the caller's
         try:
             await run.model.aclose()
         except Exception as exc:
@@ -167,7 +188,7 @@ async def run_task(
         if path not in session.edited:
             session.edited.append(path)
     report = RunReport(
-        run_id=run_id,
+        run_id=run.run_id,
         session_id=session.id,
         stop_reason=outcome.reason,
         turns=outcome.turns,

@@ -216,3 +216,26 @@ async def test_cancel_while_an_approval_waits(model, workspace):
     assert [e.data["state"] for e in events.of("approval")] == ["pending", "withdrawn"]
     assert not (workspace / "x.txt").exists()
     assert_history_closed(session.history)
+
+
+async def test_a_cancel_after_the_stop_is_decided_still_returns_the_report():
+    """Found by the cancel property test: a cancel landing while the stop line is written
+    must not lose the report (nor the transcript's stop line, nor the stop event)."""
+    import asyncio
+
+    from agent_lsp.agent.run import _uncancellable
+
+    finished = []
+
+    async def closing() -> str:
+        await asyncio.sleep(0.2)  # e.g. the transcript's last write
+        finished.append(True)
+        return "report"
+
+    task = asyncio.ensure_future(_uncancellable(closing()))
+    await asyncio.sleep(0.05)
+    task.cancel()
+    await asyncio.sleep(0.01)
+    task.cancel()  # twice: an impatient user
+    assert await asyncio.wait_for(task, 2) == "report"
+    assert finished == [True]
