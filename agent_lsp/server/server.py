@@ -23,7 +23,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-COMMANDS = ("agentLsp.run", "agentLsp.cancel", "agentLsp.approve")
 SHUTDOWN_DEADLINE = 1.5
 
 
