@@ -16,8 +16,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from agent_lsp.demo import TASK
 from agent_lsp.demo.edits import apply_text_edits, plain
-from agent_lsp.demo.record import TASK
 
 HERE = Path(__file__).parent
 

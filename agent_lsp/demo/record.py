@@ -15,11 +15,11 @@ from pathlib import Path
 from agent_lsp.agent.disk_workspace import DiskWorkspace
 from agent_lsp.agent.ports import Decision
 from agent_lsp.agent.run import Session, run_task
+from agent_lsp.demo import TASK
 from agent_lsp.settings import Settings
 from agent_lsp.testing.scripted_model import ScriptedModelServer
 
 HERE = Path(__file__).parent
-TASK = "The unit tests fail. Find out why and fix it."
 
 SCRIPT = [
     {"text": "I'll start by looking at the project and the code under test.",
