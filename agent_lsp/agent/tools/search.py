@@ -1,0 +1,398 @@
+"""Read-only tools built on ripgrep: search (file contents) and list_files."""
+
+from __future__ import annotations
+
+import asyncio
+import fnmatch
+import logging
+import os
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeVar
+
+import pathspec
+from pydantic import Field
+
+from agent_lsp.agent.safeio import read_regular_sync
+from agent_lsp.agent.tools import ripgrep
+from agent_lsp.agent.tools.base import Args, Prepared, Tool, ToolContext, ToolError
+from agent_lsp.agent.tools.paths import PathGuard, PathRefused
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+MAX_LIST = 500
+MAX_MATCHES = 200
+BUFFER_SEARCHES = 4  # rg processes searching editor buffers at once
+
+
+# -- search -----------------------------------------------------------------------------------
+
+
+class SearchArgs(Args):
+    pattern: str = Field(description="Regular expression in ripgrep's (Rust regex) syntax, e.g. 'fn \\w+\\(' or "
+                                     "'TODO|FIXME'; no look-around or backreferences")
+    path: str = Field(".", description="Directory or file to search, relative to the workspace (default: every folder)")
+    glob: str | None = Field(None, description="Only files matching this glob, e.g. '*.py' or 'src/**/*.ts'; "
+                                               "'!*.md' excludes")
+    ignore_case: bool = Field(False, alias="ignoreCase", description="Match case-insensitively")
+
+
+class Search(Tool):
+    name = "search"
+    description = (f"Search file contents with a ripgrep (Rust syntax) regex over every file .gitignore does not "
+                   f"exclude (editor buffers as open); returns `file:line: text` (at most {MAX_MATCHES}).")
+    args = SearchArgs
+    read_only = True
+
+    async def prepare(self, args: SearchArgs, ctx: ToolContext) -> Prepared:
+        _no_nul(args.pattern, "pattern")
+        _no_nul(args.glob, "glob")
+        bases = _bases(args.path, ctx.paths)
+        detail = f"search {args.pattern!r} in {args.path}" + (f" ({args.glob})" if args.glob else "")
+
+        async def execute() -> str:
+            return await _search(args, bases, ctx)
+
+        return Prepared(detail, execute)
+
+
+@dataclass
+class _Hit:
+    root: int  # index of the workspace folder (sort: folders in order)
+    path: str  # absolute
+    line: int
+    text: str
+
+    def key(self) -> tuple[int, str, int]:
+        return self.root, ripgrep.sort_key(self.path), self.line
+
+
+async def _search(args: SearchArgs, bases: list[Path], ctx: ToolContext) -> str:
+    paths = ctx.paths
+    on_disk = [b for b in bases if b.exists()]
+    for base in on_disk:
+        if not base.is_dir() and not base.is_file():  # a FIFO would block rg forever
+            raise ToolError(f"{paths.display(base)} is not a regular file or a directory")
+    buffers = await _changed_buffers(ctx, bases)
+    if not on_disk and not any(buffers.values()):
+        raise ToolError(f"{args.path} does not exist")
+    skip = {str(p) for found in buffers.values() for p, _ in found}
+    problems: list[str] = []
+    try:
+        # Every folder and the buffers at once, each disk search stopped once it has more
+        # than the cap. rg's parallel walk prints in no fixed order, so when a search was
+        # stopped, the first matches *in path order* come from a second, sorted run of that
+        # tree (--sort path, stopped again after cap + 1): the shown set is deterministic.
+        # (Worst case: more than the cap in all, but all in the last files in path order: the
+        # sorted rerun then reads the whole tree on one thread.)
+        options = {"glob": args.glob, "ignore_case": args.ignore_case, "limit": MAX_MATCHES + 1, "skip": skip}
+        disk, from_buffers, wanted = await _all(
+            _all(*(ripgrep.search(args.pattern, base, ctx.processes, **options) for base in on_disk)),
+            _search_buffers(args, buffers, ctx),
+            _searchable(buffers, on_disk, args.glob, ctx),
+        )
+        hits: list[_Hit] = []
+        for base, result in zip(on_disk, disk, strict=True):
+            if not result.complete:
+                result = await ripgrep.search(args.pattern, base, ctx.processes, sort=True, **options)
+            if note := result.problems.note():
+                problems.append(note)
+            root = _root_index(base, paths)
+            hits += [_Hit(root, m.path, m.line, m.text) for m in result.matches if _inside(m.path, paths)]
+    except ripgrep.RipgrepMissing as exc:
+        raise ToolError(f"search is unavailable: {exc}") from None
+    except ripgrep.RipgrepError as exc:
+        raise ToolError(f"rg refused the search: {exc}") from None
+    hits += [h for h in from_buffers if h.path in wanted]
+    hits.sort(key=_Hit.key)
+    capped = len(hits) > MAX_MATCHES
+    out = "\n".join(f"{_display(Path(h.path), paths)}:{h.line}: {h.text}" for h in hits[:MAX_MATCHES])
+    notes = [f"[capped at {MAX_MATCHES} matches (the first ones in path order): narrow the pattern, path or glob]"] if capped else []
+    notes += [f"[{note}]" for note in problems]
+    if not hits:
+        out = "no matches" if not problems else "no matches in the files that could be searched"
+    return "\n".join([out, *notes])
+
+
+async def _changed_buffers(ctx: ToolContext, bases: list[Path]) -> dict[str, list[tuple[Path, str]]]:
+    """Open buffers under the searched bases whose text differs from disk (or that have no
+    file on disk), by kind: "edited" (the file exists) and "new".
+
+    Batching: the editor reports every open buffer, most of them saved. A saved buffer is the
+    disk file, which the disk search already covers, so only the buffers that differ get an rg
+    of their own (on stdin, at most BUFFER_SEARCHES at once). Telling them apart costs a stat
+    per buffer and a read only when the sizes agree, in a worker thread (never on the loop).
+    """
+    try:
+        texts = ctx.workspace.open_texts()
+    except Exception:  # a host without buffers
+        return {"edited": [], "new": []}
+    return await asyncio.to_thread(_compare_buffers, texts, bases) if texts else {"edited": [], "new": []}
+
+
+def _compare_buffers(texts: dict[Path, str], bases: list[Path]) -> dict[str, list[tuple[Path, str]]]:
+    out: dict[str, list[tuple[Path, str]]] = {"edited": [], "new": []}
+    for raw, text in texts.items():
+        try:
+            path = Path(raw).resolve()  # the bases are inside the workspace folders already
+        except (OSError, RuntimeError, ValueError):
+            continue
+        if ".git" in path.parts or not any(path == b or path.is_relative_to(b) for b in bases):
+            continue
+        data = text.encode("utf-8", "surrogatepass")
+        try:
+            size = path.stat().st_size
+        except FileNotFoundError:
+            out["new"].append((path, text))
+            continue
+        except OSError:
+            continue
+        if not path.is_file():
+            continue
+        try:
+            same = size == len(data) and read_regular_sync(path, len(data)) == data
+        except (OSError, ValueError):
+            same = False
+        if not same:
+            out["edited"].append((path, text))
+    return out
+
+
+async def _searchable(buffers: dict[str, list[tuple[Path, str]]], bases: list[Path], glob: str | None,
+                      ctx: ToolContext) -> set[str]:
+    """Which changed buffers rg would search, decided by rg alongside the searches:
+    - an edited file: if `rg --files` with the same ignore rules and glob lists it (exactly the
+      disk search's choice); one listing per searched folder holding edited buffers, and only
+      when there are some;
+    - a file only in a buffer: if rg's glob keeps its path (ignore rules cannot be asked
+      about a file that does not exist: a new buffer is searched unless the glob excludes it).
+    A searched path naming one file is searched whatever the glob, as rg does."""
+    edited = {str(p) for p, _ in buffers["edited"]}
+    wanted: set[str] = set()
+    for base in bases:
+        if edited and any(e == str(base) or e.startswith(str(base) + os.sep) for e in edited):
+            listing = await ripgrep.list_files(base, ctx.processes, glob=glob)
+            wanted |= edited.intersection(listing.paths())
+    new = [p for p, _ in buffers["new"]]
+    if not glob or not new:
+        return wanted | {str(p) for p in new}
+    for base in bases:
+        under = {p.relative_to(base).as_posix(): p for p in new if p != base and p.is_relative_to(base)}
+        wanted |= {str(p) for p in new if p == base}
+        if under:
+            wanted |= {str(under[name]) for name in await ripgrep.glob_keeps(list(under), glob, ctx.processes)}
+    return wanted
+
+
+async def _search_buffers(args: SearchArgs, buffers: dict[str, list[tuple[Path, str]]], ctx: ToolContext) -> list[_Hit]:
+    todo = buffers["edited"] + buffers["new"]
+    if not todo:
+        return []
+    gate = asyncio.Semaphore(BUFFER_SEARCHES)
+
+    async def one(path: Path, text: str) -> list[_Hit]:
+        async with gate:
+            found = await ripgrep.search_text(args.pattern, text, ctx.processes, ignore_case=args.ignore_case,
+                                              limit=MAX_MATCHES + 1, cwd=ctx.paths.roots[0])
+        root = _root_index(path, ctx.paths)
+        return [_Hit(root, str(path), m.line, m.text) for m in found]
+
+    results = await _all(*(one(p, t) for p, t in todo))
+    return [hit for found in results for hit in found]
+
+
+# -- list_files -------------------------------------------------------------------------------
+
+
+class ListFilesArgs(Args):
+    path: str = Field(".", description="Directory to list, relative to the workspace (default: every folder)")
+    glob: str | None = Field(None, description="Only files matching this glob, e.g. '*.py' or 'src/**/*.ts'")
+
+
+class ListFiles(Tool):
+    name = "list_files"
+    description = f"List files recursively (respects .gitignore; hidden files included; at most {MAX_LIST} entries)."
+    args = ListFilesArgs
+    read_only = True
+
+    async def prepare(self, args: ListFilesArgs, ctx: ToolContext) -> Prepared:
+        _no_nul(args.glob, "glob")
+        bases = _bases(args.path, ctx.paths)
+
+        async def execute() -> str:
+            for base in bases:
+                if not base.is_dir():
+                    raise ToolError(f"{args.path} is not a directory" if base.exists() else f"{args.path} does not exist")
+            return await _list(args, bases, ctx)
+
+        return Prepared(f"list {args.path}" + (f" ({args.glob})" if args.glob else ""), execute)
+
+
+async def _list(args: ListFilesArgs, bases: list[Path], ctx: ToolContext) -> str:
+    try:
+        listings = await _all(*(ripgrep.list_files(base, ctx.processes, glob=args.glob, limit=MAX_LIST + 1)
+                                for base in bases))
+        # Shown as PathGuard.display would, from strings (a Path per entry costs ~10 µs).
+        shown = [prefix + name for listing in listings
+                 for prefix in [_display_prefix(listing.folder, ctx.paths)] for name in listing.names]
+        total = sum(listing.total for listing in listings)
+        problems = [note for listing in listings if (note := listing.problems.note())]
+    except ripgrep.RipgrepError as exc:
+        raise ToolError(f"rg refused the listing: {exc}") from None
+    except ripgrep.RipgrepMissing as exc:
+        log.warning("list_files without rg (%s): using the slower pathspec walk", exc)
+        shown, total = [], 0
+        for base in bases:
+            files = await asyncio.to_thread(fallback_walk, base, args.glob)
+            shown += [ctx.paths.display(Path(f)) for f in files[: MAX_LIST + 1]]
+            total += len(files)
+        problems = []
+    if not shown:
+        return "(no files)" + "".join(f"\n[{note}]" for note in problems)
+    lines = [_printable(p) for p in shown[:MAX_LIST]]
+    if total > MAX_LIST:
+        lines.append(f"[capped at {MAX_LIST} of {total} files: narrow with path or glob]")
+    lines += [f"[{note}]" for note in problems]
+    return "\n".join(lines)
+
+
+def fallback_walk(base: Path, glob: str | None) -> list[str]:
+    """list_files when rg cannot run: .gitignore and .ignore files (nested, negations, those of
+    the parent folders too), .git/info/exclude; hidden files included; .git/ and symlinks
+    skipped, as with rg. Sorted in rg's path order. (No global excludes file; the ignore files
+    are the repository's own patterns, read with pathspec as before ripgrep.)"""
+    specs: dict[str, pathspec.GitIgnoreSpec] = {}  # folder -> its ignore rules
+
+    def add(directory: str) -> None:
+        lines: list[str] = []
+        for name in (".gitignore", ".ignore", os.path.join(".git", "info", "exclude")):
+            try:
+                with open(os.path.join(directory, name), encoding="utf-8", errors="replace") as handle:
+                    lines += handle.read().splitlines()
+            except OSError:
+                pass
+        if lines:
+            specs[directory] = pathspec.GitIgnoreSpec.from_lines(lines)
+
+    def ignored(path: str, is_dir: bool) -> bool:
+        chain = []  # the folders above path that have rules, innermost first
+        directory, parent = path, os.path.dirname(path)
+        while parent != directory:
+            directory, parent = parent, os.path.dirname(parent)
+            if directory in specs:
+                chain.append(directory)
+        verdict = False
+        for directory in reversed(chain):  # outer first: a nested file's rules win
+            rel = os.path.relpath(path, directory).replace(os.sep, "/") + ("/" if is_dir else "")
+            result = specs[directory].check_file(rel)
+            if result.include is not None:
+                verdict = result.include
+        return verdict
+
+    top = str(base)
+    for parent in reversed(base.parents):
+        add(str(parent))
+    add(top)
+    wanted = _fallback_glob(glob) if glob else None
+    found: list[str] = []
+    for dirpath, dirnames, filenames in os.walk(top):
+        if dirpath != top:
+            add(dirpath)
+        keep = []
+        for name in dirnames:
+            full = os.path.join(dirpath, name)
+            if name != ".git" and not os.path.islink(full) and not ignored(full, True):
+                keep.append(name)
+        dirnames[:] = keep
+        for name in filenames:
+            full = os.path.join(dirpath, name)
+            if name == ".git" or os.path.islink(full) or ignored(full, False):
+                continue
+            if wanted is not None and not wanted(os.path.relpath(full, top).replace(os.sep, "/")):
+                continue
+            found.append(full)
+    found.sort(key=ripgrep.sort_key)
+    return found
+
+
+def _fallback_glob(glob: str) -> Callable[[str], bool]:
+    """The model's glob for the fallback walk, with fnmatch (whose translation cannot backtrack
+    catastrophically, unlike pathspec's on a glob like '*a*a*a*a*a*a*a*b'): without a "/" it
+    matches the file name, with one the path relative to the listed folder ("*" may then
+    cross "/", a little looser than rg); a leading "!" excludes."""
+    negated = glob.startswith("!")
+    pattern = glob.removeprefix("!").removeprefix("/")
+    by_name = "/" not in pattern
+
+    def matches(rel: str) -> bool:
+        found = fnmatch.fnmatchcase(rel.rsplit("/", 1)[-1] if by_name else rel, pattern)
+        return found != negated
+
+    return matches
+
+
+# -- shared -----------------------------------------------------------------------------------
+
+
+async def _all(*aws: Awaitable[T]) -> list[T]:
+    """Like gather, but a failure cancels the others (no rg left running for nobody) and is
+    raised as itself, not as an ExceptionGroup."""
+    try:
+        async with asyncio.TaskGroup() as group:
+            tasks = [group.create_task(aw) for aw in aws]  # type: ignore[arg-type]
+    except BaseExceptionGroup as failed:
+        raise failed.exceptions[0] from None
+    return [task.result() for task in tasks]
+
+
+def _no_nul(value: str | None, what: str) -> None:
+    if value is not None and "\x00" in value:
+        raise ToolError(f"the {what} may not contain a NUL byte")
+
+
+def _bases(raw: str, paths: PathGuard) -> list[Path]:
+    """"." (the default) with several workspace folders: every folder; else the path resolved."""
+    if raw.strip() in (".", "./") and len(paths.roots) > 1:
+        return list(paths.roots)
+    return [paths.resolve(raw)]
+
+
+def _root_index(path: Path, paths: PathGuard) -> int:
+    for index, root in enumerate(paths.roots):
+        if path == root or path.is_relative_to(root):
+            return index
+    return len(paths.roots)
+
+
+def _inside(raw: str, paths: PathGuard) -> bool:
+    """rg never yields a symlink it meets while walking (no --follow), so every reported file
+    is a real file under the searched folder; checked anyway for the few files that match."""
+    if not os.path.islink(raw):
+        return True
+    try:
+        paths.resolve(raw)
+        return True
+    except PathRefused:
+        return False
+
+
+def _display(path: Path, paths: PathGuard) -> str:
+    return _printable(paths.display(path))
+
+
+def _display_prefix(folder: Path, paths: PathGuard) -> str:
+    """What PathGuard.display puts before a path relative to `folder`: "" in the first
+    workspace folder's top, "sub/" below it, "<folder name>/…/" in the others."""
+    shown = paths.display(folder)  # ".", "sub", "lib/." or "lib/sub"
+    return "" if shown == "." else shown.removesuffix("/.") + "/"
+
+
+def _printable(shown: str) -> str:
+    # A non-UTF-8 file name was decoded with surrogateescape; show it with U+FFFD instead.
+    try:
+        shown.encode("utf-8")
+        return shown
+    except UnicodeEncodeError:
+        return shown.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
