@@ -1,8 +1,10 @@
-"""The one settings model, its sources (defaults < env < initializationOptions < workspace
-configuration) and the trust boundary between the user's own configuration and a repo's."""
+"""The one settings model, its sources (defaults < user settings file < environment <
+initializationOptions < workspace configuration) and the trust boundary between the user's own
+configuration and a repository's."""
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 from pathlib import Path
@@ -14,6 +16,7 @@ from pydantic.alias_generators import to_camel
 log = logging.getLogger(__name__)
 
 Decision = Literal["allow", "ask", "deny"]
+MAX_SETTINGS_FILE = 1_000_000
 
 
 class _Model(BaseModel):
@@ -26,9 +29,35 @@ class ApprovalSettings(_Model):
     tools: dict[str, Decision] = Field(default_factory=dict)
     """Per tool name: `allow`, `ask`, `deny` (read-only tools default to `allow`)."""
     allow_commands: list[str] = Field(default_factory=list)
-    """Command prefixes that run without asking, matched on parsed argv."""
+    """Command prefixes that run without asking, matched on parsed argv; an entry ending in the
+    token `$` or starting with `exact:` matches that exact argv only."""
     timeout: float = Field(300, gt=0)
-    """Seconds an approval may wait for an answer before it counts as a denial."""
+    """Seconds an approval may wait for an answer before it counts as a denial (LSP and ACP)."""
+    sandboxed: Literal["ask", "allow"] = "ask"
+    """`allow`: a run_command that runs inside the sandbox needs no yes (a `deny` still denies)."""
+
+
+class Pricing(_Model):
+    input_per_m_tok: float = Field(ge=0)
+    """US dollars per million prompt tokens."""
+    output_per_m_tok: float = Field(ge=0)
+    """US dollars per million completion tokens."""
+    cached_input_per_m_tok: float | None = Field(None, ge=0)
+    """US dollars per million cached prompt tokens (default: the input price)."""
+
+
+class McpSettings(_Model):
+    workspace_servers: Decision = "ask"
+    """Whether MCP servers declared in the workspace's own files (.mcp.json, .vscode/mcp.json) may start."""
+
+
+class SandboxSettings(_Model):
+    mode: Literal["off", "read-only", "workspace-write"] = "off"
+    """How run_command is confined: `off`, `read-only` or `workspace-write` (bubblewrap)."""
+    network: bool = False
+    """Whether a sandboxed command may use the network."""
+    hide: list[str] | None = None
+    """Paths hidden from sandboxed commands; None: the secrets folders of CONTRACT Decision 22."""
 
 
 class Settings(_Model):
@@ -43,23 +72,31 @@ class Settings(_Model):
     delegate_max_turns: int = Field(10, ge=1)
     """LLM calls per sub-agent."""
     request_timeout: float = Field(120, gt=0)
-    """Seconds for one model request before it counts as failed."""
+    """Seconds one model call may take in all (connect, retries, the whole stream)."""
     context_window: int = Field(128000, ge=1000)
     """Tokens (estimated); compaction runs before the built context would exceed it."""
     tool_output_limit: int = Field(20000, ge=200)
     """Characters of one tool result kept in context (head + tail)."""
     approval: ApprovalSettings = Field(default_factory=ApprovalSettings)
     memory_files: list[str] = Field(default_factory=lambda: ["AGENTS.md", ".agent-lsp/memory.md"])
-    """Files recalled into the system prompt when present."""
+    """Files recalled into the system prompt when present (each must resolve inside its root)."""
     transcript_dir: str | None = None
     """Where one JSONL transcript per run goes; None means `<state dir>/runs`."""
+    pricing: dict[str, Pricing] = Field(default_factory=dict)
+    """Per model name: prices in US dollars per million tokens; with it, cost is shown."""
+    mcp_servers: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    """MCP servers whose tools the agent may use (`{name: {command, args?, env?, cwd?}}` or `{name: {type: "http", url, headers?}}`)."""
+    mcp: McpSettings = Field(default_factory=McpSettings)
+    sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
 
     def transcript_path(self) -> Path:
         return Path(self.transcript_dir).expanduser() if self.transcript_dir else state_dir() / "runs"
 
 
-# Keys a cloned repository's settings (workspace/configuration) must never set.
-TRUSTED_ONLY = ("baseUrl", "apiKeyEnv", "transcriptDir", "memoryFiles", "approval")
+# Fields a cloned repository's settings (workspace/configuration) must never set: filtered by
+# the field they parse to, in every spelling pydantic accepts, never by the key's text.
+TRUSTED_FIELDS = frozenset({"base_url", "api_key_env", "transcript_dir", "memory_files", "mcp_servers",
+                            "approval", "mcp", "sandbox"})
 
 ENVIRONMENT = {
     "AGENT_LSP_MODEL": "model",
@@ -70,12 +107,41 @@ ENVIRONMENT = {
 
 
 def state_dir() -> Path:
-    """The server's own files: transcripts, spills. Never inside a workspace by default."""
+    """The server's own files: transcripts, spills, sessions, checkpoints. Never inside a
+    workspace by default."""
     if explicit := os.environ.get("AGENT_LSP_STATE_DIR"):
         return Path(explicit).expanduser()
     import platformdirs
 
     return Path(platformdirs.user_state_dir("agent-lsp"))
+
+
+def user_settings_path(env: dict[str, str] | None = None) -> Path:
+    """The trusted user settings file: $AGENT_LSP_SETTINGS, else the user config dir's."""
+    env = os.environ if env is None else env
+    if explicit := env.get("AGENT_LSP_SETTINGS"):
+        return Path(explicit).expanduser()
+    import platformdirs
+
+    return Path(platformdirs.user_config_dir("agent-lsp")) / "settings.json"
+
+
+def from_user_file(path: Path | None = None) -> tuple[dict[str, Any], list[str]]:
+    """The user's own settings file (absent: nothing). Problems are readable, never raised."""
+    path = user_settings_path() if path is None else path
+    try:
+        if not path.is_file():
+            return {}, []
+        if path.stat().st_size > MAX_SETTINGS_FILE:
+            return {}, [f"the settings file {path} is larger than {MAX_SETTINGS_FILE} bytes: ignored"]
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        return {}, [f"cannot read the settings file {path}: {exc}"]
+    except json.JSONDecodeError as exc:
+        return {}, [f"the settings file {path} is not valid JSON ({exc.msg} at line {exc.lineno}): ignored"]
+    if not isinstance(data, dict):
+        return {}, [f"the settings file {path} must hold a JSON object, got {type(data).__name__}: ignored"]
+    return data, []
 
 
 def from_environment(env: dict[str, str] | None = None) -> dict[str, Any]:
@@ -89,12 +155,42 @@ def from_environment(env: dict[str, str] | None = None) -> dict[str, Any]:
     return layer
 
 
-def without_untrusted(layer: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
-    """Drop the trust-boundary keys from a workspace-configuration layer."""
+def _normalised(key: str) -> str:
+    return key.replace("_", "").replace("-", "").lower()
+
+
+def field_for(key: Any, model: type[BaseModel] = Settings) -> str | None:
+    """The field a key parses to (alias or name), matched leniently: any case, `_` or `-`."""
+    if not isinstance(key, str):
+        return None
+    wanted = _normalised(key)
+    for name, info in model.model_fields.items():
+        if wanted in (_normalised(name), _normalised(info.alias or name)):
+            return name
+    return None
+
+
+def without_untrusted(layer: Any) -> tuple[dict[str, Any], list[str]]:
+    """What a workspace-configuration layer may set: known, safe fields only, re-keyed to their
+    camelCase names. Returns (kept, dropped keys as written)."""
     if not isinstance(layer, dict):
         return {}, []
-    kept = {k: v for k, v in layer.items() if k not in TRUSTED_ONLY}
-    return kept, sorted(k for k in layer if k in TRUSTED_ONLY)
+    kept: dict[str, Any] = {}
+    dropped: list[str] = []
+    for key, value in layer.items():
+        name = field_for(key)
+        if name is None:
+            continue  # unknown: ignored (logged by resolve when it reaches a trusted layer)
+        if name in TRUSTED_FIELDS or (name == "model" and is_replay(value)):
+            dropped.append(str(key))
+            continue
+        kept[Settings.model_fields[name].alias or name] = value
+    return kept, sorted(dropped)
+
+
+def is_replay(model: Any) -> bool:
+    """A `replay:` model reads a file the name points at: trusted sources only."""
+    return isinstance(model, str) and model.strip().lower().startswith("replay:")
 
 
 def _merge(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
@@ -107,27 +203,25 @@ def _merge(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _known_keys(model: type[BaseModel]) -> dict[str, type[BaseModel] | None]:
-    known: dict[str, type[BaseModel] | None] = {}
-    for name, field in model.model_fields.items():
-        sub = field.annotation if isinstance(field.annotation, type) and issubclass(field.annotation, BaseModel) else None
-        known[field.alias or name] = sub
-        known[name] = sub
-    return known
-
-
-def _unknown(layer: dict[str, Any], model: type[BaseModel] = Settings, prefix: str = "") -> list[str]:
-    known = _known_keys(model)
-    found = []
+def _canonical(layer: dict[str, Any], model: type[BaseModel] = Settings, prefix: str = "") -> dict[str, Any]:
+    """Keys re-spelled as their camelCase alias (so layers merge key by key whatever the
+    spelling); unknown keys are logged and dropped. Free-form maps (pricing, tools,
+    mcpServers) keep their own keys."""
+    out: dict[str, Any] = {}
     for key, value in layer.items():
-        if key not in known:
-            found.append(prefix + key)
-        elif known[key] is not None and isinstance(value, dict):
-            found += _unknown(value, known[key], f"{prefix}{key}.")
-    return found
+        name = field_for(key, model)
+        if name is None:
+            log.info("ignoring unknown setting %r", f"{prefix}{key}")
+            continue
+        info = model.model_fields[name]
+        sub = info.annotation if isinstance(info.annotation, type) and issubclass(info.annotation, BaseModel) else None
+        if sub is not None and isinstance(value, dict):
+            value = _canonical(value, sub, f"{prefix}{info.alias or name}.")
+        out[info.alias or name] = value
+    return out
 
 
-def _describe(error: dict[str, Any]) -> str:
+def _describe(error: Any) -> str:
     key = ".".join(str(p) for p in error["loc"])
     return f"setting `{key}`: {error['msg']} (got {error.get('input')!r})"
 
@@ -146,8 +240,7 @@ def resolve(*layers: dict[str, Any] | None) -> tuple[Settings, list[str]]:
         if not isinstance(layer, dict):
             problems.append(f"settings must be an object, got {type(layer).__name__}: ignored")
             continue
-        for key in _unknown(layer):
-            log.info("ignoring unknown setting %r", key)
+        layer = _canonical(layer)
         candidate = _merge(merged, layer)
         try:
             Settings.model_validate(candidate)

@@ -24,9 +24,9 @@ FLOOR_SYSTEM = "You are a coding agent. Use read_file to read files."
 @cache
 def tool_schemas() -> list[dict[str, Any]]:
     """Our seven tools' JSON schemas, computed once (outside any timing)."""
-    from agent_lsp.agent.tools import main_tools
+    from agent_lsp.agent.tools import ToolBox, main_tools
 
-    return main_tools().schemas()
+    return ToolBox(main_tools()).schemas()
 
 
 async def floor_run(base_url: str, prompt: str, root: Path) -> int:

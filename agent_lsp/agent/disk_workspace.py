@@ -1,67 +1,72 @@
-"""A Workspace on plain files, for the headless runner and tests: reads and writes disk."""
+"""A Workspace on plain files, for the headless runner and tests: reads and writes disk,
+regular files only, edits as an atomic replace that keeps the file's mode and never follows a
+planted link."""
 
 from __future__ import annotations
 
-import os
+import asyncio
 from pathlib import Path
 
-import aiofiles
-
 from agent_lsp.agent.ports import Document, EditOutcome
+from agent_lsp.agent.safeio import (
+    MAX_READ_BYTES,
+    NotReadable,
+    is_exact_text,
+    looks_binary,
+    read_regular,
+    write_file_atomic,
+)
 
-MAX_READ_BYTES = 10_000_000
 
-
-async def read_disk_text(path: Path) -> str:
-    """UTF-8 text of a file; ToolError-friendly ValueError for binary or huge files."""
-    size = path.stat().st_size
-    if size > MAX_READ_BYTES:
-        raise ValueError(f"{path.name} is too large to read as text ({size} bytes)")
-    async with aiofiles.open(path, "rb") as handle:
-        data = await handle.read()
-    if b"\x00" in data[:8192]:
-        raise ValueError(f"{path.name} is a binary file ({len(data)} bytes); not shown")
-    return data.decode("utf-8", errors="replace")
+async def read_disk_text(path: Path, max_bytes: int = MAX_READ_BYTES) -> tuple[str, bool]:
+    """(text, exact) of a regular file; NotReadable (a ValueError) for binary, huge or special
+    files. `exact`: valid UTF-8 without NUL, so an edit round-trips every other byte."""
+    data = await read_regular(path, max_bytes)
+    if looks_binary(data):
+        raise NotReadable(f"{path.name} is a binary file ({len(data)} bytes); not shown")
+    return data.decode("utf-8", errors="replace"), is_exact_text(data)
 
 
 async def read_disk_document(path: Path) -> Document:
     """The file's text as a Document; ValueError with a message for the model."""
-    try:
-        return Document(path, await read_disk_text(path))
-    except FileNotFoundError:
-        raise ValueError(f"{path.name} does not exist") from None
-    except OSError as exc:
-        raise ValueError(f"cannot read {path.name}: {exc.strerror}") from None
+    text, exact = await read_disk_text(path)
+    return Document(path, text, exact=exact)
 
 
 class DiskWorkspace:
-    def __init__(self, roots: list[Path]):
+    def __init__(self, roots: list[Path], names: list[str] | None = None):
         self.roots = [Path(r).resolve() for r in roots]
+        self.names = names
         self.written: list[Path] = []
 
     async def read(self, path: Path) -> Document:
         return await read_disk_document(path)
 
-    async def apply(self, path: Path, before: Document | None, after: str) -> EditOutcome:
+    async def apply(self, path: Path, before: Document | None, after: str, *, preview: str | None = None) -> EditOutcome:
         try:
-            current = await read_disk_text(path) if path.exists() else None
-        except (OSError, ValueError) as exc:
+            current = (await read_disk_document(path)) if path.exists() or path.is_symlink() else None
+        except ValueError as exc:
             return EditOutcome(False, str(exc))
-        if (before.text if before else None) != current:
+        if (before.text if before else None) != (current.text if current else None):
             return EditOutcome(False, "the file changed on disk since it was read")
+        if current is not None and not current.exact:
+            return EditOutcome(False, f"{path.name} is not valid UTF-8 text (or holds NUL bytes): it is not edited, so no byte of it is lost")
+        if not any(path.parent == r or path.parent.is_relative_to(r) for r in self.roots) or path.parent.resolve() != path.parent:
+            return EditOutcome(False, f"{path.name}: its folder moved or became a link since the path was checked; refused")
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_name(f".{path.name}.agent-lsp.tmp")
-            async with aiofiles.open(tmp, "w", encoding="utf-8", newline="") as handle:
-                await handle.write(after)
-            os.replace(tmp, path)
+            await asyncio.to_thread(_write, path, after.encode("utf-8"))
         except OSError as exc:
-            return EditOutcome(False, f"cannot write: {exc.strerror}")
+            return EditOutcome(False, f"cannot write: {exc.strerror or exc}")
         self.written.append(path)
         return EditOutcome(True)
 
     def open_texts(self) -> dict[Path, str]:
         return {}
 
-    def unsaved(self) -> list[Path]:
+    async def unsaved(self, paths: list[Path]) -> list[Path]:
         return []
+
+
+def _write(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_file_atomic(path, data)

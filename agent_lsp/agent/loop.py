@@ -4,42 +4,59 @@ execute -> append -> again, until one of the four explained stops."""
 from __future__ import annotations
 
 import asyncio
-import json
+import hashlib
 import logging
 from collections import Counter
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from agent_lsp.agent.context import (
+from agent_lsp.agent.compaction import (
     COMPACTION_PROMPT,
-    compacted_note,
     open_problems,
+    plan_compaction,
     render_for_summary,
-    split_for_compaction,
-    truncate_tool_output,
+    summary_entry,
 )
-from agent_lsp.agent.messages import Event, Reply, StopReason, ToolCall, ToolResult, parse_arguments
+from agent_lsp.agent.context import truncate_tool_output
+from agent_lsp.agent.display import escape_invisible
+from agent_lsp.agent.messages import (
+    Event,
+    Outcome,
+    Reply,
+    ReplyCut,
+    StopReason,
+    ToolCall,
+    ToolResult,
+    parse_arguments,
+)
 from agent_lsp.agent.model import ModelError
-from agent_lsp.agent.ports import ApprovalRequest, Decision
-from agent_lsp.agent.tools.base import Prepared, ToolBox, ToolError
-from agent_lsp.agent.tools.command import RunCommand
+from agent_lsp.agent.ports import Answer, ApprovalRequest, Decision, as_answer
+from agent_lsp.agent.services import LoopServices, call_cost
+from agent_lsp.agent.session import Entry
+from agent_lsp.agent.tools.base import EditRejected, Prepared, Tool, ToolBox, ToolError
 from agent_lsp.agent.tools.paths import PathRefused
-
-if TYPE_CHECKING:
-    from agent_lsp.agent.run import RunContext
 
 log = logging.getLogger(__name__)
 
-MODEL_ATTEMPTS = 3  # a stream cut mid-reply is retried; the SDK retries 429/5xx itself
+MODEL_ATTEMPTS = 3  # a stream cut before anything reached the user is sent again
 REPEATED_FAILURE_NOTE = 3
 REPEATED_FAILURE_STOP = 5
+TAIL_LINES = 12  # of a command's output, shown to the user
+CUT_NOTE = "not run: your reply was cut at the output limit; send smaller calls"
+CAP_NOTES = {
+    ReplyCut.ARGUMENT_CAP: "not run: one tool call's arguments passed the 1 MB cap, so the reply was cut off and nothing of it ran; send smaller calls (e.g. several edit_file calls instead of one huge write)",
+    ReplyCut.REPLY_CAP: "not run: the whole reply passed the 4 MB cap, so it was cut off and nothing of it ran; send smaller calls",
+}
+CUT_STOPS = {
+    ReplyCut.OUTPUT_LIMIT: "the model's reply was cut at its output limit (twice in a row)",
+    ReplyCut.ARGUMENT_CAP: "the model's reply passed the 1 MB cap on one call's arguments twice in a row",
+    ReplyCut.REPLY_CAP: "the model's reply passed the 4 MB cap on one reply twice in a row",
+}
+CONTINUE_NOTE = "(Your last reply was cut at the output limit. Continue exactly where it stopped, more briefly.)"
 
 
 class StopRun(Exception):
     """Typed loop control: the loop cannot go on (a fatal stop)."""
-
-    def __init__(self, message: str):
-        super().__init__(message)
 
 
 @dataclass
@@ -48,24 +65,30 @@ class LoopOutcome:
     final_text: str
     turns: int
     error: str | None = None
+    note: str | None = None  # why a max_turns stop came early (a repeated failing call)
 
 
 class AgentLoop:
-    def __init__(self, run: RunContext, agent_id: str, tools: ToolBox, max_turns: int,
-                 history: list[dict[str, Any]], system_prompt: str):
-        self.run = run
+    def __init__(self, services: LoopServices, agent_id: str, tools: ToolBox, max_turns: int,
+                 history: list[Entry], system_prompt: str):
+        self.s = services
         self.agent_id = agent_id
         self.tools = tools
         self.max_turns = max_turns
         self.history = history
         self.system_prompt = system_prompt
         self.turn = 0
+        self.model_calls = 0  # model calls that answered (the report's `turns`)
         self.last_text = ""
-        self._logged = 0  # history[:_logged] is already in the transcript
+        self.logged = 0  # history[:logged] is already in the transcript
         self._finished: dict[str, ToolResult] = {}
         self._failures: Counter[tuple[str, str, str]] = Counter()
+        self._denials: Counter[tuple[str, str]] = Counter()
+        self._cuts = 0
+        self._show_tail: set[str] = set()  # calls whose output's last lines the user sees
+        self.closed: list[Entry] = []  # synthetic results given on cancel (written by the run's close)
         self.schemas = tools.schemas()  # the same every turn: built once (and cache-friendly)
-        self._schema_chars = len(json.dumps(self.schemas, ensure_ascii=False))
+        self._schema_chars = len(_json(self.schemas))
 
     @property
     def is_main(self) -> bool:
@@ -73,7 +96,7 @@ class AgentLoop:
 
     async def loop(self) -> LoopOutcome:
         """The whole design in one function."""
-        self._logged = max(0, len(self.history) - 1)  # the new user message is this run's input
+        self.logged = max(0, len(self.history) - 1)  # the new user message is this run's input
         try:
             while True:
                 if self.turn >= self.max_turns:  # append, then check the turn budget
@@ -81,222 +104,360 @@ class AgentLoop:
                 self.turn += 1
                 messages = await self.build_context()  # node 1 (+ compaction)
                 reply = await self.call_model(messages)  # node 2 (streamed)
-                self.history.append(reply.to_message())
+                self.append(Entry(reply.to_message(), "assistant", self.s.run_id))
+                if reply.cut is not None:  # a cut reply is not executed
+                    self.refuse_cut_reply(reply)
+                    continue
                 if not reply.tool_calls:  # node 3: the only fork
                     return LoopOutcome(StopReason.DONE, reply.text, self.turn)  # node 4
                 results = await self.execute_tools(reply.tool_calls)  # approve + execute
-                self.history.extend(r.to_message() for r in results)  # append in order
-                if self._stuck():
-                    raise StopRun(f"the model repeated the same failing tool call {REPEATED_FAILURE_STOP} times")
+                for result in results:  # append in order
+                    self.append(Entry(result.to_message(), "tool", self.s.run_id, result.outcome))
+                if spiral := self._spiral():
+                    return LoopOutcome(StopReason.MAX_TURNS, self.last_text, self.turn, note=spiral)
         except StopRun as stop:
             return LoopOutcome(StopReason.FATAL, self.last_text, self.turn, str(stop))
         except asyncio.CancelledError:
-            self.close_dangling_calls()
+            self.close_dangling_calls(Outcome.CANCELLED, "cancelled: the user cancelled the run before this call finished")
             raise
         except Exception:  # run_task reports it as fatal; the session stays valid for a follow-up
-            self.close_dangling_calls("error: the run stopped on an internal error before this call finished")
+            self.close_dangling_calls(Outcome.ERROR, "error: the run stopped on an internal error before this call finished")
             raise
+
+    def append(self, entry: Entry) -> None:
+        self.history.append(entry)
 
     # -- node 1: build context -------------------------------------------------------------
     async def build_context(self) -> list[dict[str, Any]]:
         messages = self._messages()
-        if self._tokens(messages) > self.run.compaction_threshold():
-            await self.compact_history(self.run.context_budget())
+        if self._tokens(messages) > self.s.limits.compaction_threshold():
+            await self.log_pending()
+            await self.compact_history(self.s.limits.context_budget())
             messages = self._messages()
-            if self._tokens(messages) > self.run.context_budget():
-                raise StopRun(f"the context does not fit in contextWindow ({self.run.settings.context_window} tokens) even after compaction")
-        new = self.history[self._logged :]
+            if self._tokens(messages) > self.s.limits.context_budget():
+                raise StopRun(f"the context does not fit in contextWindow ({self.s.limits.context_window} tokens) even after compaction")
+        new = self.history[self.logged :]
         first = {"system": self.system_prompt, "tools": list(self.tools.tools)} if self.turn == 1 else {}
-        await self.run.transcript.write(self.agent_id, self.turn, "request", messages=new, **first)
-        self._logged = len(self.history)
+        await self.s.transcript.write(self.agent_id, self.turn, "request", messages=[e.message for e in new],
+                                      meta=[e.meta() for e in new], **first)
+        self.logged = len(self.history)
         return messages
 
+    async def log_pending(self) -> None:
+        """Entries not yet in the transcript, as one history record (so a session rebuilt from
+        transcripts has them even when no request follows)."""
+        new = self.history[self.logged :]
+        if new:
+            await self.s.transcript.write(self.agent_id, self.turn, "history", op="append", entries=[e.to_record() for e in new])
+        self.logged = len(self.history)
+
     def _tokens(self, messages: list[dict[str, Any]]) -> int:
-        return self.run.estimator.estimate(messages, self._schema_chars)
+        return self.s.estimator.estimate(messages, self._schema_chars)
 
     def _messages(self) -> list[dict[str, Any]]:
-        return [{"role": "system", "content": self.system_prompt}, *self.history]
+        return [{"role": "system", "content": self.system_prompt}, *(e.message for e in self.history)]
 
     async def compact_history(self, budget: int) -> None:
-        """Side path: summarise the middle of the history; keep the goal and the recent tail."""
-        goal_end, tail_start = split_for_compaction(self.history, budget // 3, self.run.estimator)
-        middle = self.history[goal_end:tail_start]
-        if not middle:
+        """Side path: summarise the middle of the history; keep the requests and the recent tail."""
+        plan = plan_compaction(self.history, budget // 3, self.s.estimator)
+        if plan is None:
             return
-        prompt = [{"role": "system", "content": COMPACTION_PROMPT}, {"role": "user", "content": render_for_summary(middle)}]
+        summarised = [e for e in plan.middle if e.kind != "prompt"]
+        prompt = [{"role": "system", "content": COMPACTION_PROMPT}, {"role": "user", "content": render_for_summary(summarised)}]
         try:
-            reply = await self.run.model.complete(prompt, [], lambda _t: None, agent_id=self.agent_id, turn=self.turn, purpose="compaction")
-            summary = reply.text.strip() or render_for_summary(middle, clip=200)
-            await self.run.transcript.write(self.agent_id, self.turn, "reply", purpose="compaction", reply=reply.to_record())
+            reply = await self.s.model.complete(prompt, [], lambda _t: None, agent_id=self.agent_id, turn=self.turn,
+                                                purpose="compaction", timeout=self.s.limits.request_timeout)
+            self._count_usage(reply, prompt, main_request=False, schema_chars=0)
+            summary = reply.text.strip() or render_for_summary(summarised, clip=200)
+            await self.s.transcript.write(self.agent_id, self.turn, "reply", purpose="compaction", reply=reply.to_record())
         except ModelError as exc:
-            summary = f"(the summariser failed: {exc}; a mechanical digest follows)\n{render_for_summary(middle, clip=200)[-4000:]}"
-        # Earlier runs of the session and this run so far (the session list grows at the run's end).
-        changed = dict.fromkeys([*self.run.session.edited, *self.run.tool_ctx.edited])
-        edited = [self.run.paths.display(p) for p in changed]
-        note = compacted_note(summary, edited, open_problems(middle), len(middle))
-        before = self.run.estimator.estimate(self._messages())
-        self.history[goal_end:tail_start] = [note]
-        after = self.run.estimator.estimate(self._messages())
-        self._logged = len(self.history)
-        text = f"compacted {len(middle)} messages (~{before} -> ~{after} tokens); kept the goal and {len(self.history) - goal_end - 1} recent messages"
-        self.run.emit(Event("compaction", text, {"turn": self.turn}, self.agent_id))
-        await self.run.transcript.write(self.agent_id, self.turn, "compaction", summary=note["content"], dropped=len(middle), tokensBefore=before, tokensAfter=after)
+            summary = f"(the summariser failed: {exc}; a mechanical digest follows)\n{render_for_summary(summarised, clip=200)[-4000:]}"
+        note = summary_entry(summary, self.s.changed_files(), open_problems(plan.middle), len(summarised),
+                             len(plan.kept_prompts), self.s.run_id)
+        before = self.s.estimator.estimate(self._messages())
+        replacement = [note, *plan.kept_prompts]
+        self.history[plan.start : plan.end] = replacement
+        after = self.s.estimator.estimate(self._messages())
+        self.logged = len(self.history)
+        kept = len(self.history) - plan.start - 1
+        text = f"compacted {len(summarised)} messages (~{before} -> ~{after} tokens); kept the user's requests and {kept} recent messages"
+        self.s.emit(Event("compaction", text, {"turn": self.turn}, self.agent_id))
+        await self.s.transcript.write(self.agent_id, self.turn, "compaction", summary=note.message["content"],
+                                      dropped=len(summarised), tokensBefore=before, tokensAfter=after,
+                                      start=plan.start, end=plan.end, entries=[e.to_record() for e in replacement])
 
     # -- node 2: the streamed LLM call -------------------------------------------------------
     async def call_model(self, messages: list[dict[str, Any]]) -> Reply:
-        self.run.emit(Event("status", f"turn {self.turn}/{self.max_turns}: asking the model", {"turn": self.turn}, self.agent_id))
-        on_text = (lambda delta: self.run.emit(Event("text", delta, {}, self.agent_id))) if self.is_main else (lambda _d: None)
-        for attempt in range(1, MODEL_ATTEMPTS + 1):
-            try:
-                reply = await self.run.model.complete(messages, self.schemas, on_text, agent_id=self.agent_id, turn=self.turn)
-                break
-            except ModelError as exc:
-                await self.run.transcript.write(self.agent_id, self.turn, "modelError", error=str(exc), attempt=attempt)
-                if not exc.retryable or attempt == MODEL_ATTEMPTS:
-                    raise StopRun(f"model request failed: {exc}") from None
-                self.run.emit(Event("status", f"model stream failed ({exc}); retrying ({attempt}/{MODEL_ATTEMPTS - 1})", {"turn": self.turn}, self.agent_id))
-        if reply.usage:
-            self.run.usage.add(reply.usage)
-            # prompt_tokens counts the tool schemas too: calibrate on what was actually sent.
-            self.run.estimator.calibrate(messages, reply.usage.prompt_tokens, self._schema_chars)
+        self.s.emit(Event("status", f"turn {self.turn}/{self.max_turns}: asking the model", {"turn": self.turn}, self.agent_id))
+        on_text = (lambda delta: self.s.emit(Event("text", delta, {}, self.agent_id))) if self.is_main else (lambda _d: None)
+        deadline = self.s.limits.request_timeout
+        loop = asyncio.get_running_loop()
+        ends = loop.time() + deadline
+        try:
+            async with asyncio.timeout(deadline):  # one deadline for the whole call, retries included
+                for attempt in range(1, MODEL_ATTEMPTS + 1):
+                    try:
+                        reply = await self.s.model.complete(messages, self.schemas, on_text, agent_id=self.agent_id,
+                                                            turn=self.turn, timeout=max(1.0, ends - loop.time()))
+                        break
+                    except ModelError as exc:
+                        await self.s.transcript.write(self.agent_id, self.turn, "modelError", error=str(exc), attempt=attempt)
+                        if exc.streamed:
+                            raise StopRun(f"the model's stream was cut after {exc.streamed} characters had been shown ({exc})") from None
+                        if not exc.retryable or attempt == MODEL_ATTEMPTS:
+                            raise StopRun(f"model request failed: {exc}") from None
+                        self.s.emit(Event("status", f"the model's stream failed before it began ({exc}); sending it again ({attempt}/{MODEL_ATTEMPTS - 1})",
+                                          {"turn": self.turn}, self.agent_id))
+        except TimeoutError:
+            await self.s.transcript.write(self.agent_id, self.turn, "modelError", error="requestTimeout")
+            raise StopRun(f"the model call took longer than requestTimeout ({deadline:g} s) in all, retries included; it was stopped and not sent again") from None
+        self.model_calls += 1
+        if reply.finish_reason == "content_filter":
+            raise StopRun("the endpoint's content filter stopped the model's reply")
+        self._unique_ids(reply.tool_calls)
+        self._count_usage(reply, messages, main_request=self.is_main, schema_chars=self._schema_chars)
         self.last_text = reply.text or self.last_text
-        await self.run.transcript.write(self.agent_id, self.turn, "reply", reply=reply.to_record())
+        await self.s.transcript.write(self.agent_id, self.turn, "reply", reply=reply.to_record())
         return reply
+
+    def _unique_ids(self, calls: list[ToolCall]) -> None:
+        """CONTRACT Decision 7: every id unique in the run before anything runs (a duplicate
+        would give every call the last one's result and overwrite spill files)."""
+        used = self.s.stats.call_ids
+        for call in calls:
+            if not call.id or call.id in used:
+                base, n = call.id or "call", 2
+                while f"{base}_{n}" in used:
+                    n += 1
+                call.model_id, call.id = call.id or None, f"{base}_{n}"
+            used.add(call.id)
+
+    def _count_usage(self, reply: Reply, messages: list[dict[str, Any]], *, main_request: bool, schema_chars: int) -> None:
+        stats = self.s.stats
+        if reply.usage is not None:
+            reply.usage.cost_usd = call_cost(reply.usage, self.s.pricing)
+            stats.usage.add(reply.usage)
+            if reply.usage.prompt_tokens:
+                # prompt_tokens counts the tool schemas too: calibrate on what was actually sent.
+                self.s.estimator.calibrate(messages, reply.usage.prompt_tokens, schema_chars)
+        if main_request:
+            stats.context_tokens = reply.usage.prompt_tokens if reply.usage and reply.usage.prompt_tokens else self._tokens(messages)
+        data = {**stats.usage.to_dict(), "contextTokens": stats.context_tokens, "contextWindow": self.s.limits.context_window}
+        self.s.emit(Event("usage", usage_line(data), data, self.agent_id))
+
+    def refuse_cut_reply(self, reply: Reply) -> None:
+        """CONTRACT Decisions 5 and 6: nothing of a cut reply runs; each call is told why and
+        the loop goes on; a second cut in a row stops the run."""
+        self._cuts += 1
+        if self._cuts >= 2:
+            raise StopRun(CUT_STOPS.get(reply.cut, CUT_STOPS[ReplyCut.OUTPUT_LIMIT]))
+        note = CAP_NOTES.get(reply.cut, CUT_NOTE)
+        self.s.emit(Event("status", f"turn {self.turn}: {note.removeprefix('not run: ')}", {"turn": self.turn}, self.agent_id))
+        for call in reply.tool_calls:
+            self.append(Entry(ToolResult(call.id, Outcome.NOT_RUN, note).to_message(), "tool", self.s.run_id, Outcome.NOT_RUN))
+        if not reply.tool_calls:
+            self.append(Entry({"role": "user", "content": CONTINUE_NOTE}, "note", self.s.run_id))
 
     # -- tool layer: approve, execute (reads in parallel, side effects in order) ------------
     async def execute_tools(self, calls: list[ToolCall]) -> list[ToolResult]:
+        self._cuts = 0
         self._finished = {}
-        batch: list[tuple[ToolCall, Prepared]] = []
+        batch: list[tuple[ToolCall, Prepared, Answer]] = []
         for call in calls:
             tool = self.tools.tools.get(call.name)
             if tool is not None and not tool.read_only:
                 await self._run_batch(batch)
                 batch = []
                 admitted = await self.admit(call)
-                if isinstance(admitted, Prepared):
-                    await self._execute(call, admitted)
+                if admitted is not None:
+                    await self._execute(call, *admitted)
             else:
                 admitted = await self.admit(call)
-                if isinstance(admitted, Prepared):
-                    batch.append((call, admitted))
+                if admitted is not None:
+                    batch.append((call, *admitted))
         await self._run_batch(batch)
         return [self._finished[c.id] for c in calls]
 
-    async def _run_batch(self, batch: list[tuple[ToolCall, Prepared]]) -> None:
+    async def _run_batch(self, batch: list[tuple[ToolCall, Prepared, Answer]]) -> None:
         if batch:
-            await asyncio.gather(*(self._execute(call, prepared) for call, prepared in batch))
+            await asyncio.gather(*(self._execute(call, prepared, answer) for call, prepared, answer in batch))
 
-    async def admit(self, call: ToolCall) -> Prepared | None:
+    async def admit(self, call: ToolCall) -> tuple[Prepared, Answer] | None:
         """Validate and approve one call; a refusal becomes its result and None is returned."""
-        self.run.tool_calls += 1
-        self.run.emit(Event("toolCall", describe_call(call), {"callId": call.id, "tool": call.name, "arguments": _arguments(call)}, self.agent_id))
-        await self.run.transcript.write(self.agent_id, self.turn, "toolCall", callId=call.id, tool=call.name, arguments=call.arguments)
+        self.s.stats.tool_calls += 1
+        data = {"callId": call.id, "tool": call.name, "arguments": _arguments(call)}
+        self.s.emit(Event("toolCall", describe_call(call), data, self.agent_id))
+        await self.s.transcript.write(self.agent_id, self.turn, "toolCall", callId=call.id, tool=call.name, arguments=call.arguments,
+                                      **({"modelCallId": call.model_id} if call.model_id else {}))
         try:
             tool = self.tools.get(call.name)
-            prepared = await tool.prepare(tool.parse(parse_arguments(call)), self.run.tool_ctx)
+            prepared = await tool.prepare(tool.parse(parse_arguments(call)), self.s.tool_ctx)
         except (ToolError, PathRefused, ValueError) as exc:
-            await self._finish(call, False, f"error: {exc}")
+            await self._finish(call, Outcome.ERROR, f"error: {exc}")
             return None
         except Exception as exc:  # a tool (or the host behind it) failing unexpectedly is still a result
             log.exception("preparing %s failed", call.name)
-            await self._finish(call, False, f"error: internal error in {call.name}: {type(exc).__name__}: {exc}")
+            await self._finish(call, Outcome.ERROR, f"error: internal error in {call.name}: {type(exc).__name__}: {exc}")
             return None
-        command = prepared.command if isinstance(tool, RunCommand) else None
-        verdict = self.run.policy.decide(tool, command, prepared.remember)
-        if verdict == "allow":
-            return prepared
-        if verdict == "ask":
-            decision = await self._ask(call, prepared.detail)
+        prepared.detail = self.s.redact(escape_invisible(prepared.detail))
+        policy = self.s.policy.decide(tool, prepared)
+        if policy.verdict == "allow":
+            answer = Answer(Decision.ALLOW)
+        elif policy.verdict == "deny":
+            answer = Answer(Decision.DENY, why="the policy denies it")
+            self._approval_event(call, prepared, "denied", "by policy")
         else:
-            decision = Decision.DENY
-            self._approval_event(call, prepared.detail, "denied", "by policy")
-        await self.run.transcript.write(self.agent_id, self.turn, "approval", callId=call.id, tool=call.name, detail=prepared.detail, decision=str(decision), byPolicy=verdict == "deny")
-        if decision in (Decision.ALLOW, Decision.ALLOW_SESSION):
-            if decision == Decision.ALLOW_SESSION:
-                self.run.session.approvals.remember(call.name, prepared.remember if command else None)
-            return prepared
-        self.run.denied += 1
-        why = "the approval request went unanswered" if decision == Decision.WITHDRAWN else ("the configured policy denies it" if verdict == "deny" else "the user said no")
-        await self._finish(call, False, f"denied: the user did not allow this {call.name} call ({why}): {prepared.detail.splitlines()[0]}. It did not run. Do not repeat it; take a safer route or ask the user.")
+            answer = await self._ask(call, tool, prepared)
+        await self.s.transcript.write(self.agent_id, self.turn, "approval", callId=call.id, tool=call.name, detail=prepared.detail,
+                                      decision=str(answer.decision), byPolicy=policy.verdict != "ask", rule=policy.why,
+                                      **({"reason": answer.reason} if answer.reason else {}))
+        if answer.decision in (Decision.ALLOW, Decision.ALLOW_SESSION, Decision.PREVIEW):
+            if answer.decision == Decision.ALLOW_SESSION:
+                self.s.policy.session.remember(call.name, prepared.remember if prepared.command is not None else None)
+            return prepared, answer
+        await self._deny(call, prepared, answer)
         return None
 
-    async def _ask(self, call: ToolCall, detail: str) -> Decision:
-        self._approval_event(call, detail, "pending")
-        request = ApprovalRequest(call.id, call.name, detail)
+    async def _deny(self, call: ToolCall, prepared: Prepared, answer: Answer) -> None:
+        self.s.stats.denied += 1
+        key = (call.name, _digest(call.arguments))
+        self._denials[key] += 1
+        why = answer.why or ("the approval request went unanswered" if answer.decision == Decision.WITHDRAWN else "the user said no")
+        reason = f"; the user's reason: {answer.reason}" if answer.reason else ""
+        again = f" You have now proposed this exact call {self._denials[key]} times and it was denied each time." if self._denials[key] > 1 else ""
+        first = prepared.detail.splitlines()[0] if prepared.detail else call.name
+        await self._finish(call, Outcome.DENIED, f"denied: {why}{reason}. The {call.name} call did not run ({first}).{again} "
+                                                 "Do not repeat it; take a safer route or ask the user.")
+
+    async def _ask(self, call: ToolCall, tool: Tool, prepared: Prepared) -> Answer:
+        request = ApprovalRequest(call.id, call.name, prepared.detail, self.agent_id, prepared.uri,
+                                  self.s.redact(prepared.diff) if prepared.diff is not None else None,
+                                  bool(prepared.diff and len(prepared.diff) > 1_000_000),
+                                  self.s.redact(prepared.new_text) if prepared.new_text is not None else None,
+                                  can_preview=prepared.preview is not None)
+        if request.diff and request.diff_truncated:
+            request.diff = request.diff[:1_000_000]
+        self._approval_event(call, prepared, "pending", request=request)
         try:
-            decision = await self.run.approver.ask(request)
+            answer = as_answer(await self.s.approver.ask(request))
         except asyncio.CancelledError:
-            self._approval_event(call, detail, "withdrawn")
+            self._approval_event(call, prepared, "withdrawn")
             raise
         except Exception as exc:  # an approver that fails must not crash the run: it is a no
             log.warning("approval for %s failed: %s", call.id, exc)
-            decision = Decision.WITHDRAWN
-        state = {Decision.ALLOW: "allowed", Decision.ALLOW_SESSION: "allowed", Decision.DENY: "denied"}.get(decision, "withdrawn")
-        self._approval_event(call, detail, state)
-        return decision
+            answer = Answer(Decision.WITHDRAWN, why="no one could be asked (the approval failed)")
+        if answer.decision == Decision.PREVIEW and prepared.preview is None:
+            answer = Answer(Decision.WITHDRAWN, why="no one could be asked")
+        if answer.decision == Decision.WITHDRAWN and answer.why is None:
+            answer.why = f"unanswered after {self.s.approval_timeout:g} s"
+        state = {Decision.ALLOW: "allowed", Decision.ALLOW_SESSION: "allowed", Decision.DENY: "denied",
+                 Decision.PREVIEW: "preview"}.get(answer.decision, "withdrawn")
+        self._approval_event(call, prepared, state)
+        return answer
 
-    def _approval_event(self, call: ToolCall, detail: str, state: str, note: str = "") -> None:
-        text = f"approval {state}{' ' + note if note else ''}: {detail.splitlines()[0]}"
-        self.run.emit(Event("approval", text, {"callId": call.id, "tool": call.name, "detail": detail, "state": state}, self.agent_id))
+    def _approval_event(self, call: ToolCall, prepared: Prepared, state: str, note: str = "",
+                        request: ApprovalRequest | None = None) -> None:
+        detail = prepared.detail
+        text = f"approval {state}{' ' + note if note else ''}: {detail.splitlines()[0] if detail else call.name}"
+        data: dict[str, Any] = {"callId": call.id, "tool": call.name, "detail": detail, "state": state}
+        if request is not None and request.uri is not None:
+            data.update(uri=request.uri, diff=request.diff or "", newText=request.new_text or "")
+            if request.diff_truncated:
+                data["diffTruncated"] = True
+        self.s.emit(Event("approval", text, data, self.agent_id))
 
-    async def _execute(self, call: ToolCall, prepared: Prepared) -> None:
-        self.run.emit(Event("status", f"turn {self.turn}: {prepared.detail.splitlines()[0]}", {"turn": self.turn}, self.agent_id))
+    async def _execute(self, call: ToolCall, prepared: Prepared, answer: Answer) -> None:
+        first = prepared.detail.splitlines()[0] if prepared.detail else call.name
+        self.s.emit(Event("status", f"turn {self.turn}: {first}", {"turn": self.turn}, self.agent_id))
+        run = prepared.preview if answer.decision == Decision.PREVIEW and prepared.preview else prepared.execute
+        if prepared.show_tail:
+            self._show_tail.add(call.id)
         try:
-            await self._finish(call, True, await prepared.execute())
+            await self._finish(call, Outcome.OK, await run())
+        except EditRejected as exc:
+            await self._deny(call, prepared, Answer(Decision.DENY, why=str(exc) or "the user rejected the edit in the preview"))
         except (ToolError, PathRefused) as exc:
-            await self._finish(call, False, f"error: {exc}")
+            await self._finish(call, Outcome.ERROR, f"error: {exc}")
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # a failing tool is a result for the model, never fatal
             log.exception("tool %s failed", call.name)
-            await self._finish(call, False, f"error: internal error in {call.name}: {type(exc).__name__}: {exc}")
+            await self._finish(call, Outcome.ERROR, f"error: internal error in {call.name}: {type(exc).__name__}: {exc}")
 
-    async def _finish(self, call: ToolCall, ok: bool, text: str) -> None:
-        if not ok:
-            key = (call.name, call.arguments, text)
+    async def _finish(self, call: ToolCall, outcome: Outcome, text: str) -> None:
+        if outcome == Outcome.ERROR:
+            key = (call.name, _digest(call.arguments), _digest(text))
             self._failures[key] += 1
             if self._failures[key] >= REPEATED_FAILURE_NOTE:
-                text += f"\n(this identical call has now failed {self._failures[key]} times: change approach)"
-        cut = await truncate_tool_output(text, self.run.settings.tool_output_limit, self.run.spill_dir, call.id)
+                text += f"\n(this identical call has now failed {self._failures[key]} times with the same result: change approach)"
+        cut = await truncate_tool_output(text, self.s.limits.tool_output_limit, self.s.spill_dir, call.id, self.s.redact)
         if cut.spill_path is not None:
-            self.run.paths.extra_readable.add(cut.spill_path.resolve())
-        result = ToolResult(call.id, ok, cut.content, cut.truncated, str(cut.spill_path) if cut.spill_path else None)
+            self.s.tool_ctx.paths.extra_readable.add(cut.spill_path.resolve())
+        result = ToolResult(call.id, outcome, cut.content, cut.truncated, str(cut.spill_path) if cut.spill_path else None)
         self._finished[call.id] = result
-        data = {"callId": call.id, "ok": ok, "truncated": cut.truncated}
+        await self._report_result(call.name, result, text)
+
+    async def _report_result(self, tool: str, result: ToolResult, text: str) -> None:
+        data: dict[str, Any] = {"callId": result.call_id, "ok": result.ok, "outcome": str(result.outcome), "truncated": result.truncated}
         if result.spill_path:
             data["spillPath"] = result.spill_path
-        first = text.splitlines()[0] if text else ""
-        self.run.emit(Event("toolResult", f"{call.name} {'ok' if ok else 'failed'}: {first[:200]}", data, self.agent_id))
-        await self.run.transcript.write(self.agent_id, self.turn, "toolResult", **data, content=result.content)
+        lines = text.splitlines()
+        first = lines[0] if lines else ""
+        if result.call_id in self._show_tail and len(lines) > 1:
+            data["tail"] = "\n".join(line[:300] for line in lines[1:][-TAIL_LINES:])
+        self.s.emit(Event("toolResult", f"{tool} {'ok' if result.ok else str(result.outcome)}: {first[:200]}", data, self.agent_id))
+        await self.s.transcript.write(self.agent_id, self.turn, "toolResult", **data, content=result.content)
 
-    def _stuck(self) -> bool:
-        return any(n >= REPEATED_FAILURE_STOP for n in self._failures.values())
+    def _spiral(self) -> str | None:
+        for (name, _, _), count in self._failures.items():
+            if count >= REPEATED_FAILURE_STOP:
+                return f"the same {name} call failed {count} times in a row with the same result (a spiral guard: the turn budget is not spent on it)"
+        return None
 
-    def close_dangling_calls(self, why: str = "cancelled: the user cancelled the run before this call finished") -> None:
+    def close_dangling_calls(self, outcome: Outcome, why: str) -> None:
         """After a cancel, give every tool call of the last reply a result (finished or
-        "cancelled"), so a follow-up in this session never sends a dangling tool call."""
+        `why`), so a follow-up in this session never sends a dangling tool call."""
         for index in range(len(self.history) - 1, -1, -1):
-            message = self.history[index]
+            message = self.history[index].message
             if message.get("role") == "assistant" and message.get("tool_calls"):
-                answered = {m.get("tool_call_id") for m in self.history[index + 1 :] if m.get("role") == "tool"}
+                answered = {e.message.get("tool_call_id") for e in self.history[index + 1 :] if e.kind == "tool"}
                 for call in message["tool_calls"]:
                     if call["id"] not in answered:
                         done = self._finished.get(call["id"])
-                        content = done.content if done else why
-                        self.history.append({"role": "tool", "tool_call_id": call["id"], "content": content})
+                        result = done or ToolResult(call["id"], outcome, why)
+                        entry = Entry(result.to_message(), "tool", self.s.run_id, result.outcome)
+                        self.history.append(entry)
+                        if done is None:
+                            self.closed.append(entry)
                 return
             if message.get("role") == "user":
                 return
+
+    async def record_closed(self) -> None:
+        """The synthetic results of close_dangling_calls, in the transcript like any result."""
+        for entry in self.closed:
+            await self.s.transcript.write(self.agent_id, self.turn, "toolResult", callId=entry.message["tool_call_id"], ok=False,
+                                          outcome=str(entry.outcome), truncated=False, content=entry.message["content"])
+        self.closed = []
+
+
+def usage_line(data: dict[str, Any]) -> str:
+    """`ctx 31k/128k · $0.012` (CONTRACT Decision 20)."""
+    line = f"ctx {round(data['contextTokens'] / 1000)}k/{round(data['contextWindow'] / 1000)}k"
+    cost = data.get("costUsd")
+    if cost is not None:
+        line += f" · ${cost:.3f}" if cost < 1 else f" · ${cost:.2f}"
+    return line
 
 
 def describe_call(call: ToolCall) -> str:
     """`edit_file calc.py`, `run_command pytest -x`: the call in a line (progress, terminal)."""
     args = _arguments(call)
     if isinstance(args, dict):
-        main = next((args[k] for k in ("path", "command", "pattern", "task") if isinstance(args.get(k), str)), None)
+        main = next((args[k] for k in ("path", "command", "pattern", "task", "note") if isinstance(args.get(k), str)), None)
         if main is not None:
-            return f"{call.name} {' '.join(main.split())[:160]}"
-    return f"{call.name} {call.arguments[:160]}"
+            return f"{call.name} {escape_invisible(' '.join(main.split()), keep_newlines=False)[:160]}"
+    return f"{call.name} {escape_invisible(call.arguments[:160], keep_newlines=False)}"
 
 
 def _arguments(call: ToolCall) -> Any:
@@ -304,3 +465,13 @@ def _arguments(call: ToolCall) -> Any:
         return parse_arguments(call)
     except ValueError:
         return call.arguments
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", errors="replace")).hexdigest()[:16]
+
+
+def _json(value: Any) -> str:
+    import json
+
+    return json.dumps(value, ensure_ascii=False)

@@ -1,4 +1,5 @@
-"""The values the loop passes around: tool calls, model replies, stream events, the report."""
+"""The values the loop passes around: tool calls, model replies, typed tool results, stream
+events, usage and the run report."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ class ToolCall:
     id: str
     name: str
     arguments: str  # raw JSON text, as the model sent it
+    model_id: str | None = None  # the id the model gave, when it had to be made unique
 
     def to_message(self) -> dict[str, Any]:
         return {"id": self.id, "type": "function", "function": {"name": self.name, "arguments": self.arguments}}
@@ -29,10 +31,37 @@ class ToolCall:
 class Usage:
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cached_tokens: int = 0
+    cost_usd: float | None = None  # what the endpoint reported for this call, when it did
 
     def add(self, other: Usage) -> None:
         self.prompt_tokens += other.prompt_tokens
         self.completion_tokens += other.completion_tokens
+        self.cached_tokens += other.cached_tokens
+        if other.cost_usd is not None:
+            self.cost_usd = (self.cost_usd or 0.0) + other.cost_usd
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"promptTokens": self.prompt_tokens, "completionTokens": self.completion_tokens,
+                               "cachedTokens": self.cached_tokens}
+        if self.cost_usd is not None:
+            out["costUsd"] = round(self.cost_usd, 6)
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Usage:
+        return cls(int(data.get("promptTokens", data.get("prompt_tokens", 0)) or 0),
+                   int(data.get("completionTokens", data.get("completion_tokens", 0)) or 0),
+                   int(data.get("cachedTokens", data.get("cached_tokens", 0)) or 0),
+                   data.get("costUsd", data.get("cost_usd")))
+
+
+class ReplyCut(enum.StrEnum):
+    """Why a reply is not to be executed although it arrived."""
+
+    OUTPUT_LIMIT = "output_limit"  # finish_reason "length"
+    ARGUMENT_CAP = "argument_cap"  # one call's arguments past 1 MB
+    REPLY_CAP = "reply_cap"  # the whole reply past 4 MB
 
 
 @dataclass
@@ -43,6 +72,7 @@ class Reply:
     tool_calls: list[ToolCall] = field(default_factory=list)
     finish_reason: str | None = None
     usage: Usage | None = None
+    cut: ReplyCut | None = None
 
     def to_message(self) -> dict[str, Any]:
         message: dict[str, Any] = {"role": "assistant", "content": self.text or None}
@@ -51,27 +81,45 @@ class Reply:
         return message
 
     def to_record(self) -> dict[str, Any]:
-        return {
-            "text": self.text,
-            "toolCalls": [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in self.tool_calls],
-            "finishReason": self.finish_reason,
-            "usage": vars(self.usage) if self.usage else None,
-        }
+        calls = []
+        for c in self.tool_calls:
+            calls.append({"id": c.id, "name": c.name, "arguments": c.arguments,
+                          **({"modelCallId": c.model_id} if c.model_id else {})})
+        record = {"text": self.text, "toolCalls": calls, "finishReason": self.finish_reason,
+                  "usage": self.usage.to_dict() if self.usage else None}
+        if self.cut:
+            record["cut"] = str(self.cut)
+        return record
 
     @classmethod
     def from_record(cls, record: dict[str, Any]) -> Reply:
         calls = [ToolCall(c["id"], c["name"], c["arguments"]) for c in record.get("toolCalls", [])]
-        usage = Usage(**record["usage"]) if record.get("usage") else None
-        return cls(record.get("text", ""), calls, record.get("finishReason"), usage)
+        usage = Usage.from_dict(record["usage"]) if record.get("usage") else None
+        cut = ReplyCut(record["cut"]) if record.get("cut") in ReplyCut.__members__.values() else None
+        return cls(record.get("text", ""), calls, record.get("finishReason"), usage, cut)
+
+
+class Outcome(enum.StrEnum):
+    """How a tool call ended: typed, never parsed back out of the result's text."""
+
+    OK = "ok"
+    ERROR = "error"  # the tool ran (or tried to) and failed
+    DENIED = "denied"  # the user, the policy or nobody said no: it did not run
+    CANCELLED = "cancelled"  # the run was cancelled before it finished
+    NOT_RUN = "not_run"  # the reply was cut: nothing of it ran
 
 
 @dataclass
 class ToolResult:
     call_id: str
-    ok: bool
+    outcome: Outcome
     content: str
     truncated: bool = False
     spill_path: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.outcome == Outcome.OK
 
     def to_message(self) -> dict[str, Any]:
         return {"role": "tool", "tool_call_id": self.call_id, "content": self.content}
@@ -79,9 +127,9 @@ class ToolResult:
 
 @dataclass
 class Event:
-    """A readable line for the user; the LSP layer adds runId and seq."""
+    """A readable line for the user; the front end adds runId and seq."""
 
-    kind: str  # text | toolCall | toolResult | approval | status | compaction | stop
+    kind: str  # text | toolCall | toolResult | approval | status | compaction | usage | stop
     text: str
     data: dict[str, Any] = field(default_factory=dict)
     agent_id: str = "main"
@@ -101,6 +149,9 @@ class RunReport:
     usage: Usage
     transcript: str
     error: str | None = None
+    context_tokens: int = 0
+    context_window: int = 0
+    rewindable: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -113,7 +164,10 @@ class RunReport:
             "editedFiles": list(self.edited_files),
             "toolCalls": self.tool_calls,
             "denied": self.denied,
-            "usage": {"promptTokens": self.usage.prompt_tokens, "completionTokens": self.usage.completion_tokens},
+            "usage": self.usage.to_dict(),
+            "contextTokens": self.context_tokens,
+            "contextWindow": self.context_window,
+            "rewindable": self.rewindable,
             "transcript": self.transcript,
         }
         if self.error:

@@ -13,20 +13,23 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
-from agent_lsp.agent.messages import Reply, ToolCall, Usage
+from agent_lsp.agent.messages import Reply, ReplyCut, ToolCall, Usage
 
 log = logging.getLogger(__name__)
 
 TextSink = Callable[[str], None]
+MAX_ARGUMENT_CHARS = 1_000_000  # one tool call's arguments (CONTRACT Decision 6)
+MAX_REPLY_CHARS = 4_000_000  # one whole reply
 
 
 class ModelError(Exception):
-    """The model request failed. `retryable`: the loop may try the same request again
-    (a stream cut mid-reply, which the SDK does not retry itself)."""
+    """The model request failed. `retryable`: the same request may be sent again (a stream
+    cut before anything of it reached the user); `streamed`: characters already shown."""
 
-    def __init__(self, message: str, retryable: bool = False):
+    def __init__(self, message: str, retryable: bool = False, streamed: int = 0):
         super().__init__(message)
         self.retryable = retryable
+        self.streamed = streamed
 
 
 class Model(Protocol):
@@ -41,6 +44,7 @@ class Model(Protocol):
         agent_id: str,
         turn: int,
         purpose: str = "turn",
+        timeout: float | None = None,
     ) -> Reply: ...
 
 
@@ -53,8 +57,59 @@ async def import_openai() -> Any:
     return await asyncio.to_thread(importlib.import_module, "openai")
 
 
+class _Accumulator:
+    """A streamed reply put together; fragments are joined once at the end (a 10 MB argument
+    arriving in 10-byte deltas must not cost quadratic time)."""
+
+    def __init__(self) -> None:
+        self.text: list[str] = []
+        self.calls: dict[int, dict[str, Any]] = {}
+        self.size = 0
+        self.streamed = 0  # characters that reached the user (text and call deltas)
+        self.cut: ReplyCut | None = None
+
+    def add_text(self, text: str) -> None:
+        self.text.append(text)
+        self.size += len(text)
+        self.streamed += len(text)
+
+    def add_call(self, index: int, call_id: str | None, name: str | None, arguments: str | None) -> None:
+        acc = self.calls.setdefault(index, {"id": "", "name": [], "arguments": [], "size": 0})
+        if call_id:
+            acc["id"] = call_id
+        if name:
+            acc["name"].append(name)
+        if arguments:
+            acc["arguments"].append(arguments)
+            acc["size"] += len(arguments)
+            self.size += len(arguments)
+            if acc["size"] > MAX_ARGUMENT_CHARS:
+                self.cut = ReplyCut.ARGUMENT_CAP
+        self.streamed += 1
+        if self.size > MAX_REPLY_CHARS:
+            self.cut = ReplyCut.REPLY_CAP
+
+    def reply(self, finish: str | None, usage: Usage | None) -> Reply:
+        calls = [ToolCall(c["id"] or f"call_{uuid.uuid4().hex[:12]}", "".join(c["name"]),
+                          "" if self.cut else "".join(c["arguments"])) for _, c in sorted(self.calls.items())]
+        cut = self.cut or (ReplyCut.OUTPUT_LIMIT if finish == "length" else None)
+        return Reply("".join(self.text), calls, finish, usage, cut)
+
+
+def usage_of(raw: Any) -> Usage:
+    """Usage from an API usage object: cached tokens from prompt_tokens_details, and the
+    endpoint's own cost where it reports one (OpenRouter's `usage.cost`)."""
+    details = getattr(raw, "prompt_tokens_details", None)
+    cached = getattr(details, "cached_tokens", None) if details is not None else None
+    extra = getattr(raw, "model_extra", None) or {}
+    cost = extra.get("cost", getattr(raw, "cost", None))
+    return Usage(int(getattr(raw, "prompt_tokens", 0) or 0), int(getattr(raw, "completion_tokens", 0) or 0),
+                 int(cached or 0), float(cost) if isinstance(cost, int | float) else None)
+
+
 class OpenAIModel:
-    """Streamed chat completions through the official SDK; the SDK retries 429/5xx itself."""
+    """Streamed chat completions through the official SDK; the SDK retries 429/5xx itself,
+    within one deadline for the whole call that the loop holds."""
 
     def __init__(self, name: str, base_url: str | None, api_key: str | None, timeout: float, max_retries: int = 2):
         self.name = name
@@ -63,6 +118,11 @@ class OpenAIModel:
         self._timeout = timeout
         self._max_retries = max_retries
         self._client: Any = None
+        self.fast_path_calls = 0  # requests sent through the SDK's post() (tests check this)
+
+    @property
+    def endpoint(self) -> str:
+        return self._base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1"
 
     async def _get_client(self) -> Any:
         if self._client is None:
@@ -83,80 +143,120 @@ class OpenAIModel:
         if client is not None:
             await client.close()
 
-    async def complete(self, messages, tools, on_text, *, agent_id, turn, purpose="turn") -> Reply:
+    async def list_models(self) -> list[str]:
+        """`GET /models`; ModelError with a readable reason."""
         client = await self._get_client()
         openai = sys.modules["openai"]
-        kwargs: dict[str, Any] = {"model": self.name, "messages": messages, "stream": True, "stream_options": {"include_usage": True}}
+        try:
+            page = await client.models.list(timeout=min(self._timeout, 15))
+            return sorted(str(m.id) for m in page.data)
+        except openai.APIStatusError as exc:
+            raise ModelError(f"{self.endpoint} answered GET /models with HTTP {exc.status_code}: {_status_message(exc)}") from None
+        except openai.APITimeoutError:
+            raise ModelError(f"{self.endpoint} did not answer GET /models in time") from None
+        except openai.APIConnectionError as exc:
+            raise ModelError(f"cannot connect to the model endpoint {self.endpoint}: {_connection_reason(exc)}") from None
+
+    async def complete(self, messages, tools, on_text, *, agent_id, turn, purpose="turn", timeout=None) -> Reply:
+        client = await self._get_client()
+        openai = sys.modules["openai"]
+        body: dict[str, Any] = {"model": self.name, "messages": messages, "stream": True, "stream_options": {"include_usage": True}}
         if tools:
-            kwargs["tools"] = tools
-        text: list[str] = []
-        calls: dict[int, dict[str, str]] = {}
+            body["tools"] = tools
+        acc = _Accumulator()
         finish: str | None = None
         usage: Usage | None = None
         received = False
         try:
-            stream = await _create_stream(client, openai, kwargs)
-            async for chunk in stream:
-                received = True
-                if chunk.usage:
-                    usage = Usage(chunk.usage.prompt_tokens or 0, chunk.usage.completion_tokens or 0)
-                if not chunk.choices:  # the usage chunk
-                    continue
-                choice = chunk.choices[0]
-                delta = choice.delta
-                if delta is not None and delta.content:
-                    text.append(delta.content)
-                    on_text(delta.content)
-                for part in (delta.tool_calls if delta is not None else None) or []:
-                    acc = calls.setdefault(part.index, {"id": "", "name": "", "arguments": ""})
-                    if part.id:
-                        acc["id"] = part.id
-                    if part.function is not None:
-                        if part.function.name:
-                            acc["name"] += part.function.name
-                        if part.function.arguments:
-                            acc["arguments"] += part.function.arguments
-                if choice.finish_reason:
-                    finish = choice.finish_reason
+            stream = await self._open_stream(client, openai, body, timeout)
+            try:
+                async for chunk in stream:
+                    received = True
+                    if chunk.usage:
+                        usage = usage_of(chunk.usage)
+                    if not chunk.choices:  # the usage chunk
+                        continue
+                    choice = chunk.choices[0]
+                    delta = choice.delta
+                    if delta is not None and delta.content:
+                        acc.add_text(delta.content)
+                        on_text(delta.content)
+                    for part in (delta.tool_calls if delta is not None else None) or []:
+                        function = part.function
+                        acc.add_call(part.index, part.id, function.name if function else None, function.arguments if function else None)
+                    if choice.finish_reason:
+                        finish = choice.finish_reason
+                    if acc.cut is not None:  # past a size cap: stop reading, run nothing of it
+                        break
+            finally:
+                await _close(stream)
         except openai.APIStatusError as exc:
-            raise ModelError(f"the model endpoint answered HTTP {exc.status_code}: {_status_message(exc)}") from None
+            raise ModelError(f"the model endpoint {self.endpoint} answered HTTP {exc.status_code}: {_status_message(exc)}") from None
         except openai.APITimeoutError:
-            raise ModelError(f"the model request timed out after {self._timeout:g}s (requestTimeout), retries included") from None
+            raise ModelError(f"the model endpoint {self.endpoint} did not answer within requestTimeout ({self._timeout:g} s)", streamed=acc.streamed) from None
         except openai.APIConnectionError as exc:
-            # Before any chunk the SDK already retried; after one, the stream was cut mid-reply.
-            where = "the stream was cut mid-reply" if received else "could not connect to the model endpoint"
-            raise ModelError(f"{where}: {exc.__cause__ or exc}", retryable=received) from None
+            if received:  # a stream cut mid-reply: the SDK does not retry it
+                raise ModelError(f"the stream from {self.endpoint} was cut mid-reply ({_connection_reason(exc)})",
+                                 retryable=acc.streamed == 0, streamed=acc.streamed) from None
+            raise ModelError(f"cannot connect to the model endpoint {self.endpoint}: {_connection_reason(exc)}") from None
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
-            raise ModelError(f"the model endpoint sent something that is not a valid completion stream: {exc}", retryable=True) from None
-        if finish is None:
-            raise ModelError("the model's stream ended without a finish reason (cut short)", retryable=True)
-        tool_calls = [
-            ToolCall(c["id"] or f"call_{uuid.uuid4().hex[:12]}", c["name"], c["arguments"]) for _, c in sorted(calls.items())
-        ]
-        return Reply("".join(text), tool_calls, finish, usage)
+            raise ModelError(f"the model endpoint {self.endpoint} sent something that is not a valid completion stream: {exc}",
+                             retryable=acc.streamed == 0, streamed=acc.streamed) from None
+        if finish is None and acc.cut is None:
+            raise ModelError("the model's stream ended without a finish reason (cut short)", retryable=acc.streamed == 0,
+                             streamed=acc.streamed)
+        return acc.reply(finish, usage)
+
+    async def _open_stream(self, client: Any, openai: Any, body: dict[str, Any], timeout: float | None) -> Any:
+        """`chat.completions.create(**body)` minus its per-request walk over every message to
+        "transform" params that are already in wire format (~1 ms per message per turn: the
+        largest CPU cost of a long session). `post` is the SDK's public low-level call; it
+        keeps the SDK's retries, timeouts and error classes. Which path is taken is decided
+        before anything is sent, so a request is never sent twice."""
+        options = {"timeout": timeout} if timeout else {}
+        fast = _fast_path(client, openai)
+        if fast is None:
+            return await client.chat.completions.create(**body, **options)
+        completion, chunk_type = fast
+        self.fast_path_calls += 1
+        return await client.post("/chat/completions", body=body, cast_to=completion, stream=True,
+                                 stream_cls=openai.AsyncStream[chunk_type], options=options)
 
 
-async def _create_stream(client: Any, openai: Any, body: dict[str, Any]) -> Any:
-    """`chat.completions.create(**body)` minus its per-request walk over every message to
-    "transform" params that are already in wire format (~1 ms per message per turn: the
-    largest CPU cost of a long session). `post` is the SDK's public low-level call; it keeps
-    the SDK's retries, timeouts and error classes."""
+def _fast_path(client: Any, openai: Any) -> tuple[Any, Any] | None:
     try:
         from openai.types.chat import ChatCompletion, ChatCompletionChunk
+    except ImportError:
+        return None
+    if not callable(getattr(client, "post", None)) or getattr(openai, "AsyncStream", None) is None:
+        return None
+    return ChatCompletion, ChatCompletionChunk
 
-        return await client.post("/chat/completions", body=body, cast_to=ChatCompletion, stream=True,
-                                 stream_cls=openai.AsyncStream[ChatCompletionChunk])
-    except (AttributeError, TypeError, ImportError):  # an SDK without that surface: the ordinary way
-        return await client.chat.completions.create(**body)
+
+async def _close(stream: Any) -> None:
+    close = getattr(stream, "close", None)
+    if close is not None:
+        try:
+            await close()
+        except Exception as exc:  # closing a broken stream must not hide why it broke
+            log.debug("closing the stream failed: %s", exc)
+
+
+def _connection_reason(exc: Any) -> str:
+    cause = exc.__cause__ or exc
+    text = str(cause).strip() or type(cause).__name__
+    return text.rstrip(".")
 
 
 def _status_message(exc: Any) -> str:
     body = getattr(exc, "body", None)
+    message = ""
     if isinstance(body, dict):
         inner = body.get("error", body)
         if isinstance(inner, dict) and inner.get("message"):
-            return str(inner["message"])
-    return str(getattr(exc, "message", "")) or type(exc).__name__
+            message = str(inner["message"])
+    message = message or str(getattr(exc, "message", "")) or type(exc).__name__
+    return message.strip().rstrip(".")
 
 
 class ReplayModel:
@@ -164,24 +264,31 @@ class ReplayModel:
 
     def __init__(self, path: Path, delay: float = 0.0):
         self.name = f"replay:{path}"
-        self._replies: dict[tuple[str, int, str], Reply] = {}
+        self.path = path
+        self._replies: dict[tuple[str, int, str], Reply] | None = None
         self._delay = delay
+
+    def _load(self) -> dict[tuple[str, int, str], Reply]:
         try:
-            lines = path.read_text(encoding="utf-8").splitlines()
+            lines = self.path.read_text(encoding="utf-8").splitlines()
         except OSError as exc:
-            raise ModelError(f"cannot read the replay transcript {path}: {exc.strerror}") from None
+            raise ModelError(f"cannot read the replay transcript {self.path}: {exc.strerror}") from None
+        replies: dict[tuple[str, int, str], Reply] = {}
         for number, line in enumerate(lines, 1):
             if not line.strip():
                 continue
             try:
                 record = json.loads(line)
             except json.JSONDecodeError:
-                raise ModelError(f"replay transcript {path}:{number} is not JSON") from None
+                raise ModelError(f"replay transcript {self.path}:{number} is not JSON") from None
             if record.get("type") == "reply":
                 key = (record.get("agentId", "main"), int(record.get("turn", 0)), record.get("purpose", "turn"))
-                self._replies[key] = Reply.from_record(record["reply"])
+                replies[key] = Reply.from_record(record["reply"])
+        return replies
 
-    async def complete(self, messages, tools, on_text, *, agent_id, turn, purpose="turn") -> Reply:
+    async def complete(self, messages, tools, on_text, *, agent_id, turn, purpose="turn", timeout=None) -> Reply:
+        if self._replies is None:  # read once, off the event loop
+            self._replies = await asyncio.to_thread(self._load)
         reply = self._replies.get((agent_id, turn, purpose))
         if reply is None:
             raise ModelError(f"the replay transcript has no reply for agent {agent_id!r} turn {turn} ({purpose})")
@@ -191,10 +298,15 @@ class ReplayModel:
             on_text(reply.text[start : start + 12])
         return reply
 
+    async def list_models(self) -> list[str]:
+        return [self.name]
 
-def make_model(settings: Any, env: dict[str, str] | None = None) -> Model:
-    """The model the settings name: `replay:PATH` or an OpenAI-compatible endpoint."""
+
+def make_model(settings: Any, env: dict[str, str] | None = None, name: str | None = None) -> Model:
+    """The model the settings name (or `name`, a run's override): `replay:PATH` or an
+    OpenAI-compatible endpoint."""
     env = os.environ if env is None else env
-    if settings.model.startswith("replay:"):
-        return ReplayModel(Path(settings.model.removeprefix("replay:")).expanduser(), delay=0.01)
-    return OpenAIModel(settings.model, settings.base_url, env.get(settings.api_key_env), settings.request_timeout)
+    name = name or settings.model
+    if name.startswith("replay:"):
+        return ReplayModel(Path(name.removeprefix("replay:")).expanduser(), delay=0.01)
+    return OpenAIModel(name, settings.base_url, env.get(settings.api_key_env), settings.request_timeout)

@@ -1,4 +1,4 @@
-"""The interfaces the core needs from its host (the LSP server or the terminal)."""
+"""The interfaces the core needs from its host (the LSP server, the ACP server, the terminal)."""
 
 from __future__ import annotations
 
@@ -6,24 +6,28 @@ import enum
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from agent_lsp.agent.messages import Event
 
 
 @dataclass
 class Document:
-    """A file's text as the agent saw it; version is the editor buffer's (None: disk)."""
+    """A file's text as the agent saw it; version is the editor buffer's (None: disk).
+    `exact`: the text is the file's bytes exactly (valid UTF-8, no NUL), so an edit computed on
+    it changes nothing else."""
 
     path: Path
     text: str
     version: int | None = None
+    exact: bool = True
 
 
 @dataclass
 class EditOutcome:
     applied: bool
     message: str = ""
+    rejected: bool = False  # the user said no in the editor's own preview
 
 
 class Workspace(Protocol):
@@ -35,16 +39,18 @@ class Workspace(Protocol):
         """The current text: the open buffer if there is one, else the file on disk."""
         ...
 
-    async def apply(self, path: Path, before: Document | None, after: str) -> EditOutcome:
-        """Replace the file's text (before=None: create it). Never raises for a refusal."""
+    async def apply(self, path: Path, before: Document | None, after: str, *, preview: str | None = None) -> EditOutcome:
+        """Replace the file's text (before=None: create it). Never raises for a refusal.
+        `preview`: the editor shows the edit and asks (its label); applied=False, rejected=True
+        when the user declined there."""
         ...
 
     def open_texts(self) -> dict[Path, str]:
         """Open buffers whose text may differ from disk (search sees these)."""
         ...
 
-    def unsaved(self) -> list[Path]:
-        """Files the agent changed that are not yet saved to disk."""
+    async def unsaved(self, paths: list[Path]) -> list[Path]:
+        """Those of `paths` whose editor buffer differs from the file on disk."""
         ...
 
 
@@ -53,20 +59,42 @@ class Decision(enum.StrEnum):
     ALLOW_SESSION = "allowSession"
     DENY = "deny"
     WITHDRAWN = "withdrawn"  # nobody answered in time, or the run was cancelled
+    PREVIEW = "preview"  # an edit goes to the editor's own preview, which asks
+
+
+@dataclass
+class Answer:
+    """An approver's answer: the decision, the user's own reason (optional), and why a denial
+    happened in words for the model ("the user said no", "no one could be asked", ...)."""
+
+    decision: Decision
+    reason: str | None = None
+    why: str | None = None
 
 
 @dataclass
 class ApprovalRequest:
     call_id: str
     tool: str
-    detail: str  # exactly what would run or change
+    detail: str  # exactly what would run or change, invisible characters escaped
+    agent_id: str = "main"
+    uri: str | None = None  # edits: the file, its unified diff and new text
+    diff: str | None = None
+    diff_truncated: bool = False
+    new_text: str | None = None
+    can_preview: bool = False  # an edit the editor's own preview may ask for
 
 
 class Approver(Protocol):
-    async def ask(self, request: ApprovalRequest) -> Decision: ...
+    async def ask(self, request: ApprovalRequest) -> Answer | Decision: ...
+
+
+def as_answer(value: Answer | Decision) -> Answer:
+    return value if isinstance(value, Answer) else Answer(value)
 
 
 EventSink = Callable[[Event], None]
 # Called in the model's order when a delegate call is prepared (so sub-agent ids are
 # deterministic for replay); the returned callable runs the sub-agent and gives its summary.
 SubAgentSpawner = Callable[[str], Callable[[], Awaitable[str]]]
+DiagnosticsSource = Callable[[list[Path] | None, dict[Path, int] | None], Awaitable[list[dict[str, Any]] | None]]

@@ -5,144 +5,143 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import uuid
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
 
-from agent_lsp.agent.approval import ApprovalPolicy, SessionApprovals
-from agent_lsp.agent.context import TokenEstimator
-from agent_lsp.agent.loop import AgentLoop, LoopOutcome
+from agent_lsp.agent.approval import ApprovalPolicy
+from agent_lsp.agent.loop import AgentLoop, LoopOutcome, usage_line
 from agent_lsp.agent.memory import recall_memory
-from agent_lsp.agent.messages import Event, RunReport, StopReason, Usage
+from agent_lsp.agent.messages import Event, RunReport, StopReason
 from agent_lsp.agent.model import Model, ModelError, make_model
 from agent_lsp.agent.ports import Approver, EventSink, Workspace
-from agent_lsp.agent.tools import ToolContext, ToolError, main_tools, subagent_tools
-from agent_lsp.agent.tools.command import kill_group
+from agent_lsp.agent.process import kill_group
+from agent_lsp.agent.services import Limits, LoopServices, RunStats
+from agent_lsp.agent.session import Entry, RunRecord, Session, new_id
+from agent_lsp.agent.tools import (
+    ToolBox,
+    ToolContext,
+    ToolError,
+    main_tools,
+    plan_tools,
+    subagent_tools,
+)
+from agent_lsp.agent.tools.base import RunChanges, Tool
 from agent_lsp.agent.tools.paths import PathGuard
+from agent_lsp.agent.tools.runner import CommandRunner
 from agent_lsp.agent.transcript import Redactor, Transcript
 from agent_lsp.settings import Settings, state_dir
 
 log = logging.getLogger(__name__)
 
-
-def new_id(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:12]}"
-
-
-@dataclass
-class Session:
-    """A conversation that follow-up runs continue; lives in memory for the process."""
-
-    id: str = field(default_factory=lambda: new_id("s"))
-    history: list[dict[str, Any]] = field(default_factory=list)
-    approvals: SessionApprovals = field(default_factory=SessionApprovals)
-    estimator: TokenEstimator = field(default_factory=TokenEstimator)
-    edited: list[Path] = field(default_factory=list)
-    spill_files: set[Path] = field(default_factory=set)
-    running: str | None = None  # the run id while a run is going
-
+__all__ = ["RunOptions", "Session", "new_id", "run_task"]
 
 SYSTEM_PROMPT = """You are agent-lsp, a coding agent working inside the user's editor.
 Workspace folders: {roots}. Paths are relative to the first folder (other folders by their name as prefix).
 Work in small verified steps: look (read_file, list_files, search) before you change anything; change files only with edit_file/write_file (the editor applies them); run tests or commands with run_command. Every side effect may need the user's approval: a denial is an answer, not an error - do not repeat a denied call, take another route or ask.
 Use delegate for big read-only investigations with a clear result. When the task is done, stop calling tools and reply with a short summary of what you changed and anything left to do.{memory}"""
 
+PLAN_PROMPT = """
+
+## Plan mode
+The user asked for a plan first. Look around with the read-only tools, change nothing, and reply with a numbered plan of concrete steps (files, functions, commands to verify). The user will then ask you to carry it out."""
+
 SUBAGENT_PROMPT = """You are a sub-agent of agent-lsp with read-only tools (read_file, list_files, search) in the workspace {roots}.
 Do exactly the task you are given, then reply (without calling tools) with a concise, exact summary of the result: paths, line numbers, names. Your summary is all the main agent will see."""
 
 
 @dataclass
-class RunContext:
-    """Everything one run needs; shared by the main loop and its sub-agents."""
+class RunOptions:
+    """What a front end may add to a run beyond the prompt and its ports."""
 
-    run_id: str
+    run_id: str | None = None
+    model: Model | None = None  # a shared client (the front end owns and closes it)
+    env: dict[str, str] | None = None
+    mode: str | None = None  # "plan": read-only tools, a plan as the answer
+    extra_tools: list[Tool] = field(default_factory=list)  # e.g. MCP tools
+    continue_hint: str = "a follow-up in this session continues from here"
+    on_record: Callable[[Session, RunRecord], Awaitable[None]] | None = None  # persist the session's index
+
+
+@dataclass
+class _Run:
+    """The run's own state: the services the loop sees plus what closing it needs."""
+
+    services: LoopServices
     session: Session
     settings: Settings
-    model: Model
-    workspace: Workspace
-    approver: Approver
-    emit: EventSink
-    transcript: Transcript
     paths: PathGuard
-    tool_ctx: ToolContext
-    policy: ApprovalPolicy
-    spill_dir: Path
-    usage: Usage = field(default_factory=Usage)
-    tool_calls: int = 0
-    denied: int = 0
+    record: RunRecord
     subagents: int = 0
-
-    @property
-    def estimator(self) -> TokenEstimator:
-        return self.session.estimator
-
-    def context_budget(self) -> int:
-        window = self.settings.context_window
-        return window - min(8192, window // 8)  # room for the reply
-
-    def compaction_threshold(self) -> int:
-        # Compact a little before the hard limit: each compaction breaks the provider's prompt
-        # cache once, and a history kept near the limit makes every later request the biggest.
-        return int(self.context_budget() * 0.75)
 
     def spawn_subagent(self, task: str) -> Callable[[], Awaitable[str]]:
         self.subagents += 1
         agent_id = f"main/{self.subagents}"
-        roots = ", ".join(map(str, self.paths.roots))
+        roots = ", ".join(self.paths.names())
+        settings = self.settings
 
         async def go() -> str:
-            history = [{"role": "user", "content": task}]
-            self.emit(Event("status", f"[{agent_id}] sub-agent started: {task[:120]}", {"turn": 0}, agent_id))
-            sub = AgentLoop(self, agent_id, subagent_tools(), self.settings.delegate_max_turns, history, SUBAGENT_PROMPT.format(roots=roots))
+            history = [Entry({"role": "user", "content": task}, "prompt", self.services.run_id)]
+            self.services.emit(Event("status", f"[{agent_id}] sub-agent started: {task[:120]}", {"turn": 0}, agent_id))
+            sub = AgentLoop(self.services, agent_id, ToolBox(subagent_tools()), settings.delegate_max_turns, history,
+                            SUBAGENT_PROMPT.format(roots=roots))
             outcome = await sub.loop()
-            self.emit(Event("status", f"[{agent_id}] sub-agent stopped: {outcome.reason} after {outcome.turns} turn(s)", {"turn": outcome.turns}, agent_id))
+            self.services.emit(Event("status", f"[{agent_id}] sub-agent stopped: {outcome.reason} after {_count(outcome.turns, 'turn')}",
+                                     {"turn": outcome.turns}, agent_id))
             if outcome.reason == StopReason.DONE:
                 return outcome.final_text.strip() or "(the sub-agent returned no summary)"
             if outcome.reason == StopReason.MAX_TURNS:
-                return f"(the sub-agent hit its turn limit of {self.settings.delegate_max_turns} before finishing; its last notes follow)\n{outcome.final_text}"
+                return f"(the sub-agent hit its turn limit of {settings.delegate_max_turns} before finishing; its last notes follow)\n{outcome.final_text}"
             raise ToolError(f"the sub-agent failed: {outcome.error}")
 
         return go
 
 
-async def run_task(
-    prompt: str,
-    *,
-    session: Session,
-    settings: Settings,
-    workspace: Workspace,
-    approver: Approver,
-    emit: EventSink,
-    run_id: str | None = None,
-    model: Model | None = None,
-    env: dict[str, str] | None = None,
-) -> RunReport:
+async def run_task(prompt: str, *, session: Session, settings: Settings, workspace: Workspace, approver: Approver,
+                   emit: EventSink, run_id: str | None = None, model: Model | None = None,
+                   env: dict[str, str] | None = None, options: RunOptions | None = None) -> RunReport:
     """Run the agent on one user message. Always returns a report, whatever happens."""
-    env = dict(os.environ) if env is None else env
-    run_id = run_id or new_id("r")
-    redact = Redactor([env.get(settings.api_key_env, "")])
+    options = options or RunOptions()
+    run_id = run_id or options.run_id or new_id("r")
+    model = model or options.model
+    env = env if env is not None else options.env if options.env is not None else dict(os.environ)
+    redact = Redactor([env.get(settings.api_key_env, ""), env.get("OPENAI_API_KEY", "")])
     transcript = Transcript(settings.transcript_path() / f"{run_id}.jsonl", run_id, redact)
-    paths = PathGuard(workspace.roots)
+    paths = PathGuard(workspace.roots, getattr(workspace, "names", None))
     paths.extra_readable = session.spill_files
-    tool_ctx = ToolContext(workspace=workspace, paths=paths, output_limit=settings.tool_output_limit, edited=[])
-    run = RunContext(run_id, session, settings, model, workspace, approver, _redacting(emit, redact), transcript, paths,
-                     tool_ctx, ApprovalPolicy(settings.approval, session.approvals), state_dir() / "spill" / run_id)
+    runner = CommandRunner(env=env, secret_names=[settings.api_key_env, "OPENAI_API_KEY"], secrets=redact.secrets,
+                           sandbox=settings.sandbox, roots=paths.roots, hidden=[state_dir(), settings.transcript_path()])
+    tool_ctx = ToolContext(workspace=workspace, paths=paths, changes=RunChanges(), runner=runner)
+    stats = RunStats()
+    pricing = settings.pricing.get(session.model or settings.model)
+    services = LoopServices(run_id, model, _redacting(emit, redact), transcript, redact, session.estimator,  # type: ignore[arg-type]
+                            Limits(settings.context_window, settings.tool_output_limit, settings.request_timeout),
+                            ApprovalPolicy(settings.approval, session.approvals), approver, settings.approval.timeout,
+                            tool_ctx, state_dir() / "spill" / run_id, stats, pricing,
+                            changed_files=lambda: [paths.display(p) for p in dict.fromkeys([*session.edited, *tool_ctx.changes])])
+    record = RunRecord(run_id, str(transcript.path), time.time(), prompt)
+    run = _Run(services, session, settings, paths, record)
     tool_ctx.spawn_subagent = run.spawn_subagent
     session.running = run_id
-    session.history.append({"role": "user", "content": prompt})
+    session.runs.append(record)
+    session.title = session.title or " ".join(prompt.split())
+    session.history.append(Entry({"role": "user", "content": prompt}, "prompt", run_id))
     main: AgentLoop | None = None
     try:
         try:
-            if run.model is None:
-                run.model = make_model(settings, env)
+            if options.on_record is not None:
+                await options.on_record(session, record)
+            if services.model is None:
+                services.model = make_model(settings, env, session.model)
             memory = await recall_memory(paths.roots, settings.memory_files)
             memory_text = "".join(f"\n\n## Memory: {label}\n{text}" for label, text in memory)
-            system = SYSTEM_PROMPT.format(roots=", ".join(map(str, paths.roots)), memory=memory_text)
-            main = AgentLoop(run, "main", main_tools(), settings.max_turns, session.history, system)
-            await transcript.write("main", 0, "start", prompt=prompt, sessionId=session.id, model=settings.model,
-                                   memory=[label for label, _ in memory])
+            system = SYSTEM_PROMPT.format(roots=", ".join(paths.names()), memory=memory_text)
+            tools = plan_tools(options.extra_tools) if options.mode == "plan" else main_tools(options.extra_tools)
+            if options.mode == "plan":
+                system += PLAN_PROMPT
+            main = AgentLoop(services, "main", ToolBox(tools), settings.max_turns, session.history, system)
+            await transcript.write("main", 0, "start", prompt=prompt, sessionId=session.id, model=services.model.name,
+                                   mode=options.mode or "default", memory=[label for label, _ in memory])
             outcome = await main.loop()
         except asyncio.CancelledError:
             task = asyncio.current_task()
@@ -155,12 +154,13 @@ async def run_task(
             log.exception("run %s failed", run_id)
             outcome = LoopOutcome(StopReason.FATAL, main.last_text if main else "", main.turn if main else 0, f"internal error: {type(exc).__name__}: {exc}")
     finally:
-        for proc in list(tool_ctx.processes):
+        for proc in list(tool_ctx.processes):  # e.g. an rg a cancel interrupted
             kill_group(proc)
+        await runner.stop_all()
         session.running = None
     # The stop is decided: a cancel arriving from here on must not lose the report, the
     # transcript's stop line or the stop event.
-    return await _uncancellable(_close_run(run, outcome, owns_model=model is None))
+    return await _uncancellable(_close_run(run, main, outcome, owns_model=model is None, options=options))
 
 
 async def _uncancellable(coro: Awaitable[RunReport]) -> RunReport:
@@ -176,34 +176,52 @@ async def _uncancellable(coro: Awaitable[RunReport]) -> RunReport:
                 current.uncancel()
 
 
-async def _close_run(run: RunContext, outcome: LoopOutcome, owns_model: bool) -> RunReport:
-    session, tool_ctx, transcript, settings = run.session, run.tool_ctx, run.transcript, run.settings
-    redact = run.transcript.redact
-    if owns_model and hasattr(run.model, "aclose"):  # the client this run made, not the caller's
+async def _close_run(run: _Run, main: AgentLoop | None, outcome: LoopOutcome, owns_model: bool, options: RunOptions) -> RunReport:
+    services, session, settings = run.services, run.session, run.settings
+    transcript, redact, stats = services.transcript, services.redact, services.stats
+    changes = services.tool_ctx.changes
+    if owns_model and hasattr(services.model, "aclose"):  # the client this run made, not the caller's
         try:
-            await run.model.aclose()
+            await services.model.aclose()  # type: ignore[union-attr]
         except Exception as exc:
             log.debug("closing the model client failed: %s", exc)
-    for path in tool_ctx.edited:
-        if path not in session.edited:
-            session.edited.append(path)
+    if main is not None:
+        await main.record_closed()
+        await main.log_pending()
+    for path in changes:
+        session.edited.setdefault(path, None)
+    turns = main.model_calls if main is not None else 0
     report = RunReport(
-        run_id=run.run_id,
+        run_id=services.run_id,
         session_id=session.id,
         stop_reason=outcome.reason,
-        turns=outcome.turns,
+        turns=turns,
         final_text=redact(outcome.final_text),
-        summary=redact(explain_stop(outcome, run, settings)),
-        edited_files=[p.as_uri() for p in tool_ctx.edited],
-        tool_calls=run.tool_calls,
-        denied=run.denied,
-        usage=run.usage,
+        summary=redact(explain_stop(outcome, run, turns, options.continue_hint)),
+        edited_files=[p.as_uri() for p in changes],
+        tool_calls=stats.tool_calls,
+        denied=stats.denied,
+        usage=stats.usage,
         transcript=str(transcript.path),
         error=redact(outcome.error) if outcome.error else None,
+        context_tokens=stats.context_tokens,
+        context_window=settings.context_window,
+        rewindable=False,
     )
-    await transcript.write("main", outcome.turns, "stop", report=report.to_dict())
+    checkpoint = services.tool_ctx.checkpoint
+    if checkpoint is not None:
+        report.rewindable = await checkpoint.close(report)
+    await transcript.write("main", turns, "stop", report=report.to_dict())
     await transcript.close()
-    run.emit(Event("stop", report.summary, {"report": report.to_dict()}))
+    run.record.stop = str(outcome.reason)
+    run.record.edited = list(report.edited_files)
+    session.updated = time.time()
+    if options.on_record is not None:
+        try:
+            await options.on_record(session, run.record)
+        except Exception as exc:  # the report must still go out
+            log.warning("could not save session %s: %s", session.id, exc)
+    services.emit(Event("stop", report.summary, {"report": report.to_dict()}))
     return report
 
 
@@ -236,15 +254,23 @@ def _redacting(emit: EventSink, redact: Redactor) -> EventSink:
     return sink
 
 
-def explain_stop(outcome: LoopOutcome, run: RunContext, settings: Settings) -> str:
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
+
+
+def explain_stop(outcome: LoopOutcome, run: _Run, turns: int, continue_hint: str) -> str:
     """Every stop says what was done and, unless done, what was left."""
-    edited = ", ".join(run.paths.display(p) for p in run.tool_ctx.edited) or "no files"
-    done = f"{outcome.turns} turn(s), {run.tool_calls} tool call(s)" + (f" ({run.denied} denied)" if run.denied else "") + f", edited {edited}"
+    stats = run.services.stats
+    edited = ", ".join(run.paths.display(p) for p in run.services.tool_ctx.changes) or "no files"
+    done = f"{_count(turns, 'turn')}, {_count(stats.tool_calls, 'tool call')}" + (f" ({stats.denied} denied)" if stats.denied else "") + f", edited {edited}"
+    usage = usage_line({**stats.usage.to_dict(), "contextTokens": stats.context_tokens, "contextWindow": run.settings.context_window})
     if outcome.reason == StopReason.DONE:
-        return f"Done: {done}."
-    left = "the task is not finished; a follow-up in this session continues from here"
+        return f"Done: {done} ({usage})."
+    left = f"the task is not finished; {continue_hint}"
     if outcome.reason == StopReason.MAX_TURNS:
-        return f"Stopped at the turn limit ({settings.max_turns} turns, setting maxTurns) before the model finished. Done so far: {done}. Left: {left}."
+        why = outcome.note or f"the turn limit ({run.settings.max_turns} turns, setting maxTurns) came before the model finished"
+        return f"Stopped early: {why}. Done so far: {done}. Left: {left}."
     if outcome.reason == StopReason.CANCELLED:
-        return f"Cancelled by the user at turn {outcome.turns}. Done so far: {done}; edits already applied are kept. Left: {left}."
-    return f"Stopped by an error: {outcome.error}. Done so far: {done}. Left: {left}."
+        return f"Cancelled by the user after {_count(turns, 'turn')}. Done so far: {done}; edits already applied are kept. Left: {left}."
+    error = (outcome.error or "unknown error").rstrip(".")
+    return f"Stopped by an error: {error}. Done so far: {done}. Left: {left}."

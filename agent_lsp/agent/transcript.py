@@ -5,16 +5,22 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import time
 from pathlib import Path
 from typing import Any
 
 import aiofiles
 
+from agent_lsp.agent.safeio import open_private
+
 log = logging.getLogger(__name__)
 
 
 class Redactor:
+    """Replaces every secret (the model's API key) with `[redacted]`, in strings and in any
+    structure of them."""
+
     def __init__(self, secrets: list[str]):
         self.secrets = [s for s in secrets if s and len(s) >= 6]
 
@@ -57,8 +63,8 @@ class Transcript:
         line = self.redact(json.dumps(record, ensure_ascii=False, default=str)) + "\n"
         try:
             if self._handle is None:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-                self._handle = await aiofiles.open(self.path, "a", encoding="utf-8")
+                fd = open_private(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+                self._handle = await aiofiles.open(fd, "a", encoding="utf-8")
             await self._handle.write(line)
             await self._handle.flush()
         except OSError as exc:  # a transcript problem must never stop the run

@@ -1,5 +1,6 @@
-"""Approvals over LSP: window/showMessageRequest when the client has it, always also
-answerable by `agentLsp.approve` or a code action; unanswered after approval.timeout = no."""
+"""Approvals over LSP: window/showMessageRequest (every client but Helix), always also
+answerable by `agentLsp.approve` or a code action; unanswered after approval.timeout = no.
+Edits go to the editor's own preview when the client asked for that."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import Any
 from lsprotocol import types
 from pygls.lsp.server import LanguageServer
 
-from agent_lsp.agent.ports import ApprovalRequest, Decision
+from agent_lsp.agent.ports import Answer, ApprovalRequest, Decision
 from agent_lsp.server.capabilities import ClientCaps
 from agent_lsp.server.rpc import ClientRequestError, OutgoingRequest
 
@@ -19,13 +20,14 @@ log = logging.getLogger(__name__)
 
 ACTIONS = {"Allow": Decision.ALLOW, "Allow for session": Decision.ALLOW_SESSION, "Deny": Decision.DENY}
 BY_NAME = {"allow": Decision.ALLOW, "allowSession": Decision.ALLOW_SESSION, "deny": Decision.DENY}
+SAID_NO = "the user said no"
 
 
 @dataclass
 class PendingApproval:
     run_id: str
     request: ApprovalRequest
-    decision: asyncio.Future[Decision]
+    answer: asyncio.Future[Answer]
 
 
 class PendingApprovals:
@@ -34,12 +36,15 @@ class PendingApprovals:
     def __init__(self) -> None:
         self.waiting: dict[tuple[str, str], PendingApproval] = {}
 
-    def answer(self, run_id: str, call_id: str, decision: str) -> bool:
+    def answer(self, run_id: str, call_id: str, decision: str, reason: str | None = None) -> bool:
         pending = self.waiting.get((run_id, call_id))
-        if pending is None or pending.decision.done() or decision not in BY_NAME:
+        if pending is None or pending.answer.done() or decision not in BY_NAME:
             return False
-        pending.decision.set_result(BY_NAME[decision])
+        pending.answer.set_result(Answer(BY_NAME[decision], reason or None, SAID_NO if decision == "deny" else None))
         return True
+
+    def get(self, run_id: str, call_id: str) -> PendingApproval | None:
+        return self.waiting.get((run_id, call_id))
 
     def all(self) -> list[PendingApproval]:
         return list(self.waiting.values())
@@ -55,7 +60,9 @@ class LspApprover:
         self.timeout = timeout
         self.on_waiting = on_waiting  # called right after a request goes out (see PITFALLS: eglot)
 
-    async def ask(self, request: ApprovalRequest) -> Decision:
+    async def ask(self, request: ApprovalRequest) -> Answer:
+        if request.can_preview and self.caps.edit_preview:
+            return Answer(Decision.PREVIEW)  # the editor's preview asks, when the edit is sent
         loop = asyncio.get_running_loop()
         pending = PendingApproval(self.run_id, request, loop.create_future())
         key = (self.run_id, request.call_id)
@@ -63,19 +70,19 @@ class LspApprover:
         outgoing: OutgoingRequest | None = None
         try:
             if self.caps.can_show_message_request:
-                outgoing = OutgoingRequest(self.ls, types.WINDOW_SHOW_MESSAGE_REQUEST, types.ShowMessageRequestParams(
-                    type=types.MessageType.Warning,
-                    message=f"agent-lsp wants to {describe(request)}",
-                    actions=[types.MessageActionItem(title=t) for t in ACTIONS],
-                ))
-                outgoing.answer.add_done_callback(lambda done: _from_message(done, pending.decision))
+                outgoing = OutgoingRequest(self.ls, types.WINDOW_SHOW_MESSAGE_REQUEST, {
+                    "type": types.MessageType.Warning.value,
+                    "message": f"agent-lsp wants to {describe(request)}",
+                    "actions": [{"title": title, "runId": self.run_id, "callId": request.call_id} for title in ACTIONS],
+                })
+                outgoing.answer.add_done_callback(lambda done: _from_message(done, pending.answer))
             if self.on_waiting:
                 self.on_waiting(request)
             try:
-                return await asyncio.wait_for(asyncio.shield(pending.decision), self.timeout)
+                return await asyncio.wait_for(asyncio.shield(pending.answer), self.timeout)
             except TimeoutError:
                 log.info("approval %s unanswered after %ss: denied", request.call_id, self.timeout)
-                return Decision.WITHDRAWN
+                return Answer(Decision.WITHDRAWN, why=f"unanswered after {self.timeout:g} s")
         finally:
             self.registry.waiting.pop(key, None)
             if outgoing is not None:
@@ -88,15 +95,18 @@ def describe(request: ApprovalRequest) -> str:
     return f"use {request.tool}:\n{request.detail}"
 
 
-def _from_message(done: asyncio.Future[Any], decision: asyncio.Future[Decision]) -> None:
-    if decision.done() or done.cancelled():
+def _from_message(done: asyncio.Future[Any], answer: asyncio.Future[Answer]) -> None:
+    if answer.done() or done.cancelled():
         return
     exc = done.exception()
     if isinstance(exc, ClientRequestError):
-        decision.set_result(Decision.DENY)  # a client error answer counts as dismissed
+        answer.set_result(Answer(Decision.DENY, why="the editor could not show the approval request"))
         return
     result = done.result()
-    title = getattr(result, "title", None) if result is not None else None
-    if isinstance(result, dict):
-        title = result.get("title")
-    decision.set_result(ACTIONS.get(title or "", Decision.DENY))  # dismissed (null) is a no
+    item = result if isinstance(result, dict) else {"title": getattr(result, "title", None)} if result is not None else {}
+    decision = ACTIONS.get(str(item.get("title") or ""))
+    if decision is None:  # dismissed (null) or an unknown title: a no
+        answer.set_result(Answer(Decision.DENY, why="the user dismissed the approval request"))
+        return
+    reason = item.get("reason") if decision == Decision.DENY and isinstance(item.get("reason"), str) else None
+    answer.set_result(Answer(decision, reason.strip() or None if reason else None, SAID_NO if decision == Decision.DENY else None))

@@ -3,10 +3,14 @@ deny choices while an approval waits (the path for clients without showMessageRe
 
 from __future__ import annotations
 
+from typing import Any
+
 from lsprotocol import types
 from pygls.lsp.server import LanguageServer
 
-from agent_lsp.server.approvals import PendingApprovals
+from agent_lsp.agent.display import fits_title
+from agent_lsp.server.approvals import PendingApproval, PendingApprovals
+from agent_lsp.server.workspace import lsp_lines
 
 SELECTION_ACTIONS = [
     ("Ask agent about selection", "Answer my question about this code.", True),
@@ -15,36 +19,58 @@ SELECTION_ACTIONS = [
 ]
 
 
-def selected_text(ls: LanguageServer, uri: str, rng: types.Range) -> str:
-    doc = ls.workspace.get_text_document(uri)
-    lines = doc.lines
+def range_text(ls: LanguageServer, text: str, rng: Any) -> str:
+    """The exact text of an LSP range (positions in the negotiated encoding)."""
+    lines = lsp_lines(text)
     codec = ls.workspace.position_codec
-    start = codec.position_from_client_units(lines, rng.start)
-    end = codec.position_from_client_units(lines, rng.end)
-    if start.line == end.line:
-        return lines[start.line][start.character : end.character] if start.line < len(lines) else ""
-    head = lines[start.line][start.character :] if start.line < len(lines) else ""
-    middle = "".join(lines[start.line + 1 : end.line])
-    tail = lines[end.line][: end.character] if end.line < len(lines) else ""
-    return head + middle + tail
+    start = codec.position_from_client_units(lines, types.Position(line=rng.start.line, character=rng.start.character))
+    end = codec.position_from_client_units(lines, types.Position(line=rng.end.line, character=rng.end.character))
+    offsets = [0]
+    for line in lines:
+        offsets.append(offsets[-1] + len(line))
+
+    def offset(pos: Any) -> int:
+        if pos.line >= len(lines):
+            return len(text)
+        return min(offsets[pos.line] + pos.character, offsets[pos.line + 1])
+
+    return text[offset(start) : offset(end)]
 
 
-def code_actions(ls: LanguageServer, params: types.CodeActionParams, approvals: PendingApprovals) -> list[types.CodeAction]:
+def approval_actions(pending: PendingApproval) -> list[types.CodeAction]:
+    """Allow only when the whole command fits in one title line (CONTRACT Decision 12); else
+    Deny and "show full command" (Allow stays available through agentLsp.approve). The
+    command is on the detail's first line, its invisible characters escaped."""
+    request = pending.request
+    head = (request.detail.splitlines() or [request.tool])[0]
+    allow = fits_title(head) if request.tool == "run_command" else True  # an edit's title: path and size
+    shown = head if allow else f"{head[:60]}… (too long for one line: see the full command)"
+    choices = [("Allow", "allow"), ("Allow for session", "allowSession"), ("Deny", "deny")] if allow else [("Deny", "deny")]
+    base = {"runId": pending.run_id, "callId": request.call_id}
+    actions = [types.CodeAction(title=f"Agent approval: {title} — {shown}", kind=types.CodeActionKind.QuickFix,
+                                command=types.Command(title=title, command="agentLsp.approve", arguments=[{**base, "decision": decision}]))
+               for title, decision in choices]
+    what = "command" if request.tool == "run_command" else "change"
+    actions.append(types.CodeAction(title=f"Agent approval: show the full {what}", kind=types.CodeActionKind.QuickFix,
+                                    command=types.Command(title="Show", command="agentLsp.showApproval", arguments=[base])))
+    return actions
+
+
+def code_actions(ls: LanguageServer, params: types.CodeActionParams, approvals: PendingApprovals,
+                 extra: list[types.CodeAction] | None = None) -> list[types.CodeAction]:
     uri = params.text_document.uri
     rng = params.range
     actions: list[types.CodeAction] = []
     for pending in approvals.all():
-        detail = pending.request.detail.splitlines()[0][:80]
-        for title, decision in (("Allow", "allow"), ("Allow for session", "allowSession"), ("Deny", "deny")):
-            args = {"runId": pending.run_id, "callId": pending.request.call_id, "decision": decision}
-            actions.append(types.CodeAction(title=f"Agent approval: {title} — {detail}", kind=types.CodeActionKind.QuickFix,
-                                            command=types.Command(title=title, command="agentLsp.approve", arguments=[args])))
+        actions += approval_actions(pending)
+    actions += extra or []
     if rng.start != rng.end:
-        text = selected_text(ls, uri, rng)
+        doc = ls.workspace.text_documents.get(uri)
+        text = range_text(ls, doc.source, rng) if doc is not None else ""
         if text.strip():
             for title, instruction, ask in SELECTION_ACTIONS:
-                args = {"prompt": f"{instruction}\n\n```\n{text}\n```", "textDocument": {"uri": uri},
-                        "range": _range_dict(rng)}
+                args: dict[str, Any] = {"prompt": f"{instruction}\n\n```\n{text}\n```", "textDocument": {"uri": uri},
+                                        "range": _range_dict(rng), "selectionInPrompt": True}
                 if ask:
                     args["ask"] = True
                 actions.append(types.CodeAction(title=title, kind=types.CodeActionKind.RefactorRewrite if not ask else types.CodeActionKind.Empty,
@@ -58,6 +84,6 @@ def code_actions(ls: LanguageServer, params: types.CodeActionParams, approvals: 
     return actions
 
 
-def _range_dict(rng: types.Range) -> dict:
+def _range_dict(rng: types.Range) -> dict[str, Any]:
     return {"start": {"line": rng.start.line, "character": rng.start.character},
             "end": {"line": rng.end.line, "character": rng.end.character}}

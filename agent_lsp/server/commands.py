@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pygls.exceptions import JsonRpcInvalidParams
 
-from agent_lsp.server.workspace import uri_to_path
+from agent_lsp.settings import is_replay
 
 MAX_PROMPT = 1_000_000
 MAX_SELECTION = 50_000
@@ -37,6 +36,9 @@ class RunArgs(_Args):
     text_document: DocumentRef | None = Field(None, alias="textDocument")
     range: Range | None = None
     session_id: str | None = Field(None, alias="sessionId")
+    model: str | None = Field(None, min_length=1, max_length=200)
+    mode: Literal["plan"] | None = None
+    selection_in_prompt: bool = Field(False, alias="selectionInPrompt")  # our code actions' prompts hold it
 
     @field_validator("prompt")
     @classmethod
@@ -44,6 +46,13 @@ class RunArgs(_Args):
         if not prompt.strip():
             raise ValueError("the prompt is blank; say what the agent should do")
         return prompt
+
+    @field_validator("model")
+    @classmethod
+    def _not_replay(cls, model: str | None) -> str | None:
+        if model is not None and is_replay(model):
+            raise ValueError("a replay: model can only come from your own settings, not from a run's arguments")
+        return model
 
 
 class CancelArgs(_Args):
@@ -54,10 +63,28 @@ class ApproveArgs(_Args):
     run_id: str = Field(alias="runId")
     call_id: str = Field(alias="callId")
     decision: Literal["allow", "allowSession", "deny"]
+    reason: str | None = Field(None, max_length=2000)
+
+
+class ApprovalRef(_Args):
+    run_id: str = Field(alias="runId")
+    call_id: str = Field(alias="callId")
+
+
+class RewindArgs(_Args):
+    run_id: str = Field(alias="runId", min_length=1)
+    force: bool = False
+    include_later: bool = Field(False, alias="includeLater")
+
+
+class NoArgs(_Args):
+    pass
 
 
 def parse_args(model: type[_Args], command: str, args: tuple[Any, ...]) -> Any:
     """One object argument, validated; a clear JSON-RPC InvalidParams error otherwise."""
+    if model is NoArgs and not args:
+        return NoArgs()
     if len(args) != 1 or not isinstance(args[0], dict):
         raise JsonRpcInvalidParams(f"{command} takes exactly one object argument, e.g. {example(command)}")
     try:
@@ -72,26 +99,18 @@ def example(command: str) -> str:
         "agentLsp.run": '{"prompt": "fix the failing test"}',
         "agentLsp.cancel": '{"runId": "r-..."}',
         "agentLsp.approve": '{"runId": "r-...", "callId": "call_...", "decision": "allow"}',
+        "agentLsp.rewind": '{"runId": "r-..."}',
+        "agentLsp.showApproval": '{"runId": "r-...", "callId": "call_..."}',
     }.get(command, "{}")
 
 
-def compose_prompt(args: RunArgs, text: str | None, roots: list[Path]) -> str:
-    """The user's message: the prompt plus the file and the selected text it is about."""
+def compose_prompt(args: RunArgs, shown: str | None, selection: str | None) -> str:
+    """The user's message: the prompt plus the file and the selected text it is about (added
+    once: our own code actions already put it in the prompt)."""
     if args.text_document is None:
         return args.prompt
-    path = uri_to_path(args.text_document.uri)
-    shown = str(path) if path else args.text_document.uri  # e.g. an `untitled:` buffer
-    for root in roots:
-        if path and path.is_relative_to(root):
-            shown = path.relative_to(root).as_posix()
-            break
-    parts = [args.prompt, f"\nFile: {shown}"]
-    if args.range is not None and text is not None:
-        lines = text.splitlines()
+    parts = [args.prompt, f"\nFile: {shown or args.text_document.uri}"]
+    if args.range is not None and selection and not args.selection_in_prompt:
         first, last = args.range.start.line, args.range.end.line
-        if args.range.end.character == 0 and last > first:
-            last -= 1
-        chosen = "\n".join(lines[first : last + 1])[:MAX_SELECTION]
-        if chosen and chosen not in args.prompt:
-            parts.append(f"Selection (lines {first + 1}-{last + 1}):\n```\n{chosen}\n```")
+        parts.append(f"Selection (lines {first + 1}-{last + 1}):\n```\n{selection[:MAX_SELECTION]}\n```")
     return "\n".join(parts)

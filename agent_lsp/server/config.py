@@ -6,7 +6,13 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from agent_lsp.settings import Settings, from_environment, resolve, without_untrusted
+from agent_lsp.settings import (
+    Settings,
+    from_environment,
+    from_user_file,
+    resolve,
+    without_untrusted,
+)
 
 log = logging.getLogger(__name__)
 
@@ -15,6 +21,7 @@ class SettingsState:
     def __init__(self) -> None:
         self.init_options: dict[str, Any] = {}
         self.workspace_config: dict[str, Any] = {}
+        self.user_file, self.file_problems = from_user_file()  # the user's own settings file (trusted)
         self.settings = Settings()
 
     def update(self, *, init_options: Any = None, workspace_config: Any = None) -> list[str]:
@@ -29,9 +36,10 @@ class SettingsState:
             if isinstance(workspace_config, dict):
                 kept, dropped = without_untrusted(workspace_config)
                 for key in dropped:
-                    log.warning("ignoring `%s` from workspace/configuration: it may only come from the user's own settings (environment or initializationOptions)", key)
+                    log.warning("ignoring `%s` from workspace/configuration: it may only come from the user's own settings (the settings file, environment or initializationOptions)", key)
                 self.workspace_config = kept
             elif workspace_config not in (None, [], ""):
                 problems.append(f"the `agentLsp` configuration section must be an object, got {type(workspace_config).__name__}: ignored")
-        self.settings, more = resolve(from_environment(), self.init_options, self.workspace_config)
+        self.settings, more = resolve(self.user_file, from_environment(), self.init_options, self.workspace_config)
+        problems, self.file_problems = self.file_problems + problems, []
         return problems + more

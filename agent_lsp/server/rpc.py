@@ -15,8 +15,27 @@ from typing import Any
 
 from lsprotocol import types
 from pygls.lsp.server import LanguageServer
+from pygls.protocol import LanguageServerProtocol
 
 log = logging.getLogger(__name__)
+
+
+# Server->client requests sent and answered as plain JSON, extra properties included: a
+# showMessageRequest's action items carry {runId, callId} and the answer the user's `reason`
+# after Deny (CONTRACT "Approvals", Decision 13). Typed lsprotocol classes would drop both.
+RAW_METHODS = frozenset({types.WINDOW_SHOW_MESSAGE_REQUEST})
+
+
+class AgentProtocol(LanguageServerProtocol):
+    def get_message_type(self, method: str) -> Any:
+        if method in RAW_METHODS:
+            return None  # pygls then sends the params dict as it is
+        return super().get_message_type(method)
+
+    def get_result_type(self, method: str) -> Any:
+        if method in RAW_METHODS:
+            return None  # pygls then keeps the raw JSON result
+        return super().get_result_type(method)
 
 
 class ClientRequestError(Exception):

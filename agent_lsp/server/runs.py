@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
-import os
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -13,14 +12,14 @@ from typing import Any
 from lsprotocol import types
 from pygls.lsp.server import LanguageServer
 
+from agent_lsp.agent.host import AgentHost, HostedRun, RunPorts
 from agent_lsp.agent.messages import Event
-from agent_lsp.agent.model import Model, ModelError, make_model
 from agent_lsp.agent.ports import ApprovalRequest
-from agent_lsp.agent.run import Session, new_id, run_task
+from agent_lsp.agent.session import new_id
 from agent_lsp.server.approvals import LspApprover, PendingApprovals
 from agent_lsp.server.capabilities import ClientCaps
 from agent_lsp.server.rpc import ClientRequestError, client_request, safe_notify
-from agent_lsp.server.workspace import LspWorkspace, workspace_roots
+from agent_lsp.server.workspace import LspWorkspace, workspace_folders
 from agent_lsp.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -44,6 +43,8 @@ class RunStream:
         self._last_text = 0.0
         self._progress = "off"  # off | creating | on | ended
         self._last_report: str | None = None
+        self._usage = ""  # `ctx 31k/128k · $0.012`, appended to progress messages
+        self.progress_task: asyncio.Task[Any] | None = None
 
     # -- stream -----------------------------------------------------------------------------
     def __call__(self, event: Event) -> None:
@@ -54,7 +55,10 @@ class RunStream:
                 self._timer = asyncio.get_running_loop().call_later(delay, self.flush_text)
             return
         self.flush_text()
-        self.send(event.kind, event.text, event.data)
+        data = {**event.data, "agentId": event.agent_id}
+        self.send(event.kind, event.text, data)
+        if event.kind == "usage" and event.agent_id == "main":
+            self._usage = event.text
         if event.kind in ("status", "toolCall", "approval", "compaction"):
             self.report(event.text)
 
@@ -65,7 +69,7 @@ class RunStream:
         if self._text:
             text, self._text = "".join(self._text), []
             self._last_text = time.monotonic()
-            self.send("text", text, {})
+            self.send("text", text, {"agentId": "main"})
 
     def send(self, kind: str, text: str, data: dict[str, Any]) -> None:
         payload = {**data, "runId": self.run_id, "seq": self.seq, "kind": kind, "text": text}
@@ -91,6 +95,8 @@ class RunStream:
 
     def report(self, message: str) -> None:
         line = message.splitlines()[0][:200] if message else ""
+        if self._usage:
+            line = f"{line} · {self._usage}"
         self._last_report = line
         if self._progress == "on":
             self._notify_progress(types.WorkDoneProgressReport(message=line, cancellable=True))
@@ -110,77 +116,50 @@ class RunStream:
 
 
 @dataclass
-class ActiveRun:
-    id: str
-    session: Session
-    stream: RunStream
-    task: asyncio.Task[Any] | None = None
-    progress_task: asyncio.Task[Any] | None = None
-    report: dict[str, Any] | None = None
-
-
-@dataclass
 class RunRegistry:
+    """The LSP side of runs: each run's stream and progress, the pending approvals; the runs
+    themselves, their sessions and model clients live in the shared AgentHost."""
+
     ls: LanguageServer
+    host: AgentHost = field(default_factory=AgentHost)
     approvals: PendingApprovals = field(default_factory=PendingApprovals)
-    sessions: dict[str, Session] = field(default_factory=dict)
-    active: dict[str, ActiveRun] = field(default_factory=dict)
+    streams: dict[str, RunStream] = field(default_factory=dict)
     warm_up: concurrent.futures.Future[None] | None = None  # the SDK import started at `initialized`
-    models: dict[tuple[Any, ...], Model] = field(default_factory=dict)
 
-    def model_for(self, settings: Settings) -> Model | None:
-        """One model client per endpoint, shared by all runs: a client per run costs an SSL
-        context and a connection pool each time (~50 ms on the event loop)."""
-        key = (settings.model, settings.base_url, settings.api_key_env, os.environ.get(settings.api_key_env),
-               settings.request_timeout)
-        if key not in self.models:
-            try:
-                self.models[key] = make_model(settings)
-            except ModelError:
-                return None  # run_task tries again and reports the problem as a fatal stop
-        return self.models[key]
+    @property
+    def active(self) -> dict[str, HostedRun]:
+        return self.host.active
 
-    def start(self, prompt: str, title: str, session_id: str | None, settings: Settings, caps: ClientCaps) -> ActiveRun:
+    async def start(self, prompt: str, title: str, session_id: str | None, settings: Settings, caps: ClientCaps, *,
+                    model: str | None = None, mode: str | None = None) -> HostedRun:
         """Start a run in the background; ValueError (shown to the client) if it cannot."""
-        if session_id is not None:
-            session = self.sessions.get(session_id)
-            if session is None:
-                raise ValueError(f"unknown sessionId {session_id!r}: it may belong to an earlier server process; omit it to start a new session")
-            if session.running:
-                raise ValueError(f"session {session_id} is still running ({session.running}); wait for it or cancel it first")
-        else:
-            session = Session()
-            self.sessions[session.id] = session
+        roots, names = workspace_folders(self.ls)
+        session, store = await self.host.open_session(roots, session_id)
         run_id = new_id("r")
         stream = RunStream(self.ls, caps, run_id, title)
-        run = ActiveRun(run_id, session, stream)
-        workspace = LspWorkspace(self.ls, caps, workspace_roots(self.ls))
+        self.streams[run_id] = stream
+        workspace = LspWorkspace(self.ls, caps, roots, names)
         workspace.on_waiting = lambda text: stream.send("status", text, {"turn": None})
         approver = LspApprover(self.ls, caps, self.approvals, run_id, settings.approval.timeout,
                                on_waiting=lambda req: self._waiting(stream, req))
-        session.running = run_id  # claimed now, so a second start on this session is refused
-        self.active[run_id] = run
-        run.progress_task = asyncio.ensure_future(stream.begin_progress())
-        run.task = asyncio.ensure_future(self._drive(run, prompt, settings, workspace, approver))
-        return run
+        stream.progress_task = asyncio.ensure_future(stream.begin_progress())
+
+        def after(run: HostedRun) -> None:
+            if run.report is not None:
+                stream.end(f"{run.report.stop_reason}: {run.report.summary}")
+            if stream.progress_task and not stream.progress_task.done():
+                stream.progress_task.cancel()
+            self.streams.pop(run.id, None)
+
+        return self.host.start(prompt, session=session, store=store, settings=settings,
+                               ports=RunPorts(workspace, approver, stream), run_id=run_id, model=model, mode=mode,
+                               before=self._until_warm, after=after)
 
     @staticmethod
     def _waiting(stream: RunStream, request: ApprovalRequest) -> None:
         # Written right after the request goes out: some clients' readers (eglot's jsonrpc)
         # only look at the next message once the server writes again.
         stream.send("status", f"waiting for approval: {request.detail.splitlines()[0]}", {"turn": None})
-
-    async def _drive(self, run: ActiveRun, prompt: str, settings: Settings, workspace: LspWorkspace, approver: LspApprover) -> None:
-        try:
-            await self._until_warm()
-            report = await run_task(prompt, session=run.session, settings=settings, workspace=workspace,
-                                    approver=approver, emit=run.stream, run_id=run.id, model=self.model_for(settings))
-            run.report = report.to_dict()
-            run.stream.end(f"{report.stop_reason}: {report.summary}")
-        finally:
-            if run.progress_task and not run.progress_task.done():
-                run.progress_task.cancel()
-            self.active.pop(run.id, None)
 
     async def _until_warm(self) -> None:
         """Wait (without blocking the loop) for the SDK import, which the core would otherwise
@@ -198,17 +177,7 @@ class RunRegistry:
                 task.cancel()
 
     def cancel(self, run_id: str) -> bool:
-        run = self.active.get(run_id)
-        if run is None or run.task is None or run.task.done():
-            return False
-        # call_soon: a run cancelled before its task first ran would skip run_task entirely
-        # (and so its report); one loop iteration later it is inside run_task's handler.
-        asyncio.get_running_loop().call_soon(run.task.cancel)
-        return True
+        return self.host.cancel(run_id)
 
     async def cancel_all(self, deadline: float) -> None:
-        tasks = [r.task for r in self.active.values() if r.task and not r.task.done()]
-        for task in tasks:
-            task.cancel()
-        if tasks:
-            await asyncio.wait(tasks, timeout=deadline)
+        await self.host.cancel_all(deadline)

@@ -15,7 +15,7 @@ from pygls.lsp.server import LanguageServer
 
 from agent_lsp import __version__
 from agent_lsp.server.capabilities import ClientCaps
-from agent_lsp.server.rpc import client_request, safe_notify
+from agent_lsp.server.rpc import AgentProtocol, client_request, safe_notify
 
 if TYPE_CHECKING:
     from agent_lsp.server.config import SettingsState
@@ -24,16 +24,19 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 SHUTDOWN_DEADLINE = 1.5
+CONFIG_WAIT = 2.0  # CONTRACT Decision 8
 
 
 class AgentServer(LanguageServer):
     def __init__(self) -> None:
-        super().__init__("agent-lsp", __version__, text_document_sync_kind=types.TextDocumentSyncKind.Incremental)
+        super().__init__("agent-lsp", __version__, text_document_sync_kind=types.TextDocumentSyncKind.Incremental,
+                         protocol_cls=AgentProtocol)
         self.caps = ClientCaps()
         self.connection_closed = False  # set on `exit`: nothing more is written to the client
         self.init_options: Any = None
         self._config: SettingsState | None = None
         self._runs: RunRegistry | None = None
+        self._configured = asyncio.Event()  # the first workspace/configuration answer (or none to wait for)
 
     # The agent core, pydantic and the settings model load after `initialize` is answered
     # (start-up is the editor's wait); the first use, or the warm-up thread, brings them in.
@@ -54,6 +57,49 @@ class AgentServer(LanguageServer):
             self._runs = RunRegistry(self)
         return self._runs
 
+    async def settings_ready(self) -> None:
+        """Wait (at most CONFIG_WAIT s) for the first workspace/configuration answer."""
+        if not self._configured.is_set():
+            try:
+                await asyncio.wait_for(self._configured.wait(), CONFIG_WAIT)
+            except TimeoutError:
+                log.info("workspace/configuration not answered within %ss: the run uses the settings it has", CONFIG_WAIT)
+
+    async def document_context(self, parsed: Any) -> tuple[str | None, str | None]:
+        """How a run's textDocument is shown (workspace-relative) and its selected text, read
+        from the editor's buffer or, off the event loop, from disk. InvalidParams for a file
+        outside every workspace folder (CONTRACT Decision 8)."""
+        from agent_lsp.agent.disk_workspace import read_disk_text
+        from agent_lsp.agent.tools.paths import PathGuard
+        from agent_lsp.server.code_actions import range_text
+        from agent_lsp.server.commands import JsonRpcInvalidParams
+        from agent_lsp.server.workspace import uri_to_path, workspace_folders
+
+        if parsed.text_document is None:
+            return None, None
+        uri = parsed.text_document.uri
+        roots, names = workspace_folders(self)
+        guard = PathGuard(roots, names)
+        path = uri_to_path(uri) if uri.startswith("file:") else None
+        if uri.startswith("file:"):
+            if path is None or guard.root_of(path) is None:
+                raise JsonRpcInvalidParams(f"agentLsp.run: textDocument {uri} is outside the workspace folders "
+                                           f"({', '.join(map(str, roots))}); no run was started")
+        shown = guard.display(path) if path is not None else uri
+        if parsed.range is None or parsed.selection_in_prompt:
+            return shown, None
+        doc = self.workspace.text_documents.get(uri)
+        if doc is not None:
+            text = doc.source
+        elif path is not None:
+            try:
+                text = (await read_disk_text(path))[0]
+            except (ValueError, OSError):  # unreadable: the prompt goes without the selection
+                return shown, None
+        else:
+            return shown, None
+        return shown, range_text(self, text, parsed.range)
+
     def show_problems(self, problems: list[str]) -> None:
         for problem in problems:
             log.warning("%s", problem)
@@ -62,15 +108,17 @@ class AgentServer(LanguageServer):
 
     async def pull_configuration(self) -> None:
         if not self.caps.can_pull_configuration:
+            self._configured.set()
             return
         try:
             result = await client_request(self, types.WORKSPACE_CONFIGURATION, types.ConfigurationParams(
                 items=[types.ConfigurationItem(section="agentLsp")]), timeout=10)
+            section = result[0] if isinstance(result, list | tuple) and result else None  # pygls gives a tuple
+            self.show_problems(self.config.update(workspace_config=section or {}))
         except Exception as exc:  # a client that cannot answer keeps the settings it has
             log.info("workspace/configuration failed: %s", exc)
-            return
-        section = result[0] if isinstance(result, list | tuple) and result else None  # pygls gives a tuple
-        self.show_problems(self.config.update(workspace_config=section or {}))
+        finally:
+            self._configured.set()
 
 
 def create_server() -> AgentServer:
@@ -99,24 +147,37 @@ def create_server() -> AgentServer:
             ls.show_problems(ls.config.update(workspace_config=pushed))
 
     @server.command("agentLsp.run")
-    def run(ls: AgentServer, *args: Any) -> dict[str, str]:
+    async def run(ls: AgentServer, *args: Any) -> dict[str, str]:
         from agent_lsp.server import commands
-        from agent_lsp.server.workspace import workspace_roots
 
         parsed = commands.parse_args(commands.RunArgs, "agentLsp.run", args)
-        text = None
-        if parsed.text_document is not None and parsed.range is not None:
-            try:
-                text = ls.workspace.get_text_document(parsed.text_document.uri).source
-            except Exception:  # an unreadable document: the prompt goes without the selection
-                text = None
-        prompt = commands.compose_prompt(parsed, text, workspace_roots(ls))
+        await ls.settings_ready()  # CONTRACT Decision 8: the first run sees the workspace's settings
+        shown, selection = await ls.document_context(parsed)
+        prompt = commands.compose_prompt(parsed, shown, selection)
         title = "Agent: " + parsed.prompt.strip().splitlines()[0][:60]
         try:
-            started = ls.runs.start(prompt, title, parsed.session_id, ls.config.settings, ls.caps)
+            started = await ls.runs.start(prompt, title, parsed.session_id, ls.config.settings, ls.caps,
+                                          model=parsed.model, mode=parsed.mode)
         except ValueError as exc:
             raise commands.JsonRpcInvalidParams(str(exc)) from None
         return {"runId": started.id, "sessionId": started.session.id}
+
+    @server.command("agentLsp.sessions")
+    async def sessions(ls: AgentServer, *args: Any) -> list[dict[str, Any]]:
+        from agent_lsp.server import commands
+        from agent_lsp.server.workspace import workspace_roots
+
+        commands.parse_args(commands.NoArgs, "agentLsp.sessions", args)
+        store = ls.runs.host.store(workspace_roots(ls))
+        return await asyncio.to_thread(store.list)
+
+    @server.command("agentLsp.models")
+    async def models(ls: AgentServer, *args: Any) -> dict[str, Any]:
+        from agent_lsp.server import commands
+
+        commands.parse_args(commands.NoArgs, "agentLsp.models", args)
+        await ls.settings_ready()
+        return await ls.runs.host.list_models(ls.config.settings)
 
     @server.command("agentLsp.cancel")
     def cancel(ls: AgentServer, *args: Any) -> bool:
@@ -129,7 +190,20 @@ def create_server() -> AgentServer:
         from agent_lsp.server import commands
 
         parsed = commands.parse_args(commands.ApproveArgs, "agentLsp.approve", args)
-        return ls.runs.approvals.answer(parsed.run_id, parsed.call_id, parsed.decision)
+        return ls.runs.approvals.answer(parsed.run_id, parsed.call_id, parsed.decision, parsed.reason)
+
+    @server.command("agentLsp.showApproval")
+    def show_approval(ls: AgentServer, *args: Any) -> bool:
+        """The whole of what an approval would run or change, for clients whose menus cut it."""
+        from agent_lsp.server import commands
+
+        parsed = commands.parse_args(commands.ApprovalRef, "agentLsp.showApproval", args)
+        pending = ls.runs.approvals.get(parsed.run_id, parsed.call_id)
+        if pending is None:
+            return False
+        safe_notify(ls, types.WINDOW_SHOW_MESSAGE, types.ShowMessageParams(
+            type=types.MessageType.Info, message=f"agent-lsp approval ({pending.request.tool}):\n{pending.request.detail}"))
+        return True
 
     @server.feature(types.WINDOW_WORK_DONE_PROGRESS_CANCEL)
     def progress_cancel(ls: AgentServer, params: types.WorkDoneProgressCancelParams) -> None:

@@ -1,23 +1,29 @@
-"""The Workspace port over LSP: reads see open buffers, writes go out as workspace/applyEdit."""
+"""The Workspace port over LSP: reads see open buffers, writes go out as workspace/applyEdit
+(annotated for the editor's own preview when the client asked for that)."""
 
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from lsprotocol import types
 from pygls.lsp.server import LanguageServer
 from pygls.uris import to_fs_path
 
-from agent_lsp.agent.disk_workspace import read_disk_document
+from agent_lsp.agent.disk_workspace import read_disk_document, read_disk_text
 from agent_lsp.agent.ports import Document, EditOutcome
+from agent_lsp.agent.safeio import NotReadable
 from agent_lsp.server.capabilities import ClientCaps
 from agent_lsp.server.rpc import ClientRequestError, client_request
 
 log = logging.getLogger(__name__)
 
 APPLY_EDIT_TIMEOUT = 60.0
+PREVIEW_ANNOTATION = "agent-lsp-preview"
+_LSP_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")
 
 
 def uri_to_path(uri: str) -> Path | None:
@@ -25,11 +31,41 @@ def uri_to_path(uri: str) -> Path | None:
     return Path(path).resolve() if path else None
 
 
-def workspace_roots(ls: LanguageServer) -> list[Path]:
-    roots = [p for folder in ls.workspace.folders.values() if (p := uri_to_path(folder.uri))]
+def workspace_folders(ls: LanguageServer) -> tuple[list[Path], list[str]]:
+    """Every workspace folder (didChangeWorkspaceFolders included) and its name."""
+    roots: list[Path] = []
+    names: list[str] = []
+    for folder in list(ls.workspace.folders.values()):
+        path = uri_to_path(folder.uri)
+        if path is not None and path not in roots:
+            roots.append(path)
+            names.append(folder.name)
     if not roots and ls.workspace.root_path:
         roots = [Path(ls.workspace.root_path).resolve()]
-    return roots or [Path.cwd().resolve()]
+        names = [roots[0].name]
+    if not roots:
+        roots, names = [Path.cwd().resolve()], [Path.cwd().name]
+    return roots, names
+
+
+def workspace_roots(ls: LanguageServer) -> list[Path]:
+    return workspace_folders(ls)[0]
+
+
+def lsp_lines(text: str) -> list[str]:
+    """Lines as LSP counts them: only \\n, \\r\\n and \\r end a line (str.splitlines also
+    splits on form feeds and U+2028, which editors do not)."""
+    return _LSP_LINE.findall(text) or [""]
+
+
+def offset_position(ls: LanguageServer, lines: list[str], offset: int) -> types.Position:
+    """The LSP position of a character offset, in the negotiated encoding."""
+    consumed = 0
+    for index, segment in enumerate(lines):
+        if offset < consumed + len(segment) or (index == len(lines) - 1 and not segment.endswith(("\n", "\r"))):
+            return ls.workspace.position_codec.position_to_client_units(lines, types.Position(line=index, character=offset - consumed))
+        consumed += len(segment)
+    return types.Position(line=len(lines), character=0)  # just after a final line break
 
 
 def minimal_edit(ls: LanguageServer, before: str, after: str) -> types.TextEdit:
@@ -42,28 +78,26 @@ def minimal_edit(ls: LanguageServer, before: str, after: str) -> types.TextEdit:
     while end_b > start and end_a > start and before[end_b - 1] == after[end_a - 1]:
         end_b -= 1
         end_a -= 1
-    lines = before.splitlines(keepends=True) or [""]
-    codec = ls.workspace.position_codec
-
-    def position(offset: int) -> types.Position:
-        line = before.count("\n", 0, offset)
-        column = offset - (before.rfind("\n", 0, offset) + 1)
-        if line >= len(lines):  # just after a final newline
-            return types.Position(line=line, character=0)
-        return codec.position_to_client_units(lines, types.Position(line=line, character=column))
-
-    return types.TextEdit(range=types.Range(start=position(start), end=position(end_b)), new_text=after[start:end_a])
+    # Never split a \r\n pair: editors treat it as one line break.
+    if 0 < start < len(before) and before[start - 1] == "\r" and before[start] == "\n":
+        start -= 1
+    if 0 < end_b < len(before) and before[end_b - 1] == "\r" and before[end_b] == "\n":
+        end_b += 1
+        end_a += 1
+    lines = lsp_lines(before)
+    return types.TextEdit(range=types.Range(start=offset_position(ls, lines, start), end=offset_position(ls, lines, end_b)),
+                          new_text=after[start:end_a])
 
 
 class LspWorkspace:
-    def __init__(self, ls: LanguageServer, caps: ClientCaps, roots: list[Path]):
+    def __init__(self, ls: LanguageServer, caps: ClientCaps, roots: list[Path], names: list[str] | None = None):
         self.ls = ls
         self.caps = caps
         self.roots = roots
-        self.agent_edited: list[Path] = []
+        self.names = names
         self.on_waiting: Callable[[str], None] | None = None  # a write right after a request
 
-    def _open_document(self, path: Path):
+    def _open_document(self, path: Path) -> Any:
         for uri, doc in list(self.ls.workspace.text_documents.items()):
             if uri.startswith("file:") and uri_to_path(uri) == path:
                 return doc
@@ -79,21 +113,21 @@ class LspWorkspace:
         return {p: doc.source for uri, doc in list(self.ls.workspace.text_documents.items())
                 if uri.startswith("file:") and (p := uri_to_path(uri))}
 
-    def unsaved(self) -> list[Path]:
+    async def unsaved(self, paths: list[Path]) -> list[Path]:
         out = []
-        for path in self.agent_edited:
+        for path in paths:
             doc = self._open_document(path)
             if doc is None:
                 continue
             try:
-                on_disk = path.read_text(encoding="utf-8", errors="replace")
-            except OSError:
+                on_disk: str | None = (await read_disk_text(path))[0]
+            except (NotReadable, OSError):
                 on_disk = None
             if on_disk != doc.source:
                 out.append(path)
         return out
 
-    async def apply(self, path: Path, before: Document | None, after: str) -> EditOutcome:
+    async def apply(self, path: Path, before: Document | None, after: str, *, preview: str | None = None) -> EditOutcome:
         if not self.caps.can_apply_edit:
             return EditOutcome(False, "this editor does not support workspace/applyEdit")
         open_doc = self._open_document(path)
@@ -102,12 +136,13 @@ class LspWorkspace:
             # before it lands on text it was not computed for.
             return EditOutcome(False, f"{path.name} was changed in the editor after the agent read it "
                                       f"(buffer version {open_doc.version})")
-        edit = self._workspace_edit(path, before, after)
-        label = f"agent-lsp: {'create' if before is None else 'edit'} {path.name}"
+        edit = self._workspace_edit(path, before, after, preview)
+        label = preview or f"agent-lsp: {'create' if before is None else 'edit'} {path.name}"
         try:
             notify = (lambda: self.on_waiting(f"waiting for the editor to apply the edit to {path.name}")) if self.on_waiting else None
-            result = await client_request(self.ls, types.WORKSPACE_APPLY_EDIT,
-                                          types.ApplyWorkspaceEditParams(edit=edit, label=label), APPLY_EDIT_TIMEOUT, on_sent=notify)
+            # A previewed edit waits for the user, without a time limit (CONTRACT "Edit review").
+            result = await client_request(self.ls, types.WORKSPACE_APPLY_EDIT, types.ApplyWorkspaceEditParams(edit=edit, label=label),
+                                          None if preview else APPLY_EDIT_TIMEOUT, on_sent=notify)
         except TimeoutError:
             return EditOutcome(False, f"the editor did not answer the edit within {APPLY_EDIT_TIMEOUT:g}s")
         except ClientRequestError as exc:  # e.g. eglot answers a stale version with an error
@@ -115,31 +150,44 @@ class LspWorkspace:
         applied = bool(getattr(result, "applied", False))
         if not applied:
             reason = getattr(result, "failure_reason", None) or "the editor refused the edit (the document may have changed since the agent read it)"
-            return EditOutcome(False, reason)
-        if path not in self.agent_edited:
-            self.agent_edited.append(path)
+            return EditOutcome(False, reason, rejected=preview is not None and not getattr(result, "failure_reason", None))
         return EditOutcome(True)
 
-    def _workspace_edit(self, path: Path, before: Document | None, after: str) -> types.WorkspaceEdit:
+    def _workspace_edit(self, path: Path, before: Document | None, after: str, preview: str | None) -> types.WorkspaceEdit:
         uri = path.as_uri()
         open_doc = self._open_document(path)
         if open_doc is not None:
             uri = open_doc.uri  # the client's own spelling of the URI
+        annotations = None
+        if preview is not None and self.caps.has_document_changes:
+            annotations = {PREVIEW_ANNOTATION: types.ChangeAnnotation(label=preview, needs_confirmation=True,
+                                                                       description=f"{'create' if before is None else 'edit'} {path.name}")}
+
+        def text_edit(edit: types.TextEdit) -> types.TextEdit | types.AnnotatedTextEdit:
+            if annotations is None:
+                return edit
+            return types.AnnotatedTextEdit(range=edit.range, new_text=edit.new_text, annotation_id=PREVIEW_ANNOTATION)
+
         if before is None:
             insert = types.TextEdit(range=types.Range(start=types.Position(line=0, character=0), end=types.Position(line=0, character=0)), new_text=after)
             if self.caps.has_document_changes and self.caps.can_create_files:
                 return types.WorkspaceEdit(document_changes=[
-                    types.CreateFile(uri=uri, options=types.CreateFileOptions(overwrite=False, ignore_if_exists=True)),
+                    types.CreateFile(uri=uri, options=types.CreateFileOptions(overwrite=False, ignore_if_exists=True),
+                                     annotation_id=PREVIEW_ANNOTATION if annotations else None),
                     types.TextDocumentEdit(text_document=types.OptionalVersionedTextDocumentIdentifier(uri=uri, version=None),
-                                           edits=[insert]),
-                ])
+                                           edits=[text_edit(insert)]),
+                ], change_annotations=annotations)
+            if annotations is not None:
+                return types.WorkspaceEdit(document_changes=[types.TextDocumentEdit(
+                    text_document=types.OptionalVersionedTextDocumentIdentifier(uri=uri, version=None), edits=[text_edit(insert)])],
+                    change_annotations=annotations)
             return types.WorkspaceEdit(changes={uri: [insert]})
-        text_edit = minimal_edit(self.ls, before.text, after)
+        edit = minimal_edit(self.ls, before.text, after)
         if self.caps.has_document_changes:
             # apply() checked the buffer still holds the text the edit was computed against
             version = open_doc.version if open_doc is not None else None
             return types.WorkspaceEdit(document_changes=[
                 types.TextDocumentEdit(text_document=types.OptionalVersionedTextDocumentIdentifier(uri=uri, version=version),
-                                       edits=[text_edit])
-            ])
-        return types.WorkspaceEdit(changes={uri: [text_edit]})
+                                       edits=[text_edit(edit)])
+            ], change_annotations=annotations)
+        return types.WorkspaceEdit(changes={uri: [edit]})

@@ -55,7 +55,8 @@ async def test_invalid_arguments_give_a_clear_error_and_the_server_goes_on(open_
     # well-formed but pointing at nothing: false, not an error
     assert await editor.execute("agentLsp.cancel", {"runId": "r-unknown"}) is False
     assert await editor.execute("agentLsp.approve", {"runId": "r-unknown", "callId": "c", "decision": "allow"}) is False
-    assert list(editor.server_capabilities.execute_command_provider.commands) == ["agentLsp.run", "agentLsp.cancel", "agentLsp.approve"]
+    advertised = set(editor.server_capabilities.execute_command_provider.commands)
+    assert {"agentLsp.run", "agentLsp.sessions", "agentLsp.models", "agentLsp.cancel", "agentLsp.approve"} <= advertised
 
 
 async def test_a_bad_setting_is_shown_by_name_and_the_default_is_used(open_editor, model):

@@ -23,9 +23,21 @@ async def start_sleeping_child(open_editor, model, caps: str = "visual-studio-co
     editor = await open_editor(caps)
     editor.approval_answers = ["Allow"]
     started = await editor.run("sleep long please")
-    pids = await editor.wait_for(lambda: [p for p in find_processes(SLEEP) if parent_of(p) == editor.process.pid],
+    pids = await editor.wait_for(lambda: [p for p in find_processes(SLEEP) if descends_from(p, editor.process.pid)],
                                  15, "the sleep child")
     return editor, started, pids[0]
+
+
+def descends_from(pid: int, ancestor: int) -> bool:
+    """True when `ancestor` is pid's parent, or the parent of its parent (the reaper between)."""
+    for _ in range(4):
+        parent = parent_of(pid)
+        if parent is None or parent <= 1:
+            return False
+        if parent == ancestor:
+            return True
+        pid = parent
+    return False
 
 
 def parent_of(pid: int) -> int | None:

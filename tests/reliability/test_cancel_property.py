@@ -112,10 +112,10 @@ async def one_case(index: int, rng: random.Random, model, base: Path) -> dict:
         assert latency < CANCEL_BOUND, f"case {index}: cancel took {latency:.3f}s (delay {delay:.3f}s)"
     assert events[-1].kind == "stop"
     assert session.running is None
-    assert_history_closed(session.history)
-    for message in session.history:  # every call named in the history has its result
+    assert_history_closed(session.messages())
+    for message in session.messages():  # every call named in the history has its result
         for call in message.get("tool_calls") or []:
-            assert any(m.get("role") == "tool" and m.get("tool_call_id") == call["id"] for m in session.history), call
+            assert any(m.get("role") == "tool" and m.get("tool_call_id") == call["id"] for m in session.messages()), call
     texts = {name: (ws / name).read_text() for name in FILES}
     for name, text in texts.items():
         assert text in (before(name), after(name)), f"case {index}: {name} is half edited: {text!r}"

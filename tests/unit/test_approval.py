@@ -3,19 +3,43 @@
 
 from __future__ import annotations
 
+import shlex
+from pathlib import Path
+
 import pytest
 
 from agent_lsp.agent.approval import ApprovalPolicy, SessionApprovals
+from agent_lsp.agent.display import show_command
 from agent_lsp.agent.messages import StopReason
 from agent_lsp.agent.ports import Decision
 from agent_lsp.agent.run import Session
 from agent_lsp.agent.tools import main_tools
+from agent_lsp.agent.tools.base import Prepared
+from agent_lsp.agent.tools.command import needs_shell
 from agent_lsp.settings import ApprovalSettings
 from tests.unit.kit import ScriptedApprover, call, last_tool_results, run, tools_reply
 
 pytestmark = pytest.mark.timeout(30)
 
-TOOLS = main_tools().tools
+TOOLS = {t.name: t for t in main_tools()}
+ROOT = Path("/work/space")
+
+
+async def _noop() -> str:
+    return ""
+
+
+def decide(p: ApprovalPolicy, name: str, command: str | None = None) -> str:
+    """The policy's verdict for a call of `name` (with `command`, prepared as run_command does)."""
+    prepared = Prepared("", _noop)
+    if command is not None:
+        try:
+            argv = shlex.split(command)
+        except ValueError:
+            argv = None
+        prepared = Prepared("", _noop, command=command, argv=argv, shell=needs_shell(command), cwd=ROOT, roots=[ROOT],
+                            remember=command)
+    return p.decide(TOOLS[name], prepared).verdict
 
 
 def policy(session: SessionApprovals | None = None, **values) -> ApprovalPolicy:
@@ -27,38 +51,38 @@ def policy(session: SessionApprovals | None = None, **values) -> ApprovalPolicy:
 def test_read_only_tools_pass_by_policy_side_effects_ask():
     p = policy()
     for name in ("read_file", "list_files", "search", "delegate"):
-        assert p.decide(TOOLS[name]) == "allow", name
+        assert decide(p, name) == "allow", name
     for name in ("edit_file", "write_file"):
-        assert p.decide(TOOLS[name]) == "ask", name
-    assert p.decide(TOOLS["run_command"], "ls") == "ask"
+        assert decide(p, name) == "ask", name
+    assert decide(p, "run_command", "ls") == "ask"
 
 
 @pytest.mark.parametrize("default", ["allow", "ask", "deny"])
 def test_default_applies_to_side_effects_only(default):
     p = policy(default=default)
-    assert p.decide(TOOLS["edit_file"]) == default
-    assert p.decide(TOOLS["run_command"], "make") == default
-    assert p.decide(TOOLS["read_file"]) == "allow"
+    assert decide(p, "edit_file") == default
+    assert decide(p, "run_command", "make") == default
+    assert decide(p, "read_file") == "allow"
 
 
 def test_per_tool_setting_beats_the_default():
     p = policy(default="ask", tools={"edit_file": "allow", "run_command": "deny", "search": "deny", "read_file": "ask"})
-    assert p.decide(TOOLS["edit_file"]) == "allow"
-    assert p.decide(TOOLS["write_file"]) == "ask"
-    assert p.decide(TOOLS["run_command"], "ls") == "deny"
-    assert p.decide(TOOLS["search"]) == "deny"
-    assert p.decide(TOOLS["read_file"]) == "ask"
+    assert decide(p, "edit_file") == "allow"
+    assert decide(p, "write_file") == "ask"
+    assert decide(p, "run_command", "ls") == "deny"
+    assert decide(p, "search") == "deny"
+    assert decide(p, "read_file") == "ask"
 
 
 def test_a_denied_tool_stays_denied_even_if_its_command_is_allowed():
     p = policy(tools={"run_command": "deny"}, allowCommands=["pytest"])
-    assert p.decide(TOOLS["run_command"], "pytest") == "deny"
+    assert decide(p, "run_command", "pytest") == "deny"
 
 
 @pytest.mark.parametrize("command", ["pytest", "pytest -x", "pytest -x tests/unit", "pytest -k 'a and b'", "git status", "git status --short"])
 def test_allow_commands_match_on_argv_prefix(command):
     p = policy(allowCommands=["pytest", "git status"])
-    assert p.decide(TOOLS["run_command"], command) == "allow"
+    assert decide(p, "run_command", command) == "allow"
 
 
 @pytest.mark.parametrize("command", [
@@ -81,7 +105,7 @@ def test_allow_commands_match_on_argv_prefix(command):
 ])
 def test_allow_commands_never_let_shell_operators_ride_along(command):
     p = policy(allowCommands=["pytest", "git status"])
-    assert p.decide(TOOLS["run_command"], command) == "ask"
+    assert decide(p, "run_command", command) == "ask"
 
 
 def test_session_remembers_the_exact_command_line_and_edit_tools():
@@ -89,13 +113,13 @@ def test_session_remembers_the_exact_command_line_and_edit_tools():
     p = policy(session)
     session.remember("run_command", "make test")
     session.remember("edit_file", None)
-    assert p.decide(TOOLS["run_command"], "make test") == "allow"
-    assert p.decide(TOOLS["run_command"], "make test2") == "ask"
-    assert p.decide(TOOLS["run_command"], "make") == "ask"
-    assert p.decide(TOOLS["edit_file"]) == "allow"
-    assert p.decide(TOOLS["write_file"]) == "ask"
+    assert decide(p, "run_command", "make test") == "allow"
+    assert decide(p, "run_command", "make test2") == "ask"
+    assert decide(p, "run_command", "make") == "ask"
+    assert decide(p, "edit_file") == "allow"
+    assert decide(p, "write_file") == "ask"
     # Remembering a command does not approve every command.
-    assert p.decide(TOOLS["run_command"], "make test; rm -rf /") == "ask"
+    assert decide(p, "run_command", "make test; rm -rf /") == "ask"
 
 
 # -- through the loop ----------------------------------------------------------------------
@@ -163,7 +187,9 @@ async def test_allow_commands_with_shell_operators_ask_and_a_no_stops_them(model
 
     await run("echo", model, workspace, approver=approver, approval={"allowCommands": ["echo"]})
 
-    assert [r.detail.splitlines()[0].split("   ")[0] for r in approver.requests] == [f"$ {line.splitlines()[0]}" for line in SHELL_LINES]
+    # The whole line is shown, a newline escaped rather than hiding what follows it.
+    assert [r.detail.splitlines()[0].split("   ")[0] for r in approver.requests] == [f"$ {show_command(line)}" for line in SHELL_LINES]
+    assert approver.requests[-1].detail.startswith("$ echo hi\\ntouch pwned")
     assert not (workspace / "pwned").exists()
     results = last_tool_results(model.requests[1])
     assert len(results) == len(SHELL_LINES) and all(r.startswith("denied:") for r in results.values())
@@ -225,8 +251,7 @@ async def test_denial_is_fed_back_as_the_calls_result_and_the_run_goes_on(model,
     messages = model.requests[1]["messages"]
     assert messages[-2]["role"] == "assistant" and messages[-2]["tool_calls"][0]["id"] == "e1"
     assert messages[-1]["role"] == "tool" and messages[-1]["tool_call_id"] == "e1"
-    assert messages[-1]["content"].startswith("denied: the user did not allow this edit_file call")
-    assert "It did not run" in messages[-1]["content"]
+    assert messages[-1]["content"].startswith("denied: the user said no. The edit_file call did not run")
     result = [e for e in events.of("toolResult") if e.data["callId"] == "e1"]
     assert len(result) == 1 and result[0].data["ok"] is False
 

@@ -9,9 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from agent_lsp.agent.context import TokenEstimator, split_for_compaction
+from agent_lsp.agent.compaction import plan_compaction
+from agent_lsp.agent.context import TokenEstimator
 from agent_lsp.agent.messages import StopReason
 from agent_lsp.agent.run import Session
+from agent_lsp.agent.session import Entry
 from tests.unit.kit import assert_valid_conversation, call, run, tools_reply, transcript_records
 
 pytestmark = pytest.mark.timeout(30)
@@ -21,6 +23,17 @@ SUMMARY = "SUMMARY-OF-EARLIER-WORK: calc.py was fixed, logs were read."
 # The scripted server's prompt_tokens leave out the tool schemas; a zero keeps the estimator
 # at plain characters / 4, so when compaction happens does not depend on that figure.
 RAW = {"usage": {"prompt_tokens": 0}}
+
+
+def entries(messages: list[dict]) -> list[Entry]:
+    kinds = {"user": "prompt", "assistant": "assistant", "tool": "tool"}
+    return [Entry(m, kinds[m["role"]]) for m in messages]
+
+
+def split(history: list[dict], keep: int, estimator: TokenEstimator) -> tuple[int, int]:
+    """(goal_end, tail_start) of a compaction of `history`, or (1, 1) with nothing to compact."""
+    plan = plan_compaction(entries(history), keep, estimator)
+    return (plan.start, plan.end) if plan else (1, 1)
 
 
 def _history(n_exchanges: int, calls_per_reply: int = 2, size: int = 400) -> list[dict]:
@@ -40,7 +53,7 @@ def _history(n_exchanges: int, calls_per_reply: int = 2, size: int = 400) -> lis
 @pytest.mark.parametrize("keep", [1, 50, 120, 200, 333, 500, 800, 1500, 5000])
 def test_split_never_separates_a_tool_call_from_its_results(keep):
     history = _history(8, calls_per_reply=3)
-    goal_end, tail_start = split_for_compaction(history, keep, TokenEstimator())
+    goal_end, tail_start = split(history, keep, TokenEstimator())
 
     assert goal_end == 1, "the first user message is the goal, kept verbatim"
     assert goal_end <= tail_start <= len(history)
@@ -55,14 +68,14 @@ def test_split_never_separates_a_tool_call_from_its_results(keep):
 def test_split_keeps_the_recent_tail_within_budget():
     history = _history(8)
     estimator = TokenEstimator()
-    _, tail_start = split_for_compaction(history, 400, estimator)
+    _, tail_start = split(history, 400, estimator)
     assert 1 < tail_start < len(history)
     assert estimator.estimate(history[tail_start:]) <= 400 + 50
 
 
 def test_split_with_nothing_to_compact():
     history = [{"role": "user", "content": "goal"}, {"role": "assistant", "content": "a" * 10000}]
-    goal_end, tail_start = split_for_compaction(history, 10, TokenEstimator())
+    goal_end, tail_start = split(history, 10, TokenEstimator())
     assert (goal_end, tail_start) == (1, 1)
 
 
@@ -120,8 +133,8 @@ async def test_long_history_is_compacted_before_the_call(model, workspace, logs)
     assert first_summary[0]["role"] == "system" and "compact" in first_summary[0]["content"]
     assert GOAL not in json.dumps(first_summary)
     # The run's own history was compacted too, and stays valid for a follow-up.
-    assert_valid_conversation(session.history)
-    assert session.history[0] == {"role": "user", "content": GOAL}
+    assert_valid_conversation(session.messages())
+    assert session.messages()[0] == {"role": "user", "content": GOAL}
 
     records = [r for r in transcript_records(report) if r["type"] == "compaction"]
     assert len(records) == len(compactions)
@@ -173,6 +186,28 @@ async def test_compaction_in_a_follow_up_keeps_the_first_goal(model, workspace, 
     assert events.of("compaction")
     last = model.requests_for("GOAL-7")[-1]["messages"]
     assert last[1] == {"role": "user", "content": GOAL}
+
+
+async def test_compaction_keeps_the_current_runs_request_verbatim(model, workspace, logs):
+    """Issue 11.1: a follow-up's request and its constraints must survive compaction word for
+    word, not only the session's first message."""
+    session = Session()
+    constraint = "RUN-2-CONSTRAINT: only touch log files, never calc.py; answer in French."
+    model.add("GOAL-7", [{"text": "noted", **RAW},
+                         *[tools_reply(call("read_file", path=n), **RAW) for n in logs * 2], {"text": "fini"}])
+    model.add("", [{"text": SUMMARY, "repeat": 20}])
+
+    await run(GOAL, model, workspace, session=session, contextWindow=4000, toolOutputLimit=3000)
+    report, events, _ = await run(constraint, model, workspace, session=session, contextWindow=4000, toolOutputLimit=3000)
+
+    assert report.stop_reason == StopReason.DONE, report.error
+    assert len(events.of("compaction")) >= 2
+    for request in model.requests_for("GOAL-7")[2:]:
+        contents = [m.get("content") for m in request["messages"] if m["role"] == "user"]
+        assert constraint in contents, "the current run's request is kept verbatim in every request"
+        assert GOAL in contents
+    summarised = "\n".join(json.dumps(r["messages"]) for r in model.requests_for(""))
+    assert "RUN-2-CONSTRAINT" not in summarised, "a kept request is not also summarised away"
 
 
 async def test_calibration_by_reported_usage_does_not_compact_a_small_context(model, workspace):

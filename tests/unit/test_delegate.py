@@ -31,7 +31,7 @@ async def test_only_the_summary_enters_the_main_context(model, workspace):
     assert "Searching for callers." not in main_text
     assert "assert add(2, 3) == 5" not in main_text, "the sub-agent's reads stay in its own context"
     assert [m["role"] for m in model.requests_for("MAIN")[1]["messages"]] == ["system", "user", "assistant", "tool"]
-    assert not any("assert add(2, 3)" in json.dumps(m) for m in session.history)
+    assert not any("assert add(2, 3)" in json.dumps(m) for m in session.messages())
 
     # The sub-agent had its own context: its own system prompt and the task as its user message.
     sub = model.requests_for("SUB-A")

@@ -44,11 +44,11 @@ class RecordingWorkspace(DiskWorkspace):
         finally:
             self.log.append(("end", "read", path.name))
 
-    async def apply(self, path: Path, before: Document | None, after: str) -> EditOutcome:
+    async def apply(self, path: Path, before: Document | None, after: str, *, preview: str | None = None) -> EditOutcome:
         self.log.append(("start", "apply", path.name))
         try:
             await asyncio.sleep(self.apply_delay)
-            return await super().apply(path, before, after)
+            return await super().apply(path, before, after, preview=preview)
         finally:
             self.log.append(("end", "apply", path.name))
 

@@ -10,9 +10,17 @@ import pytest
 
 from agent_lsp.agent.disk_workspace import DiskWorkspace
 from agent_lsp.agent.messages import StopReason
+from agent_lsp.agent.ports import Decision
 from agent_lsp.agent.run import Session
 from agent_lsp.agent.tools.paths import PathGuard, PathRefused
-from tests.unit.kit import assert_valid_conversation, call, last_tool_results, run, tools_reply
+from tests.unit.kit import (
+    ScriptedApprover,
+    assert_valid_conversation,
+    call,
+    last_tool_results,
+    run,
+    tools_reply,
+)
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -171,17 +179,41 @@ async def test_errors_are_not_sent_as_ok(model, workspace):
     assert oks == {"bad": False, "good": True}
 
 
-async def test_repeated_identical_failures_end_in_a_fatal_stop(model, workspace):
+async def test_repeated_identical_failures_end_as_a_turn_budget_stop(model, workspace):
+    """Issue 11.4: the spiral guard is a turn-budget guard, not a fatal error, and its summary
+    names the repeated call."""
     model.add([tools_reply(call("read_file", path="nope.txt"), text="Let me read it.", repeat=10)])
 
     report, _, _ = await run("read nope", model, workspace, maxTurns=20)
 
-    assert report.stop_reason == StopReason.FATAL
-    assert "repeated the same failing tool call 5 times" in report.error
+    assert report.stop_reason == StopReason.MAX_TURNS and report.error is None
+    assert "read_file call failed 5 times" in report.summary and "Left:" in report.summary
     assert len(model.requests) == 5
     # The model was warned before the stop.
     third = last_tool_results(model.requests[3])
     assert any("failed 3 times" in text for text in third.values())
+
+
+async def test_repeated_denials_are_told_to_the_model_not_counted_as_a_spiral(model, workspace):
+    model.add([tools_reply(call("write_file", path="x.txt", content="x"), repeat=7), {"text": "I give up"}])
+
+    report, _, _ = await run("write", model, workspace, approver=ScriptedApprover(default=Decision.DENY), maxTurns=20)
+
+    assert report.stop_reason == StopReason.DONE and report.final_text == "I give up"
+    assert report.denied == 7
+    fourth = list(last_tool_results(model.requests[4]).values())[0]
+    assert fourth.startswith("denied:") and "proposed this exact call 4 times" in fourth
+
+
+async def test_a_megabyte_output_repeated_is_keyed_by_hash(model, workspace):
+    """The guard keys on a hash of the arguments and the result, not on whole megabyte outputs."""
+    (workspace / "big.sh").write_text("head -c 1200000 /dev/zero | tr '\\0' x; exit 1\n")
+    model.add([tools_reply(call("run_command", command="sh big.sh"), repeat=6)])
+
+    report, _, _ = await run("run it", model, workspace, maxTurns=20, approval={"default": "allow"})
+
+    assert report.stop_reason == StopReason.MAX_TURNS
+    assert "run_command call failed 5 times" in report.summary
 
 
 async def test_different_failures_do_not_trip_the_cap(model, workspace):

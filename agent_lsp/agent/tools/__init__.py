@@ -1,19 +1,30 @@
-"""The tools offered to the model (CONTRACT: read_file, list_files, search, edit_file,
-write_file, run_command, delegate)."""
+"""The tools offered to the model (CONTRACT: read_file, list_files, search, diagnostics,
+edit_file, write_file, run_command, delegate, remember, and the MCP servers' tools)."""
 
-from agent_lsp.agent.tools.base import ToolBox, ToolContext, ToolError
+from agent_lsp.agent.tools.base import Tool, ToolBox, ToolContext, ToolError
 from agent_lsp.agent.tools.command import RunCommand
 from agent_lsp.agent.tools.delegate import Delegate
 from agent_lsp.agent.tools.edits import EditFile, WriteFile
-from agent_lsp.agent.tools.files import ListFiles, ReadFile, Search
+from agent_lsp.agent.tools.files import ReadFile
+from agent_lsp.agent.tools.search import ListFiles, Search
 
 
-def main_tools() -> ToolBox:
-    return ToolBox([ReadFile(), ListFiles(), Search(), EditFile(), WriteFile(), RunCommand(), Delegate()])
+def read_tools() -> list[Tool]:
+    return [ReadFile(), ListFiles(), Search()]
 
 
-def subagent_tools() -> ToolBox:
-    return ToolBox([ReadFile(), ListFiles(), Search()])
+def main_tools(extra: list[Tool] | None = None) -> list[Tool]:
+    return [*read_tools(), EditFile(), WriteFile(), RunCommand(), Delegate(), *(extra or [])]
 
 
-__all__ = ["ToolBox", "ToolContext", "ToolError", "main_tools", "subagent_tools"]
+def plan_tools(extra: list[Tool] | None = None) -> list[Tool]:
+    """Plan mode (CONTRACT Decision 21): the read-only tools, delegate, and extra tools that run
+    like read-only ones."""
+    return [*read_tools(), Delegate(), *(t for t in extra or [] if t.read_only)]
+
+
+def subagent_tools() -> list[Tool]:
+    return read_tools()
+
+
+__all__ = ["Tool", "ToolBox", "ToolContext", "ToolError", "main_tools", "plan_tools", "subagent_tools"]

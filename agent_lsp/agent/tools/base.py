@@ -7,16 +7,24 @@ import functools
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from agent_lsp.agent.ports import SubAgentSpawner, Workspace
 from agent_lsp.agent.tools.paths import PathGuard
 
+if TYPE_CHECKING:
+    from agent_lsp.agent.checkpoints import RunCheckpoint
+    from agent_lsp.agent.tools.runner import CommandRunner
+
 
 class ToolError(Exception):
     """A failure the model should read and handle: never fatal to the run."""
+
+
+class EditRejected(ToolError):
+    """The user rejected the edit in the editor's preview: a denial, not a failure."""
 
 
 class Args(BaseModel):
@@ -24,15 +32,33 @@ class Args(BaseModel):
 
 
 @dataclass
+class RunChanges:
+    """The one record of the files this run changed (the session keeps the union)."""
+
+    files: dict[Path, None] = field(default_factory=dict)
+
+    def add(self, path: Path) -> None:
+        self.files.setdefault(path, None)
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        return iter(self.files)
+
+    def __len__(self) -> int:
+        return len(self.files)
+
+
+@dataclass
 class ToolContext:
-    """What tools may touch: the workspace (through its port), paths, processes, sub-agents."""
+    """What tools may touch: the workspace (through its port), paths, commands, sub-agents,
+    the run's checkpoint and the record of changed files."""
 
     workspace: Workspace
     paths: PathGuard
-    output_limit: int
-    spawn_subagent: SubAgentSpawner | None = None
-    edited: list[Path] = field(default_factory=list)
+    changes: RunChanges = field(default_factory=RunChanges)
     processes: set[Any] = field(default_factory=set)
+    spawn_subagent: SubAgentSpawner | None = None
+    runner: CommandRunner | None = None
+    checkpoint: RunCheckpoint | None = None
 
 
 @dataclass
@@ -41,21 +67,34 @@ class Prepared:
 
     detail: str
     execute: Callable[[], Awaitable[str]]
-    remember: str | None = None  # what "allow for session" remembers (the exact command line + cwd)
-    command: str | None = None  # the raw command line, matched against allowCommands
+    # Edits: the editor's own preview applies the edit and asks (CONTRACT "Edit review").
+    preview: Callable[[], Awaitable[str]] | None = None
+    uri: str | None = None
+    diff: str | None = None
+    new_text: str | None = None
+    # Commands: what the policy matches and what "allow for session" remembers.
+    command: str | None = None
+    argv: list[str] | None = None
+    shell: bool = False
+    cwd: Path | None = None
+    roots: list[Path] = field(default_factory=list)
+    remember: str | None = None
+    sandboxed: bool = False
+    show_tail: bool = False  # the user sees the last lines of the result (a command's output)
 
 
 class Tool:
     name: ClassVar[str]
     description: ClassVar[str]
     args: ClassVar[type[Args]]
-    read_only: ClassVar[bool] = True
+    read_only: bool = True
+    aliases: tuple[str, ...] = ()  # other names approval.tools may use for it
 
     def schema(self) -> dict[str, Any]:
         # Built once per tool class: pydantic's schema generation costs ~5 ms a tool, every turn.
         return copy.deepcopy(_schema_of(type(self)))
 
-    def parse(self, raw: dict[str, Any]) -> Args:
+    def parse(self, raw: dict[str, Any]) -> Any:
         try:
             return self.args.model_validate(raw)
         except ValidationError as exc:

@@ -2,22 +2,19 @@
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import os
 import re
 import shlex
-import signal
+import shutil
 
 from pydantic import Field
 
+from agent_lsp.agent.display import show_command
 from agent_lsp.agent.tools.base import Args, Prepared, Tool, ToolContext, ToolError
 
 DEFAULT_TIMEOUT = 120
 MAX_TIMEOUT = 600
-MAX_CAPTURE = 5_000_000  # bytes kept from a command's output before truncation for the model
 # Anything a shell would interpret. Conservative on purpose: a line with any of these never
-# matches an allowCommands prefix and, if approved, runs under /bin/sh exactly as shown.
+# matches an allowCommands entry and, if approved, runs under /bin/sh exactly as shown.
 _SHELL_SYNTAX = re.compile(r"[;&|<>`$(){}\[\]*?~!#\\\n\r]")
 
 
@@ -35,24 +32,6 @@ def split_command(command: str) -> list[str]:
     return argv
 
 
-def matches_prefix(command: str, prefixes: list[str]) -> bool:
-    """True when the parsed argv starts with one of the allowed prefixes' argv."""
-    if needs_shell(command):
-        return False
-    try:
-        argv = shlex.split(command)
-    except ValueError:
-        return False
-    for prefix in prefixes:
-        try:
-            wanted = shlex.split(prefix)
-        except ValueError:
-            continue
-        if wanted and argv[: len(wanted)] == wanted:
-            return True
-    return False
-
-
 class RunCommandArgs(Args):
     command: str = Field(description="The command line, e.g. 'pytest -x tests'")
     cwd: str | None = Field(None, description="Working directory, relative to the workspace")
@@ -63,7 +42,8 @@ class RunCommand(Tool):
     name = "run_command"
     description = (
         "Run a command in the workspace and return its exit code and output. Plain argv lines run "
-        "without a shell; pipes/redirections need the user's approval of the exact line."
+        "without a shell; pipes/redirections need the user's approval of the exact line. Every "
+        "process it starts ends with it (no background jobs survive)."
     )
     args = RunCommandArgs
     read_only = False
@@ -73,69 +53,44 @@ class RunCommand(Tool):
         cwd = ctx.paths.resolve(args.cwd or ".")
         if not cwd.is_dir():
             raise ToolError(f"cwd {args.cwd!r} is not a directory")
+        runner = ctx.runner
+        if runner is None:
+            raise ToolError("run_command is not available here")
         timeout = min(args.timeout or DEFAULT_TIMEOUT, MAX_TIMEOUT)
         shell = needs_shell(args.command)
+        if not shell and not runner.sandboxed and shutil.which(argv[0], path=runner.env.get("PATH")) is None and "/" not in argv[0]:
+            raise ToolError(f"cannot start {argv[0]!r}: no such command on the PATH")
         where = ctx.paths.display(cwd)
-        detail = f"$ {args.command}" + (f"   (in {where})" if where != "." else "") + ("   [runs in /bin/sh]" if shell else "")
+        detail = f"$ {show_command(args.command)}" + (f"   (in {where})" if where != "." else "") + ("   [runs in /bin/sh]" if shell else "")
+        if runner.sandboxed:
+            detail += f"\n{runner.describe()}"
+        run_argv = ["/bin/sh", "-c", args.command] if shell else argv
 
         async def execute() -> str:
+            edited = list(ctx.changes)
+            unsaved = await ctx.workspace.unsaved(edited) if edited else []
             note = ""
-            if unsaved := ctx.workspace.unsaved():
+            if unsaved:
                 names = ", ".join(ctx.paths.display(p) for p in unsaved)
                 note = f"\nnote: files the agent changed are still unsaved in the editor, so the command saw their old contents on disk: {names}"
-            code, output, timed_out = await run_process(argv, args.command if shell else None, cwd, timeout, ctx)
-            status = f"timed out after {timeout:g}s (killed)" if timed_out else f"exit code {code}"
-            text = f"{status}\n{output}".rstrip() + note
-            if timed_out or code != 0:
+            checkpoint = ctx.checkpoint
+            before = await checkpoint.before_command() if checkpoint is not None else None
+            try:
+                result, blocked = await runner.run(run_argv, cwd, timeout)
+            finally:
+                if checkpoint is not None and before is not None:
+                    await checkpoint.after_command(before)
+            status = f"timed out after {timeout:g}s (killed, with every process it started)" if result.timed_out else f"exit code {result.code}"
+            if result.dropped_bytes:
+                status += (f"; the output was {result.total_bytes} bytes: the first and last megabytes are kept below and "
+                           f"{result.dropped_bytes} bytes in the middle were dropped (not saved anywhere)")
+            text = f"{status}\n{result.output}".rstrip() + note
+            if blocked:
+                text += f"\n{blocked}"
+            if result.timed_out or result.code != 0:
                 raise ToolError(text)
             return text
 
         remember = args.command if where == "." else f"{args.command}   (in {where})"
-        return Prepared(detail, execute, remember=remember, command=args.command)
-
-
-async def run_process(argv: list[str], shell_line: str | None, cwd, timeout: float, ctx: ToolContext) -> tuple[int | None, str, bool]:
-    """Run in its own process group, so a timeout or a cancel kills all of it."""
-    spawn = dict(cwd=cwd, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
-                 stderr=asyncio.subprocess.STDOUT, start_new_session=True)
-    try:
-        if shell_line is not None:
-            proc = await asyncio.create_subprocess_exec("/bin/sh", "-c", shell_line, **spawn)
-        else:
-            proc = await asyncio.create_subprocess_exec(*argv, **spawn)
-    except (FileNotFoundError, PermissionError, NotADirectoryError) as exc:
-        raise ToolError(f"cannot start {argv[0]!r}: {exc.strerror or exc}") from None
-    ctx.processes.add(proc)
-    chunks: list[bytes] = []
-
-    async def drain() -> None:
-        size = 0
-        assert proc.stdout is not None
-        while data := await proc.stdout.read(65536):
-            if size < MAX_CAPTURE:
-                chunks.append(data)
-            size += len(data)
-
-    async def finish() -> None:  # one coroutine, not a gather: nothing left unretrieved on cancel
-        await drain()
-        await proc.wait()
-
-    timed_out = False
-    try:
-        try:
-            await asyncio.wait_for(finish(), timeout)
-        except TimeoutError:
-            timed_out = True
-    finally:
-        kill_group(proc)
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(proc.wait(), 2)
-        ctx.processes.discard(proc)
-    return proc.returncode, b"".join(chunks).decode("utf-8", errors="replace"), timed_out
-
-
-def kill_group(proc) -> None:
-    if proc.returncode is not None and proc.pid is None:
-        return
-    with contextlib.suppress(ProcessLookupError, PermissionError, OSError):
-        os.killpg(proc.pid, signal.SIGKILL)
+        return Prepared(detail, execute, command=args.command, argv=argv, shell=shell, cwd=cwd, roots=ctx.paths.roots,
+                        remember=remember, sandboxed=runner.sandboxed, show_tail=True)

@@ -1,4 +1,6 @@
-"""Side-effecting file tools: edit_file and write_file, applied through the Workspace port."""
+"""Side-effecting file tools: edit_file and write_file, applied through the Workspace port.
+A file that is not exact text (invalid UTF-8, NUL bytes) is never edited; line endings and the
+final newline are kept; the run's checkpoint records each file before its first change."""
 
 from __future__ import annotations
 
@@ -8,7 +10,16 @@ from pathlib import Path
 from pydantic import Field
 
 from agent_lsp.agent.ports import Document
-from agent_lsp.agent.tools.base import Args, Prepared, Tool, ToolContext, ToolError
+from agent_lsp.agent.tools.base import Args, EditRejected, Prepared, Tool, ToolContext, ToolError
+
+SUMMARY_DIFF_LINES = 40
+
+
+def unified_diff(display: str, before: str | None, after: str, context: int = 3) -> str:
+    old = (before or "").splitlines(keepends=True)
+    new = after.splitlines(keepends=True)
+    lines = difflib.unified_diff(old, new, "/dev/null" if before is None else f"a/{display}", f"b/{display}", n=context)
+    return "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines)
 
 
 def diff_summary(display: str, before: str | None, after: str) -> str:
@@ -19,14 +30,25 @@ def diff_summary(display: str, before: str | None, after: str) -> str:
     removed = sum(1 for d in diff if d.startswith("-") and not d.startswith("---"))
     added = sum(1 for d in diff if d.startswith("+") and not d.startswith("+++"))
     head = f"{'create' if before is None else 'edit'} {display}: -{removed} +{added} lines"
-    body = "".join(diff[2:40]).rstrip("\n")
-    if len(diff) > 40:
-        body += f"\n… ({len(diff) - 40} more diff lines)"
+    body = "".join(diff[2 : SUMMARY_DIFF_LINES + 2]).rstrip("\n")
+    if len(diff) > SUMMARY_DIFF_LINES + 2:
+        body += f"\n… ({len(diff) - SUMMARY_DIFF_LINES - 2} more diff lines)"
     return f"{head}\n{body}" if body else head
 
 
+def line_ending(text: str) -> str:
+    crlf = text.count("\r\n")
+    return "\r\n" if crlf and crlf * 2 >= text.count("\n") else "\n"
+
+
+def with_endings(text: str, ending: str) -> str:
+    if ending == "\r\n":
+        return text.replace("\r\n", "\n").replace("\n", "\r\n")
+    return text
+
+
 async def _current(ctx: ToolContext, path: Path) -> Document | None:
-    if not path.exists() and path not in ctx.workspace.open_texts():
+    if not path.exists() and not path.is_symlink() and path not in ctx.workspace.open_texts():
         return None
     if path.is_dir():
         raise ToolError(f"{ctx.paths.display(path)} is a directory")
@@ -36,15 +58,27 @@ async def _current(ctx: ToolContext, path: Path) -> Document | None:
         raise ToolError(str(exc)) from None
 
 
-async def _apply(ctx: ToolContext, path: Path, before: Document | None, after: str, summary: str) -> str:
-    outcome = await ctx.workspace.apply(path, before, after)
+def _prepared(ctx: ToolContext, path: Path, before: Document | None, after: str) -> Prepared:
     shown = ctx.paths.display(path)
-    if not outcome.applied:
-        reason = outcome.message or "the editor refused the edit"
-        raise ToolError(f"the edit to {shown} was not applied: {reason}. Read the file again before retrying.")
-    if path not in ctx.edited:
-        ctx.edited.append(path)
-    return f"applied: {summary.splitlines()[0]}"
+    summary = diff_summary(shown, before.text if before else None, after)
+
+    async def apply(preview: str | None = None) -> str:
+        if ctx.checkpoint is not None:
+            await ctx.checkpoint.before_change(path, before)
+        outcome = await ctx.workspace.apply(path, before, after, preview=preview)
+        if outcome.rejected:
+            raise EditRejected("the user rejected the edit in the preview")
+        if not outcome.applied:
+            reason = outcome.message or "the editor refused the edit"
+            raise ToolError(f"the edit to {shown} was not applied: {reason}. Read the file again before retrying.")
+        ctx.changes.add(path)
+        if ctx.checkpoint is not None:
+            ctx.checkpoint.changed(path)
+        return f"applied: {summary.splitlines()[0]}" + (f"\n{outcome.message}" if outcome.message else "")
+
+    label = f"agent-lsp: {'write_file' if before is None else 'edit_file'} {shown}"
+    return Prepared(summary, apply, preview=lambda: apply(label), uri=path.as_uri(),
+                    diff=unified_diff(shown, before.text if before else None, after), new_text=after)
 
 
 class EditFileArgs(Args):
@@ -64,15 +98,19 @@ class EditFile(Tool):
         before = await _current(ctx, path)
         if before is None:
             raise ToolError(f"{args.path} does not exist; use write_file to create it")
+        if not before.exact:
+            raise ToolError(f"{args.path} is not valid UTF-8 text (or holds NUL bytes); it is not edited, so none of its bytes are lost")
         if not args.old_text:
             raise ToolError("old_text is empty; give the exact text to replace")
-        count = before.text.count(args.old_text)
+        old, new = args.old_text, args.new_text
+        count = before.text.count(old)
+        if count == 0 and line_ending(before.text) == "\r\n" and "\r\n" not in old:
+            old, new = with_endings(old, "\r\n"), with_endings(new, "\r\n")  # the model wrote \n for a CRLF file
+            count = before.text.count(old)
         if count != 1:
             where = "does not occur" if count == 0 else f"occurs {count} times"
             raise ToolError(f"old_text {where} in {args.path}; it must occur exactly once (add surrounding lines)")
-        after = before.text.replace(args.old_text, args.new_text, 1)
-        summary = diff_summary(ctx.paths.display(path), before.text, after)
-        return Prepared(summary, lambda: _apply(ctx, path, before, after, summary))
+        return _prepared(ctx, path, before, before.text.replace(old, new, 1))
 
 
 class WriteFileArgs(Args):
@@ -89,5 +127,11 @@ class WriteFile(Tool):
     async def prepare(self, args: WriteFileArgs, ctx: ToolContext) -> Prepared:
         path = ctx.paths.resolve(args.path)
         before = await _current(ctx, path)
-        summary = diff_summary(ctx.paths.display(path), before.text if before else None, args.content)
-        return Prepared(summary, lambda: _apply(ctx, path, before, args.content, summary))
+        content = args.content
+        if before is not None:
+            if not before.exact and before.text:
+                raise ToolError(f"{args.path} is not valid UTF-8 text (or holds NUL bytes); it is not overwritten")
+            content = with_endings(content, line_ending(before.text))
+            if before.text.endswith(("\n", "\r\n")) and content and not content.endswith("\n"):
+                content += line_ending(before.text)
+        return _prepared(ctx, path, before, content)

@@ -1,4 +1,5 @@
-"""Confinement: every path a tool gets is normalised, resolved and kept inside the workspace."""
+"""Confinement: every path a tool gets is normalised, resolved and kept inside the workspace
+folders. Folders after the first are addressed by their name: `<folder>/<path>`."""
 
 from __future__ import annotations
 
@@ -14,12 +15,32 @@ class PathRefused(Exception):
     """A path the agent may not use; the message is for the model."""
 
 
+def folder_names(roots: list[Path], names: list[str] | None = None) -> list[str]:
+    """Each folder's name (the editor's, else its directory name); a name two folders share
+    falls back to the directory name, and a still-clashing one gets a number."""
+    wanted = [(names[i] if names and i < len(names) and names[i] else root.name) or str(i) for i, root in enumerate(roots)]
+    out: list[str] = []
+    for index, name in enumerate(wanted):
+        if wanted.count(name) > 1:
+            name = roots[index].name or name
+        base, n = name, 2
+        while name in out:
+            name, n = f"{base}-{n}", n + 1
+        out.append(name.replace("/", "_"))
+    return out
+
+
 class PathGuard:
-    def __init__(self, roots: list[Path]):
+    def __init__(self, roots: list[Path], names: list[str] | None = None):
         if not roots:
             raise ValueError("a workspace needs at least one folder")
         self.roots = [Path(r).resolve() for r in roots]
+        self.labels = folder_names(self.roots, names)
         self.extra_readable: set[Path] = set()  # spill files of this session
+
+    def names(self) -> list[str]:
+        """How the roots are shown: the first by its path, the others by their names."""
+        return [str(self.roots[0]), *(f"{label} ({root})" for label, root in zip(self.labels[1:], self.roots[1:], strict=False))]
 
     def resolve(self, raw: object, *, for_read: bool = False) -> Path:
         if not isinstance(raw, str) or not raw.strip():
@@ -37,30 +58,42 @@ class PathGuard:
             raise PathRefused(f"{raw!r}: `~` is outside the workspace; use a path relative to the workspace")
         candidate = Path(text)
         if not candidate.is_absolute():
-            candidate = self._root_for(candidate) / candidate
+            candidate = self._under_root(candidate)
         try:
             resolved = candidate.resolve()
         except (OSError, RuntimeError) as exc:  # name too long, symlink loop
             raise PathRefused(f"{raw!r}: {exc}") from None
         if for_read and resolved in self.extra_readable:
             return resolved
-        if not any(resolved == root or resolved.is_relative_to(root) for root in self.roots):
+        if self.root_of(resolved) is None:
             raise PathRefused(f"{raw!r} is outside the workspace folders ({', '.join(map(str, self.roots))}); refused")
         return resolved
 
-    def _root_for(self, relative: Path) -> Path:
-        # Other folders by their folder name as prefix; everything else is in the first one.
+    def _under_root(self, relative: Path) -> Path:
+        # Other folders by their name as prefix; everything else is in the first one.
         parts = relative.parts
-        if parts:
-            for root in self.roots[1:]:
-                if parts[0] == root.name:
-                    return root.parent
-        return self.roots[0]
+        if parts and len(self.roots) > 1:
+            for label, root in zip(self.labels[1:], self.roots[1:], strict=False):
+                if parts[0] == label:
+                    return root.joinpath(*parts[1:])
+        return self.roots[0] / relative
+
+    def root_of(self, path: Path) -> Path | None:
+        """The workspace folder holding path (the deepest, for nested folders)."""
+        best = None
+        for root in self.roots:
+            if (path == root or path.is_relative_to(root)) and (best is None or len(root.parts) > len(best.parts)):
+                best = root
+        return best
 
     def display(self, path: Path) -> str:
-        """How the model and the user see a path: relative to its workspace folder."""
-        for index, root in enumerate(self.roots):
-            if path == root or path.is_relative_to(root):
-                rel = path.relative_to(root).as_posix() or "."
-                return rel if index == 0 else f"{root.name}/{rel}"
-        return str(path)
+        """How the model and the user see a path: relative to its workspace folder, prefixed
+        with the folder's name for folders after the first."""
+        root = self.root_of(path)
+        if root is None:
+            return str(path)
+        index = self.roots.index(root)
+        rel = path.relative_to(root).as_posix()
+        if index == 0:
+            return rel or "."
+        return f"{self.labels[index]}/{rel}" if rel and rel != "." else self.labels[index]

@@ -1,0 +1,99 @@
+"""Context compaction (a side path of the loop): the middle of a long history is summarised;
+the user's requests, the files changed and the open problems survive verbatim."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from agent_lsp.agent.context import TokenEstimator
+from agent_lsp.agent.messages import Outcome
+from agent_lsp.agent.session import Entry
+
+COMPACTION_PROMPT = (
+    "You compact an AI coding agent's conversation. Summarise the messages below for the agent "
+    "itself: what was learned (files, functions, facts with paths and line numbers), what was "
+    "done, what failed and why, and what remains. Be concise and exact; no preamble."
+)
+
+
+@dataclass
+class CompactionPlan:
+    start: int  # history[start:end] is replaced by a summary + the requests kept verbatim
+    end: int
+    middle: list[Entry]
+    kept_prompts: list[Entry]
+
+
+def plan_compaction(history: list[Entry], keep_tokens: int, estimator: TokenEstimator) -> CompactionPlan | None:
+    """The session's first request stays at the top; the recent tail (starting at a user or
+    assistant message, so an assistant's tool calls are never split from their results) stays
+    verbatim; every user request in between is kept verbatim too while they fit in a sixth of
+    the budget, and always the newest one (the current run's)."""
+    start = next((i + 1 for i, e in enumerate(history) if e.kind == "prompt"), 0)
+    end = len(history)
+    used = 0
+    for index in range(len(history) - 1, start - 1, -1):
+        used += estimator.estimate(history[index].message)
+        if used > keep_tokens:
+            break
+        if history[index].kind != "tool":
+            end = index
+    if end == len(history):  # never leave the newest exchange out of the tail even if it alone is large
+        end = next((i for i in range(len(history) - 1, start - 1, -1) if history[i].kind != "tool"), len(history))
+    end = max(end, start)
+    middle = history[start:end]
+    if not any(e.kind != "prompt" for e in middle):
+        return None
+    prompts = [e for e in middle if e.kind == "prompt"]
+    kept: list[Entry] = []
+    room = max(keep_tokens // 2, 1)
+    for entry in reversed(prompts):  # newest first: the current request always survives
+        size = estimator.estimate(entry.message)
+        if kept and size > room:
+            continue
+        kept.insert(0, entry)
+        room -= size
+    return CompactionPlan(start, end, middle, kept)
+
+
+def render_for_summary(entries: list[Entry], clip: int = 1500) -> str:
+    """The old messages as text for the summariser; bulky tool output squeezed first."""
+    lines: list[str] = []
+    for entry in entries:
+        message = entry.message
+        role = message.get("role")
+        content = str(message.get("content") or "")
+        if entry.kind == "tool" and len(content) > clip:
+            content = content[: clip // 2] + f"\n[... {len(content) - clip} characters ...]\n" + content[-clip // 2 :]
+        if entry.kind == "tool" and entry.outcome not in (None, Outcome.OK):
+            content = f"({entry.outcome}) {content}"
+        if role == "assistant" and message.get("tool_calls"):
+            calls = ", ".join(f"{c['function']['name']}({c['function']['arguments'][:300]})" for c in message["tool_calls"])
+            content = f"{content}\n[called: {calls}]".strip()
+        lines.append(f"## {role}\n{content}")
+    return "\n\n".join(lines)
+
+
+def open_problems(entries: list[Entry], limit: int = 3) -> list[str]:
+    """The last failing tool results among the summarised entries, one line each; the problems
+    an earlier summary carried over come along."""
+    found: list[str] = []
+    for entry in entries:
+        if entry.kind == "tool" and entry.outcome == Outcome.ERROR:
+            content = str(entry.message.get("content") or "")
+            found.append((content.splitlines() or [""])[0][:300])
+        elif entry.kind == "summary":
+            found += list(entry.problems)
+    return found[-limit:]
+
+
+def summary_entry(summary: str, edited: list[str], problems: list[str], dropped: int, kept_prompts: int,
+                  run_id: str) -> Entry:
+    parts = [f"[Context compacted: {dropped} earlier messages were summarised"
+             + ("; the user's requests among them follow verbatim" if kept_prompts else "") + ".]", summary.strip()]
+    parts.append("Files changed so far: " + (", ".join(edited) if edited else "none"))
+    if problems:
+        parts.append("Open problems seen before compaction:\n" + "\n".join(f"- {p}" for p in problems))
+    message: dict[str, Any] = {"role": "user", "content": "\n\n".join(parts)}
+    return Entry(message, "summary", run_id, problems=tuple(problems))

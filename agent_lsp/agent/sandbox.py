@@ -1,0 +1,128 @@
+"""The bubblewrap sandbox for run_command: a read-only root, writable workspace folders (in
+`workspace-write` mode only), a private /tmp, minimal /dev and /proc, its own PID namespace
+(every process dies with the command), no network unless allowed, secrets hidden."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+DEFAULT_HIDE = ("~/.ssh", "~/.aws", "~/.config/gcloud", "~/.gnupg", "~/.netrc", "~/.git-credentials",
+                "~/.docker/config.json", "~/.kube", "~/.npmrc", "~/.pypirc", "~/.config/gh")
+INSTALL_HINT = ("install bubblewrap (Debian/Ubuntu: `apt install bubblewrap`, Fedora: `dnf install bubblewrap`, "
+                "Arch: `pacman -S bubblewrap`) so that `bwrap` is on the server's PATH")
+USERNS_HINT = ("bwrap could not create its namespaces: allow unprivileged user namespaces "
+               "(`sysctl kernel.unprivileged_userns_clone=1`, or on Ubuntu 24.04+ an AppArmor profile for bwrap), "
+               "or set `sandbox.mode` to `off` in your own settings")
+
+
+class SandboxUnavailable(Exception):
+    """The sandbox cannot be set up; the message names the fix. Nothing runs unconfined."""
+
+
+@dataclass(frozen=True)
+class SandboxPolicy:
+    mode: str  # read-only | workspace-write
+    network: bool
+    roots: tuple[Path, ...]
+    hide: tuple[Path, ...] = field(default_factory=tuple)
+
+    @property
+    def writable(self) -> tuple[Path, ...]:
+        return self.roots if self.mode == "workspace-write" else ()
+
+    def describe(self) -> str:
+        where = "the workspace folders writable" if self.mode == "workspace-write" else "everything read-only"
+        net = "network allowed" if self.network else "no network"
+        return f"sandboxed: bubblewrap, {self.mode} ({where}, private /tmp, {net})"
+
+
+def expand_hidden(entries: list[str] | tuple[str, ...], extra: list[Path]) -> tuple[Path, ...]:
+    paths = [Path(os.path.expanduser(e)) for e in entries] + list(extra)
+    return tuple(dict.fromkeys(p for p in paths if p.is_absolute()))
+
+
+_probe: asyncio.Future[str | None] | None = None
+
+
+async def probe() -> str | None:
+    """None when bwrap works here, else the reason with its fix. Checked once per process."""
+    global _probe
+    if _probe is None:
+        _probe = asyncio.ensure_future(_run_probe())
+    return await asyncio.shield(_probe)
+
+
+def reset_probe() -> None:
+    global _probe
+    _probe = None
+
+
+async def _run_probe() -> str | None:
+    bwrap = shutil.which("bwrap")
+    if bwrap is None:
+        return f"the command sandbox needs bubblewrap, and `bwrap` is not on the PATH: {INSTALL_HINT}"
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            bwrap, "--die-with-parent", "--unshare-pid", "--unshare-net", "--ro-bind", "/", "/", "--proc", "/proc",
+            "--dev", "/dev", "true", stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.PIPE)
+        _, err = await asyncio.wait_for(proc.communicate(), 10)
+    except (OSError, TimeoutError) as exc:
+        return f"bwrap could not be started ({exc}): {INSTALL_HINT}"
+    if proc.returncode != 0:
+        detail = err.decode(errors="replace").strip().splitlines()
+        return f"{USERNS_HINT} (bwrap said: {detail[-1] if detail else f'exit {proc.returncode}'})"
+    return None
+
+
+def bwrap_argv(policy: SandboxPolicy, argv: list[str], cwd: Path) -> list[str]:
+    bwrap = shutil.which("bwrap") or "bwrap"
+    out = [bwrap, "--die-with-parent", "--unshare-pid", "--unshare-ipc", "--new-session",
+           "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
+    if not policy.network:
+        out.append("--unshare-net")
+    for root in policy.roots:  # after the /tmp tmpfs: a workspace under /tmp stays visible
+        out += ["--bind" if root in policy.writable else "--ro-bind", str(root), str(root)]
+    for hidden in policy.hide:
+        if hidden.is_dir():
+            out += ["--tmpfs", str(hidden)]
+        elif hidden.exists():
+            out += ["--ro-bind", "/dev/null", str(hidden)]
+    out += ["--setenv", "TMPDIR", "/tmp", "--chdir", str(cwd), "--", *argv]
+    return out
+
+
+_READ_ONLY = re.compile(r"read-only file system", re.IGNORECASE)
+_DENIED = re.compile(r"(?:permission denied|operation not permitted)", re.IGNORECASE)
+_NO_NETWORK = re.compile(r"network is unreachable|connection refused|could not resolve|name or service not known|"
+                         r"temporary failure in name resolution|no address associated|failed to establish a new connection|"
+                         r"getaddrinfo|nodename nor servname", re.IGNORECASE)
+_PATH = re.compile(r"(/[^\s'\":]+)")
+
+
+def explain_blocked(output: str, policy: SandboxPolicy) -> str | None:
+    """Plain words for the model when the sandbox (probably) blocked something, so it asks the
+    user instead of retrying blindly."""
+    notes = []
+    if _READ_ONLY.search(output) or any(_outside(p, policy) for line in output.splitlines()
+                                        if _DENIED.search(line) for p in _PATH.findall(line)):
+        where = ("only the workspace folders and /tmp are writable" if policy.mode == "workspace-write"
+                 else "nothing but /tmp is writable (sandbox.mode is read-only)")
+        notes.append(f"blocked by the sandbox: a write outside the allowed places failed ({where})")
+    if not policy.network and _NO_NETWORK.search(output):
+        notes.append("blocked by the sandbox: the command has no network (sandbox.network is false)")
+    if not notes:
+        return None
+    return "; ".join(notes) + ". Ask the user if the command really needs this; do not retry it unchanged."
+
+
+def _outside(raw: str, policy: SandboxPolicy) -> bool:
+    path = Path(raw)
+    if str(path).startswith("/tmp"):
+        return False
+    return not any(path == root or path.is_relative_to(root) for root in policy.writable)

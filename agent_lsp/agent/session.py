@@ -1,0 +1,109 @@
+"""A conversation that follow-up runs continue: its history as typed entries (what each
+message is, how each tool call ended), the files it changed, its "allow for session" grants."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agent_lsp.agent.approval import SessionApprovals
+from agent_lsp.agent.context import TokenEstimator
+from agent_lsp.agent.messages import Outcome
+
+
+def new_id(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:12]}"
+
+
+@dataclass
+class Entry:
+    """One message of the history and what it is. `message` is the wire dict sent to the
+    model, never changed once appended."""
+
+    message: dict[str, Any]
+    kind: str  # prompt | assistant | tool | summary | note
+    run_id: str = ""
+    outcome: Outcome | None = None  # tool entries: how the call ended
+    problems: tuple[str, ...] = ()  # summary entries: the open problems it carries
+
+    def meta(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"kind": self.kind, "runId": self.run_id}
+        if self.outcome is not None:
+            out["outcome"] = str(self.outcome)
+        if self.problems:
+            out["problems"] = list(self.problems)
+        return out
+
+    def to_record(self) -> dict[str, Any]:
+        return {"message": self.message, **self.meta()}
+
+    @classmethod
+    def from_record(cls, message: dict[str, Any], meta: dict[str, Any]) -> Entry:
+        outcome = meta.get("outcome")
+        return cls(message, str(meta.get("kind", "note")), str(meta.get("runId", "")),
+                   Outcome(outcome) if outcome in Outcome.__members__.values() else None,
+                   tuple(meta.get("problems") or ()))
+
+
+@dataclass
+class RunRecord:
+    """What a session remembers of one of its runs (also persisted in its index)."""
+
+    run_id: str
+    transcript: str
+    started: float
+    prompt: str = ""
+    stop: str | None = None  # the stop reason; None while running
+    edited: list[str] = field(default_factory=list)  # file URIs
+    rewound: bool = False
+    kind: str = "run"  # run | rewind
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"runId": self.run_id, "transcript": self.transcript, "started": self.started, "prompt": self.prompt,
+                "stop": self.stop, "edited": self.edited, "rewound": self.rewound, "kind": self.kind}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RunRecord:
+        return cls(str(data["runId"]), str(data["transcript"]), float(data.get("started", 0)), str(data.get("prompt", "")),
+                   data.get("stop"), list(data.get("edited") or []), bool(data.get("rewound")), str(data.get("kind", "run")))
+
+
+@dataclass
+class Session:
+    id: str = field(default_factory=lambda: new_id("s"))
+    history: list[Entry] = field(default_factory=list)
+    approvals: SessionApprovals = field(default_factory=SessionApprovals)
+    estimator: TokenEstimator = field(default_factory=TokenEstimator)
+    edited: dict[Path, None] = field(default_factory=dict)  # every file its runs changed, in order
+    spill_files: set[Path] = field(default_factory=set)
+    running: str | None = None  # the run id while a run is going
+    model: str | None = None  # chosen by a run's `model` argument for the rest of the session
+    title: str = ""
+    created: float = field(default_factory=time.time)
+    updated: float = field(default_factory=time.time)
+    runs: list[RunRecord] = field(default_factory=list)
+
+    def messages(self) -> list[dict[str, Any]]:
+        return [entry.message for entry in self.history]
+
+    def run(self, run_id: str) -> RunRecord | None:
+        return next((r for r in self.runs if r.run_id == run_id), None)
+
+
+def apply_history_record(history: list[Entry], record: dict[str, Any]) -> None:
+    """Replay one transcript record of the main agent onto a history being rebuilt."""
+    kind = record.get("type")
+    if kind == "request":
+        metas = record.get("meta") or [{} for _ in record.get("messages", [])]
+        history += [Entry.from_record(m, meta) for m, meta in zip(record.get("messages", []), metas, strict=False)]
+    elif kind == "history":
+        if record.get("op") == "append":
+            history += [Entry.from_record(e["message"], e) for e in record.get("entries", [])]
+        elif record.get("op") == "truncate":
+            del history[int(record.get("length", len(history))) :]
+    elif kind == "compaction" and "start" in record:
+        note = record["note"]
+        history[int(record["start"]) : int(record["end"])] = [Entry.from_record(note["message"], note)]

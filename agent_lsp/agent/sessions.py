@@ -1,0 +1,179 @@
+"""Sessions that survive a restart: an index per session in the workspace's state folder, the
+history rebuilt from the runs' transcripts, old sessions pruned (CONTRACT Decisions 18, 19)."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from agent_lsp.agent.safeio import private_dir, write_private
+from agent_lsp.agent.session import Entry, RunRecord, Session, apply_history_record
+
+log = logging.getLogger(__name__)
+
+KEEP_SESSIONS = 100
+KEEP_DAYS = 30
+TITLE_CHARS = 80
+
+
+class SessionError(ValueError):
+    """An unknown, foreign or unreadable session; the message is for the user."""
+
+
+def workspace_key(root: Path) -> str:
+    return hashlib.sha256(str(root.resolve()).encode()).hexdigest()[:16]
+
+
+def workspace_state(state: Path, root: Path) -> Path:
+    return state / "workspaces" / workspace_key(root)
+
+
+def title_of(prompt: str) -> str:
+    line = " ".join(prompt.split())
+    return line if len(line) <= TITLE_CHARS else line[: TITLE_CHARS - 1] + "…"
+
+
+def iso(ts: float) -> str:
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class SessionStore:
+    """The sessions of one workspace (its first folder, resolved)."""
+
+    def __init__(self, state: Path, root: Path):
+        self.root = root.resolve()
+        self.dir = workspace_state(state, self.root) / "sessions"
+
+    def _index(self, session_id: str) -> Path:
+        safe = "".join(c for c in session_id if c.isalnum() or c in "-_")
+        if safe != session_id or not safe:
+            raise SessionError(f"unknown sessionId {session_id!r}")
+        return self.dir / f"{safe}.json"
+
+    async def save(self, session: Session) -> None:
+        data = {"sessionId": session.id, "workspace": str(self.root), "title": title_of(session.title),
+                "created": session.created, "updated": session.updated, "model": session.model,
+                "runs": [r.to_dict() for r in session.runs]}
+        path = self._index(session.id)
+        await asyncio.to_thread(_save, path, json.dumps(data, ensure_ascii=False).encode())
+
+    async def load(self, session_id: str) -> Session:
+        """The session with its history rebuilt from its transcripts; SessionError otherwise."""
+        return await asyncio.to_thread(self._load, session_id)
+
+    def _load(self, session_id: str) -> Session:
+        path = self._index(session_id)
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise SessionError(f"unknown sessionId {session_id!r}: no such session in this workspace ({self.root}); "
+                               "omit it to start a new session") from None
+        except (OSError, ValueError) as exc:
+            raise SessionError(f"session {session_id} cannot be read ({exc}); its index is kept at {path}") from None
+        if data.get("workspace") not in (None, str(self.root)):
+            raise SessionError(f"session {session_id} belongs to another workspace ({data.get('workspace')})")
+        session = Session(id=session_id, title=str(data.get("title", "")), created=float(data.get("created", 0)),
+                          updated=float(data.get("updated", 0)), model=data.get("model"))
+        session.runs = [RunRecord.from_dict(r) for r in data.get("runs", [])]
+        for record in session.runs:
+            if record.stop is None:  # the process ended while it ran
+                record.stop = "cancelled"
+            session.spill_files |= _replay(Path(record.transcript), session.history)
+            for uri in record.edited:
+                if not record.rewound and uri.startswith("file://"):
+                    from urllib.parse import unquote, urlparse
+
+                    session.edited.setdefault(Path(unquote(urlparse(uri).path)), None)
+        return session
+
+    def list(self) -> list[dict[str, Any]]:
+        """CONTRACT agentLsp.sessions items, newest `updated` first."""
+        items = []
+        for path in self._files():
+            try:
+                data = json.loads(path.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                log.warning("session index %s is unreadable: skipped (kept on disk)", path)
+                continue
+            runs = [r for r in data.get("runs", []) if r.get("kind", "run") == "run"]
+            edited = list(dict.fromkeys(u for r in runs if not r.get("rewound") for u in r.get("edited", [])))
+            last = runs[-1].get("stop") if runs else None
+            items.append({"sessionId": data.get("sessionId", path.stem), "title": title_of(str(data.get("title", ""))),
+                          "created": iso(float(data.get("created", 0))), "updated": iso(float(data.get("updated", 0))),
+                          "runs": len(runs), "lastStop": last, "editedFiles": edited, "_updated": float(data.get("updated", 0))})
+        items.sort(key=lambda i: i.pop("_updated"), reverse=True)
+        return items
+
+    def _files(self) -> list[Path]:
+        try:
+            return [p for p in self.dir.iterdir() if p.suffix == ".json" and p.is_file()]
+        except OSError:
+            return []
+
+    def prune(self, keep: int = KEEP_SESSIONS, days: float = KEEP_DAYS, protect: set[str] | None = None) -> list[str]:
+        """Drop the oldest sessions past `keep` or older than `days` (their index and the
+        transcripts under the state dir); returns the ids dropped. Never a file outside."""
+        now = time.time()
+        files = sorted(self._files(), key=lambda p: p.stat().st_mtime, reverse=True)
+        dropped = []
+        for index, path in enumerate(files):
+            if path.stem in (protect or set()):
+                continue
+            if index >= keep or now - path.stat().st_mtime > days * 86400:
+                try:
+                    data = json.loads(path.read_text(encoding="utf-8"))
+                    for run in data.get("runs", []):
+                        transcript = Path(run.get("transcript", ""))
+                        if transcript.is_file() and transcript.is_relative_to(self.dir.parent.parent.parent):
+                            transcript.unlink()
+                except (OSError, ValueError):
+                    pass
+                path.unlink(missing_ok=True)
+                dropped.append(path.stem)
+        return dropped
+
+
+def _save(path: Path, data: bytes) -> None:
+    private_dir(path.parent)
+    write_private(path, data)
+
+
+def _replay(transcript: Path, history: list[Entry]) -> set[Path]:
+    """The main agent's history records of one run, in order; returns the spill files its
+    results named (read_file may read them). A cut last line (the process died mid-write) is
+    skipped with a log line; any other damage is an error naming the file."""
+    spills: set[Path] = set()
+    try:
+        text = transcript.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise SessionError(f"the transcript {transcript} of this session is missing; the session cannot be resumed") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SessionError(f"the transcript {transcript} cannot be read ({exc}); it is kept as it is") from None
+    lines = text.split("\n")
+    last = max((i for i, line in enumerate(lines) if line.strip()), default=-1)
+    for number, line in enumerate(lines):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            if number == last:
+                log.warning("transcript %s: its last line is cut (the process ended mid-write); resumed without it", transcript)
+                break
+            raise SessionError(f"the transcript {transcript} is corrupt at line {number + 1}; it is kept as it is "
+                               "and the session cannot be resumed") from None
+        if isinstance(record, dict) and record.get("agentId", "main") == "main":
+            if record.get("type") == "toolResult" and record.get("spillPath"):
+                spills.add(Path(record["spillPath"]))
+            try:
+                apply_history_record(history, record)
+            except (KeyError, TypeError, ValueError, IndexError) as exc:
+                raise SessionError(f"the transcript {transcript} has a damaged record at line {number + 1} ({exc}); "
+                                   "it is kept as it is") from None
+    return spills

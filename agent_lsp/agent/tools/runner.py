@@ -1,0 +1,64 @@
+"""How run_command starts processes for one run: the reaper or the bubblewrap sandbox around
+them, an environment without the model's key, and every process ended with the run."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from agent_lsp.agent import sandbox
+from agent_lsp.agent.process import (
+    CommandNotStarted,
+    ProcessResult,
+    end_process,
+    reaped,
+    run_process,
+    scrubbed_env,
+)
+from agent_lsp.agent.tools.base import ToolError
+from agent_lsp.settings import SandboxSettings
+
+
+class CommandRunner:
+    def __init__(self, *, env: dict[str, str], secret_names: list[str], secrets: list[str], sandbox: SandboxSettings,
+                 roots: list[Path], hidden: list[Path]):
+        self.env = scrubbed_env(env, secret_names, secrets)
+        self.settings = sandbox
+        self.roots = roots
+        self.hidden = hidden
+        self.processes: set[asyncio.subprocess.Process] = set()
+
+    @property
+    def sandboxed(self) -> bool:
+        return self.settings.mode != "off"
+
+    def policy(self) -> sandbox.SandboxPolicy:
+        hide = self.settings.hide if self.settings.hide is not None else list(sandbox.DEFAULT_HIDE)
+        return sandbox.SandboxPolicy(self.settings.mode, self.settings.network, tuple(self.roots),
+                                     sandbox.expand_hidden(hide, self.hidden))
+
+    def describe(self) -> str:
+        return self.policy().describe() if self.sandboxed else ""
+
+    async def run(self, argv: list[str], cwd: Path, timeout: float) -> tuple[ProcessResult, str | None]:
+        """(result, a note when the sandbox blocked something). ToolError when it cannot start;
+        with the sandbox on and unavailable, nothing runs at all."""
+        if self.sandboxed:
+            problem = await sandbox.probe()
+            if problem is not None:
+                raise ToolError(f"refused: run_command is set to run in a sandbox (sandbox.mode={self.settings.mode}) and {problem}. Nothing ran.")
+            policy = self.policy()
+            wrapped = sandbox.bwrap_argv(policy, argv, cwd)
+        else:
+            policy, wrapped = None, reaped(argv)
+        try:
+            result = await run_process(wrapped, cwd, timeout, env=self.env, processes=self.processes)
+        except CommandNotStarted as exc:
+            raise ToolError(str(exc)) from None
+        note = sandbox.explain_blocked(result.output, policy) if policy is not None and result.code != 0 else None
+        return result, note
+
+    async def stop_all(self) -> None:
+        procs = list(self.processes)
+        if procs:
+            await asyncio.gather(*(end_process(p) for p in procs), return_exceptions=True)
