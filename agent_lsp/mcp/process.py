@@ -1,0 +1,144 @@
+"""Stdio server processes: the tail of their stderr, and the end of their whole process group.
+
+The SDK starts each server in a new session (its own process group) and kills that group only
+when the server outlives its closed stdin; a quick leader's children (a wrapper's child, a
+helper it forked) would live on. So we find the leader (our child whose stderr is our pipe),
+end its group after the SDK is done, and kill any group still alive at interpreter exit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import contextlib
+import logging
+import os
+import signal
+import sys
+from collections import deque
+
+log = logging.getLogger(__name__)
+
+STDERR_LINES = 20
+_LIVE_GROUPS: set[int] = set()  # process groups of running stdio servers
+
+
+class StderrTail:
+    """The server's stderr through a pipe: the last lines kept, each logged at debug level.
+
+    A pipe read as it fills, not a temp file: a chatty server costs no disk, and the tail is
+    there even when the server dies at once."""
+
+    def __init__(self, name: str):
+        self.name = name
+        read, write = os.pipe()
+        os.set_blocking(read, False)
+        self.inode = os.fstat(write).st_ino
+        self.writer = os.fdopen(write, "w")  # given to the SDK as the server's errlog
+        self._read = read
+        self._lines: deque[str] = deque(maxlen=STDERR_LINES)
+        self._partial = b""
+        self._loop = asyncio.get_running_loop()
+        try:
+            self._loop.add_reader(read, self._drain)
+            self._watching = True
+        except NotImplementedError:  # a loop without add_reader: read what is there at the end
+            self._watching = False
+
+    def close_writer(self) -> None:
+        """Once the server is spawned only it (and its children) hold the write end."""
+        if not self.writer.closed:
+            self.writer.close()
+
+    def _drain(self) -> None:
+        while True:
+            try:
+                chunk = os.read(self._read, 65536)
+            except BlockingIOError:
+                return
+            except OSError:
+                chunk = b""
+            if not chunk:
+                self._stop_watching()
+                return
+            *lines, self._partial = (self._partial + chunk).split(b"\n")
+            if len(self._partial) > 4096:
+                lines.append(self._partial)
+                self._partial = b""
+            for line in lines:
+                self._keep(line)
+
+    def _keep(self, line: bytes) -> None:
+        text = line.decode("utf-8", "replace").rstrip()[:500]
+        if text:
+            self._lines.append(text)
+            log.debug("[mcp %s] %s", self.name, text)
+
+    def _stop_watching(self) -> None:
+        if self._watching:
+            self._loop.remove_reader(self._read)
+            self._watching = False
+
+    def finish(self) -> list[str]:
+        """Read what is left, close the pipe, and return the last lines."""
+        self.close_writer()
+        if self._read >= 0:
+            self._drain()
+            self._stop_watching()
+            os.close(self._read)
+            self._read = -1
+            self._keep(self._partial)
+            self._partial = b""
+        return list(self._lines)
+
+
+def find_server_pid(stderr_inode: int) -> int | None:
+    """Our child whose stderr is this pipe: the server process, leader of its own group (Linux)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    me, target = str(os.getpid()), f"pipe:[{stderr_inode}]"
+    with contextlib.suppress(OSError):
+        for entry in os.scandir("/proc"):
+            if not entry.name.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry.name}/stat", "rb") as handle:
+                    fields = handle.read().rsplit(b")", 1)[1].split()
+                if fields[1].decode() == me and os.readlink(f"/proc/{entry.name}/fd/2") == target:
+                    _LIVE_GROUPS.add(int(entry.name))
+                    return int(entry.name)
+            except (OSError, IndexError):
+                continue
+    return None
+
+
+async def end_process_group(pgid: int) -> None:
+    """SIGTERM the group, SIGKILL what is left after a second. Returns at once when it is gone."""
+    _LIVE_GROUPS.discard(pgid)
+    for sig, wait in ((signal.SIGTERM, 1.0), (signal.SIGKILL, 0.0)):
+        try:
+            os.killpg(pgid, sig)
+        except (ProcessLookupError, PermissionError):
+            return
+        for _ in range(int(wait / 0.02)):
+            await asyncio.sleep(0.02)
+            if not _group_alive(pgid):
+                return
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+@atexit.register
+def _kill_live_groups() -> None:
+    """Every server ends with agent-lsp, even when nobody called `aclose()`."""
+    for pgid in list(_LIVE_GROUPS):
+        with contextlib.suppress(OSError):
+            os.killpg(pgid, signal.SIGKILL)
