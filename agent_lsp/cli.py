@@ -1,14 +1,22 @@
-"""`agent-lsp`: serve (the language server) | run (headless) | demo | --version. Thin."""
+"""`agent-lsp`: serve (the language server) | run (headless) | sessions | rewind | doctor | acp |
+demo | --version. Thin: each command hands over to its module."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import logging
+import os
+import signal
 import sys
 from pathlib import Path
 
 from agent_lsp import __version__
+
+EXIT_USAGE = 2
+TTY_HINT = ("agent-lsp speaks the Language Server Protocol on stdin/stdout and is meant to be started by an editor "
+            "(see README.md). In a terminal, try `agent-lsp run \"TASK\"` or `agent-lsp demo`. Ctrl-C exits.")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -22,47 +30,127 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--log-level", default="INFO", help="stderr log level (default INFO)")
     run = sub.add_parser("run", help="run the agent headless in this terminal")
     run.add_argument("task", help="what the agent should do")
-    run.add_argument("--workspace", type=Path, default=Path.cwd(), help="workspace folder (default: the current directory)")
+    _workspace(run)
     run.add_argument("--yes", action="store_true", help="approve every side effect without asking")
     run.add_argument("--model", help="model name, or replay:PATH")
     run.add_argument("--base-url", help="OpenAI-compatible endpoint, e.g. http://localhost:11434/v1")
     run.add_argument("--max-turns", type=int, help="LLM calls before the max_turns stop")
-    run.add_argument("--json", action="store_true", help="print the run report as JSON")
+    run.add_argument("--session", metavar="ID", help="continue this session (see `agent-lsp sessions`)")
+    run.add_argument("--mode", choices=["plan"], help="plan: read-only tools, the answer is a plan")
+    run.add_argument("--settings", type=Path, metavar="FILE", help="your settings file for this run (instead of the default one)")
+    run.add_argument("--json", action="store_true", help="print only the run report, as JSON, on stdout")
+    sessions = sub.add_parser("sessions", help="list this workspace's sessions, newest first")
+    _workspace(sessions)
+    sessions.add_argument("--json", action="store_true", help="print them as JSON")
+    rewind = sub.add_parser("rewind", help="put back the files a run changed, as they were before it")
+    rewind.add_argument("run_id", metavar="RUN_ID")
+    _workspace(rewind)
+    rewind.add_argument("--force", action="store_true", help="also overwrite files changed since the run")
+    rewind.add_argument("--include-later", action="store_true", help="first rewind the later runs of the session that touched the same files")
+    rewind.add_argument("--json", action="store_true", help="print the result as JSON")
+    doctor = sub.add_parser("doctor", help="check the key, the endpoint, the model, rg, bwrap and the MCP servers")
+    _workspace(doctor)
+    doctor.add_argument("--settings", type=Path, metavar="FILE", help="your settings file (instead of the default one)")
+    doctor.add_argument("--json", action="store_true", help="print the checks as JSON")
+    sub.add_parser("acp", help="serve the agent over the Agent Client Protocol on stdio (Zed, JetBrains, agent-shell)")
     demo = sub.add_parser("demo", help="a two-minute offline tour: the real server, a recorded session, no API key")
     demo.add_argument("--yes", action="store_true", help="approve every step without asking")
     return parser
 
 
+def _workspace(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--workspace", type=Path, default=Path.cwd(), help="workspace folder (default: the current directory)")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command in (None, "serve"):
-        from agent_lsp.server.main import serve
-
-        return serve(tcp=getattr(args, "tcp", None), log_level=getattr(args, "log_level", "INFO"))
+        return _serve(args)
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="agent-lsp: %(message)s")
+    if getattr(args, "workspace", None) is not None and not args.workspace.is_dir():
+        print(f"agent-lsp {args.command}: --workspace {args.workspace} is not a directory", file=sys.stderr)
+        return EXIT_USAGE
     if args.command == "run":
         return _run(args)
+    if args.command == "sessions":
+        return _sessions(args)
+    if args.command == "rewind":
+        from agent_lsp.headless_rewind import rewind_cli
+
+        return _interruptible(rewind_cli(args))
+    if args.command == "doctor":
+        from agent_lsp.doctor import doctor_cli
+
+        settings, code = _settings(args, {})
+        return code if settings is None else _interruptible(doctor_cli(args, settings))
+    if args.command == "acp":
+        from agent_lsp.acp.main import serve_acp
+
+        return serve_acp()
     if args.command == "demo":
         from agent_lsp.demo.driver import run_demo
 
         return run_demo(yes=args.yes)
-    return 2
+    return EXIT_USAGE
+
+
+def _serve(args: argparse.Namespace) -> int:
+    if sys.stdin.isatty():
+        # A person started it by hand: say what it is, and let one Ctrl-C end it cleanly.
+        print(TTY_HINT, file=sys.stderr)
+        signal.signal(signal.SIGINT, lambda *_: os._exit(130))
+    from agent_lsp.server.main import serve
+
+    return serve(tcp=getattr(args, "tcp", None), log_level=getattr(args, "log_level", "INFO"))
+
+
+def _settings(args: argparse.Namespace, flags: dict) -> tuple[object | None, int]:
+    from agent_lsp.settings import from_environment, from_user_file, resolve
+
+    settings_file = getattr(args, "settings", None)
+    if settings_file is not None and not settings_file.is_file():
+        print(f"agent-lsp {args.command}: --settings {settings_file} is not a file", file=sys.stderr)
+        return None, EXIT_USAGE
+    user, problems = from_user_file(settings_file)
+    settings, more = resolve(user, from_environment(), flags)
+    for problem in problems + more:
+        print(f"agent-lsp {args.command}: {problem}", file=sys.stderr)
+    return settings, 0
 
 
 def _run(args: argparse.Namespace) -> int:
     from agent_lsp.headless import run_headless
-    from agent_lsp.settings import from_environment, resolve
 
-    logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="agent-lsp: %(message)s")
-    if not args.workspace.is_dir():
-        print(f"agent-lsp run: --workspace {args.workspace} is not a directory", file=sys.stderr)
-        return 2
     flags = {k: v for k, v in {"model": args.model, "baseUrl": args.base_url, "maxTurns": args.max_turns}.items() if v is not None}
-    settings, problems = resolve(from_environment(), flags)
-    for problem in problems:
-        print(f"agent-lsp run: {problem}", file=sys.stderr)
-    if args.max_turns is not None and settings.max_turns != args.max_turns:
-        return 2
-    return asyncio.run(run_headless(args.task, args.workspace, settings, args.yes, args.json))
+    settings, code = _settings(args, flags)
+    if settings is None:
+        return code
+    if args.max_turns is not None and settings.max_turns != args.max_turns:  # type: ignore[attr-defined]
+        return EXIT_USAGE
+    return _interruptible(run_headless(args.task, args.workspace, settings, args.yes, args.json,  # type: ignore[arg-type]
+                                       session_id=args.session, mode=args.mode))
+
+
+def _sessions(args: argparse.Namespace) -> int:
+    from agent_lsp.agent.sessions import SessionStore
+    from agent_lsp.headless import print_sessions
+    from agent_lsp.settings import state_dir
+
+    items = SessionStore(state_dir(), args.workspace.resolve()).list()
+    if args.json:
+        print(json.dumps(items))
+    else:
+        print_sessions(items, sys.stdout)
+    return 0
+
+
+def _interruptible(coro) -> int:  # type: ignore[no-untyped-def]
+    """asyncio.run, with a Ctrl-C outside the run's own handlers ending it as 130, quietly."""
+    try:
+        return asyncio.run(coro)
+    except KeyboardInterrupt:
+        print("\ncancelled", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
 
 from agent_lsp.agent.ports import Document, EditOutcome
 from agent_lsp.agent.safeio import (
@@ -59,6 +60,22 @@ class DiskWorkspace:
             return EditOutcome(False, f"cannot write: {exc.strerror or exc}")
         self.written.append(path)
         return EditOutcome(True)
+
+    async def restore(self, restores: list[Any]) -> Any:
+        """A rewind on disk: each file written back (binary ones too) or deleted."""
+        from agent_lsp.agent.rewind import RestoreOutcome
+
+        outcome = RestoreOutcome()
+        for item in restores:
+            try:
+                if item.content is None:
+                    await asyncio.to_thread(item.path.unlink, missing_ok=True)
+                else:
+                    await asyncio.to_thread(_write, item.path, item.content)
+                outcome.restored.append(item.path)
+            except OSError as exc:
+                outcome.failed.append((item.path, f"cannot write it: {exc.strerror or exc}"))
+        return outcome
 
     def open_texts(self) -> dict[Path, str]:
         return {}

@@ -10,6 +10,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from agent_lsp.agent.approval import ApprovalPolicy
+from agent_lsp.agent.checkpoints import CheckpointStore, RunCheckpoint
 from agent_lsp.agent.loop import AgentLoop, LoopOutcome, usage_line
 from agent_lsp.agent.memory import recall_memory
 from agent_lsp.agent.messages import Event, RunReport, StopReason
@@ -61,6 +62,7 @@ class RunOptions:
     extra_tools: list[Tool] = field(default_factory=list)  # e.g. MCP tools
     continue_hint: str = "a follow-up in this session continues from here"
     on_record: Callable[[Session, RunRecord], Awaitable[None]] | None = None  # persist the session's index
+    checkpoints: CheckpointStore | None = None  # where the run's checkpoint goes (rewind)
 
 
 @dataclass
@@ -112,6 +114,8 @@ async def run_task(prompt: str, *, session: Session, settings: Settings, workspa
     runner = CommandRunner(env=env, secret_names=[settings.api_key_env, "OPENAI_API_KEY"], secrets=redact.secrets,
                            sandbox=settings.sandbox, roots=paths.roots, hidden=[state_dir(), settings.transcript_path()])
     tool_ctx = ToolContext(workspace=workspace, paths=paths, changes=RunChanges(), runner=runner)
+    if options.checkpoints is not None:
+        tool_ctx.checkpoint = RunCheckpoint(options.checkpoints, workspace, run_id, session.id)
     stats = RunStats()
     pricing = settings.pricing.get(session.model or settings.model)
     services = LoopServices(run_id, model, _redacting(emit, redact), transcript, redact, session.estimator,  # type: ignore[arg-type]
@@ -210,7 +214,7 @@ async def _close_run(run: _Run, main: AgentLoop | None, outcome: LoopOutcome, ow
     )
     checkpoint = services.tool_ctx.checkpoint
     if checkpoint is not None:
-        report.rewindable = await checkpoint.close(report)
+        report.rewindable = await checkpoint.close()
     await transcript.write("main", turns, "stop", report=report.to_dict())
     await transcript.close()
     run.record.stop = str(outcome.reason)

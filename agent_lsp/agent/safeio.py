@@ -51,23 +51,31 @@ def open_regular(path: Path, max_bytes: int = MAX_READ_BYTES) -> tuple[int, os.s
 
 
 async def read_regular(path: Path, max_bytes: int = MAX_READ_BYTES) -> bytes:
-    """The bytes of a regular file, bounded (a file growing while read is cut at the limit)."""
-    fd, _ = open_regular(path, max_bytes)
+    """The bytes of a regular file, bounded (a file growing past the limit while read is refused)."""
+    fd, info = open_regular(path, max_bytes)
+    chunks: list[bytes] = []
+    size = 0
     async with aiofiles.open(fd, "rb") as handle:
-        data = await handle.read(max_bytes + 1)
-    if len(data) > max_bytes:
-        raise NotReadable(f"{path.name} grew past {max_bytes} bytes while it was read")
-    return data
+        while chunk := await handle.read(min(max_bytes - size, max(info.st_size - size, 0)) + 1):
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > max_bytes:
+                raise NotReadable(f"{path.name} grew past {max_bytes} bytes while it was read")
+    return b"".join(chunks)
 
 
 def read_regular_sync(path: Path, max_bytes: int = MAX_READ_BYTES) -> bytes:
     """read_regular for worker threads (never on the event loop)."""
-    fd, _ = open_regular(path, max_bytes)
+    fd, info = open_regular(path, max_bytes)
+    chunks: list[bytes] = []
+    size = 0
     with os.fdopen(fd, "rb") as handle:
-        data = handle.read(max_bytes + 1)
-    if len(data) > max_bytes:
-        raise NotReadable(f"{path.name} grew past {max_bytes} bytes while it was read")
-    return data
+        while chunk := handle.read(min(max_bytes - size, max(info.st_size - size, 0)) + 1):
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > max_bytes:
+                raise NotReadable(f"{path.name} grew past {max_bytes} bytes while it was read")
+    return b"".join(chunks)
 
 
 def is_exact_text(data: bytes) -> bool:

@@ -18,29 +18,17 @@ from typing import Any
 
 from agent_lsp.demo import TASK
 from agent_lsp.demo.edits import apply_text_edits, plain
+from agent_lsp.terminal import Style, read_line_async
 
 HERE = Path(__file__).parent
-
-
-class Style:
-    def __init__(self, enabled: bool):
-        self.enabled = enabled
-
-    def __call__(self, code: str, text: str) -> str:
-        return f"\033[{code}m{text}\033[0m" if self.enabled else text
-
-    def dim(self, text: str) -> str:
-        return self("2", text)
-
-    def bold(self, text: str) -> str:
-        return self("1", text)
+TERMINAL_APPROVAL_TIMEOUT = 10 * 365 * 86400.0
 
 
 class DemoEditor:
     def __init__(self, root: Path, yes: bool, out=sys.stdout):
         self.root = root
         self.out = out
-        self.style = Style(out.isatty() and os.environ.get("NO_COLOR") is None)
+        self.style = Style.for_stream(out)
         self.interactive = sys.stdin.isatty() and not yes
         self.yes = yes
         self.buffers: dict[str, list[Any]] = {}  # uri -> [version, text]
@@ -98,8 +86,6 @@ class DemoEditor:
             why = "--yes" if self.yes else "no TTY"
             self.line(f"    {s('32', f'→ Allow (approved automatically: {why}; the demo works on a copy)')}")
             return "Allow"
-        from agent_lsp.headless import read_line_async
-
         answer = await read_line_async("    [a]llow / allow for [s]ession / [d]eny? ", self.out)
         return {"a": "Allow", "y": "Allow", "s": "Allow for session", "": "Allow"}.get((answer or "d").lower()[:1], "Deny")
 
@@ -207,7 +193,9 @@ async def _demo(yes: bool) -> int:
             await asyncio.wait_for(client.initialize_async(types.InitializeParams(
                 capabilities=capabilities, root_uri=root.as_uri(),
                 workspace_folders=[types.WorkspaceFolder(uri=root.as_uri(), name=root.name)],
-                initialization_options={"model": f"replay:{HERE / 'session.jsonl'}", "approval": {"default": "ask"}})), 30)
+                # A person thinking over an approval in the terminal has no time limit (Decision 10).
+                initialization_options={"model": f"replay:{HERE / 'session.jsonl'}",
+                                        "approval": {"default": "ask", "timeout": TERMINAL_APPROVAL_TIMEOUT}})), 30)
             client.initialized(types.InitializedParams())
             stats = root / "stats.py"
             uri = stats.as_uri()
@@ -218,7 +206,7 @@ async def _demo(yes: bool) -> int:
                 command="agentLsp.run", arguments=[{"prompt": TASK, "textDocument": {"uri": uri}}])), 30)
             editor.line(s.dim(f"[agentLsp.run] → runId {started['runId']}, sessionId {started['sessionId']} (answered at once; the run streams)"))
             try:
-                await asyncio.wait_for(editor.stopped.wait(), 120)
+                await editor.stopped.wait()  # the run ends itself (maxTurns, requestTimeout); approvals wait for the user
             except asyncio.CancelledError:
                 await client.workspace_execute_command_async(types.ExecuteCommandParams(command="agentLsp.cancel", arguments=[{"runId": started["runId"]}]))
                 await asyncio.wait_for(editor.stopped.wait(), 5)

@@ -56,6 +56,11 @@ class McpTool(Tool):
 
     args = McpArguments
 
+    @property
+    def aliases(self) -> tuple[str, ...]:  # type: ignore[override]
+        """approval.tools may name it by its raw `<server>__<tool>` too."""
+        return (self.raw_name,)
+
     def __init__(self, *, server: str, tool: str, description: str, input_schema: Any, read_only: bool, call: CallTool, name: str | None = None):
         self.server = server
         self.tool = tool

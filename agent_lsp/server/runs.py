@@ -164,17 +164,8 @@ class RunRegistry:
     async def _until_warm(self) -> None:
         """Wait (without blocking the loop) for the SDK import, which the core would otherwise
         do synchronously at the first model call."""
-        if self.warm_up is None or self.warm_up.done():
-            return
-        try:
+        if self.warm_up is not None and not self.warm_up.done():
             await asyncio.shield(asyncio.wrap_future(self.warm_up))
-        except asyncio.CancelledError:
-            # Cancelled before the run began: re-arm the cancel so run_task meets it at its
-            # first await and still ends the run with its `cancelled` report.
-            task = asyncio.current_task()
-            if task is not None:
-                task.uncancel()
-                task.cancel()
 
     def cancel(self, run_id: str) -> bool:
         return self.host.cancel(run_id)

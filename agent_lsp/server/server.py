@@ -179,6 +179,20 @@ def create_server() -> AgentServer:
         await ls.settings_ready()
         return await ls.runs.host.list_models(ls.config.settings)
 
+    @server.command("agentLsp.rewind")
+    async def rewind(ls: AgentServer, *args: Any) -> dict[str, Any]:
+        from agent_lsp.server import commands
+        from agent_lsp.server.workspace import LspWorkspace, workspace_folders
+
+        parsed = commands.parse_args(commands.RewindArgs, "agentLsp.rewind", args)
+        roots, names = workspace_folders(ls)
+        try:
+            result = await ls.runs.host.rewind(roots, LspWorkspace(ls, ls.caps, roots, names), parsed.run_id, force=parsed.force,
+                                               include_later=parsed.include_later, binary_ok=False)
+        except ValueError as exc:
+            raise commands.JsonRpcInvalidParams(f"agentLsp.rewind: {exc}") from None
+        return result.to_dict()
+
     @server.command("agentLsp.cancel")
     def cancel(ls: AgentServer, *args: Any) -> bool:
         from agent_lsp.server import commands
@@ -214,8 +228,15 @@ def create_server() -> AgentServer:
     def code_action(ls: AgentServer, params: types.CodeActionParams) -> list[types.CodeAction]:
         try:
             from agent_lsp.server.code_actions import code_actions
+            from agent_lsp.server.workspace import workspace_roots
 
-            return code_actions(ls, params, ls.runs.approvals)
+            extra = []
+            if (last := ls.runs.host.last_rewindable(workspace_roots(ls))) is not None:
+                run_id, count = last
+                extra.append(types.CodeAction(title=f"Agent: rewind last run ({count} file{'s' if count != 1 else ''})",
+                                              kind=types.CodeActionKind.Empty,
+                                              command=types.Command(title="Rewind", command="agentLsp.rewind", arguments=[{"runId": run_id}])))
+            return code_actions(ls, params, ls.runs.approvals, extra)
         except Exception:  # a code action request must never take the server down
             log.exception("code actions failed")
             return []

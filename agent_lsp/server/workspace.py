@@ -68,6 +68,11 @@ def offset_position(ls: LanguageServer, lines: list[str], offset: int) -> types.
     return types.Position(line=len(lines), character=0)  # just after a final line break
 
 
+def _end_position(ls: LanguageServer, text: str) -> types.Position:
+    lines = lsp_lines(text)
+    return offset_position(ls, lines, len(text))
+
+
 def minimal_edit(ls: LanguageServer, before: str, after: str) -> types.TextEdit:
     """One TextEdit covering only what changed, with positions in the negotiated encoding."""
     start = 0
@@ -152,6 +157,60 @@ class LspWorkspace:
             reason = getattr(result, "failure_reason", None) or "the editor refused the edit (the document may have changed since the agent read it)"
             return EditOutcome(False, reason, rejected=preview is not None and not getattr(result, "failure_reason", None))
         return EditOutcome(True)
+
+    async def restore(self, restores: list[Any]) -> Any:
+        """A rewind as one workspace/applyEdit (so the editor's undo can take it back):
+        whole-file replacements, CreateFile for files a command deleted, DeleteFile for files
+        the run created (emptied, and listed, where the client cannot delete)."""
+        from agent_lsp.agent.rewind import RestoreOutcome
+
+        outcome = RestoreOutcome()
+        if not self.caps.can_apply_edit:
+            outcome.failed = [(r.path, "this editor does not support workspace/applyEdit") for r in restores]
+            return outcome
+        document_changes: list[Any] = []
+        changes: dict[str, list[types.TextEdit]] = {}
+        emptied: list[Path] = []
+        for item in restores:
+            open_doc = self._open_document(item.path)
+            uri = open_doc.uri if open_doc is not None else item.path.as_uri()
+            current = open_doc.source if open_doc is not None else (item.current or b"").decode("utf-8", errors="replace")
+            new_text = item.content.decode("utf-8") if item.content is not None else ""
+            whole = types.TextEdit(range=types.Range(start=types.Position(line=0, character=0),
+                                                     end=_end_position(self.ls, current)), new_text=new_text)
+            if item.content is None and self.caps.has_document_changes and self.caps.can_delete_files:
+                document_changes.append(types.DeleteFile(uri=uri, options=types.DeleteFileOptions(ignore_if_not_exists=True)))
+                continue
+            if item.content is None:
+                emptied.append(item.path)
+            if item.current is None and open_doc is None and self.caps.has_document_changes and self.caps.can_create_files:
+                document_changes.append(types.CreateFile(uri=uri, options=types.CreateFileOptions(overwrite=False, ignore_if_exists=True)))
+                whole = types.TextEdit(range=types.Range(start=types.Position(line=0, character=0), end=types.Position(line=0, character=0)),
+                                       new_text=new_text)
+            if self.caps.has_document_changes:
+                version = open_doc.version if open_doc is not None else None
+                document_changes.append(types.TextDocumentEdit(
+                    text_document=types.OptionalVersionedTextDocumentIdentifier(uri=uri, version=version), edits=[whole]))
+            else:
+                changes.setdefault(uri, []).append(whole)
+        edit = types.WorkspaceEdit(document_changes=document_changes) if self.caps.has_document_changes else types.WorkspaceEdit(changes=changes)
+        try:
+            result = await client_request(self.ls, types.WORKSPACE_APPLY_EDIT,
+                                          types.ApplyWorkspaceEditParams(edit=edit, label="agent-lsp: rewind"), APPLY_EDIT_TIMEOUT)
+            applied = bool(getattr(result, "applied", False))
+            reason = getattr(result, "failure_reason", None) or "the editor refused the rewind"
+        except TimeoutError:
+            applied, reason = False, f"the editor did not answer within {APPLY_EDIT_TIMEOUT:g}s"
+        except ClientRequestError as exc:
+            applied, reason = False, f"the editor refused the rewind: {exc}"
+        for item in restores:
+            if not applied:
+                outcome.failed.append((item.path, reason))
+            elif item.path in emptied:
+                outcome.failed.append((item.path, "emptied: the editor cannot delete files"))
+            else:
+                outcome.restored.append(item.path)
+        return outcome
 
     def _workspace_edit(self, path: Path, before: Document | None, after: str, preview: str | None) -> types.WorkspaceEdit:
         uri = path.as_uri()

@@ -33,7 +33,8 @@ def run_cli(argv: list[str], timeout: float = 45) -> subprocess.CompletedProcess
 
 
 def report_of(out: str) -> dict:
-    return json.loads(out.strip().splitlines()[-1])
+    """With --json, stdout holds exactly one JSON object: the report (CONTRACT)."""
+    return json.loads(out)
 
 
 def test_multi_turn_task_reads_searches_edits_and_runs_a_command(model, workspace):
@@ -54,9 +55,12 @@ def test_multi_turn_task_reads_searches_edits_and_runs_a_command(model, workspac
     assert report["stopReason"] == "done" and report["turns"] == 5 and report["toolCalls"] == 4
     assert report["finalText"] == "Fixed add(): it subtracted."
     assert report["editedFiles"] == [(workspace / "calc.py").resolve().as_uri()]
-    # The text was streamed to the terminal, tool steps shown as they happened.
-    assert "Reading calc.py." in proc.stdout and "Fixed add(): it subtracted." in proc.stdout
-    assert "approved (--yes)" in proc.stdout
+    # The text was streamed to the terminal (stderr with --json), tool steps shown as they happened,
+    # with the last lines of the command's output and workspace-relative paths.
+    assert "Reading calc.py." in proc.stderr and "Fixed add(): it subtracted." in proc.stderr
+    assert "approved (--yes)" in proc.stderr
+    assert "│ CHECK OK" in proc.stderr and "✓ run_command ok: exit code 0" in proc.stderr
+    assert "file://" not in proc.stderr
     # The command ran on the edited file and the model saw its output.
     results = {m["tool_call_id"]: m["content"] for m in model.requests[4]["messages"] if m["role"] == "tool"}
     assert results["run"].startswith("exit code 0") and "CHECK OK" in results["run"]
@@ -135,10 +139,13 @@ def test_without_a_tty_and_without_yes_side_effects_are_denied(model, workspace)
     results = {m["tool_call_id"]: m["content"] for m in model.requests[1]["messages"] if m["role"] == "tool"}
     assert results["e"].startswith("denied:") and results["c"].startswith("denied:")
     assert "pass --yes" in proc.stdout
+    # Nobody was asked, and the model is told exactly that (not "the user said no").
+    assert "no one could be asked" in results["e"] and "the user said no" not in results["e"]
     # The human-readable report.
     assert "I was not allowed to change anything." in proc.stdout
-    assert "── done ──" in proc.stdout and "(2 denied)" in proc.stdout and "edited no files" in proc.stdout
-    assert "transcript:" in proc.stdout
+    assert "✗ done" not in proc.stdout and "✓ done" in proc.stdout
+    assert "(2 denied)" in proc.stdout and "edited no files" in proc.stdout
+    assert "transcript:" in proc.stdout and "\x1b[" not in proc.stdout, "no colour without a TTY"
 
 
 def test_approvals_are_asked_on_the_tty(model, workspace):
@@ -154,17 +161,18 @@ def test_approvals_are_asked_on_the_tty(model, workspace):
         proc = subprocess.Popen(agent_run(model, workspace, "go", yes=False), stdin=slave,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         os.close(slave)
-        # deny the edit, allow `echo hi` for the session (the second one is not asked), allow the write
-        os.write(master, b"d\ns\na\n")
+        # deny the edit with a reason, allow `echo hi` for the session (the second one is not
+        # asked), allow the write
+        os.write(master, b"d not like this\ns\na\n")
         out, err = proc.communicate(timeout=45)
     finally:
         os.close(master)
     assert proc.returncode == 0, out + err
-    assert out.count("[a]llow / allow for [s]ession / [d]eny?") == 3
-    assert "edit_file wants to:" in out and "-    return a - b" in out
+    assert err.count("[a]llow / allow for [s]ession / [d]eny") == 3
+    assert "edit_file wants to:" in err and "-    return a - b" in err
     assert "return a - b" in (workspace / "calc.py").read_text()
     assert (workspace / "new.txt").read_text() == "new\n"
     results = {m["tool_call_id"]: m["content"] for m in model.requests[-1]["messages"] if m["role"] == "tool"}
-    assert results["e"].startswith("denied:")
+    assert results["e"].startswith("denied: the user said no; the user's reason: not like this")
     assert results["c1"] == results["c2"] == "exit code 0\nhi"
     assert report_of(out)["denied"] == 1

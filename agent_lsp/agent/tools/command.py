@@ -79,7 +79,8 @@ class RunCommand(Tool):
                 result, blocked = await runner.run(run_argv, cwd, timeout)
             finally:
                 if checkpoint is not None and before is not None:
-                    await checkpoint.after_command(before)
+                    for path in await checkpoint.after_command(before):
+                        ctx.changes.add(path)
             status = f"timed out after {timeout:g}s (killed, with every process it started)" if result.timed_out else f"exit code {result.code}"
             if result.dropped_bytes:
                 status += (f"; the output was {result.total_bytes} bytes: the first and last megabytes are kept below and "

@@ -1,0 +1,206 @@
+"""Checkpoints: every file a run changes, kept as it was before the run's first change to it
+(edit tools, and files a command changed, found by snapshots), in the state dir; they survive
+restarts and are pruned (CONTRACT "Rewind", Decision 17)."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agent_lsp.agent.ports import Document, Workspace
+from agent_lsp.agent.safeio import private_dir, read_regular_sync, write_private
+from agent_lsp.agent.sessions import workspace_state
+from agent_lsp.agent.snapshots import BlobStore, Snapshot, Snapshotter
+
+log = logging.getLogger(__name__)
+
+KEEP_RUNS = 100
+KEEP_DAYS = 30
+
+
+@dataclass
+class FileRecord:
+    path: str
+    before: str | None  # blob sha of the content before the run; None: the run created it
+    after: str | None = None  # sha of what the run left (None: absent), for drift detection
+    restorable: bool = True
+    reason: str = ""
+    via: str = "edit"  # edit | command
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"path": self.path, "before": self.before, "after": self.after, "restorable": self.restorable,
+                "reason": self.reason, "via": self.via}
+
+
+@dataclass
+class Manifest:
+    run_id: str
+    session_id: str
+    created: float
+    files: dict[str, FileRecord] = field(default_factory=dict)
+    finished: bool = False
+    kind: str = "run"  # run | rewind
+    rewinds: list[str] = field(default_factory=list)  # for a rewind: the runs it rewound
+
+    def to_json(self) -> bytes:
+        return json.dumps({"runId": self.run_id, "sessionId": self.session_id, "created": self.created,
+                           "finished": self.finished, "kind": self.kind, "rewinds": self.rewinds,
+                           "files": [f.to_dict() for f in self.files.values()]}, ensure_ascii=False).encode()
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Manifest:
+        files = {f["path"]: FileRecord(f["path"], f.get("before"), f.get("after"), bool(f.get("restorable", True)),
+                                       str(f.get("reason", "")), str(f.get("via", "edit"))) for f in data.get("files", [])}
+        return cls(str(data["runId"]), str(data.get("sessionId", "")), float(data.get("created", 0)), files,
+                   bool(data.get("finished")), str(data.get("kind", "run")), list(data.get("rewinds") or []))
+
+    @property
+    def rewindable(self) -> bool:
+        return any(f.restorable for f in self.files.values())
+
+
+def content_sha(data: bytes | None) -> str | None:
+    return None if data is None else hashlib.sha256(data).hexdigest()
+
+
+async def current_content(workspace: Workspace, path: Path) -> bytes | None:
+    """What the file holds now as the agent sees it: the editor's buffer if open, else disk."""
+    if path in workspace.open_texts():
+        return (await workspace.read(path)).text.encode("utf-8")
+    try:
+        return await asyncio.to_thread(read_regular_sync, path, 1 << 40)
+    except (OSError, ValueError):
+        return None
+
+
+class CheckpointStore:
+    """The checkpoints of one workspace (its first folder)."""
+
+    def __init__(self, state: Path, roots: list[Path]):
+        self.dir = workspace_state(state, roots[0]) / "checkpoints"
+        self.blobs = BlobStore(self.dir / "blobs")
+        self.snapshotter = Snapshotter(workspace_state(state, roots[0]), roots, self.blobs)
+
+    def path(self, run_id: str) -> Path:
+        safe = "".join(c for c in run_id if c.isalnum() or c in "-_")
+        if safe != run_id or not safe:
+            raise KeyError(run_id)
+        return self.dir / "runs" / f"{safe}.json"
+
+    def save(self, manifest: Manifest) -> None:
+        target = self.path(manifest.run_id)
+        private_dir(target.parent)
+        write_private(target, manifest.to_json())
+
+    def load(self, run_id: str) -> Manifest | None:
+        try:
+            return Manifest.from_json(json.loads(self.path(run_id).read_text(encoding="utf-8")))
+        except (KeyError, FileNotFoundError):
+            return None
+        except (OSError, ValueError) as exc:
+            raise OSError(0, f"the checkpoint of {run_id} cannot be read ({exc}); it is kept at {self.path(run_id)}") from None
+
+    def all(self) -> list[Manifest]:
+        out = []
+        folder = self.dir / "runs"
+        try:
+            files = [p for p in folder.iterdir() if p.suffix == ".json"]
+        except OSError:
+            return []
+        for file in files:
+            try:
+                out.append(Manifest.from_json(json.loads(file.read_text(encoding="utf-8"))))
+            except (OSError, ValueError, KeyError):
+                log.warning("checkpoint %s is unreadable: skipped (kept on disk)", file)
+        return sorted(out, key=lambda m: m.created)
+
+    def prune(self, keep: int = KEEP_RUNS, days: float = KEEP_DAYS) -> int:
+        """Keep the newest `keep` runs younger than `days`; then drop blobs nobody uses."""
+        manifests = self.all()
+        now = time.time()
+        dropped = 0
+        for index, manifest in enumerate(reversed(manifests)):
+            if index >= keep or now - manifest.created > days * 86400:
+                self.path(manifest.run_id).unlink(missing_ok=True)
+                dropped += 1
+        if dropped:
+            used = {sha for m in self.all() for f in m.files.values() for sha in (f.before, f.after) if sha}
+            for folder in (self.blobs.folder.iterdir() if self.blobs.folder.is_dir() else []):
+                for blob in folder.iterdir():
+                    if blob.name not in used:
+                        blob.unlink(missing_ok=True)
+        return dropped
+
+
+class RunCheckpoint:
+    """The checkpoint of one run (the tools' `ctx.checkpoint`). A failure to keep a checkpoint
+    never stops an edit: the file is then listed as not restorable, never silently skipped."""
+
+    def __init__(self, store: CheckpointStore, workspace: Workspace, run_id: str, session_id: str, kind: str = "run"):
+        self.store = store
+        self.workspace = workspace
+        self.manifest = Manifest(run_id, session_id, time.time(), kind=kind)
+        self._lock = asyncio.Lock()
+
+    def _record(self, path: Path, before: str | None, via: str, restorable: bool = True, reason: str = "") -> None:
+        self.manifest.files.setdefault(str(path), FileRecord(str(path), before, None, restorable, reason, via))
+
+    async def before_change(self, path: Path, before: Document | None) -> None:
+        """Keep the file as it is before the run's first change to it (edit tools)."""
+        if str(path) in self.manifest.files:
+            return
+        async with self._lock:
+            if before is None:
+                self._record(path, None, "edit")
+                return
+            try:
+                sha = await asyncio.to_thread(self.store.blobs.put, before.text.encode("utf-8"))
+                self._record(path, sha, "edit")
+            except OSError as exc:
+                self._record(path, None, "edit", False, f"its checkpoint could not be written ({exc.strerror or exc})")
+            await asyncio.to_thread(self.store.save, self.manifest)
+
+    def changed(self, path: Path) -> None:
+        """An edit landed (the record was made before it)."""
+
+    async def before_command(self) -> Snapshot | None:
+        try:
+            return await self.store.snapshotter.take()
+        except OSError as exc:
+            log.warning("no snapshot before the command (%s): its changes will not be restorable", exc)
+            return None
+
+    async def after_command(self, before: Snapshot) -> list[Path]:
+        """Record what the command changed (first change wins); returns the changed files."""
+        try:
+            changes = await self.store.snapshotter.changes(before)
+        except OSError as exc:
+            log.warning("could not tell what the command changed: %s", exc)
+            return []
+        async with self._lock:
+            for change in changes:
+                self._record(change.path, change.before, "command", change.restorable, change.reason)
+            if changes:
+                await asyncio.to_thread(self.store.save, self.manifest)
+        return [c.path for c in changes]
+
+    async def close(self) -> bool:
+        """At the run's end: what it left in each file (for drift detection); saved. Returns
+        whether at least one changed file can be restored."""
+        for record in self.manifest.files.values():
+            record.after = content_sha(await current_content(self.workspace, Path(record.path)))
+        self.manifest.finished = True
+        if self.manifest.files:
+            try:
+                await asyncio.to_thread(self.store.save, self.manifest)
+                await asyncio.to_thread(self.store.prune)
+            except OSError as exc:
+                log.warning("the checkpoint of %s could not be saved: %s", self.manifest.run_id, exc)
+                return False
+        return self.manifest.rewindable

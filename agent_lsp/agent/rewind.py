@@ -1,0 +1,142 @@
+"""Rewind: put back every file a run changed, as it was before the run, in one edit the editor
+can undo; a file changed since the run left it is a conflict, never overwritten without force;
+the rewind is itself recorded, so it can be rewound (CONTRACT "Rewind")."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from agent_lsp.agent.checkpoints import (
+    CheckpointStore,
+    Manifest,
+    RunCheckpoint,
+    content_sha,
+    current_content,
+)
+from agent_lsp.agent.ports import Workspace
+from agent_lsp.agent.session import new_id
+
+
+class RewindError(ValueError):
+    """An unknown or running run, an unreadable checkpoint store: the message is for the user."""
+
+
+@dataclass
+class Restore:
+    path: Path
+    content: bytes | None  # None: delete the file (the run created it)
+    current: bytes | None  # what it holds now (None: absent)
+
+
+@dataclass
+class RestoreOutcome:
+    restored: list[Path] = field(default_factory=list)
+    failed: list[tuple[Path, str]] = field(default_factory=list)  # not restorable, with why
+
+
+class Restorer(Protocol):
+    async def restore(self, restores: list[Restore]) -> RestoreOutcome:
+        """Apply every restore as one change where the host can (one applyEdit)."""
+        ...
+
+
+@dataclass
+class RewindResult:
+    rewind_id: str
+    restored: list[Path]
+    conflicts: list[tuple[Path, str]]
+    not_restorable: list[tuple[Path, str]]
+    runs: list[str]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"rewindId": self.rewind_id, "restored": [p.as_uri() for p in self.restored],
+                "conflicts": [{"uri": p.as_uri(), "reason": r} for p, r in self.conflicts],
+                "notRestorable": [{"uri": p.as_uri(), "reason": r} for p, r in self.not_restorable]}
+
+
+def runs_to_rewind(store: CheckpointStore, run_id: str, include_later: bool) -> list[Manifest]:
+    """The run's manifest, and with include_later the session's later runs that touched the
+    same files, newest first."""
+    target = store.load(run_id)
+    if target is None:
+        raise RewindError(f"unknown runId {run_id!r}: no checkpoint of that run in this workspace")
+    if not target.finished:
+        raise RewindError(f"run {run_id} has not finished; cancel it or wait for it before rewinding it")
+    chosen = [target]
+    if include_later:
+        touched = set(target.files)
+        for later in reversed([m for m in store.all() if m.created > target.created and m.session_id == target.session_id
+                               and m.kind == "run"]):
+            if touched & set(later.files):
+                chosen.insert(0, later)
+    return chosen
+
+
+async def rewind(store: CheckpointStore, workspace: Workspace, restorer: Restorer, run_id: str, *, force: bool = False,
+                 include_later: bool = False, binary_ok: bool = True) -> RewindResult:
+    manifests = await asyncio.to_thread(runs_to_rewind, store, run_id, include_later)
+    plan: dict[Path, Restore] = {}
+    conflicts: list[tuple[Path, str]] = []
+    not_restorable: list[tuple[Path, str]] = []
+    later_files: dict[str, str] = {}  # path -> the after-state the newest rewound run left
+    for manifest in manifests:  # newest first: the oldest run's "before" is what is restored
+        for record in manifest.files.values():
+            later_files.setdefault(record.path, record.after or "")
+    for manifest in manifests:
+        for record in manifest.files.values():
+            path = Path(record.path)
+            if not record.restorable:
+                _once(not_restorable, path, record.reason or "not restorable")
+                plan.pop(path, None)
+                continue
+            current = await current_content(workspace, path)
+            expected = later_files.get(record.path) or None
+            if content_sha(current) != expected and not force:
+                _once(conflicts, path, "changed since the run left it (by you or by a later run); pass force to overwrite it")
+                continue
+            try:
+                content = await asyncio.to_thread(store.blobs.get, record.before) if record.before else None
+            except (OSError, ValueError) as exc:
+                _once(not_restorable, path, f"its checkpoint cannot be read ({exc})")
+                continue
+            if content is not None and not binary_ok and (b"\x00" in content or not _utf8(content)):
+                _once(not_restorable, path, "binary: the editor cannot restore it (agent-lsp rewind restores it on disk)")
+                continue
+            plan[path] = Restore(path, content, current)
+    conflicted = {p for p, _ in conflicts}
+    restores = [r for p, r in plan.items() if p not in conflicted and r.content != r.current]
+    rewind_id = new_id("w")
+    record = RunCheckpoint(store, workspace, rewind_id, manifests[0].session_id, kind="rewind")
+    record.manifest.rewinds = [m.run_id for m in manifests]
+    for item in restores:  # the rewind's own checkpoint: what it overwrote, so it can be undone
+        sha = await asyncio.to_thread(store.blobs.put, item.current) if item.current is not None else None
+        record.manifest.files[str(item.path)] = _record(item.path, sha)
+    outcome = await restorer.restore(restores) if restores else RestoreOutcome()
+    for path, reason in outcome.failed:
+        record.manifest.files.pop(str(path), None)
+        _once(not_restorable, path, reason)
+    restored = outcome.restored + [p for p, r in plan.items() if p not in conflicted and r.content == r.current]
+    await record.close()
+    return RewindResult(rewind_id, restored, conflicts, not_restorable, [m.run_id for m in manifests])
+
+
+def _record(path: Path, sha: str | None):  # type: ignore[no-untyped-def]
+    from agent_lsp.agent.checkpoints import FileRecord
+
+    return FileRecord(str(path), sha, via="rewind")
+
+
+def _once(items: list[tuple[Path, str]], path: Path, reason: str) -> None:
+    if all(p != path for p, _ in items):
+        items.append((path, reason))
+
+
+def _utf8(data: bytes) -> bool:
+    try:
+        data.decode("utf-8")
+        return True
+    except UnicodeDecodeError:
+        return False

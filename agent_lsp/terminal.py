@@ -1,0 +1,58 @@
+"""Terminal output shared by `agent-lsp run`, `demo`, `sessions`, `rewind` and `doctor`:
+colour only on a TTY and never with NO_COLOR set, and one way to read a line without blocking
+the event loop."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import threading
+from typing import TextIO
+
+
+class Style:
+    def __init__(self, enabled: bool):
+        self.enabled = enabled
+
+    @classmethod
+    def for_stream(cls, out: TextIO) -> Style:
+        return cls(_isatty(out) and "NO_COLOR" not in os.environ)
+
+    def __call__(self, code: str, text: str) -> str:
+        return f"\033[{code}m{text}\033[0m" if self.enabled else text
+
+    def dim(self, text: str) -> str:
+        return self("2", text)
+
+    def bold(self, text: str) -> str:
+        return self("1", text)
+
+    def ok(self, text: str = "✓") -> str:
+        return self("32", text)
+
+    def bad(self, text: str = "✗") -> str:
+        return self("31", text)
+
+
+def _isatty(out: TextIO) -> bool:
+    try:
+        return out.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def read_line_async(prompt: str, out: TextIO) -> asyncio.Future[str | None]:
+    """input() in a daemon thread, so a Ctrl-C never waits on a blocked read."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[str | None] = loop.create_future()
+
+    def reader() -> None:
+        out.write(prompt)
+        out.flush()
+        line = sys.stdin.readline()
+        value = line.strip() if line else None
+        loop.call_soon_threadsafe(lambda: future.done() or future.set_result(value))
+
+    threading.Thread(target=reader, daemon=True).start()
+    return future
