@@ -166,9 +166,6 @@ class RunCheckpoint:
                 self._record(path, None, "edit", False, f"its checkpoint could not be written ({exc.strerror or exc})")
             await asyncio.to_thread(self.store.save, self.manifest)
 
-    def changed(self, path: Path) -> None:
-        """An edit landed (the record was made before it)."""
-
     async def before_command(self) -> Snapshot | None:
         try:
             return await self.store.snapshotter.take()

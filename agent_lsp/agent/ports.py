@@ -28,6 +28,7 @@ class EditOutcome:
     applied: bool
     message: str = ""
     rejected: bool = False  # the user said no in the editor's own preview
+    version: int | None = None  # the editor buffer's version once the edit is in (for diagnostics)
 
 
 class Workspace(Protocol):

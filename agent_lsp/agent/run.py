@@ -85,7 +85,8 @@ class _Run:
         async def go() -> str:
             history = [Entry({"role": "user", "content": task}, "prompt", self.services.run_id)]
             self.services.emit(Event("status", f"[{agent_id}] sub-agent started: {task[:120]}", {"turn": 0}, agent_id))
-            sub = AgentLoop(self.services, agent_id, ToolBox(subagent_tools()), settings.delegate_max_turns, history,
+            diagnostics = bool(getattr(self.services.tool_ctx.workspace, "has_diagnostics", False))
+            sub = AgentLoop(self.services, agent_id, ToolBox(subagent_tools(diagnostics)), settings.delegate_max_turns, history,
                             SUBAGENT_PROMPT.format(roots=roots))
             outcome = await sub.loop()
             self.services.emit(Event("status", f"[{agent_id}] sub-agent stopped: {outcome.reason} after {_count(outcome.turns, 'turn')}",
@@ -140,7 +141,8 @@ async def run_task(prompt: str, *, session: Session, settings: Settings, workspa
             memory = await recall_memory(paths.roots, settings.memory_files)
             memory_text = "".join(f"\n\n## Memory: {label}\n{text}" for label, text in memory)
             system = SYSTEM_PROMPT.format(roots=", ".join(paths.names()), memory=memory_text)
-            tools = plan_tools(options.extra_tools) if options.mode == "plan" else main_tools(options.extra_tools)
+            diagnostics = bool(getattr(workspace, "has_diagnostics", False))
+            tools = (plan_tools if options.mode == "plan" else main_tools)(options.extra_tools, diagnostics)
             if options.mode == "plan":
                 system += PLAN_PROMPT
             main = AgentLoop(services, "main", ToolBox(tools), settings.max_turns, session.history, system)

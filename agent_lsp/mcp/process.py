@@ -137,7 +137,7 @@ def _group_alive(pgid: int) -> bool:
 
 
 @atexit.register
-def _kill_live_groups() -> None:
+def kill_live_groups() -> None:
     """Every server ends with agent-lsp, even when nobody called `aclose()`."""
     for pgid in list(_LIVE_GROUPS):
         with contextlib.suppress(OSError):

@@ -23,7 +23,7 @@ log = logging.getLogger(__name__)
 # Server->client requests sent and answered as plain JSON, extra properties included: a
 # showMessageRequest's action items carry {runId, callId} and the answer the user's `reason`
 # after Deny (CONTRACT "Approvals", Decision 13). Typed lsprotocol classes would drop both.
-RAW_METHODS = frozenset({types.WINDOW_SHOW_MESSAGE_REQUEST})
+RAW_METHODS = frozenset({types.WINDOW_SHOW_MESSAGE_REQUEST, "agentLsp/diagnostics"})
 
 
 class AgentProtocol(LanguageServerProtocol):

@@ -7,6 +7,7 @@ import concurrent.futures
 import importlib
 import logging
 import os
+import sys
 import threading
 from typing import TYPE_CHECKING, Any
 
@@ -52,9 +53,13 @@ class AgentServer(LanguageServer):
     @property
     def runs(self) -> RunRegistry:
         if self._runs is None:
+            from agent_lsp.agent.host import McpHooks
+            from agent_lsp.server.mcp import LspMcpHooks
             from agent_lsp.server.runs import RunRegistry
 
             self._runs = RunRegistry(self)
+            hooks = LspMcpHooks(self, self.caps, self._runs.streams, self.config.settings.approval.timeout)
+            self._runs.host.mcp_hooks = McpHooks(hooks.ask_consent, hooks.on_status)
         return self._runs
 
     async def settings_ready(self) -> None:
@@ -193,6 +198,15 @@ def create_server() -> AgentServer:
             raise commands.JsonRpcInvalidParams(f"agentLsp.rewind: {exc}") from None
         return result.to_dict()
 
+    @server.command("agentLsp.mcpServers")
+    async def mcp_servers(ls: AgentServer, *args: Any) -> list[dict[str, Any]]:
+        from agent_lsp.server import commands
+        from agent_lsp.server.workspace import workspace_roots
+
+        commands.parse_args(commands.NoArgs, "agentLsp.mcpServers", args)
+        await ls.settings_ready()
+        return await ls.runs.host.mcp_status(workspace_roots(ls), ls.config.settings)
+
     @server.command("agentLsp.cancel")
     def cancel(ls: AgentServer, *args: Any) -> bool:
         from agent_lsp.server import commands
@@ -245,6 +259,10 @@ def create_server() -> AgentServer:
     async def shutdown(ls: AgentServer, *args: Any) -> None:
         if ls._runs is not None:
             await ls.runs.cancel_all(SHUTDOWN_DEADLINE)
+            try:  # MCP server processes end with us
+                await asyncio.wait_for(ls.runs.host.aclose(), SHUTDOWN_DEADLINE)
+            except TimeoutError:
+                log.warning("closing the MCP servers took longer than %ss", SHUTDOWN_DEADLINE)
 
     @server.feature(types.EXIT)
     def exit_(ls: AgentServer, *args: Any) -> None:
@@ -299,7 +317,15 @@ def warm_up_imports(modules: tuple[str, ...] = ("openai",)) -> concurrent.future
 
 
 def exit_soon(delay: float = 1.0) -> None:
-    """pygls waits for its stdin reader thread on exit; do not let that keep us alive."""
-    timer = threading.Timer(delay, lambda: os._exit(0))
+    """pygls waits for its stdin reader thread on exit; do not let that keep us alive (os._exit
+    skips atexit hooks: the MCP servers' process groups are ended here first)."""
+
+    def last_rites() -> None:
+        process = sys.modules.get("agent_lsp.mcp.process")
+        if process is not None:
+            process.kill_live_groups()
+        os._exit(0)
+
+    timer = threading.Timer(delay, last_rites)
     timer.daemon = True
     timer.start()

@@ -22,6 +22,8 @@ from agent_lsp.server.rpc import ClientRequestError, client_request
 log = logging.getLogger(__name__)
 
 APPLY_EDIT_TIMEOUT = 60.0
+DIAGNOSTICS_METHOD = "agentLsp/diagnostics"
+DIAGNOSTICS_TIMEOUT = 3.0  # CONTRACT Decision 15: the client answers within ~2 s
 PREVIEW_ANNOTATION = "agent-lsp-preview"
 _LSP_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")
 
@@ -102,6 +104,28 @@ class LspWorkspace:
         self.names = names
         self.on_waiting: Callable[[str], None] | None = None  # a write right after a request
 
+    @property
+    def has_diagnostics(self) -> bool:
+        return self.caps.diagnostics
+
+    async def diagnostics(self, paths: list[Path] | None, after: dict[Path, int] | None) -> list[dict[str, Any]] | None:
+        """`agentLsp/diagnostics`: what the editor shows for those files (all when None); with
+        `after`, once the editor has diagnostics for that version (it waits at most ~2 s).
+        None when the client cannot or does not answer in time."""
+        if not self.caps.diagnostics:
+            return None
+        params: dict[str, Any] = {}
+        if paths is not None:
+            params["uris"] = [(self._open_document(p).uri if self._open_document(p) is not None else p.as_uri()) for p in paths]
+        if after:
+            params["afterVersion"] = max(after.values())
+        try:
+            result = await client_request(self.ls, DIAGNOSTICS_METHOD, params, DIAGNOSTICS_TIMEOUT)
+        except (TimeoutError, ClientRequestError) as exc:
+            log.info("agentLsp/diagnostics: %s", exc)
+            return None
+        return [item for item in result if isinstance(item, dict)] if isinstance(result, list) else None
+
     def _open_document(self, path: Path) -> Any:
         for uri, doc in list(self.ls.workspace.text_documents.items()):
             if uri.startswith("file:") and uri_to_path(uri) == path:
@@ -156,7 +180,9 @@ class LspWorkspace:
         if not applied:
             reason = getattr(result, "failure_reason", None) or "the editor refused the edit (the document may have changed since the agent read it)"
             return EditOutcome(False, reason, rejected=preview is not None and not getattr(result, "failure_reason", None))
-        return EditOutcome(True)
+        # The buffer's version once the edit is in: the next one for an open document, the
+        # first for one the editor opens to apply it.
+        return EditOutcome(True, version=(open_doc.version or 0) + 1 if open_doc is not None else 1)
 
     async def restore(self, restores: list[Any]) -> Any:
         """A rewind as one workspace/applyEdit (so the editor's undo can take it back):

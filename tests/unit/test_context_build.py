@@ -11,7 +11,7 @@ from tests.unit.kit import call, run, tools_reply
 
 pytestmark = pytest.mark.timeout(30)
 
-MAIN_TOOLS = {"read_file", "list_files", "search", "edit_file", "write_file", "run_command", "delegate"}
+MAIN_TOOLS = {"read_file", "list_files", "search", "edit_file", "write_file", "run_command", "delegate", "remember"}
 
 
 async def test_memory_file_text_is_in_the_system_prompt(model, workspace):

@@ -4,27 +4,30 @@ edit_file, write_file, run_command, delegate, remember, and the MCP servers' too
 from agent_lsp.agent.tools.base import Tool, ToolBox, ToolContext, ToolError
 from agent_lsp.agent.tools.command import RunCommand
 from agent_lsp.agent.tools.delegate import Delegate
+from agent_lsp.agent.tools.diagnostics import Diagnostics
 from agent_lsp.agent.tools.edits import EditFile, WriteFile
 from agent_lsp.agent.tools.files import ReadFile
+from agent_lsp.agent.tools.remember import Remember
 from agent_lsp.agent.tools.search import ListFiles, Search
 
 
-def read_tools() -> list[Tool]:
-    return [ReadFile(), ListFiles(), Search()]
+def read_tools(diagnostics: bool = False) -> list[Tool]:
+    """`diagnostics` only when the editor can answer agentLsp/diagnostics."""
+    return [ReadFile(), ListFiles(), Search(), *([Diagnostics()] if diagnostics else [])]
 
 
-def main_tools(extra: list[Tool] | None = None) -> list[Tool]:
-    return [*read_tools(), EditFile(), WriteFile(), RunCommand(), Delegate(), *(extra or [])]
+def main_tools(extra: list[Tool] | None = None, diagnostics: bool = False) -> list[Tool]:
+    return [*read_tools(diagnostics), EditFile(), WriteFile(), RunCommand(), Delegate(), Remember(), *(extra or [])]
 
 
-def plan_tools(extra: list[Tool] | None = None) -> list[Tool]:
+def plan_tools(extra: list[Tool] | None = None, diagnostics: bool = False) -> list[Tool]:
     """Plan mode (CONTRACT Decision 21): the read-only tools, delegate, and extra tools that run
-    like read-only ones."""
-    return [*read_tools(), Delegate(), *(t for t in extra or [] if t.read_only)]
+    like read-only ones; not `remember`."""
+    return [*read_tools(diagnostics), Delegate(), *(t for t in extra or [] if t.read_only)]
 
 
-def subagent_tools() -> list[Tool]:
-    return read_tools()
+def subagent_tools(diagnostics: bool = False) -> list[Tool]:
+    return read_tools(diagnostics)
 
 
 __all__ = ["Tool", "ToolBox", "ToolContext", "ToolError", "main_tools", "plan_tools", "subagent_tools"]

@@ -11,6 +11,7 @@ from pydantic import Field
 
 from agent_lsp.agent.ports import Document
 from agent_lsp.agent.tools.base import Args, EditRejected, Prepared, Tool, ToolContext, ToolError
+from agent_lsp.agent.tools.diagnostics import problems_after_edit
 
 SUMMARY_DIFF_LINES = 40
 
@@ -72,9 +73,8 @@ def _prepared(ctx: ToolContext, path: Path, before: Document | None, after: str)
             reason = outcome.message or "the editor refused the edit"
             raise ToolError(f"the edit to {shown} was not applied: {reason}. Read the file again before retrying.")
         ctx.changes.add(path)
-        if ctx.checkpoint is not None:
-            ctx.checkpoint.changed(path)
-        return f"applied: {summary.splitlines()[0]}" + (f"\n{outcome.message}" if outcome.message else "")
+        problems = await problems_after_edit(ctx, path, outcome.version)
+        return f"applied: {summary.splitlines()[0]}" + (f"\n{outcome.message}" if outcome.message else "") + problems
 
     label = f"agent-lsp: {'write_file' if before is None else 'edit_file'} {shown}"
     return Prepared(summary, apply, preview=lambda: apply(label), uri=path.as_uri(),

@@ -1,0 +1,55 @@
+"""MCP servers over LSP: consent for workspace-declared servers as a message request, and their
+status as `status` stream events, window/logMessage and one window/showMessage per failure."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from lsprotocol import types
+from pygls.lsp.server import LanguageServer
+
+from agent_lsp.server.capabilities import ClientCaps
+from agent_lsp.server.rpc import ClientRequestError, OutgoingRequest, safe_notify
+
+log = logging.getLogger(__name__)
+
+CHOICES = {"Allow": "allow", "Allow always for this workspace": "allowAlways", "Deny": "deny"}
+
+
+class LspMcpHooks:
+    def __init__(self, ls: LanguageServer, caps: ClientCaps, streams: dict[str, Any], timeout: float):
+        self.ls = ls
+        self.caps = caps
+        self.streams = streams  # the runs in flight: their streams get the status lines
+        self.timeout = timeout
+        self.shown: set[str] = set()
+
+    async def ask_consent(self, decl: Any, prompt: str) -> str | None:
+        """allow | allowAlways | deny; None when nobody can be asked (Helix) or nobody answered."""
+        if not self.caps.can_show_message_request:
+            return None
+        request = OutgoingRequest(self.ls, types.WINDOW_SHOW_MESSAGE_REQUEST, {
+            "type": types.MessageType.Warning.value, "message": f"agent-lsp: {prompt}",
+            "actions": [{"title": title} for title in CHOICES]})
+        for stream in list(self.streams.values()):  # a write right after the request (see PITFALLS: eglot)
+            stream.send("status", f"waiting for consent to start MCP server `{decl.name}`", {"turn": None})
+        try:
+            result = await asyncio.wait_for(asyncio.shield(request.answer), self.timeout)
+        except (TimeoutError, ClientRequestError) as exc:
+            log.info("consent for MCP server %s: %s", decl.name, exc or "unanswered")
+            return None
+        finally:
+            request.withdraw()
+        title = result.get("title") if isinstance(result, dict) else None
+        return CHOICES.get(str(title), "deny") if result is not None else "deny"
+
+    def on_status(self, name: str, state: str, message: str) -> None:
+        safe_notify(self.ls, types.WINDOW_LOG_MESSAGE, types.LogMessageParams(
+            type=types.MessageType.Error if state == "failed" else types.MessageType.Info, message=f"agent-lsp: {message}"))
+        for stream in list(self.streams.values()):
+            stream.send("status", message, {"turn": None, "mcpServer": name, "state": state})
+        if state == "failed" and name not in self.shown:
+            self.shown.add(name)
+            safe_notify(self.ls, types.WINDOW_SHOW_MESSAGE, types.ShowMessageParams(type=types.MessageType.Error, message=f"agent-lsp: {message}"))
