@@ -92,11 +92,11 @@ class Snapshotter:
             found += await self._git_changes(top, tree, now[1])
         for path, (size, mtime, sha) in before.files.items():
             current = after.files.get(path)
-            if current is not None and current[2] == sha:
-                continue
-            if sha is None:  # too big to have been kept
+            if sha is None:  # too big to have been kept: only its size and time tell
                 if current is None or current[:2] != (size, mtime):
                     found.append(Change(path, None, False, f"larger than {SMALL_FILE // 1_000_000} MB and not in git: no copy was kept"))
+                continue
+            if current is not None and current[2] == sha:
                 continue
             found.append(Change(path, sha))
         for path in after.files:

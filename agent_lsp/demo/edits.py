@@ -3,9 +3,11 @@ applying LSP text edits the way an editor does (UTF-16 positions), and plain JSO
 
 from __future__ import annotations
 
-from typing import Any
-
 from lsprotocol import types
+
+from agent_lsp.server.rpc import plain
+
+__all__ = ["apply_text_edits", "plain", "utf16_offset"]
 
 
 def utf16_offset(text: str, lines: list[str], pos: types.Position) -> int:
@@ -29,18 +31,3 @@ def apply_text_edits(text: str, edits: list[types.TextEdit]) -> str:
     for start, end, new in sorted(spans, reverse=True):
         text = text[:start] + new + text[end:]
     return text
-
-
-def plain(value: Any) -> Any:
-    """pygls hands unknown notifications' params over as namedtuples: make them JSON again."""
-    if hasattr(value, "_asdict"):
-        return {k: plain(v) for k, v in value._asdict().items()}
-    if isinstance(value, dict):
-        return {k: plain(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [plain(v) for v in value]
-    if hasattr(value, "__attrs_attrs__"):
-        from pygls.protocol import default_converter
-
-        return default_converter().unstructure(value)
-    return value

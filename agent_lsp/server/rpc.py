@@ -61,7 +61,10 @@ class OutgoingRequest:
         elif (exc := done.exception()) is not None:
             self.answer.set_exception(ClientRequestError(str(exc)))
         else:
-            self.answer.set_result(done.result())
+            result = done.result()
+            # An untyped answer (a raw method) arrives as namedtuples: make it plain JSON; a
+            # typed one (an lsprotocol class) stays as it is.
+            self.answer.set_result(result if hasattr(result, "__attrs_attrs__") else plain(result))
 
     def withdraw(self) -> None:
         """Tell the client we no longer wait for this answer (`$/cancelRequest`)."""
@@ -95,3 +98,19 @@ def safe_notify(ls: LanguageServer, method: str, params: Any) -> None:
         if isinstance(exc, BrokenPipeError):
             ls.connection_closed = True  # type: ignore[attr-defined]
         log.debug("could not send %s: %s", method, exc)
+
+
+def plain(value: Any) -> Any:
+    """JSON values as plain dicts and lists: pygls hands untyped results and params over as
+    namedtuples (and typed ones as attrs classes)."""
+    if hasattr(value, "_asdict"):
+        return {k: plain(v) for k, v in value._asdict().items()}
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [plain(v) for v in value]
+    if hasattr(value, "__attrs_attrs__"):
+        from pygls.protocol import default_converter
+
+        return default_converter().unstructure(value)
+    return value

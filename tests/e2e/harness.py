@@ -30,6 +30,30 @@ from agent_lsp.demo.edits import plain
 HELIX_CAPS = Path(__file__).parent / "helix_capabilities.json"
 
 
+# eglot's capabilities (issue 11.3). pytest-lsp records the eglot of Emacs 29.1; the window part
+# is transcribed from eglot itself: the eglot built into Emacs 29 and 30 describes its window as
+# {showDocument: {support: t}, workDoneProgress: t} (no showMessage, yet it answers
+# window/showMessageRequest: base protocol); eglot 1.9 (Emacs 28, ELPA) sends no window at all.
+EGLOT_WINDOWS: dict[str, tuple[dict[str, Any] | None, str]] = {
+    "emacs-29": ({"showDocument": {"support": True}, "workDoneProgress": True}, "29.1"),
+    "emacs-30": ({"showDocument": {"support": True}, "workDoneProgress": True}, "30.1"),
+    "eglot-1.9": (None, "28.2"),
+}
+
+
+def _eglot(name: str) -> dict[str, Any]:
+    import pytest_lsp.clients
+
+    recorded = json.loads((resources.files(pytest_lsp.clients) / "emacs_v29.1.json").read_text())
+    window, version = EGLOT_WINDOWS[name]
+    caps = dict(recorded["capabilities"])
+    if window is None:
+        caps.pop("window", None)
+    else:
+        caps["window"] = window
+    return {"capabilities": caps, "clientInfo": {"name": "Emacs (eglot)", "version": version}}
+
+
 def capabilities(caps: str | types.ClientCapabilities) -> types.ClientCapabilities:
     """A recorded client's capabilities by name, or the given capabilities as they are."""
     if isinstance(caps, types.ClientCapabilities):
@@ -37,6 +61,8 @@ def capabilities(caps: str | types.ClientCapabilities) -> types.ClientCapabiliti
     if caps == "helix":
         recorded = json.loads(HELIX_CAPS.read_text())
         return default_converter().structure(recorded["capabilities"], types.ClientCapabilities)
+    if caps in EGLOT_WINDOWS:
+        return default_converter().structure(_eglot(caps)["capabilities"], types.ClientCapabilities)
     return client_capabilities(caps)
 
 
@@ -44,7 +70,9 @@ def client_info(caps: str | types.ClientCapabilities) -> types.ClientInfo | None
     """The `clientInfo` the recorded editor sent along with its capabilities."""
     if not isinstance(caps, str):
         return None
-    if caps == "helix":
+    if caps in EGLOT_WINDOWS:
+        recorded = _eglot(caps)
+    elif caps == "helix":
         recorded = json.loads(HELIX_CAPS.read_text())
     else:
         import pytest_lsp.clients
@@ -58,11 +86,19 @@ def client_info(caps: str | types.ClientCapabilities) -> types.ClientInfo | None
 
 
 class RecordingProtocol(LanguageClientProtocol):
-    """Also remembers every `$/cancelRequest` the server sends (pygls consumes it itself)."""
+    """Also remembers every `$/cancelRequest` the server sends (pygls consumes it itself), and
+    the raw JSON of its message requests (the typed params drop their action items' extra
+    properties: runId and callId)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.cancelled_ids: list[Any] = []
+        self.raw_message_requests: list[dict[str, Any]] = []
+
+    def structure_message(self, data: dict[str, Any]) -> Any:
+        if data.get("method") == types.WINDOW_SHOW_MESSAGE_REQUEST:
+            self.raw_message_requests.append(data.get("params") or {})
+        return super().structure_message(data)
 
     def _handle_notification(self, method_name: str, params: Any) -> None:
         if method_name == types.CANCEL_REQUEST:
@@ -88,6 +124,7 @@ class Editor:
     edit_request_ids: list[Any] = field(default_factory=list)
     edit_delay: float = 0.0  # seconds before the editor answers an applyEdit
     refuse_edits: bool = False
+    refuse_reason: str | None = "refused by the test editor"  # None: applied false without a reason (a preview's Discard)
     error_edits: bool = False  # answer applyEdit with a JSON-RPC error (like eglot on a stale version)
     configuration_requests: list[types.ConfigurationParams] = field(default_factory=list)
     server_capabilities: Any = None
@@ -156,6 +193,10 @@ class Editor:
     @property
     def cancelled_ids(self) -> list[Any]:
         return self.client.protocol.cancelled_ids
+
+    @property
+    def raw_approval_requests(self) -> list[dict[str, Any]]:
+        return self.client.protocol.raw_message_requests
 
     @property
     def process(self) -> asyncio.subprocess.Process:
@@ -250,6 +291,8 @@ async def start_editor(root: Path, caps: str | types.ClientCapabilities, *, init
                 answer = await answer
         if answer == "ignore":
             await asyncio.sleep(3600)  # never answered (until the server withdraws it)
+        if isinstance(answer, dict):  # an action item with extra properties: {title, reason}
+            return answer
         return None if answer is None else types.MessageActionItem(title=answer)
 
     @client.feature(types.WORKSPACE_CONFIGURATION)
@@ -267,7 +310,7 @@ async def start_editor(root: Path, caps: str | types.ClientCapabilities, *, init
         if editor.error_edits:
             raise ValueError("the test editor cannot apply this edit")
         if editor.refuse_edits:
-            return types.ApplyWorkspaceEditResult(applied=False, failure_reason="refused by the test editor")
+            return types.ApplyWorkspaceEditResult(applied=False, failure_reason=editor.refuse_reason)
         return apply_workspace_edit(editor, params.edit)
 
     env = {**os.environ, **(env or {})}
@@ -295,12 +338,16 @@ async def keep_stderr(editor: Editor) -> None:
 def apply_workspace_edit(editor: Editor, edit: types.WorkspaceEdit) -> types.ApplyWorkspaceEditResult:
     """Versioned edits to open buffers (refused when stale); other files on disk."""
     changes: list[tuple[str, int | None, list[types.TextEdit]]] = []
+    deletes: list[str] = []
     for change in edit.document_changes or []:
         if isinstance(change, types.CreateFile):
             path = Path(to_fs_path(change.uri))
             if not path.exists():
                 path.parent.mkdir(parents=True, exist_ok=True)
                 path.write_text("")
+            continue
+        if isinstance(change, types.DeleteFile):
+            deletes.append(change.uri)
             continue
         changes.append((change.text_document.uri, change.text_document.version, list(change.edits)))
     for uri, edits in (edit.changes or {}).items():
@@ -320,6 +367,10 @@ def apply_workspace_edit(editor: Editor, edit: types.WorkspaceEdit) -> types.App
             path.parent.mkdir(parents=True, exist_ok=True)
             old = path.read_text() if path.exists() else ""
             path.write_text(apply_text_edits(old, edits, editor.encoding))
+    for uri in deletes:  # like an editor: the file goes, and so does its buffer
+        Path(to_fs_path(uri)).unlink(missing_ok=True)
+        if editor.buffers.pop(uri, None) is not None:
+            editor.client.text_document_did_close(types.DidCloseTextDocumentParams(text_document=types.TextDocumentIdentifier(uri=uri)))
     return types.ApplyWorkspaceEditResult(applied=True)
 
 

@@ -10,7 +10,7 @@ from lsprotocol import types
 
 from tests.e2e.harness import tool_messages
 
-EDITORS = ["visual-studio-code", "neovim"]
+EDITORS = ["visual-studio-code", "neovim", "emacs-29", "emacs-30", "eglot-1.9"]
 
 
 def command_call(command: str, call_id: str | None = None) -> dict:

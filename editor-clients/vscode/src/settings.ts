@@ -18,6 +18,12 @@ const TRUSTED_KEYS = [
   'approval.tools',
   'approval.allowCommands',
   'approval.timeout',
+  'approval.sandboxed',
+  'mcpServers',
+  'mcp.workspaceServers',
+  'sandbox.mode',
+  'sandbox.network',
+  'sandbox.hide',
 ] as const;
 
 /** Keys a workspace may set; answered over `workspace/configuration` as well. */
@@ -28,6 +34,7 @@ const WORKSPACE_KEYS = [
   'requestTimeout',
   'contextWindow',
   'toolOutputLimit',
+  'pricing',
 ] as const;
 
 /** The nested object the server reads, e.g. `{model, approval: {default}}`. */
@@ -108,7 +115,24 @@ export function workspaceSettings(): ServerSettings {
 
 /** What a restart depends on: the server command line and the trust-boundary values. */
 export function restartFingerprint(): string {
-  return JSON.stringify({ serverPath: serverPath(), trusted: collect(TRUSTED_KEYS, true) });
+  return JSON.stringify({ serverPath: serverPath(), editPreview: editPreview(), trusted: collect(TRUSTED_KEYS, true) });
+}
+
+/** Whether edits are reviewed in VS Code's Refactor Preview (sent as a capability at start). */
+export function editPreview(): boolean {
+  return config().get<boolean>('editPreview', false);
+}
+
+/** The model the settings name (what `agentLsp.models` calls `current`), if the user set one. */
+export function explicitModel(): string | undefined {
+  const value = explicitValue(config(), 'model', false);
+  return isSet(value) ? String(value) : undefined;
+}
+
+/** The endpoint as the user configured it, for messages (empty: the server's default). */
+export function baseUrl(): string | undefined {
+  const value = config().inspect<string>('baseUrl')?.globalValue;
+  return isSet(value) ? String(value) : undefined;
 }
 
 export function serverPath(): string {

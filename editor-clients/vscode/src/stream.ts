@@ -15,6 +15,10 @@ export interface RunReport {
   denied?: number;
   error?: string;
   transcript?: string;
+  usage?: { promptTokens?: number; completionTokens?: number; cachedTokens?: number; costUsd?: number };
+  contextTokens?: number;
+  contextWindow?: number;
+  rewindable?: boolean;
 }
 
 export interface StreamEvent {
@@ -32,6 +36,17 @@ export interface StreamEvent {
   state?: string;
   turn?: number;
   report?: RunReport;
+  /** `main`, or the id of the sub-agent the event belongs to. */
+  agentId?: string;
+  /** `approval` events of edit tools, while `pending`: the edit as a diff and the whole new text. */
+  uri?: string;
+  diff?: string;
+  newText?: string;
+  diffTruncated?: boolean;
+  /** `usage` events. */
+  contextTokens?: number;
+  contextWindow?: number;
+  costUsd?: number;
 }
 
 export class StreamView implements vscode.Disposable {
@@ -67,6 +82,9 @@ export class StreamView implements vscode.Disposable {
       this.channel.appendLine(`━━ [${event.runId}]`);
       this.lastRunId = event.runId;
     }
+    if (event.kind === 'usage') {
+      return; // shown in the status bar; the report's line sums it up
+    }
     if (event.kind === 'text') {
       const text = event.text ?? '';
       if (text) {
@@ -75,7 +93,8 @@ export class StreamView implements vscode.Disposable {
       }
       return;
     }
-    this.line(formatEvent(event));
+    const who = event.agentId && event.agentId !== 'main' ? `[${event.agentId}] ` : '';
+    this.line(who + formatEvent(event));
     if (event.kind === 'stop' && event.report) {
       for (const detail of formatReport(event.report, event.text)) {
         this.line(detail);
@@ -132,6 +151,15 @@ function formatReport(report: RunReport, stopText?: string): string[] {
     `  stop reason: ${report.stopReason ?? 'unknown'} · turns ${report.turns ?? 0}` +
       ` · tool calls ${report.toolCalls ?? 0} · denied ${report.denied ?? 0}`,
   ];
+  const cost = report.usage?.costUsd;
+  if (report.contextWindow) {
+    lines.push(
+      `  context ${Math.round((report.contextTokens ?? 0) / 1000)}k/${Math.round(report.contextWindow / 1000)}k` +
+        ` · tokens in ${report.usage?.promptTokens ?? 0} (cached ${report.usage?.cachedTokens ?? 0})` +
+        ` · out ${report.usage?.completionTokens ?? 0}` +
+        (typeof cost === 'number' ? ` · $${cost < 1 ? cost.toFixed(3) : cost.toFixed(2)}` : ''),
+    );
+  }
   if (report.summary && report.summary.trim() !== stopText?.trim()) {
     lines.push(`  summary: ${report.summary}`);
   }
@@ -140,6 +168,9 @@ function formatReport(report: RunReport, stopText?: string): string[] {
   }
   for (const uri of report.editedFiles ?? []) {
     lines.push(`  edited: ${uri}`);
+  }
+  if (report.rewindable) {
+    lines.push('  rewindable: "Agent: Rewind Run…" restores the files');
   }
   if (report.transcript) {
     lines.push(`  transcript: ${report.transcript}`);

@@ -1,4 +1,5 @@
---- The user commands: start runs (:AgentRun, :AgentAsk), cancel them, new sessions.
+--- The user commands: start runs (:AgentRun, :AgentAsk, :AgentPlan, :AgentCarryOut), cancel
+--- them, new sessions.
 
 local workspace = require('agent_lsp.workspace')
 local runs = require('agent_lsp.runs')
@@ -24,6 +25,9 @@ end
 ---@field textDocument? { uri: string }
 ---@field range? lsp.Range
 ---@field sessionId? string
+---@field model? string
+---@field mode? 'plan'
+---@field selectionInPrompt? boolean the prompt already holds the selected text
 
 ---@class agent_lsp.StartOpts
 ---@field bufnr? integer buffer whose pending changes are flushed to the server first
@@ -31,7 +35,8 @@ end
 ---@field new_session? boolean start a fresh conversation
 
 --- Sends `agentLsp.run` and tracks the run. The workspace's last session continues, unless it
---- is still busy with a run (then a parallel session starts) or `new_session` is set.
+--- is still busy with a run (then a parallel session starts) or `new_session` is set; the
+--- model picked with :AgentModel goes along.
 ---@param client vim.lsp.Client
 ---@param args agent_lsp.RunArgs
 ---@param opts? agent_lsp.StartOpts
@@ -47,6 +52,9 @@ function M.start(client, args, opts)
     if session and not busy then
       args.sessionId = session
     end
+  end
+  if args.model == nil then
+    args.model = workspace.model(root)
   end
   local title = one_line(opts.title or args.prompt or '')
   local bufnr = opts.bufnr
@@ -68,6 +76,7 @@ function M.start(client, args, opts)
     local run = runs.ensure(result.runId, client.id)
     run.session_id = result.sessionId
     run.root = root
+    run.mode = args.mode
     if not run.has_progress then
       run.title = title
     end
@@ -146,9 +155,42 @@ function M.ask(question, cmd_opts)
         local range, body = selection.to_lsp(bufnr, sel, client.offset_encoding)
         args.range = range
         args.prompt = selection.prompt(bufnr, text, range, body)
+        args.selectionInPrompt = true -- so the server does not add it a second time
       end
       M.start(client, args, { bufnr = bufnr, title = text })
     end)
+  end)
+end
+
+--- :AgentPlan {task}: a plan run (read-only tools, a numbered plan as the answer) in this
+--- workspace's session; :AgentCarryOut then carries it out.
+---@param task string
+function M.plan(task)
+  with_text(task, 'Plan a task: ', function(text)
+    with_client(function(client, bufnr)
+      M.start(client, { prompt = text, textDocument = text_document(bufnr), mode = 'plan' }, {
+        bufnr = bufnr,
+        title = 'plan: ' .. text,
+      })
+    end)
+  end)
+end
+
+M.carry_out_prompt = 'Carry out the plan above.'
+
+--- :AgentCarryOut: a follow-up run, with every tool, in the session of the workspace's last
+--- finished plan.
+function M.carry_out()
+  with_client(function(client, bufnr)
+    local plan = runs.last_plan(workspace.client_root(client))
+    if not plan then
+      notify('no finished plan in this workspace: make one with :AgentPlan {task}', vim.log.levels.WARN)
+      return
+    end
+    M.start(client, { prompt = M.carry_out_prompt, sessionId = plan.session_id }, {
+      bufnr = bufnr,
+      title = 'carry out: ' .. plan.title:gsub('^plan: ', ''),
+    })
   end)
 end
 

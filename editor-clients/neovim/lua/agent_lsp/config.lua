@@ -25,7 +25,16 @@ M.defaults = {
 
 -- Settings the server only takes from the user's own configuration
 -- (initializationOptions), never from workspace/configuration (CONTRACT.md, trust boundary).
-M.trusted_only_keys = { 'baseUrl', 'apiKeyEnv', 'transcriptDir', 'memoryFiles', 'approval' }
+M.trusted_only_keys = {
+  'baseUrl',
+  'apiKeyEnv',
+  'transcriptDir',
+  'memoryFiles',
+  'mcpServers',
+  'approval',
+  'mcp',
+  'sandbox',
+}
 
 -- Known top-level server settings (CONTRACT.md "Settings"); others are ignored by the server.
 M.server_setting_keys = {
@@ -40,6 +49,10 @@ M.server_setting_keys = {
   'approval',
   'memoryFiles',
   'transcriptDir',
+  'pricing',
+  'mcpServers',
+  'mcp',
+  'sandbox',
 }
 
 local splits = { right = true, left = true, above = true, below = true, tab = true }
@@ -150,8 +163,9 @@ function M.set(opts)
   return true
 end
 
--- Settings whose value is a JSON array; every other empty table is sent as an object.
-local list_keys = { allowCommands = true, memoryFiles = true }
+-- Settings whose value is a JSON array (`approval.allowCommands`, `memoryFiles`,
+-- `sandbox.hide`, an MCP server's `args`); every other empty table is sent as an object.
+local list_keys = { allowCommands = true, memoryFiles = true, hide = true, args = true }
 
 --- Copies `value` so that it encodes as the JSON the server expects: Lua cannot tell `{}`
 --- from `[]`, and vim.json encodes an empty table as an array.
@@ -172,6 +186,21 @@ function M.to_json(value, key)
   return out
 end
 
+--- Whether a settings change touches what the server takes only at start-up (the trusted keys,
+--- which travel in initializationOptions): then the server must restart to see it.
+---@param before table
+---@param after table
+---@return boolean
+function M.needs_restart(before, after)
+  for _, key in ipairs(M.trusted_only_keys) do
+    if not vim.deep_equal(before[key], after[key]) then
+      return true
+    end
+  end
+  return not vim.deep_equal(before.model, after.model)
+    and (vim.startswith(tostring(before.model), 'replay:') or vim.startswith(tostring(after.model), 'replay:'))
+end
+
 --- Server settings for workspace/configuration: the trust-boundary keys only travel in
 --- initializationOptions, where the server accepts them.
 ---@param settings table
@@ -180,6 +209,9 @@ function M.workspace_settings(settings)
   local copy = vim.deepcopy(settings)
   for _, key in ipairs(M.trusted_only_keys) do
     copy[key] = nil
+  end
+  if type(copy.model) == 'string' and vim.startswith(copy.model, 'replay:') then
+    copy.model = nil -- a replay: model is trusted too (initializationOptions only)
   end
   return M.to_json(copy)
 end

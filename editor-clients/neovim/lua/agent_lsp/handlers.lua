@@ -1,4 +1,5 @@
---- LSP handlers of the agent_lsp config: the stream, approvals, agent edits and the run command.
+--- LSP handlers of the agent_lsp config: the stream, agent edits and the run command (approvals:
+--- approval.lua, editor diagnostics: diagnostics.lua).
 
 local M = {}
 
@@ -28,9 +29,14 @@ function M.stream(_, params, ctx)
     run.message = params.text
     pcall(vim.cmd.redrawstatus, { bang = true })
   end
-  if params.kind == 'approval' and params.state == 'withdrawn' then
-    -- an approval left unanswered too long: a picker still open for it no longer counts
-    notify('approval withdrawn (counted as a denial): ' .. tostring(params.text or params.tool), vim.log.levels.WARN)
+  if params.kind == 'approval' then
+    require('agent_lsp.approval').on_event(params)
+    if params.state == 'withdrawn' then
+      -- an approval left unanswered too long: a picker still open for it no longer counts
+      notify('approval withdrawn (counted as a denial): ' .. tostring(params.text or params.tool), vim.log.levels.WARN)
+    end
+  elseif params.kind == 'usage' then
+    runs.on_usage(run, params)
   end
   vim.api.nvim_exec_autocmds('User', { pattern = 'AgentLspStream', modeline = false, data = params })
   if params.kind == 'stop' then
@@ -39,36 +45,10 @@ function M.stream(_, params, ctx)
     runs.finish(run, reason, report)
     local summary = report.error or report.summary or params.text or ''
     notify(('run %s: %s'):format(reason or 'stopped', summary), stop_levels[reason])
+    if run.mode == 'plan' and reason == 'done' then
+      notify('the plan is ready (in the stream buffer): :AgentCarryOut carries it out')
+    end
   end
-end
-
---- `window/showMessageRequest` (approvals): `vim.ui.select` over the actions; a dismissed
---- picker answers null, which the server takes as a denial.
----@param params lsp.ShowMessageRequestParams
----@param ctx lsp.HandlerContext
-function M.show_message_request(err, params, ctx)
-  local co, is_main = coroutine.running()
-  if not co or is_main then
-    return vim.lsp.handlers['window/showMessageRequest'](err, params, ctx)
-  end
-  local actions = params.actions or {}
-  if #actions == 0 then
-    notify(params.message, vim.log.levels.INFO)
-    return vim.NIL
-  end
-  vim.ui.select(actions, {
-    kind = 'agent_lsp_approval',
-    prompt = vim.startswith(params.message, 'agent-lsp') and params.message or ('agent-lsp: ' .. params.message),
-    format_item = function(action)
-      return (action.title:gsub('\r?\n', ' '))
-    end,
-  }, function(choice)
-    -- resume later: vim.ui.select may call back before the coroutine yields
-    vim.schedule(function()
-      coroutine.resume(co, choice or vim.NIL)
-    end)
-  end)
-  return coroutine.yield()
 end
 
 --- Loaded buffer for a file URI, without creating one.

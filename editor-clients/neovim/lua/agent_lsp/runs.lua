@@ -15,6 +15,10 @@ local M = {}
 ---@field done boolean
 ---@field stop_reason? string `done`, `max_turns`, `fatal` or `cancelled`
 ---@field report? table the run report of the `stop` event
+---@field mode? 'plan' a plan run (its `finalText` is the plan)
+---@field usage? string the main agent's latest `usage` line: `ctx 31k/128k · $0.012`
+---@field kind? 'rewind' a rewind (:AgentRewind can put its files back too)
+---@field rewound? boolean its files were rewound
 ---@field order integer creation order, newest highest
 
 ---@type table<string, agent_lsp.Run>
@@ -69,6 +73,23 @@ function M.all()
     return a.order > b.order
   end)
   return list
+end
+
+--- Finished runs (and rewinds) that changed files, newest first: what :AgentRewind offers.
+---@return agent_lsp.Run[]
+function M.with_edits()
+  return vim.tbl_filter(function(run)
+    return run.done and type(run.report) == 'table' and #(run.report.editedFiles or {}) > 0
+  end, M.all())
+end
+
+--- The newest plan run of a workspace that finished with a plan (`done`).
+---@param root string
+---@return agent_lsp.Run?
+function M.last_plan(root)
+  return vim.iter(M.all()):find(function(run)
+    return run.mode == 'plan' and run.root == root and run.done and run.stop_reason == 'done'
+  end)
 end
 
 local function redraw()
@@ -126,15 +147,43 @@ function M.on_progress(ev)
   redraw()
 end
 
---- Statusline component: the latest progress message of the newest running run, `''` when idle.
+--- Records the main agent's `usage` event: the context fill and cost of the run so far.
+---@param run agent_lsp.Run
+---@param ev table the `usage` stream event
+function M.on_usage(run, ev)
+  if ev.agentId ~= nil and ev.agentId ~= 'main' then
+    return -- a sub-agent's calls: its context is not the run's
+  end
+  if type(ev.text) == 'string' and ev.text ~= '' then
+    run.usage = ev.text
+    redraw()
+  end
+end
+
+--- The progress message without the usage suffix the server appends (` · ctx 31k/128k …`).
+---@param message string
 ---@return string
-function M.statusline()
+local function activity(message)
+  return (message:gsub(' · ctx %d+k/%d+k.*$', ''))
+end
+
+--- Statusline component for the newest running run, `''` when idle: `agent: ctx 31k/128k ·
+--- $0.012` once the first model call reported its usage (before that, what the run does).
+--- With `opts.activity`, what the run does now comes first: `agent: turn 2: edit_file a.py ·
+--- ctx 31k/128k · $0.012`.
+---@param opts? { activity?: boolean }
+---@return string
+function M.statusline(opts)
   local running = M.running()
   local run = running[1]
   if not run then
     return ''
   end
-  local text = run.message or run.title
+  local doing = activity(run.message or run.title)
+  local text = doing
+  if run.usage then
+    text = (opts and opts.activity) and (doing .. ' · ' .. run.usage) or run.usage
+  end
   -- '%' starts a statusline item
   text = text:gsub('[\r\n]+', ' '):gsub('%%', '%%%%')
   if #running > 1 then

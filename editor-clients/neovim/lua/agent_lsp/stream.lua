@@ -145,6 +145,9 @@ function M.add(ev)
     end
     last_seq[run_id] = ev.seq
   end
+  if ev.kind == 'usage' then
+    return -- after every model call: the statusline shows it (see runs.statusline)
+  end
   M.buf()
   if not headed[run_id] then
     -- the stream overtook the reply to agentLsp.run

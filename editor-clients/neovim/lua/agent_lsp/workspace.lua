@@ -7,6 +7,8 @@ M.root_markers = { '.git', 'AGENTS.md' }
 
 ---@type table<string, string> workspace root -> last sessionId
 local sessions = {}
+---@type table<string, string> workspace root -> model picked with :AgentModel
+local models = {}
 
 --- The workspace root for a buffer: the nearest `.git`/`AGENTS.md` above it, else the current
 --- directory when the file lies inside it, else the file's directory.
@@ -59,7 +61,7 @@ end
 --- `vim.lsp.enable('agent_lsp')` was not called).
 ---@param bufnr integer
 ---@return integer? client_id
-local function start(bufnr)
+function M.start(bufnr)
   local config = vim.lsp.config[M.name]
   if not config then
     vim.notify('agent-lsp: no `agent_lsp` LSP config found on the runtimepath', vim.log.levels.ERROR)
@@ -67,7 +69,7 @@ local function start(bufnr)
   end
   if type(config.cmd) == 'table' and vim.fn.executable(config.cmd[1]) == 0 then
     vim.notify(
-      ('agent-lsp: server command `%s` not found; install agent-lsp or set vim.g.agent_lsp_cmd (see :checkhealth agent_lsp)'):format(
+      ('agent-lsp: server command `%s` not found; pip install agent-lsp-server or set vim.g.agent_lsp_cmd (see :checkhealth agent_lsp)'):format(
         tostring(config.cmd[1])
       ),
       vim.log.levels.ERROR
@@ -86,7 +88,7 @@ end
 function M.with_client(bufnr, cb)
   local client = M.find_client(bufnr)
   if not client then
-    local id = start(bufnr)
+    local id = M.start(bufnr)
     client = id and vim.lsp.get_client_by_id(id) or nil
     if not client then
       if id then
@@ -128,6 +130,50 @@ end
 ---@param session_id string?
 function M.set_session(root, session_id)
   sessions[root] = session_id
+end
+
+--- The model the next runs of a workspace pass (nil: the `model` setting).
+---@param root string
+---@return string?
+function M.model(root)
+  return models[root]
+end
+
+---@param root string
+---@param model string?
+function M.set_model(root, model)
+  models[root] = model
+end
+
+--- Executes a server command with one object argument; `cb(result)` on success, the error
+--- shown (and `on_error(err)` called) otherwise.
+---@param client vim.lsp.Client
+---@param command string
+---@param arg? table
+---@param cb fun(result: any)
+---@param on_error? fun(err: lsp.ResponseError)
+function M.execute(client, command, arg, cb, on_error)
+  client:request('workspace/executeCommand', {
+    command = command,
+    arguments = { arg or vim.empty_dict() },
+  }, function(err, result)
+    if err then
+      vim.notify(('agent-lsp: %s failed: %s'):format(command, err.message or vim.inspect(err)), vim.log.levels.ERROR)
+      if on_error then
+        on_error(err)
+      end
+      return
+    end
+    cb(result)
+  end)
+end
+
+--- Calls `cb(client, root)` with the agent-lsp client of the current buffer (started if needed).
+---@param cb fun(client: vim.lsp.Client, root: string)
+function M.with_current(cb)
+  M.with_client(vim.api.nvim_get_current_buf(), function(client)
+    cb(client, M.client_root(client))
+  end)
 end
 
 return M

@@ -1,0 +1,107 @@
+"""Approvals over ACP: `session/request_permission` with Allow / Allow for session / Deny; a
+`cancelled` outcome or no answer within approval.timeout is a withdrawal. MCP consent for a
+workspace-declared server asks the same way (kind `other`)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from acp.schema import PermissionOption, ToolCallUpdate
+
+from agent_lsp.acp.tools import EDIT_TOOLS, tool_kind, tool_locations, tool_title
+from agent_lsp.acp.updates import Outbox, RunEvents, diff_content, locations, text_content
+from agent_lsp.agent.ports import Answer, ApprovalRequest, Decision
+
+log = logging.getLogger(__name__)
+
+SAID_NO = "the user said no"
+CHOICES = {"allow": ("Allow", "allow_once", Decision.ALLOW),
+           "allowSession": ("Allow for session", "allow_always", Decision.ALLOW_SESSION),
+           "deny": ("Deny", "reject_once", Decision.DENY)}
+CONSENT = {"allow": ("Allow", "allow_once"), "allowAlways": ("Allow always for this workspace", "allow_always"),
+           "deny": ("Deny", "reject_once")}
+
+
+def options(choices: dict[str, tuple[Any, ...]]) -> list[PermissionOption]:
+    return [PermissionOption(option_id=key, name=value[0], kind=value[1]) for key, value in choices.items()]
+
+
+async def ask_client(client: Any, outbox: Outbox, tool_call: ToolCallUpdate, choices: dict[str, tuple[Any, ...]],
+                     timeout: float) -> str | None:
+    """The chosen option id; None when the client answered `cancelled` or not in time (the
+    request is then abandoned: its late answer is ignored). Errors propagate."""
+    await outbox.drain()  # the tool call's own update goes out first
+    request = client.request_permission(session_id=outbox.session_id, tool_call=tool_call, options=options(choices))
+    try:
+        response = await asyncio.wait_for(request, timeout)
+    except TimeoutError:
+        return None
+    outcome = response.outcome
+    chosen = getattr(outcome, "option_id", None) if getattr(outcome, "outcome", None) == "selected" else None
+    return chosen if chosen in choices else None if chosen is None else "deny"
+
+
+class AcpApprover:
+    def __init__(self, client: Any, events: RunEvents, timeout: float):
+        self.client = client
+        self.events = events
+        self.timeout = timeout
+        self.cancelling = False  # set by session/cancel: a `cancelled` outcome then needs no reason
+
+    async def ask(self, request: ApprovalRequest) -> Answer:
+        info = self.events.calls.get(request.call_id)
+        tool, arguments = (info.tool, info.arguments) if info else (request.tool, None)
+        content: list[Any] = [text_content(request.detail)]
+        if tool in EDIT_TOOLS and request.new_text is not None:
+            path = self.events.path_of(info) if info else None
+            if path is not None:
+                content.insert(0, diff_content(path, await self._old_text(path), request.new_text))
+        tool_call = ToolCallUpdate(tool_call_id=self.events.ids.of(request.call_id), title=tool_title(tool, arguments, request.agent_id),
+                                   kind=tool_kind(tool), status="pending", content=content, raw_input=arguments,
+                                   locations=locations(tool_locations(tool, arguments, self.events.roots)),
+                                   field_meta={"agentLsp": {"runId": self.events.run_id, "callId": request.call_id}})
+        try:
+            chosen = await ask_client(self.client, self.events.outbox, tool_call, CHOICES, self.timeout)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # the client failed to show it: nobody said yes
+            log.warning("session/request_permission for %s failed: %s", request.call_id, exc)
+            return Answer(Decision.DENY, why="the editor could not show the permission request")
+        if chosen is None:
+            why = "the user cancelled the turn" if self.cancelling else f"unanswered or dismissed (approval.timeout is {self.timeout:g} s)"
+            return Answer(Decision.WITHDRAWN, why=why)
+        decision = CHOICES[chosen][2]
+        return Answer(decision, why=SAID_NO if decision == Decision.DENY else None)
+
+    async def _old_text(self, path: Any) -> str | None:
+        if not (path.exists() or path.is_symlink()):
+            return None
+        try:
+            return (await self.events.workspace.read(path)).text
+        except (ValueError, OSError):
+            return None
+
+
+class McpConsent:
+    """`McpHooks.ask_consent` over ACP: asked in the session whose run needs the tools."""
+
+    def __init__(self, client: Any, outbox_of: Any, timeout: float):
+        self.client = client
+        self.outbox_of = outbox_of  # () -> the Outbox of the session asking, or None
+        self.timeout = timeout
+
+    async def ask(self, decl: Any, prompt: str) -> str | None:
+        outbox = self.outbox_of()
+        if outbox is None:
+            return None
+        tool_call = ToolCallUpdate(tool_call_id=f"mcp-consent-{decl.name}", title=f"Start MCP server `{decl.name}`?",
+                                   kind="other", status="pending", content=[text_content(prompt)])
+        try:
+            return await ask_client(self.client, outbox, tool_call, CONSENT, self.timeout)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            log.warning("asking consent for MCP server %s failed: %s", decl.name, exc)
+            return None

@@ -1,0 +1,106 @@
+"""What goes into a turn and what comes out besides text: prompt content blocks as one prompt
+for the core, the slash commands, and a plan's numbered steps as ACP plan entries."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlparse
+
+from acp.schema import AvailableCommand, AvailableCommandInput, PlanEntry, UnstructuredCommandInput
+
+CONTEXT_CHARS = 200_000  # of one embedded resource put into the prompt
+_STEP = re.compile(r"^\s{0,3}(?:\d+[.)]|[-*•])\s+(.+?)\s*$")
+_NUMBERED = re.compile(r"^\s{0,3}\d+[.)]\s+")
+
+
+def uri_path(uri: str) -> Path | None:
+    parsed = urlparse(uri)
+    if parsed.scheme != "file":
+        return None
+    return Path(unquote(parsed.path))
+
+
+def shown(uri: str, roots: list[Path]) -> str:
+    """A file URI as the model sees paths: relative to the workspace when inside it."""
+    path = uri_path(uri)
+    if path is None:
+        return uri
+    for root in roots:
+        try:
+            relative = path.relative_to(root)
+        except ValueError:
+            continue
+        return relative.as_posix() if root == roots[0] else f"{root.name}/{relative.as_posix()}"
+    return str(path)
+
+
+def prompt_text(blocks: list[Any], roots: list[Path]) -> str:
+    """Text blocks in order (a mention becomes its path in backticks); embedded resources and
+    links follow as `File: <path>` context, with their text when the client sent it."""
+    parts: list[str] = []
+    context: list[str] = []
+    for block in blocks:
+        kind = getattr(block, "type", None)
+        if kind == "text":
+            parts.append(block.text)
+        elif kind == "resource_link":
+            where = shown(block.uri, roots)
+            parts.append(f"`{where}`")
+            context.append(f"File: {where} (read it with read_file when needed)")
+        elif kind == "resource":
+            resource = block.resource
+            where = shown(resource.uri, roots)
+            text = getattr(resource, "text", None)
+            parts.append(f"`{where}`")
+            if isinstance(text, str):
+                cut = text[:CONTEXT_CHARS] + ("\n… (cut)" if len(text) > CONTEXT_CHARS else "")
+                context.append(f"File: {where}\n```\n{cut}\n```")
+            else:
+                context.append(f"File: {where} (binary content, not shown)")
+        elif kind in ("image", "audio"):
+            parts.append(f"[an {kind} was attached; this agent cannot take {kind} input]")
+    text = " ".join(p.strip() for p in parts if p.strip())
+    if context:
+        text += "\n\n" + "\n\n".join(dict.fromkeys(context))
+    return text
+
+
+@dataclass
+class SlashCommand:
+    name: str  # plan | rewind
+    argument: str
+
+
+COMMANDS = {
+    "plan": ("Plan first: read-only tools, the answer is a numbered plan (nothing is changed)", "what to plan"),
+    "rewind": ("Put back the files this session's last run changed (or a run id's; add --force to overwrite later changes)", "run id (optional)"),
+}
+
+
+def available_commands() -> list[AvailableCommand]:
+    return [AvailableCommand(name=name, description=description, input=AvailableCommandInput(root=UnstructuredCommandInput(hint=hint)))
+            for name, (description, hint) in COMMANDS.items()]
+
+
+def slash_command(text: str) -> SlashCommand | None:
+    if not text.startswith("/"):
+        return None
+    name, _, argument = text[1:].partition(" ")
+    if name.strip() not in COMMANDS:
+        return None
+    return SlashCommand(name.strip(), argument.strip())
+
+
+def plan_entries(text: str) -> list[PlanEntry]:
+    """The plan's steps: numbered lines (or, without any, bullet lines), each a pending entry."""
+    lines = text.splitlines()
+    numbered = any(_NUMBERED.match(line) for line in lines)
+    steps = []
+    for line in lines:
+        match = _STEP.match(line)
+        if match and (not numbered or _NUMBERED.match(line)):
+            steps.append(match.group(1))
+    return [PlanEntry(content=step, priority="medium", status="pending") for step in steps]

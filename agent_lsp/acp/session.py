@@ -1,0 +1,210 @@
+"""One ACP session: its core session and workspace, its mode, and its turns (a prompt is one run
+of the shared core; its report becomes the stop reason)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from acp import RequestError
+from acp.schema import (
+    AgentMessageChunk,
+    AgentPlanUpdate,
+    AvailableCommandsUpdate,
+    CurrentModeUpdate,
+    PromptResponse,
+    SessionMode,
+    SessionModeState,
+)
+
+from agent_lsp.acp.approver import AcpApprover
+from agent_lsp.acp.content import available_commands, plan_entries, prompt_text, slash_command
+from agent_lsp.acp.tools import CallIds
+from agent_lsp.acp.updates import Outbox, RunEvents, text_block, thought
+from agent_lsp.acp.workspace import AcpWorkspace, FsCaps
+from agent_lsp.agent.host import HostedRun, RunPorts
+from agent_lsp.agent.messages import RunReport, StopReason
+from agent_lsp.agent.session import new_id
+
+if TYPE_CHECKING:
+    from agent_lsp.agent.host import AgentHost
+    from agent_lsp.agent.session import Session
+    from agent_lsp.agent.sessions import SessionStore
+    from agent_lsp.settings import Settings
+
+log = logging.getLogger(__name__)
+
+MODES = {"default": ("Default", "Every tool; side effects are asked for as your approval settings say"),
+         "plan": ("Plan", "Read-only tools: the agent looks around and answers with a numbered plan, changing nothing")}
+CANCEL_WAIT = 2.0  # a turn whose request is dropped (the client went away) gets this long to stop
+# The ACP session whose turn is starting: the MCP consent hook asks in that session.
+CURRENT: contextvars.ContextVar[AcpSession | None] = contextvars.ContextVar("agent_lsp_acp_session", default=None)
+
+
+def modes_state(current: str) -> SessionModeState:
+    return SessionModeState(current_mode_id=current, available_modes=[
+        SessionMode(id=mode, name=name, description=description) for mode, (name, description) in MODES.items()])
+
+
+def stop_response(report: RunReport) -> PromptResponse:
+    """done -> end_turn, max_turns -> max_turn_requests, cancelled -> cancelled; a fatal stop is
+    a JSON-RPC error with the readable message, except a reply cut at the output limit
+    (max_tokens) and the endpoint's content filter (refusal)."""
+    meta = {"agentLsp": {"report": report.to_dict()}}
+    reason = {StopReason.DONE: "end_turn", StopReason.MAX_TURNS: "max_turn_requests",
+              StopReason.CANCELLED: "cancelled"}.get(report.stop_reason)
+    error = report.error or ""
+    if reason is None and "cut at its output limit" in error:
+        reason = "max_tokens"
+    elif reason is None and "content filter" in error:
+        reason = "refusal"
+    if reason is None:
+        raise RequestError(-32603, report.summary, meta["agentLsp"])
+    return PromptResponse(stop_reason=reason, field_meta=meta)
+
+
+@dataclass
+class AcpSession:
+    id: str
+    host: AgentHost
+    client: Any
+    caps: FsCaps
+    core: Session
+    store: SessionStore
+    roots: list[Path]
+    settings: Settings
+    mcp: list[Any]  # the declarations of the client's mcpServers
+    until_warm: Any = None  # awaited before a run's first model call (the SDK import)
+    mode: str = "default"
+    outbox: Outbox = field(init=False)
+    ids: CallIds = field(default_factory=CallIds)
+    run: HostedRun | None = None
+    approver: AcpApprover | None = None
+    cost: float = 0.0  # of this process's finished runs; ACP's usage cost is per session
+
+    def __post_init__(self) -> None:
+        self.outbox = Outbox(self.client, self.id)
+
+    def workspace(self) -> AcpWorkspace:
+        return AcpWorkspace(self.client, self.id, self.roots, self.caps)
+
+    def announce(self, problems: list[str] = ()) -> None:  # type: ignore[assignment]
+        """What a client shows once the session exists: the slash commands, settings problems."""
+        self.outbox.send(AvailableCommandsUpdate(session_update="available_commands_update", available_commands=available_commands()))
+        for problem in problems:
+            self.outbox.send(thought(f"[agent-lsp settings] {problem}"))
+
+    def set_mode(self, mode: str) -> None:
+        if mode not in MODES:
+            raise RequestError(-32602, f"session/set_mode: unknown modeId {mode!r}; available: {', '.join(MODES)}")
+        self.mode = mode
+        self.outbox.send(CurrentModeUpdate(session_update="current_mode_update", current_mode_id=mode))
+
+    async def prompt(self, blocks: list[Any]) -> PromptResponse:
+        if self.run is not None:
+            raise RequestError(-32602, f"session {self.id} is still running a turn ({self.run.id}); cancel it or wait for it")
+        text = prompt_text(blocks, self.roots)
+        command = slash_command(text)
+        if command is not None and command.name == "rewind":
+            return await self._rewind_command(command.argument)
+        mode = "plan" if self.mode == "plan" or (command is not None and command.name == "plan") else None
+        if command is not None:
+            text = command.argument
+        if not text.strip():
+            self.outbox.send(AgentMessageChunk(session_update="agent_message_chunk",
+                                               content=text_block("Nothing to do: the prompt is empty.")))
+            await self.outbox.drain()
+            return PromptResponse(stop_reason="end_turn")
+        report = await self._run(text, mode)
+        if mode == "plan" and report.stop_reason == StopReason.DONE and (entries := plan_entries(report.final_text)):
+            self.outbox.send(AgentPlanUpdate(session_update="plan", entries=entries))
+        await self.outbox.drain()
+        return stop_response(report)
+
+    async def _run(self, text: str, mode: str | None) -> RunReport:
+        run_id = new_id("r")
+        self.ids.new_run()
+        workspace = self.workspace()
+        events = RunEvents(self.outbox, self.roots, self.ids, run_id, workspace, cost_before=self.cost)
+        self.approver = AcpApprover(self.client, events, self.settings.approval.timeout)
+        token = CURRENT.set(self)  # copied into the run's task: MCP consent asks here
+        try:
+            hosted = self.host.start(text, session=self.core, store=self.store, settings=self.settings,
+                                     ports=RunPorts(workspace, self.approver, events), run_id=run_id, mode=mode,
+                                     continue_hint="a follow-up prompt in this session continues from here",
+                                     before=self.until_warm, mcp_servers=self.mcp)
+        finally:
+            CURRENT.reset(token)
+        self.run = hosted
+        assert hosted.task is not None
+        try:
+            await asyncio.shield(hosted.task)
+        except asyncio.CancelledError:  # our request was dropped (the connection closes)
+            self.host.cancel(run_id)
+            await asyncio.wait([hosted.task], timeout=CANCEL_WAIT)
+            raise
+        finally:
+            self.run = None
+            self.approver = None
+        if hosted.report is None:  # pragma: no cover - run_task always reports
+            raise RequestError(-32603, f"run {run_id} ended without a report")
+        self.cost += hosted.report.usage.cost_usd or 0.0
+        return hosted.report
+
+    def cancel(self) -> bool:
+        """session/cancel: the turn ends `cancelled`; a pending permission request is withdrawn
+        with it (the run's task is cancelled while it waits), whether or not the client answers."""
+        if self.run is None:
+            return False
+        if self.approver is not None:
+            self.approver.cancelling = True
+        return self.host.cancel(self.run.id)
+
+    def last_rewindable(self) -> str | None:
+        """The newest run of this session that changed files and was not rewound."""
+        for record in reversed(self.core.runs):
+            if record.kind == "run" and not record.rewound and record.stop is not None and record.edited:
+                return record.run_id
+        return None
+
+    async def rewind(self, run_id: str | None, force: bool = False, include_later: bool = False) -> dict[str, Any]:
+        if self.run is not None:
+            raise RequestError(-32602, f"session {self.id} is running a turn; cancel it or wait for it before rewinding")
+        target = run_id or self.last_rewindable()
+        if target is None:
+            raise RequestError(-32602, "nothing to rewind: no run of this session changed files (or they were rewound already)")
+        try:
+            result = await self.host.rewind(self.roots, self.workspace(), target, force=force, include_later=include_later, binary_ok=True)
+        except ValueError as exc:
+            raise RequestError(-32602, f"rewind: {exc}") from None
+        return result.to_dict()
+
+    async def _rewind_command(self, argument: str) -> PromptResponse:
+        words = argument.split()
+        force = "--force" in words
+        later = "--include-later" in words
+        run_id = next((w for w in words if not w.startswith("--")), None)
+        try:
+            result = await self.rewind(run_id, force=force, include_later=later)
+            message = describe_rewind(result, self.roots)
+        except RequestError as exc:
+            message = str(exc)
+        self.outbox.send(AgentMessageChunk(session_update="agent_message_chunk", content=text_block(message)))
+        await self.outbox.drain()
+        return PromptResponse(stop_reason="end_turn")
+
+
+def describe_rewind(result: dict[str, Any], roots: list[Path]) -> str:
+    from agent_lsp.acp.content import shown
+
+    lines = [f"Rewound ({result['rewindId']}; `/rewind {result['rewindId']}` puts the files back)."]
+    if result["restored"]:
+        lines.append("Restored: " + ", ".join(shown(u, roots) for u in result["restored"]))
+    for key, title in (("conflicts", "Not touched (changed since; /rewind --force overwrites)"), ("notRestorable", "Not restorable")):
+        if result[key]:
+            lines.append(f"{title}: " + "; ".join(f"{shown(i['uri'], roots)} ({i['reason']})" for i in result[key]))
+    return "\n".join(lines)

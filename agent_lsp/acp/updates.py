@@ -1,0 +1,209 @@
+"""The core's stream events as ACP `session/update` notifications: one ordered outbox per
+session (model text coalesced, never lost), and the mapping of each event kind."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from acp.schema import (
+    AgentMessageChunk,
+    AgentThoughtChunk,
+    ContentToolCallContent,
+    Cost,
+    FileEditToolCallContent,
+    TextContentBlock,
+    ToolCallLocation,
+    ToolCallProgress,
+    ToolCallStart,
+    UsageUpdate,
+)
+
+from agent_lsp.acp.tools import EDIT_TOOLS, CallIds, resolve_path, tool_kind, tool_locations, tool_title
+from agent_lsp.agent.messages import Event
+
+log = logging.getLogger(__name__)
+
+TEXT_INTERVAL = 1 / 25  # model text: at most ~25 chunks a second, as over LSP
+RESULT_TEXT_CHARS = 4000  # of a tool's result line(s) shown in the client
+
+
+class Outbox:
+    """A session's notifications, sent in order by one task; `drain()` waits until everything
+    queued so far is written (before a permission request, before a prompt's answer)."""
+
+    def __init__(self, client: Any, session_id: str):
+        self.client = client
+        self.session_id = session_id
+        self.queue: asyncio.Queue[Any] = asyncio.Queue()
+        self.text: list[str] = []
+        self.timer: asyncio.TimerHandle | None = None
+        self.last_text = 0.0
+        self.task: asyncio.Task[None] | None = None
+        self.broken = False
+
+    def send(self, update: Any) -> None:
+        self.flush_text()
+        self._put(update)
+
+    def send_text(self, text: str) -> None:
+        self.text.append(text)
+        if self.timer is None:
+            delay = max(0.0, self.last_text + TEXT_INTERVAL - time.monotonic())
+            self.timer = asyncio.get_running_loop().call_later(delay, self.flush_text)
+
+    def flush_text(self) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+        if self.text:
+            text, self.text = "".join(self.text), []
+            self.last_text = time.monotonic()
+            self._put(AgentMessageChunk(session_update="agent_message_chunk", content=text_block(text)))
+
+    def _put(self, update: Any) -> None:
+        if self.broken:
+            return
+        self.queue.put_nowait(update)
+        if self.task is None or self.task.done():
+            self.task = asyncio.ensure_future(self._pump())
+
+    async def drain(self) -> None:
+        self.flush_text()
+        if not self.broken:
+            await self.queue.join()
+
+    async def _pump(self) -> None:
+        while not self.queue.empty():
+            update = self.queue.get_nowait()
+            try:
+                await self.client.session_update(session_id=self.session_id, update=update)
+            except ConnectionError:  # the client went away: nothing more can reach it
+                self.broken = True
+            except Exception:
+                log.exception("a session/update could not be sent")
+            finally:
+                self.queue.task_done()
+        if self.broken:
+            while not self.queue.empty():
+                self.queue.get_nowait()
+                self.queue.task_done()
+
+
+def text_block(text: str) -> TextContentBlock:
+    return TextContentBlock(type="text", text=text)
+
+
+def text_content(text: str) -> ContentToolCallContent:
+    return ContentToolCallContent(type="content", content=text_block(text))
+
+
+def diff_content(path: Path, old_text: str | None, new_text: str) -> FileEditToolCallContent:
+    return FileEditToolCallContent(type="diff", path=str(path), old_text=old_text, new_text=new_text)
+
+
+def thought(text: str) -> AgentThoughtChunk:
+    return AgentThoughtChunk(session_update="agent_thought_chunk", content=text_block(text))
+
+
+def locations(items: list[dict[str, Any]]) -> list[ToolCallLocation] | None:
+    return [ToolCallLocation(**item) for item in items] or None
+
+
+@dataclass
+class CallInfo:
+    tool: str
+    arguments: Any
+    agent_id: str
+    acp_id: str
+
+
+@dataclass
+class RunEvents:
+    """The event sink of one run: maps each core event to its session/update."""
+
+    outbox: Outbox
+    roots: list[Path]
+    ids: CallIds
+    run_id: str
+    workspace: Any = None  # the AcpWorkspace: applied edits become `diff` content
+    cost_before: float = 0.0  # the session's cost of earlier runs (ACP's cost is per session)
+    calls: dict[str, CallInfo] = field(default_factory=dict)
+    cost: float | None = None  # this run's, as the core reports it
+
+    def __call__(self, event: Event) -> None:
+        try:
+            handler = getattr(self, f"_on_{event.kind}", None)
+            if handler is not None:
+                handler(event)
+        except Exception:  # a mapping problem must never break the run
+            log.exception("could not map the %s event to ACP", event.kind)
+
+    def _on_text(self, event: Event) -> None:
+        if event.agent_id == "main" and event.text:
+            self.outbox.send_text(event.text)
+
+    def _on_toolCall(self, event: Event) -> None:  # noqa: N802 - the core's event kind
+        data = event.data
+        call_id, tool, arguments = str(data.get("callId")), str(data.get("tool")), data.get("arguments")
+        info = CallInfo(tool, arguments, event.agent_id, self.ids.start(call_id, self.run_id))
+        self.calls[call_id] = info
+        self.outbox.send(ToolCallStart(
+            session_update="tool_call", tool_call_id=info.acp_id, title=tool_title(tool, arguments, event.agent_id),
+            kind=tool_kind(tool), status="pending", locations=locations(tool_locations(tool, arguments, self.roots)),
+            raw_input=arguments, field_meta={"agentLsp": {"runId": self.run_id, "callId": call_id, "agentId": event.agent_id}}))
+
+    def _on_approval(self, event: Event) -> None:
+        if event.data.get("state") in ("allowed", "preview"):
+            self.outbox.send(ToolCallProgress(session_update="tool_call_update", tool_call_id=self.acp_id(event),
+                                              status="in_progress"))
+
+    def _on_toolResult(self, event: Event) -> None:  # noqa: N802
+        data = event.data
+        info = self.calls.get(str(data.get("callId")))
+        text = event.text
+        if data.get("tail"):
+            text += "\n" + str(data["tail"])
+        if data.get("truncated"):
+            where = f" (the whole output is in {data['spillPath']})" if data.get("spillPath") else ""
+            text += f"\n[truncated for the model{where}]"
+        content: list[Any] = [text_content(text[:RESULT_TEXT_CHARS])]
+        if info is not None and info.tool in EDIT_TOOLS and data.get("ok") and self.workspace is not None:
+            edit = self.workspace.take_edit(self.path_of(info))
+            if edit is not None:
+                content.insert(0, diff_content(edit.path, edit.old_text, edit.new_text))
+        self.outbox.send(ToolCallProgress(
+            session_update="tool_call_update", tool_call_id=self.acp_id(event), status="completed" if data.get("ok") else "failed",
+            content=content, raw_output={k: v for k, v in data.items() if k != "callId"}))
+
+    def path_of(self, info: CallInfo) -> Path | None:
+        args = info.arguments if isinstance(info.arguments, dict) else {}
+        path = resolve_path(args.get("path"), self.roots)
+        try:
+            return path.resolve() if path is not None else None
+        except OSError:
+            return path
+
+    def _on_usage(self, event: Event) -> None:
+        data = event.data
+        if data.get("costUsd") is not None:
+            self.cost = float(data["costUsd"])
+        cost = Cost(amount=round(self.cost_before + self.cost, 6), currency="USD") if self.cost is not None else None
+        self.outbox.send(UsageUpdate(session_update="usage_update", used=max(0, int(data.get("contextTokens") or 0)),
+                                     size=max(0, int(data.get("contextWindow") or 0)), cost=cost))
+
+    def _on_compaction(self, event: Event) -> None:
+        self.outbox.send(thought(f"[context compacted] {event.text}"))
+
+    def _on_status(self, event: Event) -> None:
+        if event.data.get("mcpServer"):
+            self.outbox.send(thought(f"[MCP] {event.text}"))
+
+    def acp_id(self, event: Event) -> str:
+        call_id = str(event.data.get("callId"))
+        info = self.calls.get(call_id)
+        return info.acp_id if info is not None else self.ids.of(call_id)

@@ -1,0 +1,520 @@
+;;; agent-lsp-base.el --- Options, server connection and plumbing of agent-lsp -*- lexical-binding: t; -*-
+
+;; This file is not part of GNU Emacs.
+
+;;; Commentary:
+
+;; The part of agent-lsp.el that the other files build on: the options,
+;; the runs seen in this Emacs session, the Eglot connection (its class,
+;; settings and capabilities), `workspace/executeCommand' helpers and the
+;; machinery that answers server requests later, outside jsonrpc's
+;; process filter.  Load `agent-lsp', not this file.
+
+;;; Code:
+
+(require 'cl-lib)
+(require 'seq)
+(require 'subr-x)
+(require 'jsonrpc)
+(require 'eglot)
+
+;; Eglot internals this package relies on (present from Eglot 1.9 on).
+(declare-function eglot--connect "eglot")
+(declare-function eglot--current-project "eglot")
+(declare-function eglot--path-to-uri "eglot")
+(declare-function eglot--uri-to-path "eglot")
+(declare-function eglot--signal-textDocument/didChange "eglot")
+
+
+;;; Customization
+
+(defgroup agent-lsp nil
+  "The agent-lsp coding agent, served over LSP and reached through Eglot."
+  :group 'tools
+  :prefix "agent-lsp-")
+
+(defcustom agent-lsp-server-command '("agent-lsp")
+  "Command that starts the agent-lsp server on stdio: (PROGRAM ARGS...).
+For example \\='(\"agent-lsp\"), \\='(\"~/.venvs/agent/bin/agent-lsp\") or
+\\='(\"python3\" \"-m\" \"agent_lsp\" \"serve\" \"--stdio\").  Install the
+server with \"pip install agent-lsp-server\".  Only the global value
+counts (a project's local variables cannot choose the program).
+Takes effect when the server (re)starts: \\[agent-lsp-restart]."
+  :type '(repeat string))
+(put 'agent-lsp-server-command 'risky-local-variable t)
+
+(defcustom agent-lsp-settings nil
+  "The server's settings, sent as LSP `initializationOptions'.
+A plist (or alist) mirroring the server's nested camelCase settings:
+
+  (:model \"gpt-4.1-mini\"
+   :baseUrl \"http://localhost:11434/v1\"
+   :approval (:default \"ask\" :allowCommands [\"pytest\"])
+   :pricing (:gpt-4.1-mini (:inputPerMTok 0.4 :outputPerMTok 1.6))
+   :mcpServers (:time (:command \"uvx\" :args [\"mcp-server-time\"])))
+
+Setting names may be written in kebab-case too (`:base-url'): they
+are sent in camelCase.  The names inside `:pricing', `:mcpServers',
+`:tools', `:env' and `:headers' are yours (models, servers, tools,
+variables) and go as written; `:mcpServers' may also be the JSON
+text of an \"mcpServers\" object pasted from another tool.  Lists of
+strings or numbers are sent as JSON arrays, t as true, `:json-false'
+as false.
+
+These are the user's own settings: the trust-boundary keys
+\(`baseUrl', `apiKeyEnv', `transcriptDir', `memoryFiles', `mcpServers',
+`approval.*', `mcp.*', `sandbox.*') are only honoured from here, never
+from a project's `workspace/configuration'; and only the global value
+is sent, so a project's local variables cannot change them.  They
+apply when the server starts; setting this option with Customize
+restarts running servers, after a `setq' use \\[agent-lsp-restart]."
+  :type '(plist :key-type symbol :value-type sexp)
+  :set (lambda (symbol value)
+         (set-default symbol value)
+         (when (fboundp 'agent-lsp--settings-changed)
+           (agent-lsp--settings-changed))))
+(put 'agent-lsp-settings 'risky-local-variable t)
+
+(defcustom agent-lsp-save-after-edit t
+  "Non-nil means save the buffers an agent edit touched once applied.
+The agent's commands (tests, builds) then see its edits on disk."
+  :type 'boolean)
+
+(defcustom agent-lsp-confirm-edits nil
+  "Non-nil means ask y/n before applying each edit of the agent.
+This is `eglot-confirm-server-initiated-edits' for agent-lsp only.
+Nil by default: the agent asks its own approval before it edits."
+  :type 'boolean)
+
+(defcustom agent-lsp-show-diff t
+  "Non-nil means show an edit's diff before asking to approve it."
+  :type 'boolean)
+
+(defcustom agent-lsp-ask-deny-reason t
+  "Non-nil means ask for an optional reason after Deny.
+The reason goes back to the agent with the denial."
+  :type 'boolean)
+
+(defcustom agent-lsp-display-stream t
+  "Non-nil means show the stream buffer when a run starts."
+  :type 'boolean)
+
+(defcustom agent-lsp-stream-buffer-name "*agent-lsp*"
+  "Name of the buffer that shows the agents' streamed output."
+  :type 'string)
+
+(defcustom agent-lsp-request-timeout 10
+  "Seconds to wait for the server's answer to a command."
+  :type 'number)
+
+(defcustom agent-lsp-mode-line-max-width 50
+  "Maximum width of the run status shown in the mode line."
+  :type 'integer)
+
+(defvar agent-lsp-stream-functions nil
+  "Abnormal hook run with (SERVER EVENT) for each `agentLsp/stream' event.
+EVENT is the notification's params, a plist (:runId :seq :kind :text ...).")
+
+(defvar agent-lsp-run-finished-functions nil
+  "Abnormal hook run with (RUN-ID REPORT) when a run stops.
+REPORT is the run report, a plist (:stopReason :summary ...).")
+
+(defvar agent-lsp-approval-functions nil
+  "Abnormal hook run with (MESSAGE ANSWER) once an approval is answered.
+ANSWER is the chosen action's title, or nil for a dismissal (a denial).")
+
+
+;;; State
+
+(cl-defstruct (agent-lsp--run (:constructor agent-lsp--make-run)
+                              (:copier nil))
+  id session server title status stop report mode usage)
+
+(defvar agent-lsp--runs nil
+  "The runs of this Emacs session, newest first.")
+
+(defvar agent-lsp--sessions (make-hash-table :test #'eq :weakness 'key)
+  "Server -> the sessionId that the next run on that server continues.")
+
+(defvar agent-lsp--models (make-hash-table :test #'eq :weakness 'key)
+  "Server -> the model the next runs on that server use (a pick).")
+
+
+;;; Server class, registration, settings
+
+(defclass agent-lsp-server (eglot-lsp-server)
+  ((start-args :initform nil :accessor agent-lsp--start-args
+               :documentation "(MODES PROJECT LANGUAGE-ID) it started with."))
+  :documentation "An Eglot connection to the agent-lsp server.")
+
+(defconst agent-lsp--sidecar-mode 'agent-lsp-no-buffers-mode
+  "Pseudo major mode of an agent-lsp server that manages no buffers.")
+
+;;;###autoload
+(defun agent-lsp-eglot-contact (&optional _interactive)
+  "The Eglot contact of agent-lsp, a value for `eglot-server-programs'.
+For example:
+  (add-to-list \\='eglot-server-programs
+               \\='((python-mode js-mode) . agent-lsp-eglot-contact))"
+  (let ((command (default-value 'agent-lsp-server-command)))
+    (unless (and (consp command) (cl-every #'stringp command))
+      (user-error "agent-lsp: `agent-lsp-server-command' must be a list of \
+strings, not %S" command))
+    (cons 'agent-lsp-server (copy-sequence command))))
+
+(defun agent-lsp--camel-case (key)
+  "KEY (a keyword or symbol, kebab-case or camelCase) as a camelCase keyword."
+  (let* ((name (string-remove-prefix ":" (format "%s" key)))
+         (parts (split-string name "[-_]" t)))
+    (intern (concat ":" (car parts) (mapconcat #'capitalize (cdr parts) "")))))
+
+(defun agent-lsp--plist-p (value)
+  "Non-nil if VALUE is a non-empty plist with keyword keys."
+  (and (consp value) (keywordp (car value)) (proper-list-p value)
+       (cl-evenp (length value))
+       (cl-loop for (k _v) on value by #'cddr always (keywordp k))))
+
+(defun agent-lsp--alist-p (value)
+  "Non-nil if VALUE is a non-empty alist with symbol or string keys."
+  (and (consp value) (proper-list-p value)
+       (cl-every (lambda (cell)
+                   (and (consp cell) (car cell)
+                        (or (symbolp (car cell)) (stringp (car cell)))))
+                 value)))
+
+(defconst agent-lsp--verbatim-keys '(:pricing :mcpServers :tools :env :headers)
+  "Settings whose keys are the user's names (models, servers, tools, variables).
+Below them keys are sent exactly as written, never camelCased.")
+
+(defun agent-lsp--key (key verbatim)
+  "KEY as a keyword for JSON: camelCased unless VERBATIM."
+  (cond (verbatim (if (keywordp key) key
+                    (intern (concat ":" (if (stringp key) key
+                                          (symbol-name key))))))
+        (t (agent-lsp--camel-case key))))
+
+(defun agent-lsp--to-json (value &optional verbatim)
+  "Settings VALUE in the plist and vector form that Eglot sends as JSON.
+Keys are camelCased, except with VERBATIM and below the keys in
+`agent-lsp--verbatim-keys'."
+  (cl-flet ((pair (k v)
+              (let ((key (agent-lsp--key k verbatim)))
+                (list key
+                      (if (and (eq key :mcpServers) (stringp v))
+                          ;; pasted JSON text: {"name": {...}} or {"mcpServers": {...}}
+                          (let ((parsed (json-parse-string
+                                         v :object-type 'plist :array-type 'array
+                                         :null-object nil :false-object :json-false)))
+                            (or (plist-get parsed :mcpServers) parsed))
+                        (agent-lsp--to-json
+                         v (or verbatim
+                               (memq key agent-lsp--verbatim-keys))))))))
+    (cond
+     ((memq value '(:json-false :false)) :json-false)
+     ((memq value '(nil t)) value)
+     ((agent-lsp--plist-p value)
+      (cl-loop for (k v) on value by #'cddr append (pair k v)))
+     ((agent-lsp--alist-p value)
+      (cl-loop for (k . v) in value append (pair k v)))
+     ((or (vectorp value) (proper-list-p value))
+      (vconcat (mapcar (lambda (v) (agent-lsp--to-json v verbatim)) value)))
+     ((and (symbolp value) (not (keywordp value))) (symbol-name value))
+     (t value))))
+
+(defun agent-lsp-initialization-options ()
+  "The `initializationOptions' built from the global `agent-lsp-settings'."
+  (or (agent-lsp--to-json (default-value 'agent-lsp-settings))
+      (make-hash-table)))
+
+(cl-defmethod eglot-initialization-options ((server agent-lsp-server))
+  "SERVER's contact's `:initializationOptions', else `agent-lsp-settings'."
+  (if (plist-get (eglot--saved-initargs server) :initializationOptions)
+      (cl-call-next-method)
+    (agent-lsp-initialization-options)))
+
+(cl-defmethod eglot-client-capabilities ((_server agent-lsp-server))
+  "Eglot's capabilities plus `experimental.agentLsp.diagnostics'.
+This client answers `agentLsp/diagnostics' from Flymake.  `window' is
+left as this Eglot describes it: the server asks approvals with
+`window/showMessageRequest' whatever it says."
+  (let* ((caps (copy-sequence (cl-call-next-method)))
+         (experimental (plist-get caps :experimental))
+         (ours (list :diagnostics t)))
+    (plist-put caps :experimental
+               (cond ((and (hash-table-p experimental)
+                           (> (hash-table-count experimental) 0))
+                      (let ((copy (copy-hash-table experimental)))
+                        (puthash "agentLsp" ours copy)
+                        copy))
+                     ((consp experimental)
+                      (append experimental (list :agentLsp ours)))
+                     (t (list :agentLsp ours))))))
+
+(defun agent-lsp--server-p (server)
+  "Non-nil if SERVER is a live Eglot connection to agent-lsp."
+  (and server
+       (or (cl-typep server 'agent-lsp-server)
+           (equal (plist-get (ignore-errors (eglot--server-info server)) :name)
+                  "agent-lsp"))
+       (jsonrpc-running-p server)))
+
+(defun agent-lsp--all-servers ()
+  "Every live agent-lsp server."
+  (let (all)
+    (maphash (lambda (_project servers)
+               (dolist (s servers) (when (agent-lsp--server-p s) (push s all))))
+             eglot--servers-by-project)
+    all))
+
+(defun agent-lsp--server ()
+  "The agent-lsp server for the current buffer, or nil."
+  (let ((current (eglot-current-server)))
+    (cond
+     ((agent-lsp--server-p current) current)
+     ((cl-find-if #'agent-lsp--server-p
+                  (gethash (eglot--current-project) eglot--servers-by-project)))
+     ((not buffer-file-name)
+      ;; the stream buffer and other non-file buffers: the newest run's
+      ;; server, or the only server
+      (let ((all (agent-lsp--all-servers))
+            (newest (seq-find
+                     (lambda (run)
+                       (agent-lsp--server-p (agent-lsp--run-server run)))
+                     agent-lsp--runs)))
+        (cond (newest (agent-lsp--run-server newest))
+              ((null (cdr all)) (car all))))))))
+
+(defun agent-lsp--language-id ()
+  "The LSP language id of the current major mode."
+  (or (get major-mode 'eglot-language-id)
+      (string-remove-suffix "-mode" (symbol-name major-mode))))
+
+;;;###autoload
+(defun agent-lsp-start ()
+  "Start the agent-lsp server for the current buffer's project; return it.
+When no other Eglot server manages the buffer's major mode in the
+project, agent-lsp manages those buffers: the agent reads their
+unsaved text and its edits are checked against their versions.  When
+another server manages them (Eglot 1.9 has one server per major mode
+and project), agent-lsp starts beside it, managing no buffers: the
+agent reads the files from disk."
+  (interactive)
+  (or (agent-lsp--server)
+      (let* ((other (eglot-current-server))
+             (sidecar (or (not buffer-file-name)
+                          (and other (jsonrpc-running-p other))))
+             (server (agent-lsp--connect
+                      (list (if sidecar agent-lsp--sidecar-mode major-mode))
+                      (eglot--current-project)
+                      (if sidecar "plaintext" (agent-lsp--language-id)))))
+        (when (and sidecar other)
+          (message "agent-lsp: started beside %s, managing no buffers"
+                   (jsonrpc-name other)))
+        (if (agent-lsp--server-p server) server (agent-lsp--server)))))
+
+(defun agent-lsp--connect (modes project language-id)
+  "Start agent-lsp for the major MODES of PROJECT, with LANGUAGE-ID."
+  (let* ((contact (agent-lsp-eglot-contact))
+         ;; wait for `initialize' (C-g gives up) instead of a few seconds,
+         ;; so that a second command does not start a second server
+         (eglot-sync-connect t)
+         ;; `eglot--connect', not `eglot', which would shut down the
+         ;; buffer's other server
+         (server (eglot--connect
+                  modes project (car contact) (cdr contact)
+                  ;; Eglot >= 1.16 takes a list of language ids
+                  (if (fboundp 'eglot--languages) (list language-id)
+                    language-id))))
+    (when (cl-typep server 'agent-lsp-server)
+      (setf (agent-lsp--start-args server) (list modes project language-id)))
+    server))
+
+(defun agent-lsp--ensure-server ()
+  "The agent-lsp server for the current buffer, started when needed."
+  (or (agent-lsp--server)
+      (agent-lsp-start)
+      (user-error "agent-lsp: the server did not start (see *EGLOT* buffers)")))
+
+(defun agent-lsp-restart ()
+  "Restart the running agent-lsp servers with the current settings.
+Their runs are cancelled and their sessions forgotten."
+  (interactive)
+  (dolist (server (agent-lsp--all-servers))
+    (let ((args (and (cl-typep server 'agent-lsp-server)
+                     (agent-lsp--start-args server))))
+      (if (null args)
+          (eglot-reconnect server)      ; started from `eglot-server-programs'
+        (ignore-errors (eglot-shutdown server))
+        (apply #'agent-lsp--connect args)))))
+
+(defun agent-lsp--settings-changed ()
+  "Restart the running agent-lsp servers: `agent-lsp-settings' changed."
+  (when (and (boundp 'eglot--servers-by-project) (agent-lsp--all-servers))
+    (message "agent-lsp: settings changed, restarting the server")
+    (agent-lsp-restart)))
+
+(defun agent-lsp--approval-timeout (server)
+  "Return how long SERVER waits for an approval before denying it."
+  (let* ((options (ignore-errors (eglot-initialization-options server)))
+         (approval (and (consp options) (plist-get options :approval)))
+         (timeout (and (consp approval) (plist-get approval :timeout))))
+    (if (and (numberp timeout) (> timeout 0)) timeout 300)))
+
+
+;;; Runs
+
+(defun agent-lsp--find-run (id)
+  "The run whose id is ID, or nil."
+  (cl-find id agent-lsp--runs :key #'agent-lsp--run-id :test #'equal))
+
+(defun agent-lsp--ensure-run (server id)
+  "The run ID of SERVER, created when unknown."
+  (or (agent-lsp--find-run id)
+      (car (push (agent-lsp--make-run :id id :server server) agent-lsp--runs))))
+
+(defun agent-lsp--run-running-p (run)
+  "Non-nil if RUN has not stopped and its server lives."
+  (and (not (agent-lsp--run-stop run))
+       (jsonrpc-running-p (agent-lsp--run-server run))))
+
+(defun agent-lsp-running-runs ()
+  "Return the ids of the runs still going, newest first."
+  (mapcar #'agent-lsp--run-id
+          (seq-filter #'agent-lsp--run-running-p agent-lsp--runs)))
+
+(defun agent-lsp--one-line (text &optional width)
+  "TEXT on one line, cut to WIDTH characters (default 60)."
+  (truncate-string-to-width
+   (string-trim (replace-regexp-in-string "[ \t\n\r]+" " " (or text "")))
+   (or width 60) nil nil "..."))
+
+(defun agent-lsp--error-message (err)
+  "A readable message for ERR, an error object or a `jsonrpc-error' signal."
+  (cond ((and (consp err) (keywordp (car err)))
+         (or (plist-get err :message) (format "%S" err)))
+        ((consp err)
+         (or (alist-get 'jsonrpc-error-message (cdr err))
+             (error-message-string err)))
+        (t (format "%s" err))))
+
+(defun agent-lsp--relative (uri server)
+  "URI's file, relative to SERVER's project root when inside it."
+  (let ((path (if (string-prefix-p "file:" uri) (eglot--uri-to-path uri) uri))
+        (root (ignore-errors (project-root (eglot--project server)))))
+    (if (and root (file-in-directory-p path root))
+        (file-relative-name path root)
+      (abbreviate-file-name path))))
+
+
+;;; Commands to the server
+
+(defun agent-lsp--command (server command argument on-success
+                                  &optional on-error)
+  "Send COMMAND with ARGUMENT to SERVER (`workspace/executeCommand').
+Asynchronous: call ON-SUCCESS with the result, or ON-ERROR with a message.
+ARGUMENT nil is sent as {}."
+  (let ((fail (lambda (msg)
+                (if on-error (funcall on-error msg)
+                  (message "agent-lsp: %s failed: %s" command msg)))))
+    (jsonrpc-async-request
+     server :workspace/executeCommand
+     (list :command command
+           :arguments (vector (or argument (make-hash-table))))
+     :success-fn on-success
+     :error-fn (lambda (err) (funcall fail (agent-lsp--error-message err)))
+     :timeout-fn (lambda ()
+                   (funcall fail (format "no answer within %ss"
+                                         agent-lsp-request-timeout)))
+     :timeout agent-lsp-request-timeout)))
+
+(defun agent-lsp--call (server command &optional argument)
+  "COMMAND's result from SERVER with ARGUMENT, waited for (\\[keyboard-quit] stops).
+Signals a `user-error' naming the problem when the command fails.
+Not `jsonrpc-request': jsonrpc 1.0.14 (Emacs 28) can leave later
+messages unread after its synchronous answer."
+  (let ((done nil) (result nil) (failure nil))
+    (agent-lsp--command server command argument
+                        (lambda (value) (setq done t result value))
+                        (lambda (msg) (setq done t failure msg)))
+    (while (not done)
+      (accept-process-output nil 0.05))
+    (when failure
+      (user-error "agent-lsp: %s failed: %s" command failure))
+    result))
+
+(defun agent-lsp--flush-changes (server)
+  "Flush the pending didChange of the buffers SERVER manages."
+  (dolist (buffer (eglot--managed-buffers server))
+    (when (buffer-live-p buffer)
+      (with-current-buffer buffer
+        (eglot--signal-textDocument/didChange)))))
+
+
+;;; Answering server requests later
+;;
+;; Eglot 1.9 answers a server request with the value its handler returns,
+;; from inside jsonrpc's process filter.  A handler that waits for the user
+;; there (`completing-read') runs the event loop inside the filter: the
+;; stream stops, and output arriving meanwhile re-enters jsonrpc 1.0.14's
+;; filter, which loses or garbles messages.  So the approval, edit and
+;; diagnostics handlers answer later instead, from a timer, once the filter
+;; is done: jsonrpc's dispatch is wrapped to know the request id and to let
+;; a handler leave without an answer.
+
+(defvar agent-lsp--request-id nil
+  "Id of the server request being dispatched, nil for other messages.")
+
+(defun agent-lsp--dispatch (receive connection message &rest args)
+  "Around `jsonrpc-connection-receive' (RECEIVE) of CONNECTION's MESSAGE.
+Binds `agent-lsp--request-id' and lets a handler skip the answer by
+throwing `agent-lsp--answer-later'.  ARGS go along unchanged."
+  (let ((agent-lsp--request-id (and (plist-get message :method)
+                                    (plist-get message :id))))
+    (catch 'agent-lsp--answer-later
+      (apply receive connection message args))))
+
+(advice-add 'jsonrpc-connection-receive :around #'agent-lsp--dispatch)
+
+(defun agent-lsp--send-answer (server id result &optional error-message)
+  "Answer SERVER's request ID with RESULT, or an error with ERROR-MESSAGE."
+  (if (not (jsonrpc-running-p server))
+      (message "agent-lsp: the server is gone; its request was not answered")
+    (condition-case err
+        (if error-message
+            (jsonrpc-connection-send
+             server :id id :error (list :code -32603 :message error-message))
+          (jsonrpc-connection-send server :id id :result result))
+      (error (message "agent-lsp: could not answer the server: %s"
+                      (error-message-string err))))))
+
+(defun agent-lsp--answer-now (server id fn)
+  "Answer SERVER's request ID with FN's value (an error if FN fails)."
+  (let ((value nil) (failure nil))
+    (condition-case err
+        (setq value (funcall fn))
+      (error (setq failure (error-message-string err))))
+    (agent-lsp--send-answer server id value failure)))
+
+(defun agent-lsp--answer-when (server ready timeout fn)
+  "Answer the request being dispatched from SERVER with FN's value, later.
+FN runs from a timer, outside jsonrpc's process filter, once READY
+returns non-nil or TIMEOUT seconds passed (READY nil: at once).
+Returns FN's value at once instead when the request's id is unknown."
+  (let ((id agent-lsp--request-id)
+        (deadline (+ (float-time) (or timeout 0))))
+    (if (null id)
+        (funcall fn)
+      (letrec ((poll (lambda ()
+                       (if (or (null ready) (>= (float-time) deadline)
+                               (ignore-errors (funcall ready)))
+                           (agent-lsp--answer-now server id fn)
+                         (run-at-time 0.05 nil poll)))))
+        (run-at-time 0 nil poll))
+      (throw 'agent-lsp--answer-later nil))))
+
+(defun agent-lsp--answer-later (server fn)
+  "Answer the request being dispatched from SERVER with FN's value, later."
+  (agent-lsp--answer-when server nil nil fn))
+
+(provide 'agent-lsp-base)
+;;; agent-lsp-base.el ends here

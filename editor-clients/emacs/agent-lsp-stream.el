@@ -1,0 +1,246 @@
+;;; agent-lsp-stream.el --- The *agent-lsp* buffer and the mode line of agent-lsp -*- lexical-binding: t; -*-
+
+;; This file is not part of GNU Emacs.
+
+;;; Commentary:
+
+;; Every run's `agentLsp/stream' events: kept in the runs' state (status,
+;; context fill and cost, the stop report), shown live in the stream
+;; buffer, and summed up in the mode line.  Load `agent-lsp', not this
+;; file.
+
+;;; Code:
+
+(require 'agent-lsp-base)
+
+(defvar agent-lsp-stream-mode-map
+  (let ((map (make-sparse-keymap)))
+    (define-key map (kbd "k") #'agent-lsp-cancel)
+    (define-key map (kbd "C-c C-k") #'agent-lsp-cancel)
+    (define-key map (kbd "r") #'agent-lsp-run)
+    (define-key map (kbd "p") #'agent-lsp-plan)
+    (define-key map (kbd "c") #'agent-lsp-carry-out-plan)
+    (define-key map (kbd "n") #'agent-lsp-new-session)
+    (define-key map (kbd "s") #'agent-lsp-sessions)
+    (define-key map (kbd "m") #'agent-lsp-pick-model)
+    (define-key map (kbd "w") #'agent-lsp-rewind)
+    map)
+  "Keymap of `agent-lsp-stream-mode'.")
+
+(define-derived-mode agent-lsp-stream-mode special-mode "Agent"
+  "Major mode of the buffer that shows the agents' streamed output.
+\\{agent-lsp-stream-mode-map}"
+  (setq-local truncate-lines nil)
+  (setq-local word-wrap t)
+  (setq buffer-undo-list t))
+
+(defvar-local agent-lsp--last-run nil
+  "The run whose output the end of the stream buffer continues.")
+
+(defvar-local agent-lsp--headed nil
+  "The runs whose header line is in the stream buffer.")
+
+(defvar agent-lsp--last-seq (make-hash-table :test #'equal)
+  "Run id -> the last `seq' handled.")
+
+(defun agent-lsp-stream-buffer ()
+  "The stream buffer, created when needed."
+  (or (get-buffer agent-lsp-stream-buffer-name)
+      (with-current-buffer (get-buffer-create agent-lsp-stream-buffer-name)
+        (agent-lsp-stream-mode)
+        (current-buffer))))
+
+(defun agent-lsp--display-stream ()
+  "Show the stream buffer without selecting it."
+  (display-buffer (agent-lsp-stream-buffer) '(nil (inhibit-same-window . t))))
+
+(defun agent-lsp-show ()
+  "Show the stream buffer."
+  (interactive)
+  (pop-to-buffer (agent-lsp-stream-buffer)))
+
+(defun agent-lsp--append (text)
+  "Append TEXT to the stream buffer; windows showing its end follow."
+  (with-current-buffer (agent-lsp-stream-buffer)
+    (let* ((inhibit-read-only t)
+           (end (point-max))
+           (followers (seq-filter (lambda (w) (>= (window-point w) end))
+                                  (get-buffer-window-list nil nil t)))
+           (at-end (>= (point) end)))
+      (save-excursion
+        (goto-char end)
+        (insert text))
+      (when at-end (goto-char (point-max)))
+      (dolist (w followers) (set-window-point w (point-max))))))
+
+(defun agent-lsp--append-lines (lines)
+  "Append LINES (a string) on lines of their own."
+  (with-current-buffer (agent-lsp-stream-buffer)
+    (agent-lsp--append
+     (concat (if (memq (char-before (point-max)) '(nil ?\n)) "" "\n")
+             lines "\n"))))
+
+(defun agent-lsp--stream-header (run)
+  "Write RUN's header line in the stream buffer, once."
+  (with-current-buffer (agent-lsp-stream-buffer)
+    (let ((id (agent-lsp--run-id run)))
+      (unless (member id agent-lsp--headed)
+        (push id agent-lsp--headed)
+        (agent-lsp--append-lines
+         (propertize (format "## %s %s%s"
+                             (if (equal (agent-lsp--run-mode run) "plan")
+                                 "plan" "run")
+                             id
+                             (if (agent-lsp--run-title run)
+                                 (concat ": " (agent-lsp--run-title run))
+                               ""))
+                     'face 'bold))
+        (setq agent-lsp--last-run id)))))
+
+(defun agent-lsp--format-event (ev)
+  "A readable line, or lines, for the non-text stream event EV."
+  (let* ((kind (plist-get ev :kind))
+         (report (plist-get ev :report))
+         (error-p (and (equal kind "toolResult")
+                       (eq (plist-get ev :ok) :json-false)))
+         (label (pcase kind
+                  ("toolCall" "tool")
+                  ("toolResult" (if error-p "result: error" "result"))
+                  ("approval" (format "approval: %s"
+                                      (or (plist-get ev :state) "?")))
+                  ("stop" (format "stop: %s"
+                                  (or (plist-get report :stopReason) "?")))
+                  (_ (format "%s" kind))))
+         (text (or (plist-get ev :text) "")))
+    (when (and (equal kind "toolCall") (string-empty-p text))
+      (setq text (format "%s" (or (plist-get ev :tool) ""))))
+    (when (and (equal kind "toolResult") (eq (plist-get ev :truncated) t)
+               (plist-get ev :spillPath))
+      (setq text (format "%s (truncated; full output in %s)"
+                         text (plist-get ev :spillPath))))
+    (when (and (equal kind "stop") (string-empty-p text))
+      (setq text (or (plist-get report :summary) "")))
+    (propertize (format "[%s] %s" label
+                        (replace-regexp-in-string
+                         "\n" "\n    " (string-trim-right text "\n+")))
+                'face (cond ((equal kind "stop") 'bold)
+                            ((equal kind "approval") 'warning)
+                            (error-p 'error)
+                            (t 'shadow)))))
+
+(defun agent-lsp--render (run ev)
+  "Show the stream event EV of RUN in the stream buffer."
+  (let ((id (agent-lsp--run-id run))
+        (kind (plist-get ev :kind)))
+    (unless (equal kind "usage")       ; the mode line shows it
+      (with-current-buffer (agent-lsp-stream-buffer)
+        (cond ((not (member id agent-lsp--headed))
+               (agent-lsp--stream-header run))
+              ((not (equal agent-lsp--last-run id))
+               (agent-lsp--append-lines (format "[run %s]" id))
+               (setq agent-lsp--last-run id)))
+        (if (equal kind "text")
+            (agent-lsp--append (or (plist-get ev :text) ""))
+          (agent-lsp--append-lines (agent-lsp--format-event ev))
+          (setq agent-lsp--last-run id))
+        (when (equal kind "stop")
+          (agent-lsp--after-stop-lines run ev)
+          (setq agent-lsp--last-run nil))))))
+
+(defun agent-lsp--after-stop-lines (run ev)
+  "After RUN's stop event EV: its usage, and what can follow."
+  (let* ((report (plist-get ev :report))
+         (usage (agent-lsp--run-usage run)))
+    (when usage
+      (agent-lsp--append-lines (propertize (format "    %s" usage)
+                                           'face 'shadow)))
+    (when (and (equal (agent-lsp--run-mode run) "plan")
+               (equal (plist-get report :stopReason) "done"))
+      (agent-lsp--append-lines
+       (substitute-command-keys
+        "    Plan ready: \\[agent-lsp-carry-out-plan] (or `c' here) carries it out.")))
+    (when (eq (plist-get report :rewindable) t)
+      (agent-lsp--append-lines
+       (substitute-command-keys
+        "    \\[agent-lsp-rewind] (or `w' here) rewinds this run's edits.")))))
+
+(defun agent-lsp--note-stop (run ev)
+  "Keep RUN's stop event EV: its report, stop reason and session."
+  (let ((report (plist-get ev :report)))
+    (setf (agent-lsp--run-stop run) (or (plist-get report :stopReason) "stopped")
+          (agent-lsp--run-report run) report
+          (agent-lsp--run-status run) nil)
+    (when (and (plist-get report :sessionId) (not (agent-lsp--run-session run)))
+      (setf (agent-lsp--run-session run) (plist-get report :sessionId)))
+    (message "agent-lsp: %s %s %s: %s"
+             (if (equal (agent-lsp--run-mode run) "plan") "plan" "run")
+             (agent-lsp--run-id run) (agent-lsp--run-stop run)
+             (agent-lsp--one-line (or (plist-get report :summary)
+                                      (plist-get ev :text))
+                                  120))
+    (run-hook-with-args 'agent-lsp-run-finished-functions
+                        (agent-lsp--run-id run) report)))
+
+(defun agent-lsp--handle-stream (server ev)
+  "Handle EV, an `agentLsp/stream' event from SERVER."
+  (let* ((id (plist-get ev :runId))
+         (seq (plist-get ev :seq))
+         (kind (plist-get ev :kind))
+         (last (and id (gethash id agent-lsp--last-seq))))
+    (when (and (stringp id) (not (and (numberp seq) last (<= seq last))))
+      (when (numberp seq) (puthash id seq agent-lsp--last-seq))
+      (let ((run (agent-lsp--ensure-run server id)))
+        (pcase kind
+          ((or "status" "toolCall" "approval" "compaction")
+           (setf (agent-lsp--run-status run)
+                 (car (split-string (or (plist-get ev :text) "") "\n"))))
+          ;; contextTokens describe the main agent's requests only
+          ("usage" (when (member (plist-get ev :agentId) '(nil "main"))
+                     (setf (agent-lsp--run-usage run) (plist-get ev :text))))
+          ("stop" (agent-lsp--note-stop run ev)))
+        (agent-lsp--render run ev)
+        (force-mode-line-update t)))
+    (run-hook-with-args 'agent-lsp-stream-functions server ev)))
+
+(cl-defmethod eglot-handle-notification
+  (server (_method (eql agentLsp/stream)) &rest params)
+  "Show PARAMS, an `agentLsp/stream' event from SERVER."
+  (agent-lsp--handle-stream server params))
+
+
+;;; Mode line
+
+(defun agent-lsp-mode-line-string ()
+  "Return the mode-line text about the running runs (\"\" if none).
+The newest run's status, then its context fill and cost:
+  agent: turn 2: edit a.py · ctx 31k/128k · $0.012"
+  (let ((running (seq-filter #'agent-lsp--run-running-p agent-lsp--runs)))
+    (if (null running) ""
+      (let ((usage (agent-lsp--run-usage (car running))))
+        (concat (propertize (if (cdr running)
+                                (format "agent[%d]" (length running))
+                              "agent")
+                            'face 'bold)
+                ": "
+                (agent-lsp--one-line
+                 (or (agent-lsp--run-status (car running)) "starting")
+                 agent-lsp-mode-line-max-width)
+                (if usage (concat " · " usage) ""))))))
+
+(defvar agent-lsp--mode-line
+  '(:eval (let ((s (agent-lsp-mode-line-string)))
+            (unless (string-empty-p s) (concat " [" s "] "))))
+  "Mode-line construct showing the running runs' status.")
+(put 'agent-lsp--mode-line 'risky-local-variable t)
+
+(defconst agent-lsp--mode-line-entry '("" agent-lsp--mode-line)
+  "The element added to `mode-line-misc-info'.")
+
+;; a list, not the bare symbol: a symbol heading `mode-line-misc-info' would
+;; make the whole list a (SYMBOL THEN ELSE) conditional
+(unless (member agent-lsp--mode-line-entry mode-line-misc-info)
+  (setq mode-line-misc-info
+        (cons agent-lsp--mode-line-entry mode-line-misc-info)))
+
+(provide 'agent-lsp-stream)
+;;; agent-lsp-stream.el ends here

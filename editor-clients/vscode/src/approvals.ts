@@ -1,0 +1,137 @@
+/**
+ * Answers the server's approval requests (`window/showMessageRequest`): for an edit, the diff
+ * opens first (matched to the request by the action items' runId + callId, CONTRACT
+ * Decision 13), and after Deny the user may type a reason that goes back with the answer.
+ */
+import * as vscode from 'vscode';
+import type { LanguageClient } from 'vscode-languageclient/node';
+import { DiffView } from './diffView';
+import { describeError, log } from './logger';
+import type { StreamEvent } from './stream';
+
+export const SHOW_MESSAGE_REQUEST = 'window/showMessageRequest';
+
+interface ActionItem {
+  title: string;
+  runId?: string;
+  callId?: string;
+  [extra: string]: unknown;
+}
+
+interface MessageRequestParams {
+  type: number;
+  message: string;
+  actions?: ActionItem[];
+}
+
+export class ApprovalView implements vscode.Disposable {
+  /** `pending` approval events of edit tools, by runId + callId, until their request comes. */
+  private readonly proposed = new Map<string, StreamEvent>();
+
+  constructor(private readonly diff: DiffView) {}
+
+  /** Every `agentLsp/stream` event: keeps the edits that wait for an answer. */
+  onStream(event: StreamEvent): void {
+    if (event.kind !== 'approval' || !event.callId) {
+      return;
+    }
+    const key = keyOf(event.runId, event.callId);
+    if (event.state === 'pending' && event.uri && typeof event.newText === 'string') {
+      this.proposed.set(key, event);
+    } else if (event.state !== 'pending') {
+      this.proposed.delete(key);
+    }
+  }
+
+  /** The `window/showMessageRequest` handler (replaces the language client's stock one). */
+  async handle(client: LanguageClient, params: MessageRequestParams, token: vscode.CancellationToken): Promise<ActionItem | null> {
+    const actions = params.actions ?? [];
+    const ref = actions.find((a) => typeof a.runId === 'string' && typeof a.callId === 'string');
+    const edit = ref ? this.proposed.get(keyOf(ref.runId!, ref.callId!)) : undefined;
+    let closeDiff: (() => Promise<void>) | undefined;
+    if (edit?.uri && typeof edit.newText === 'string') {
+      closeDiff = await this.diff.show({
+        uri: client.protocol2CodeConverter.asUri(edit.uri),
+        tool: edit.tool ?? 'edit',
+        newText: edit.newText,
+      });
+    }
+    try {
+      const show =
+        params.type === 1
+          ? vscode.window.showErrorMessage
+          : params.type === 2
+            ? vscode.window.showWarningMessage
+            : vscode.window.showInformationMessage;
+      const message = closeDiff ? `${firstLine(params.message)} (the diff is open in the editor)` : params.message;
+      // A withdrawn request (the run was cancelled or timed out) cannot close the toast, but
+      // our answer no longer matters then: stop waiting for it.
+      const chosen = await raceCancel(Promise.resolve(show<ActionItem>(message, ...actions)), token);
+      if (chosen === undefined) {
+        return null;
+      }
+      if (ref && chosen.title === 'Deny') {
+        const reason = await vscode.window.showInputBox(
+          {
+            title: 'Agent: why not? (optional)',
+            prompt: 'A reason the agent is told with the denial (Enter to skip, Escape for none)',
+            placeHolder: 'e.g. keep the old behaviour, fix the caller instead',
+            ignoreFocusOut: true,
+          },
+          token,
+        );
+        return reason?.trim() ? { ...chosen, reason: reason.trim() } : chosen;
+      }
+      return chosen;
+    } catch (err) {
+      log.warn(`approval request: ${describeError(err)}`);
+      return null;
+    } finally {
+      if (ref) {
+        this.proposed.delete(keyOf(ref.runId!, ref.callId!));
+      }
+      await closeDiff?.();
+    }
+  }
+
+  /** The server went away: nothing waits any more. */
+  clear(): void {
+    this.proposed.clear();
+  }
+
+  dispose(): void {
+    this.clear();
+  }
+}
+
+function keyOf(runId: string, callId: string): string {
+  return `${runId}\u0000${callId}`;
+}
+
+function firstLine(text: string): string {
+  const [head, ...rest] = text.split('\n');
+  // Notifications show one paragraph: keep the command or path, drop the diff summary.
+  return rest.length > 0 ? `${head} ${rest[0]}` : head;
+}
+
+function raceCancel<T>(promise: Promise<T>, token: vscode.CancellationToken): Promise<T | undefined> {
+  if (token.isCancellationRequested) {
+    return Promise.resolve(undefined);
+  }
+  return new Promise((resolve, reject) => {
+    const sub = token.onCancellationRequested(() => {
+      sub.dispose();
+      resolve(undefined);
+    });
+    promise.then(
+      (v) => {
+        sub.dispose();
+        resolve(v);
+      },
+      (e) => {
+        sub.dispose();
+        reject(e);
+      },
+    );
+  });
+}

@@ -1,0 +1,87 @@
+/**
+ * Shows a proposed agent edit as a real diff editor before it is approved: two read-only
+ * virtual documents (the file as it is now, the file after the edit) in `vscode.diff`.
+ */
+import * as vscode from 'vscode';
+import { log, describeError } from './logger';
+
+const SCHEME = 'agent-lsp-diff';
+
+export interface ProposedEdit {
+  /** The file the edit is for. */
+  uri: vscode.Uri;
+  tool: string;
+  /** The whole file after the edit (the `approval` event's `newText`). */
+  newText: string;
+}
+
+export class DiffView implements vscode.Disposable {
+  private readonly texts = new Map<string, string>();
+  private readonly provider: vscode.Disposable;
+  private counter = 0;
+
+  constructor() {
+    this.provider = vscode.workspace.registerTextDocumentContentProvider(SCHEME, {
+      provideTextDocumentContent: (uri) => this.texts.get(uri.toString()) ?? '',
+    });
+  }
+
+  /** Opens the diff beside nothing else (a tab in the active group); returns how to close it. */
+  async show(edit: ProposedEdit): Promise<() => Promise<void>> {
+    const id = `${++this.counter}`;
+    const name = vscode.workspace.asRelativePath(edit.uri);
+    const before = this.virtualUri(id, 'current', edit.uri);
+    const after = this.virtualUri(id, 'proposed', edit.uri);
+    this.texts.set(before.toString(), await currentText(edit.uri));
+    this.texts.set(after.toString(), edit.newText);
+    try {
+      await vscode.commands.executeCommand('vscode.diff', before, after, `Agent ${edit.tool}: ${name} (current ↔ proposed)`, {
+        preview: true,
+        preserveFocus: true,
+      });
+    } catch (err) {
+      log.warn(`could not open the diff of ${name}: ${describeError(err)}`);
+    }
+    return async () => {
+      await closeTabsOf(after);
+      this.texts.delete(before.toString());
+      this.texts.delete(after.toString());
+    };
+  }
+
+  private virtualUri(id: string, side: string, file: vscode.Uri): vscode.Uri {
+    // The file's own path keeps its name and language (syntax colouring) in the diff.
+    return vscode.Uri.from({ scheme: SCHEME, path: file.path, query: `${side}-${id}` });
+  }
+
+  dispose(): void {
+    this.provider.dispose();
+    this.texts.clear();
+  }
+}
+
+/** The file as the editor holds it (its buffer if open, else disk; a new file is empty). */
+async function currentText(uri: vscode.Uri): Promise<string> {
+  const open = vscode.workspace.textDocuments.find((d) => d.uri.toString() === uri.toString());
+  if (open) {
+    return open.getText();
+  }
+  try {
+    return new TextDecoder().decode(await vscode.workspace.fs.readFile(uri));
+  } catch {
+    return '';
+  }
+}
+
+async function closeTabsOf(modified: vscode.Uri): Promise<void> {
+  const tabs = vscode.window.tabGroups.all
+    .flatMap((g) => g.tabs)
+    .filter((tab) => tab.input instanceof vscode.TabInputTextDiff && tab.input.modified.toString() === modified.toString());
+  if (tabs.length > 0) {
+    try {
+      await vscode.window.tabGroups.close(tabs, true);
+    } catch (err) {
+      log.warn(`could not close the diff: ${describeError(err)}`);
+    }
+  }
+}

@@ -1,0 +1,98 @@
+"""A diff before an edit lands (issue 12, Decision 13): the pending approval event carries the
+file, the unified diff and the new text; the message request's action items name the run and the
+call; a Deny can carry the user's reason; with `experimental.agentLsp.editPreview` the edit goes
+to the editor's own preview as an annotated applyEdit."""
+
+from __future__ import annotations
+
+import attrs
+from lsprotocol import types
+
+from tests.e2e.harness import capabilities, tool_messages
+
+EDIT = {"id": "call_e", "name": "edit_file", "arguments": {"path": "calc.py", "old_text": "a - b", "new_text": "a + b"}}
+
+
+async def test_the_pending_event_carries_the_diff_and_the_request_names_its_call(open_editor, model, workspace):
+    model.add("fix", [{"tool_calls": [EDIT]}, {"text": "fixed"}])
+    editor = await open_editor()
+    editor.approval_answers = ["Allow"]
+    started = await editor.run("fix add")
+    report = await editor.wait_stop(started["runId"])
+
+    assert report["stopReason"] == "done"
+    assert tool_messages(model.requests[-1])["call_e"].startswith("applied: edit calc.py")
+    [pending] = [e for e in editor.events(started["runId"], "approval") if e["state"] == "pending"]
+    assert pending["uri"] == (workspace / "calc.py").resolve().as_uri()
+    assert pending["diff"].startswith("--- a/calc.py\n+++ b/calc.py\n")
+    assert "-    return a - b\n+    return a + b\n" in pending["diff"]
+    assert pending["newText"] == (workspace / "calc.py").read_text()
+    assert pending["agentId"] == "main"
+    [raw] = editor.raw_approval_requests
+    assert [a["title"] for a in raw["actions"]] == ["Allow", "Allow for session", "Deny"]
+    assert all(a["runId"] == started["runId"] and a["callId"] == pending["callId"] for a in raw["actions"])
+
+
+async def test_a_deny_with_a_reason_reaches_the_model(open_editor, model, workspace):
+    model.add("fix", [{"tool_calls": [EDIT]}, {"text": "ok, not that way"}])
+    editor = await open_editor()
+    editor.approval_answers = [{"title": "Deny", "reason": "use a helper function instead"}]
+    started = await editor.run("fix add")
+    await editor.wait_stop(started["runId"])
+    result = tool_messages(model.requests[-1])["call_e"]
+    assert result.startswith("denied: the user said no; the user's reason: use a helper function instead.")
+    assert "a - b" in (workspace / "calc.py").read_text()
+
+
+async def test_agent_lsp_approve_takes_a_reason_too(open_editor, model):
+    model.add("fix", [{"tool_calls": [EDIT]}, {"text": "ok"}])
+    editor = await open_editor("helix")
+    started = await editor.run("fix add")
+    pending = await editor.wait_for(lambda: [e for e in editor.events(started["runId"], "approval") if e["state"] == "pending"], 15, "pending")
+    assert await editor.execute("agentLsp.approve", {"runId": started["runId"], "callId": pending[0]["callId"],
+                                                     "decision": "deny", "reason": "not today"}) is True
+    await editor.wait_stop(started["runId"])
+    assert "the user's reason: not today" in tool_messages(model.requests[-1])["call_e"]
+
+
+def preview_caps() -> types.ClientCapabilities:
+    caps = capabilities("visual-studio-code")
+    assert caps.workspace.workspace_edit.change_annotation_support is not None
+    return attrs.evolve(caps, experimental={"agentLsp": {"editPreview": True}})
+
+
+async def test_with_edit_preview_the_edit_goes_to_the_editors_preview(open_editor, model, workspace):
+    model.add("fix", [{"tool_calls": [EDIT]}, {"text": "fixed"}])
+    editor = await open_editor(preview_caps())
+    started = await editor.run("fix add")
+    report = await editor.wait_stop(started["runId"])
+
+    assert editor.approval_requests == [], "the preview asks: no separate message request"
+    assert report["stopReason"] == "done" and "a + b" in (workspace / "calc.py").read_text()
+    edit = editor.edits[-1].edit
+    annotation = edit.change_annotations["agent-lsp-preview"]
+    assert annotation.needs_confirmation is True and annotation.label == "agent-lsp: edit_file calc.py"
+    assert all(e.annotation_id == "agent-lsp-preview" for c in edit.document_changes for e in c.edits)
+    assert [e["state"] for e in editor.events(started["runId"], "approval")] == ["pending", "preview"]
+
+
+async def test_an_edit_rejected_in_the_preview_is_a_denial(open_editor, model, workspace):
+    model.add("fix", [{"tool_calls": [EDIT]}, {"text": "understood"}])
+    editor = await open_editor(preview_caps())
+    editor.refuse_edits = True
+    editor.refuse_reason = None  # the preview's "Discard": applied false, no failure reason
+    started = await editor.run("fix add")
+    report = await editor.wait_stop(started["runId"])
+    assert report["denied"] == 1
+    result = tool_messages(model.requests[-1])["call_e"]
+    assert result.startswith("denied: the user rejected the edit in the preview")
+
+
+async def test_change_annotation_support_alone_is_not_a_preview(open_editor, model):
+    model.add("fix", [{"tool_calls": [EDIT]}, {"text": "fixed"}])
+    editor = await open_editor("visual-studio-code")
+    editor.approval_answers = ["Allow"]
+    started = await editor.run("fix add")
+    await editor.wait_stop(started["runId"])
+    assert len(editor.approval_requests) == 1
+    assert editor.edits[-1].edit.change_annotations is None
