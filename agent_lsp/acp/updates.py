@@ -23,7 +23,14 @@ from acp.schema import (
     UsageUpdate,
 )
 
-from agent_lsp.acp.tools import EDIT_TOOLS, CallIds, resolve_path, tool_kind, tool_locations, tool_title
+from agent_lsp.acp.tools import (
+    EDIT_TOOLS,
+    CallIds,
+    resolve_path,
+    tool_kind,
+    tool_locations,
+    tool_title,
+)
 from agent_lsp.agent.messages import Event
 
 log = logging.getLogger(__name__)
@@ -133,6 +140,7 @@ class RunEvents:
     workspace: Any = None  # the AcpWorkspace: applied edits become `diff` content
     cost_before: float = 0.0  # the session's cost of earlier runs (ACP's cost is per session)
     calls: dict[str, CallInfo] = field(default_factory=dict)
+    finished: set[str] = field(default_factory=set)
     cost: float | None = None  # this run's, as the core reports it
 
     def __call__(self, event: Event) -> None:
@@ -165,6 +173,7 @@ class RunEvents:
     def _on_toolResult(self, event: Event) -> None:  # noqa: N802
         data = event.data
         info = self.calls.get(str(data.get("callId")))
+        self.finished.add(str(data.get("callId")))
         text = event.text
         if data.get("tail"):
             text += "\n" + str(data["tail"])
@@ -202,6 +211,14 @@ class RunEvents:
     def _on_status(self, event: Event) -> None:
         if event.data.get("mcpServer"):
             self.outbox.send(thought(f"[MCP] {event.text}"))
+
+    def _on_stop(self, event: Event) -> None:
+        """A call the run left without a result (a cancel) is shown as ended, not pending."""
+        for call_id, info in self.calls.items():
+            if call_id not in self.finished:
+                self.outbox.send(ToolCallProgress(session_update="tool_call_update", tool_call_id=info.acp_id, status="failed",
+                                                  content=[text_content("cancelled: the turn ended before this call finished")]))
+        self.finished.update(self.calls)
 
     def acp_id(self, event: Event) -> str:
         call_id = str(event.data.get("callId"))

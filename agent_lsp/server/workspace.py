@@ -166,6 +166,10 @@ class LspWorkspace:
             return EditOutcome(False, f"{path.name} was changed in the editor after the agent read it "
                                       f"(buffer version {open_doc.version})")
         edit = self._workspace_edit(path, before, after, preview)
+        # The buffer's version once the edit is in: the next one for an open document (read
+        # before the request: the editor's didChange may arrive before its answer), the first
+        # for one the editor opens to apply it.
+        expected = (open_doc.version or 0) + 1 if open_doc is not None else 1
         label = preview or f"agent-lsp: {'create' if before is None else 'edit'} {path.name}"
         try:
             notify = (lambda: self.on_waiting(f"waiting for the editor to apply the edit to {path.name}")) if self.on_waiting else None
@@ -180,9 +184,7 @@ class LspWorkspace:
         if not applied:
             reason = getattr(result, "failure_reason", None) or "the editor refused the edit (the document may have changed since the agent read it)"
             return EditOutcome(False, reason, rejected=preview is not None and not getattr(result, "failure_reason", None))
-        # The buffer's version once the edit is in: the next one for an open document, the
-        # first for one the editor opens to apply it.
-        return EditOutcome(True, version=(open_doc.version or 0) + 1 if open_doc is not None else 1)
+        return EditOutcome(True, version=expected)
 
     async def restore(self, restores: list[Any]) -> Any:
         """A rewind as one workspace/applyEdit (so the editor's undo can take it back):

@@ -15,15 +15,15 @@
 
 (defvar agent-lsp-stream-mode-map
   (let ((map (make-sparse-keymap)))
-    (define-key map (kbd "k") #'agent-lsp-cancel)
-    (define-key map (kbd "C-c C-k") #'agent-lsp-cancel)
-    (define-key map (kbd "r") #'agent-lsp-run)
-    (define-key map (kbd "p") #'agent-lsp-plan)
-    (define-key map (kbd "c") #'agent-lsp-carry-out-plan)
-    (define-key map (kbd "n") #'agent-lsp-new-session)
-    (define-key map (kbd "s") #'agent-lsp-sessions)
-    (define-key map (kbd "m") #'agent-lsp-pick-model)
-    (define-key map (kbd "w") #'agent-lsp-rewind)
+    (define-key map (kbd "k") 'agent-lsp-cancel)
+    (define-key map (kbd "C-c C-k") 'agent-lsp-cancel)
+    (define-key map (kbd "r") 'agent-lsp-run)
+    (define-key map (kbd "p") 'agent-lsp-plan)
+    (define-key map (kbd "c") 'agent-lsp-carry-out-plan)
+    (define-key map (kbd "n") 'agent-lsp-new-session)
+    (define-key map (kbd "s") 'agent-lsp-sessions)
+    (define-key map (kbd "m") 'agent-lsp-pick-model)
+    (define-key map (kbd "w") 'agent-lsp-rewind)
     map)
   "Keymap of `agent-lsp-stream-mode'.")
 
@@ -79,6 +79,12 @@
     (agent-lsp--append
      (concat (if (memq (char-before (point-max)) '(nil ?\n)) "" "\n")
              lines "\n"))))
+
+(defun agent-lsp--append-note (text)
+  "Append TEXT on lines of its own, as a note outside every run's output."
+  (agent-lsp--append-lines text)
+  (with-current-buffer (agent-lsp-stream-buffer)
+    (setq agent-lsp--last-run nil)))
 
 (defun agent-lsp--stream-header (run)
   "Write RUN's header line in the stream buffer, once."

@@ -128,6 +128,9 @@ class Editor:
     error_edits: bool = False  # answer applyEdit with a JSON-RPC error (like eglot on a stale version)
     configuration_requests: list[types.ConfigurationParams] = field(default_factory=list)
     server_capabilities: Any = None
+    # agentLsp/diagnostics: what this editor "shows" per uri, and the requests it got
+    diagnostics: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    diagnostics_requests: list[dict[str, Any]] = field(default_factory=list)
     encoding: str = "utf-16"
     stderr: list[str] = field(default_factory=list)  # the server's log lines
 
@@ -269,7 +272,8 @@ def make_client() -> LanguageClient:
 
 
 async def start_editor(root: Path, caps: str | types.ClientCapabilities, *, init_options: dict[str, Any] | None = None,
-                       env: dict[str, str] | None = None, configuration: dict[str, Any] | None = None) -> Editor:
+                       env: dict[str, str] | None = None, configuration: dict[str, Any] | None = None,
+                       folders: list[tuple[Path, str]] | None = None) -> Editor:
     client = make_client()
     editor = Editor(client, root)
     if configuration is not None:
@@ -295,6 +299,13 @@ async def start_editor(root: Path, caps: str | types.ClientCapabilities, *, init
             return answer
         return None if answer is None else types.MessageActionItem(title=answer)
 
+    @client.feature("agentLsp/diagnostics")
+    def on_diagnostics(ls: LanguageClient, params: Any) -> list[dict[str, Any]]:
+        asked = plain(params) or {}
+        editor.diagnostics_requests.append(asked)
+        uris = asked.get("uris") or list(editor.diagnostics)
+        return [{"uri": uri, "diagnostics": editor.diagnostics.get(uri, [])} for uri in uris]
+
     @client.feature(types.WORKSPACE_CONFIGURATION)
     def on_configuration(ls: LanguageClient, params: types.ConfigurationParams):
         answer = [ls.get_configuration(section=item.section, scope_uri=item.scope_uri) for item in params.items]
@@ -318,9 +329,10 @@ async def start_editor(root: Path, caps: str | types.ClientCapabilities, *, init
     if client._stderr_forwarder is not None:  # ours keeps a copy of what the server logs
         client._stderr_forwarder.cancel()
     client._stderr_forwarder = asyncio.create_task(keep_stderr(editor))
+    folders = folders or [(root, root.name)]
     result = await asyncio.wait_for(client.initialize_session(types.InitializeParams(
         capabilities=capabilities(caps), client_info=client_info(caps), root_uri=root.resolve().as_uri(),
-        workspace_folders=[types.WorkspaceFolder(uri=root.resolve().as_uri(), name=root.name)],
+        workspace_folders=[types.WorkspaceFolder(uri=path.resolve().as_uri(), name=name) for path, name in folders],
         initialization_options=init_options or {})), 15)
     editor.server_capabilities = result.capabilities
     editor.encoding = str(result.capabilities.position_encoding or "utf-16")

@@ -9,10 +9,13 @@
 ;;   EMACS_TEST_RESULT     where the JSON result goes
 ;;   EMACS_TEST_DEADLINE   seconds the whole session may take
 ;;   EMACS_TEST_NO_START   set: the scenario starts the server itself
+;;   EMACS_TEST_CAPS       the Eglot whose client capabilities to send:
+;;                         "eglot-1.9" (as it runs here), "emacs-29", "emacs-30"
 ;;
 ;; The scenario uses `t-wait', `t-set', `t-stop-event', `t-events' and sets
 ;; `t-approval-answer' to what the (stubbed) approval prompt does:
-;; a string (that action), `quit' (C-g) or `hang' (never answers).
+;; a string (that action), `quit' (C-g) or `hang' (never answers), and
+;; `t-reason-answer' to what is typed at the reason prompt after Deny.
 
 (require 'cl-lib)
 (require 'subr-x)
@@ -32,6 +35,10 @@
 (defvar t-mode-lines nil "The mode-line string after each stream event.")
 (defvar t-approval-answer "Allow"
   "What the approval prompt does: an action title, `quit' or `hang'.")
+(defvar t-reason-answer ""
+  "What is typed at the reason prompt after Deny (`quit': C-g).")
+(defvar t-y-or-n-answer nil
+  "Function of (PROMPT) answering `y-or-n-p'; nil: an error.")
 (defvar t-completing-read-answer nil
   "Function of (PROMPT COLLECTION) answering other `completing-read's.")
 (defvar t-server nil)
@@ -146,6 +153,54 @@ lists; %-constructs are left as they are."
       (mapconcat (lambda (c) (t-format-mode-line c (1+ depth))) construct ""))
      (t ""))))
 
+;; The client capabilities of the Eglot that each Emacs ships, for the server's
+;; `initialize': the server must ask its approvals (showMessageRequest) with
+;; each (CONTRACT "Approvals", PITFALLS "Editors under test").  Transcribed from
+;; `eglot-client-capabilities' in eglot.el:
+;; - "eglot-1.9": Debian 12's elpa-eglot 1.9, which runs these tests: no
+;;   :window, no :general (nothing is overridden).
+;; - "emacs-29": Emacs 29.1-29.3 ship Eglot 1.12 and 29.4 ships 1.12.29
+;;   (`customize-package-emacs-version-alist' in eglot.el); eglot.el 1.12 as
+;;   synced from Emacs into github.com/joaotavora/eglot (commit fb8111d,
+;;   2023-03-13) sends no :window at all, and :general positionEncodings
+;;   utf-32 first (the `:window (:workDoneProgress t)' of Eglot 1.15 and the
+;;   showDocument of 1.16 came later, on Emacs's master only).
+;; - "emacs-30": Emacs 30.1 ships Eglot 1.17.30: :window (:showDocument
+;;   (:support t) :workDoneProgress t) and the same :general (eglot.el 1.16,
+;;   joaotavora/eglot commit 88c46bd; an Eglot 1.17 `initialize' quoted in
+;;   joaotavora/eglot issue 1443).
+;; :workspace is the same in all three (applyEdit, workspaceEdit
+;; documentChanges, configuration, workspaceFolders); :textDocument stays 1.9's
+;; (the server reads none of it); :experimental stays the client's own.
+(defconst t-eglot-capabilities
+  '(("eglot-1.9")
+    ("emacs-29" :general (:positionEncodings ["utf-32" "utf-8" "utf-16"]))
+    ("emacs-30" :window (:showDocument (:support t) :workDoneProgress t)
+                :general (:positionEncodings ["utf-32" "utf-8" "utf-16"])))
+  "Eglot capability set name -> what replaces 1.9's :window and :general.")
+
+(defvar t-caps (or (getenv "EMACS_TEST_CAPS") "eglot-1.9"))
+
+(defun t-install-capabilities ()
+  "Send the recorded :window and :general of `t-caps' instead of Eglot 1.9's."
+  (let ((recorded (or (assoc t-caps t-eglot-capabilities)
+                      (error "Unknown EMACS_TEST_CAPS %s" t-caps))))
+    (when (cdr recorded)
+      (cl-defmethod eglot-client-capabilities :around ((_server eglot-lsp-server))
+        (let ((caps (cl-call-next-method)))
+          (append (cdr recorded)
+                  (cl-loop for (k v) on caps by #'cddr
+                           unless (memq k '(:window :general)) append (list k v))))))))
+
+(defun t-honour-position-encoding (server)
+  "Count columns as SERVER negotiated, as the Eglot of Emacs 29 and 30 does
+\(Eglot 1.9, which runs here, always counts UTF-16)."
+  (let ((encoding (plist-get (eglot--capabilities server) :positionEncoding)))
+    (t-set :position-encoding encoding)
+    (when (equal encoding "utf-32")
+      (setq eglot-current-column-function #'eglot-current-column
+            eglot-move-to-column-function #'eglot-move-to-column))))
+
 ;; Never wait for a terminal.
 (setq confirm-kill-processes nil
       make-backup-files nil
@@ -165,7 +220,14 @@ lists; %-constructs are left as they are."
         (let ((items (all-completions "" collection)))
           (cond
            ((string-match-p "\\`\\[agent-lsp\\]" prompt)
-            (push (list :prompt prompt :items (vconcat items) :t (t-now)) t-prompts)
+            ;; what a person sees meanwhile: the edit's diff, when shown
+            (let ((diff (get-buffer "*agent-lsp diff*")))
+              (push (list :prompt prompt :items (vconcat items) :t (t-now)
+                          :diffShown (and diff (get-buffer-window diff t) t)
+                          :diff (and diff (get-buffer-window diff t)
+                                     (t-buffer-string-or-nil diff))
+                          :diffMode (and diff (buffer-local-value 'major-mode diff)))
+                    t-prompts))
             (t-log "approval prompt: %S -> %S" prompt t-approval-answer)
             (pcase t-approval-answer
               ('quit (signal 'quit nil))
@@ -180,10 +242,26 @@ lists; %-constructs are left as they are."
             (funcall t-completing-read-answer prompt items))
            (t (error "Unexpected completing-read: %s" prompt))))))
 
+;; The optional reason after Deny, and y-or-n-p, are scripted too.
+(advice-add 'read-string :around
+            (lambda (fn prompt &rest args)
+              (if (not (string-prefix-p "[agent-lsp] Why deny" prompt))
+                  (apply fn prompt args)
+                (push (list :prompt prompt :answer t-reason-answer :t (t-now)) t-prompts)
+                (if (eq t-reason-answer 'quit) (signal 'quit nil) t-reason-answer))))
+(advice-add 'y-or-n-p :override
+            (lambda (prompt)
+              (push (list :prompt prompt :t (t-now)) t-prompts)
+              (if t-y-or-n-answer (funcall t-y-or-n-answer prompt)
+                (error "Unexpected y-or-n-p: %s" prompt))))
+
 (defun t-main ()
   (add-to-list 'load-path (getenv "EMACS_TEST_CLIENT"))
   (require 'eglot)
   (require 'agent-lsp)
+  (t-install-capabilities)
+  (advice-add 'eglot-client-capabilities :filter-return
+              (lambda (caps) (t-set :capabilities caps) caps))
   (setq agent-lsp-server-command
         (append (json-parse-string (getenv "EMACS_TEST_COMMAND")) nil))
   (setq agent-lsp-settings
@@ -219,6 +297,7 @@ lists; %-constructs are left as they are."
     (t-log "server up: %S" (and t-server (jsonrpc-name t-server)))
     (unless t-server (error "agent-lsp-start returned nil"))
     (t-set :server-pid (process-id (jsonrpc--process t-server)))
+    (t-honour-position-encoding t-server)
     (t-set :managed (and t-buffer (with-current-buffer t-buffer
                                     (bound-and-true-p eglot--managed-mode)))))
   (load (getenv "EMACS_TEST_SCENARIO") nil t))

@@ -1,16 +1,24 @@
-"""The Emacs client (editor-clients/emacs/agent-lsp.el, eglot) in a real `emacs --batch`
+"""The Emacs client (editor-clients/emacs/agent-lsp*.el, eglot) in a real `emacs --batch`
 (Debian 12: Emacs 28 + eglot 1.9) against the real server and the scripted model: a run
-approved and applied through eglot, a cancel, a dismissed and an unanswered approval, a
-question on a region, and the byte-compilation.
+approved (its diff shown first) and applied through eglot, a denial with a typed reason, a
+cancel, a dismissed and an unanswered approval, rewind, resuming a session of an earlier
+server, the model pick, plan then carry out, the health check, Flymake's diagnostics seen by
+the agent, an MCP tool, a question on a region, and the byte-compilation.
+
+The tests of approvals and cancel run with the client capabilities of the eglot of Emacs 28
+(1.9, as it runs here), 29 and 30 (recorded in `emacs_driver.el`), which the server must all
+ask with window/showMessageRequest.
 
 Each test writes an elisp scenario that `emacs_driver.el` runs once the server is up; the
-driver stubs the approval prompt (`completing-read-function`) and writes a JSON result."""
+driver stubs the prompts (`completing-read-function`, the reason after Deny, y-or-n-p) and
+writes a JSON result."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -96,12 +104,17 @@ def model():
         yield srv
 
 
+CAPS = ["eglot-1.9", "emacs-29", "emacs-30"]  # the recorded sets in emacs_driver.el
+
+
 def run_emacs(tmp_path: Path, workspace: Path, model: ScriptedModelServer, scenario: str, *,
               approval: dict[str, Any] | None = None, open_file: str | None = "a.py",
               flags: dict[str, Callable[[], bool]] | None = None,
-              extra_env: dict[str, str] | None = None) -> EmacsResult:
-    """Runs `scenario` in emacs; each of `flags` becomes the file flags/NAME once its condition
-    holds (the scenario waits for it with `(t-flag "NAME")`)."""
+              extra_env: dict[str, str] | None = None, caps: str = "eglot-1.9",
+              settings: dict[str, Any] | None = None) -> EmacsResult:
+    """Runs `scenario` in emacs, sending the client capabilities of the eglot `caps`; each of
+    `flags` becomes the file flags/NAME once its condition holds (the scenario waits for it
+    with `(t-flag "NAME")`). `settings` go over the test's `agent-lsp-settings`."""
     home = tmp_path / "home"
     for sub in ("config", "cache", "data", "state"):
         (home / sub).mkdir(parents=True, exist_ok=True)
@@ -109,7 +122,7 @@ def run_emacs(tmp_path: Path, workspace: Path, model: ScriptedModelServer, scena
     scenario_file.write_text(";;; -*- lexical-binding: t; -*-\n" + textwrap.dedent(scenario), encoding="utf-8")
     result_file = tmp_path / "result.json"
     settings = {"model": "m", "baseUrl": model.base_url,
-                "approval": {"default": "ask", **(approval or {})}}
+                "approval": {"default": "ask", **(approval or {})}, **(settings or {})}
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("AGENT_LSP_", "OPENAI_", "XDG_", "EMACS"))}
     env.update({
@@ -127,6 +140,7 @@ def run_emacs(tmp_path: Path, workspace: Path, model: ScriptedModelServer, scena
         "EMACS_TEST_SCENARIO": str(scenario_file),
         "EMACS_TEST_RESULT": str(result_file),
         "EMACS_TEST_DEADLINE": str(SESSION_SECONDS),
+        "EMACS_TEST_CAPS": caps,
     })
     env.update(extra_env or {})
     flag_dir = tmp_path / "flags"
@@ -201,7 +215,22 @@ DOCSTRING_EDIT = {"name": "edit_file", "arguments": {
     "path": "a.py", "old_text": "def greet(name):", "new_text": '"""Greetings."""\n\n\ndef greet(name):'}}
 
 
-def test_run_applies_the_approved_edit_through_eglot(tmp_path, workspace, model):
+def request_tools(body: dict[str, Any]) -> set[str]:
+    return {t["function"]["name"] for t in body.get("tools") or []}
+
+
+def all_messages_text(body: dict[str, Any]) -> str:
+    out = []
+    for msg in body.get("messages", []):
+        content = msg.get("content")
+        if isinstance(content, list):
+            content = "".join(p.get("text", "") for p in content)
+        out.append(content or "")
+    return "\n".join(out)
+
+
+@pytest.mark.parametrize("caps", CAPS)
+def test_run_applies_the_approved_edit_through_eglot(tmp_path, workspace, model, caps):
     model.add("Add a module docstring", [
         {"text": "I'll add a module docstring to a.py.", "tool_calls": [DOCSTRING_EDIT]},
         {"tool_calls": [{"name": "write_file", "arguments": {
@@ -228,9 +257,15 @@ def test_run_applies_the_approved_edit_through_eglot(tmp_path, workspace, model)
         ;; a follow-up continues the session
         (agent-lsp-run "Does a.py have a docstring?")
         (t-wait 10 (lambda () (= 2 (length (t-events "stop")))) "the follow-up's stop")
-    """)
+    """, caps=caps)
     assert not res.errors, res.explain()
     assert res.values["managed"] is True, res.explain()  # agent-lsp manages the python buffer
+    # what the recorded eglot sent, and the position encoding the server chose for it
+    sent = res.values["capabilities"]
+    assert sent.get("window") == ({"showDocument": {"support": True}, "workDoneProgress": True}
+                                  if caps == "emacs-30" else None), sent.get("window")
+    assert sent["experimental"] == {"agentLsp": {"diagnostics": True}}, sent["experimental"]
+    assert res.values["position-encoding"] == ("utf-16" if caps == "eglot-1.9" else "utf-32"), res.values
     stop = res.stop()
     assert stop["report"]["stopReason"] == "done", res.explain()
 
@@ -258,6 +293,11 @@ def test_run_applies_the_approved_edit_through_eglot(tmp_path, workspace, model)
     assert [a["answer"] for a in res.data["approvalAnswers"]] == ["Allow", "Allow"]
     assert [e["state"] for e in res.events("approval")] == ["pending", "allowed"] * 2, res.explain()
     assert '(:title "Allow")' in res.data["eglotEvents"]
+    # the edit's diff was shown (diff-mode) while the choice was asked
+    assert prompts[0]["diffShown"] is True and prompts[0]["diffMode"] == "diff-mode", prompts[0]
+    assert "--- a/a.py\n+++ b/a.py\n" in prompts[0]["diff"], prompts[0]["diff"]
+    assert '+"""Greetings."""' in prompts[0]["diff"] and " def greet(name):" in prompts[0]["diff"]
+    assert prompts[1]["diffShown"] is True and "+NEW = 'é😀'" in prompts[1]["diff"], prompts[1]
 
     # the run was started with the open document, in a new session
     assert res.values["read-prompt"] == "Agent task: "
@@ -284,13 +324,16 @@ def test_run_applies_the_approved_edit_through_eglot(tmp_path, workspace, model)
 
     # status in the mode line while running (eglot 1.9 drops $/progress), cleared after
     assert any(m.startswith("agent: ") for m in res.data["modeLines"]), res.data["modeLines"]
+    # with the context fill (and no cost: no pricing set) of the running run
+    assert any(re.search(r"^agent: .* · ctx \d+k/128k$", m) for m in res.data["modeLines"]), res.data["modeLines"]
     assert res.values["mode-line-after"] == ""
     assert res.values["running-after"] is None
     # Emacs quit: the server saw its stdin close and exited, leaving no orphan
     assert process_gone(res.values["server-pid"], within=5), "the server outlived Emacs"
 
 
-def test_cancel_stops_a_running_run(tmp_path, workspace, model):
+@pytest.mark.parametrize("caps", CAPS)
+def test_cancel_stops_a_running_run(tmp_path, workspace, model, caps):
     model.add("Count slowly", [{"text": "one two three", "ttft": 30}])
     res = run_emacs(tmp_path, workspace, model, r"""
         (set-buffer t-buffer)
@@ -313,7 +356,7 @@ def test_cancel_stops_a_running_run(tmp_path, workspace, model):
         (let ((server (agent-lsp--server)))
           (t-set :restarted-pid (and server (process-id (jsonrpc--process server))))
           (t-set :restarted-manages (and server (memq t-buffer (eglot--managed-buffers server)) t)))
-    """, flags={"requested": lambda: len(model.log) >= 1})
+    """, flags={"requested": lambda: len(model.log) >= 1}, caps=caps)
     assert not res.errors, res.explain()
     stop = res.stop()
     assert stop["report"]["stopReason"] == "cancelled", res.explain()
@@ -371,7 +414,8 @@ DENIABLE = [
 ]
 
 
-def test_dismissed_approval_is_a_denial_and_the_run_goes_on(tmp_path, workspace, model):
+@pytest.mark.parametrize("caps", CAPS)
+def test_dismissed_approval_is_a_denial_and_the_run_goes_on(tmp_path, workspace, model, caps):
     model.add("Add a docstring", DENIABLE)
     res = run_emacs(tmp_path, workspace, model, r"""
         (set-buffer t-buffer)
@@ -387,7 +431,7 @@ def test_dismissed_approval_is_a_denial_and_the_run_goes_on(tmp_path, workspace,
                            :edits [(:range (:start (:line 0 :character 0)
                                             :end (:line 0 :character 0))
                                     :newText "stale")])])))
-    """)
+    """, caps=caps)
     assert not res.errors, res.explain()
     assert res.stop()["report"]["stopReason"] == "done", res.explain()
     assert res.stop()["report"]["denied"] == 1

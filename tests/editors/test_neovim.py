@@ -190,6 +190,254 @@ T.data.diffs_after = T.diff_windows()
     assert "sessionId" not in args
 
 
+def test_denied_edit_carries_the_typed_reason(tmp_path, workspace, model):
+    """Deny, then a reason typed in vim.ui.input: the model's next request holds it in the
+    tool result; the diff split was shown during the pick and closed after the answer."""
+    model.add("Make the greeting louder", [
+        {"tool_calls": [{"name": "edit_file", "arguments": {
+            "path": "a.py", "old_text": "return message", "new_text": "return message.upper()"}}]},
+        {"text": "Understood, leaving it."},
+    ])
+    res = run(tmp_path, workspace, model, r"""
+T.pick = function(items)
+  for _, item in ipairs(items) do if item.title == 'Deny' then return item end end
+end
+vim.ui.input = function(opts, on_confirm)
+  T.data.input = { prompt = opts.prompt, diffs = T.diff_windows() }
+  on_confirm('keep it quiet, it is a library')
+end
+vim.cmd('AgentRun Make the greeting louder')
+T.wait_run_end(T.RUN_MS)
+T.data.lines = T.lines(T.buf)
+T.data.diffs_after = T.diff_windows()
+""")
+    assert not res.errors, res.explain()
+    assert res.stream_events("stop")[0]["report"]["stopReason"] == "done", res.explain()
+    data = res.data["data"]
+    assert "+    return message.upper()" in data["selects"][0]["diffs"][0]["lines"], data["selects"]
+    assert data["input"]["prompt"].startswith("Reason for the agent"), data["input"]
+    assert data["diffs_after"] == []
+    assert "\n".join(data["lines"]) + "\n" == SAMPLE_A
+    tool_results = [m for m in model.requests[1]["messages"] if m.get("role") == "tool"]
+    assert tool_results and "the user's reason: keep it quiet, it is a library" in tool_results[-1]["content"], \
+        tool_results
+
+
+def test_rewind_restores_buffer_and_disk_and_forces_a_conflict(tmp_path, workspace, model):
+    model.add("Add a module docstring", [
+        {"tool_calls": [{"name": "edit_file", "arguments": {
+            "path": "a.py", "old_text": "def greet(name):",
+            "new_text": '"""Greetings."""\n\n\ndef greet(name):'}}]},
+        {"text": "Added."},
+        {"tool_calls": [{"name": "edit_file", "arguments": {
+            "path": "a.py", "old_text": "return message", "new_text": "return message.upper()"}}]},
+        {"text": "Louder."},
+    ])
+    res = run(tmp_path, workspace, model, r"""
+local function stops() return #vim.tbl_filter(function(e) return e.kind == 'stop' end, T.events) end
+T.data.rewinds = {}
+vim.api.nvim_create_autocmd('User', { pattern = 'AgentLspRewind',
+  callback = function(ev) table.insert(T.data.rewinds, ev.data.result) end })
+vim.cmd('AgentRun Add a module docstring')
+T.wait(T.RUN_MS, function() return stops() == 1 end, 'the first stop')
+T.data.after_run = T.lines(T.buf)
+local resp = T.client:request_sync('textDocument/codeAction', {
+  textDocument = { uri = vim.uri_from_bufnr(T.buf) },
+  range = { start = { line = 0, character = 0 }, ['end'] = { line = 0, character = 0 } },
+  context = { diagnostics = {} } }, 5000, T.buf)
+T.data.actions = vim.tbl_map(function(a) return a.title end, resp and resp.result or {})
+-- :AgentRewind offers the run; pick it
+T.pick = function(items) return items[1] end
+vim.cmd('AgentRewind')
+T.wait(15000, function() return #T.data.rewinds == 1 end, 'the rewind')
+T.wait(5000, function() return not vim.bo[T.buf].modified end, 'the restored buffer to be written')
+T.data.after_rewind = T.lines(T.buf)
+T.data.disk_after_rewind = T.read(ws .. '/a.py')
+-- a second run, then the user changes the same file: the rewind conflicts, force it
+T.pick = nil
+vim.cmd('AgentRun Make it louder')
+T.wait(T.RUN_MS, function() return stops() == 2 end, 'the second stop')
+vim.api.nvim_buf_set_lines(T.buf, 0, 0, false, { '# mine' })
+vim.cmd('silent write')
+T.pick = function(items)
+  if items[1] == 'Force' then return 'Force' end
+  for _, run in ipairs(items) do
+    if type(run) == 'table' and run.title == 'Make it louder' then return run end
+  end
+end
+vim.cmd('AgentRewind')
+T.wait(15000, function() return #T.data.rewinds == 3 end, 'the rewind and the forced one')
+T.wait(5000, function() return not vim.bo[T.buf].modified end, 'the forced buffer to be written')
+T.data.after_force = T.lines(T.buf)
+""")
+    assert not res.errors, res.explain()
+    data = res.data["data"]
+    uri = (workspace / "a.py").as_uri()
+    assert data["after_run"][0] == '"""Greetings."""'
+    assert "Agent: rewind last run (1 file)" in data["actions"], data["actions"]
+    pick = next(s for s in data["selects"] if s["prompt"] == "Rewind which agent run?")
+    assert len(pick["items"]) == 1 and "1 file: a.py" in pick["items"][0], pick
+    first = data["rewinds"][0]
+    assert first["restored"] == [uri] and first["conflicts"] == [] and first["notRestorable"] == [], first
+    assert "\n".join(data["after_rewind"]) + "\n" == SAMPLE_A
+    assert data["disk_after_rewind"] == SAMPLE_A
+    assert any("rewind of Add a module docstring: restored a.py" in n["msg"] for n in res.data["notifications"])
+    # the second pick lists both runs (and the first rewind) newest first
+    second_pick = [s for s in data["selects"] if s["prompt"] == "Rewind which agent run?"][1]
+    assert "Make it louder" in second_pick["items"][0], second_pick
+    conflict, forced = data["rewinds"][1], data["rewinds"][2]
+    assert conflict["restored"] == [] and [c["uri"] for c in conflict["conflicts"]] == [uri], conflict
+    force_prompt = [s for s in data["selects"] if s["items"] == ["Force", "Keep them"]]
+    assert force_prompt and "1 file changed since the run (a.py)" in force_prompt[0]["prompt"], data["selects"]
+    assert forced["restored"] == [uri], forced
+    # forced: back to what the second run found (the user's line is gone with it)
+    assert "\n".join(data["after_force"]) + "\n" == SAMPLE_A
+    assert (workspace / "a.py").read_text(encoding="utf-8") == SAMPLE_A
+
+
+def test_resume_a_session_of_an_earlier_server(tmp_path, workspace, model):
+    model.add("Remember the word", [{"text": "Remembered: kiwi."}, {"text": "The word was kiwi."}])
+    first = run(tmp_path, workspace, model, r"""
+vim.cmd('AgentRun Remember the word kiwi')
+T.wait(T.RUN_MS, function() return T.stop_event() ~= nil end, 'the first stop')
+""")
+    assert not first.errors, first.explain()
+    session = first.stream_events("stop")[0]["report"]["sessionId"]
+    # a new Neovim and a new server, the same state dir
+    second = run(tmp_path, workspace, model, r"""
+T.pick = function(items) return items[1] end
+vim.cmd('AgentSessions')
+T.wait(10000, function() return #T.data.selects > 0 end, 'the session pick')
+vim.cmd('AgentRun Which word?')
+T.wait(T.RUN_MS, function() return T.stop_event() ~= nil end, 'the stop')
+""")
+    assert not second.errors, second.explain()
+    pick = second.data["data"]["selects"][0]
+    assert pick["prompt"] == "Resume which agent session?", pick
+    assert pick["items"][0].startswith("Remember the word kiwi") and "1 run, last done" in pick["items"][0], pick
+    args = second.data["data"]["commands"][-1]["params"]["arguments"][0]
+    assert args["sessionId"] == session, args
+    assert second.stream_events("stop")[0]["report"]["sessionId"] == session
+    # the new server's first model request carried the earlier conversation
+    assert len(model.requests) == 2
+    assert "Remembered: kiwi." in json.dumps(model.requests[1]["messages"]), model.requests[1]
+
+
+def test_model_pick_goes_with_the_next_run(tmp_path, workspace, model):
+    model.add("Say hi", [{"text": "hi"}])
+    res = run(tmp_path, workspace, model, r"""
+T.pick = function(items) T.data.models = items; return 'scripted' end
+vim.cmd('AgentModel')
+T.wait(10000, function() return T.data.models ~= nil end, 'the model pick')
+vim.cmd('AgentRun Say hi')
+T.wait(T.RUN_MS, function() return T.stop_event() ~= nil end, 'the stop')
+""")
+    assert not res.errors, res.explain()
+    pick = res.data["data"]["selects"][0]
+    assert pick["prompt"] == "Model for the next runs (now: m)" and pick["items"] == ["scripted"], pick
+    args = [c["params"]["arguments"][0] for c in res.data["data"]["commands"]
+            if c["params"]["command"] == "agentLsp.run"][0]
+    assert args["model"] == "scripted", args
+    assert model.requests[-1]["model"] == "scripted"
+
+
+def test_plan_then_carry_out(tmp_path, workspace, model):
+    model.add("Plan a docstring", [
+        {"text": "1. Add a module docstring to a.py."},
+        {"tool_calls": [{"name": "edit_file", "arguments": {
+            "path": "a.py", "old_text": "def greet(name):",
+            "new_text": '"""Greetings."""\n\n\ndef greet(name):'}}]},
+        {"text": "Done: the docstring is in."},
+    ])
+    res = run(tmp_path, workspace, model, r"""
+local function stops() return #vim.tbl_filter(function(e) return e.kind == 'stop' end, T.events) end
+vim.cmd('AgentPlan Plan a docstring for a.py')
+T.wait(T.RUN_MS, function() return stops() == 1 end, 'the plan stop')
+vim.cmd('AgentCarryOut')
+T.wait(T.RUN_MS, function() return stops() == 2 end, 'the carry-out stop')
+T.data.lines = T.lines(T.buf)
+""")
+    assert not res.errors, res.explain()
+    runs = [c["params"]["arguments"][0] for c in res.data["data"]["commands"] if c["params"]["command"] == "agentLsp.run"]
+    assert runs[0]["mode"] == "plan" and runs[0]["prompt"] == "Plan a docstring for a.py", runs
+    plan_session = res.stream_events("stop")[0]["report"]["sessionId"]
+    assert runs[1] == {"prompt": "Carry out the plan above.", "sessionId": plan_session}, runs
+    assert any("the plan is ready" in n["msg"] for n in res.data["notifications"])
+
+    def tools(body):
+        return {t["function"]["name"] for t in body.get("tools", [])}
+
+    plan_tools, carry_tools = tools(model.requests[0]), tools(model.requests[1])
+    assert not plan_tools & {"edit_file", "write_file", "run_command", "remember"}, plan_tools
+    assert {"read_file", "edit_file", "write_file", "run_command"} <= carry_tools, carry_tools
+    assert "Carry out the plan above." in json.dumps(model.requests[1]["messages"])
+    assert res.data["data"]["lines"][0] == '"""Greetings."""'
+
+
+def test_diagnostics_tool_sees_what_neovim_shows(tmp_path, workspace, model):
+    """agentLsp/diagnostics answers from vim.diagnostic (any namespace): the model's
+    `diagnostics` tool sees a diagnostic set on the buffer, with its position in the
+    negotiated encoding; after an edit, the answer waits for the edited version's diagnostics
+    (a fake linter publishes 300 ms after the change)."""
+    model.add("Check the problems", [
+        {"tool_calls": [{"name": "diagnostics", "arguments": {"path": "a.py"}}]},
+        {"tool_calls": [{"name": "edit_file", "arguments": {
+            "path": "a.py", "old_text": "return message", "new_text": "return mesage"}}]},
+        {"text": "Checked."},
+    ])
+    res = run(tmp_path, workspace, model, r"""
+local ns = vim.api.nvim_create_namespace('fake-lint')
+local line = vim.api.nvim_buf_get_lines(T.buf, 1, 2, false)[1]
+local col = line:find('+', 1, true) - 1
+vim.diagnostic.set(ns, T.buf, { { lnum = 1, col = col, end_col = col + 1,
+  severity = vim.diagnostic.severity.WARN, message = 'str concatenation', source = 'fake-lint', code = 'W1' } })
+-- the linter runs again after each change, a little later
+vim.api.nvim_buf_attach(T.buf, false, { on_lines = function()
+  vim.defer_fn(function()
+    vim.diagnostic.set(ns, T.buf, { { lnum = 2, col = 11, end_col = 17,
+      severity = vim.diagnostic.severity.ERROR, message = 'undefined name mesage', source = 'fake-lint' } })
+  end, 300)
+end })
+vim.cmd('AgentRun Check the problems in a.py')
+T.wait_run_end(T.RUN_MS)
+T.data.encoding = T.client.offset_encoding
+""")
+    assert not res.errors, res.explain()
+    encoding = res.data["data"]["encoding"]
+    line = SAMPLE_A.splitlines()[1]
+    prefix = line[:line.index("+")]
+    units = len(prefix.encode(encoding.replace("utf-16", "utf-16-le"))) // {"utf-8": 1, "utf-16": 2}[encoding]
+    results = [m["content"] for m in model.requests[1]["messages"] if m.get("role") == "tool"]
+    assert f"a.py:2:{units + 1}: warning: str concatenation [W1] (fake-lint)" in results[-1], results
+    # the edit's result: what the linter published for the edited version
+    edit_results = [m["content"] for m in model.requests[2]["messages"] if m.get("role") == "tool"]
+    assert "a.py:3:12: error: undefined name mesage (fake-lint)" in edit_results[-1], edit_results
+
+
+def test_mcp_tool_runs_after_approval(tmp_path, workspace, model):
+    server = (Path(os.environ.get("AGENT_LSP_CACHE") or Path.home() / ".cache" / "agent-lsp-ci")
+              / "mcp" / "venv" / "bin" / "mcp-server-time")
+    if not server.exists():
+        require(None, "mcp-server-time", "bash tests/mcp/setup.sh")
+    model.add("What time is it", [
+        {"tool_calls": [{"name": "time__get_current_time", "arguments": {"timezone": "UTC"}}]},
+        {"text": "It is now."},
+    ])
+    res = run(tmp_path, workspace, model, r"""
+vim.cmd('AgentRun What time is it in UTC?')
+T.wait_run_end(T.RUN_MS)
+""", settings={"mcpServers": {"time": {"command": str(server)}},
+              # the tool is annotated read-only, which would run without asking
+              "approval": {"tools": {"time__get_current_time": "ask"}}})
+    assert not res.errors, res.explain()
+    assert res.stream_events("stop")[0]["report"]["stopReason"] == "done", res.explain()
+    assert "time__get_current_time" in {t["function"]["name"] for t in model.requests[0]["tools"]}
+    approval = res.data["data"]["selects"][0]
+    assert "time__get_current_time" in approval["prompt"] and approval["diffs"] == [], approval
+    results = [m["content"] for m in model.requests[1]["messages"] if m.get("role") == "tool"]
+    assert results and '"timezone": "UTC"' in results[-1] and "datetime" in results[-1], results
+
+
 def test_cancel_stops_a_running_run(tmp_path, workspace, model):
     model.add("Count slowly", [{"text": "one two three", "ttft": 30}])
     res = run(tmp_path, workspace, model, r"""
@@ -423,7 +671,7 @@ T.data.health = table.concat(vim.api.nvim_buf_get_lines(0, 0, -1, false), '\n')
 vim.cmd('bwipeout!')
 local settings = vim.g.agent_lsp_settings
 settings.model = 'nope'
-vim.g.agent_lsp_settings = nil
+vim.g.agent_lsp_settings = nil -- vim.g wins over setup()
 require('agent_lsp').setup({ settings = settings })
 T.wait(10000, function()
   local resp = T.client:request_sync('workspace/executeCommand',

@@ -9,6 +9,7 @@ local approval = require('agent_lsp.approval')
 local diagnostics = require('agent_lsp.diagnostics')
 
 local opts = options.get()
+options.resolved = opts -- what servers started from now on get (setup() compares with it)
 
 ---@type vim.lsp.Config
 return {

@@ -7,14 +7,20 @@ import {
   WorkDoneProgressCancelNotification,
 } from 'vscode-languageclient/node';
 import { describeError, log } from './logger';
-import { RunArgs, RunRegistry, RunStarted, shortTitle } from './runs';
+import { RunArgs, RunInfo, RunRegistry, RunStarted, shortTitle } from './runs';
 import { StreamView } from './stream';
 
 /** The server's commands (CONTRACT "LSP surface"); ours are `agentLsp.client.*`. */
 const SERVER_RUN = 'agentLsp.run';
 const SERVER_CANCEL = 'agentLsp.cancel';
-/** How long a progress Cancel may take before the explicit `agentLsp.cancel` follows it. */
-const CANCEL_FALLBACK_MS = 5000;
+/**
+ * How long a progress Cancel may take before the explicit `agentLsp.cancel` follows it: a
+ * safety net for a lost notification, not the path; long enough for a loaded machine.
+ */
+const CANCEL_FALLBACK_MS = 15000;
+export const CARRY_OUT_PROMPT = 'Carry out the plan above.';
+/** Context key: a plan finished and can be carried out (shows the command in the palette). */
+const PLAN_READY = 'agentLsp.planReady';
 
 type SendRun = (args: RunArgs) => Promise<unknown>;
 
@@ -26,12 +32,17 @@ export class AgentCommands {
     private readonly restartServer: () => Promise<void>,
   ) {}
 
+  /** The plan a "Carry Out Plan" follows up: the newest plan run that stopped `done`. */
+  private plan: { runId: string; sessionId: string; title: string } | undefined;
+
   register(): vscode.Disposable[] {
     const reg = vscode.commands.registerCommand;
     return [
       reg('agentLsp.client.runTask', () => this.guard(() => this.runTask())),
       reg('agentLsp.client.askSelection', () => this.guard(() => this.askSelection())),
       reg('agentLsp.client.cancelRun', () => this.guard(() => this.cancelRun())),
+      reg('agentLsp.client.plan', () => this.guard(() => this.planTask())),
+      reg('agentLsp.client.carryOutPlan', () => this.guard(() => this.carryOutPlan())),
       reg('agentLsp.client.newSession', () => this.newSession()),
       reg('agentLsp.client.showOutput', () => this.stream.reveal()),
       reg('agentLsp.client.restartServer', () => this.restartServer()),
@@ -85,6 +96,53 @@ export class AgentCommands {
     await this.startRun(args);
   }
 
+  /** `Agent: Plan…`: a run with the read-only tools that answers with a numbered plan. */
+  async planTask(): Promise<void> {
+    const prompt = await vscode.window.showInputBox({
+      title: 'Agent: Plan',
+      prompt: 'What should the agent plan? It reads and searches but changes nothing.',
+      placeHolder: 'e.g. Split utils.py into parsing and formatting modules',
+      ignoreFocusOut: true,
+    });
+    if (!prompt?.trim()) {
+      return;
+    }
+    const args: RunArgs = { prompt, mode: 'plan' };
+    const editor = vscode.window.activeTextEditor;
+    if (editor && isAgentDocument(editor.document)) {
+      args.textDocument = { uri: (await this.client()).code2ProtocolConverter.asUri(editor.document.uri) };
+    }
+    await this.startRun(args);
+  }
+
+  /** `Agent: Carry Out Plan`: a follow-up in the plan's session, with every tool. */
+  async carryOutPlan(): Promise<void> {
+    const plan = this.plan;
+    if (!plan) {
+      void vscode.window.showInformationMessage('Agent: no finished plan in this window yet (run "Agent: Plan…" first).');
+      return;
+    }
+    await this.startRun({ prompt: CARRY_OUT_PROMPT, sessionId: plan.sessionId });
+    this.plan = undefined;
+    void vscode.commands.executeCommand('setContext', PLAN_READY, false);
+  }
+
+  /** A run stopped: a finished plan can be carried out (offered in a notification too). */
+  onStopped(run: RunInfo): void {
+    if (run.mode !== 'plan' || run.stopReason !== 'done' || !run.sessionId) {
+      return;
+    }
+    this.plan = { runId: run.runId, sessionId: run.sessionId, title: run.title };
+    void vscode.commands.executeCommand('setContext', PLAN_READY, true);
+    void vscode.window
+      .showInformationMessage(`Agent: the plan for "${run.title}" is ready (see the Agent output).`, 'Carry Out Plan')
+      .then((choice) => {
+        if (choice && this.plan?.runId === run.runId) {
+          void this.guard(() => this.carryOutPlan());
+        }
+      });
+  }
+
   async askSelection(): Promise<void> {
     const editor = vscode.window.activeTextEditor;
     if (!editor || !isAgentDocument(editor.document) || editor.selection.isEmpty) {
@@ -120,6 +178,7 @@ export class AgentCommands {
       }
       runId = pick.runId;
     }
+    log.info(`cancel sent for run ${runId} (agentLsp.cancel)`);
     const cancelled = await (await this.client()).sendRequest(ExecuteCommandRequest.type, {
       command: SERVER_CANCEL,
       arguments: [{ runId }],
@@ -138,6 +197,7 @@ export class AgentCommands {
   /** The Cancel button of a run's progress notification. */
   async cancelFromProgress(runId: string): Promise<void> {
     const client = await this.client();
+    log.info(`cancel sent for run ${runId} (progress)`);
     void client
       .sendNotification(WorkDoneProgressCancelNotification.type, { token: runId })
       .catch((err) => log.warn(`workDoneProgress/cancel: ${describeError(err)}`));
@@ -161,11 +221,14 @@ export class AgentCommands {
       (async (a) =>
         (await this.client()).sendRequest(ExecuteCommandRequest.type, { command: SERVER_RUN, arguments: [a] }));
     const sessionId = args.sessionId ?? this.runs.sessionForNewRun();
+    if (this.runs.model && !args.model) {
+      args = { ...args, model: this.runs.model };
+    }
     let result: unknown;
     try {
       result = await sendRun(sessionId ? { ...args, sessionId } : args);
     } catch (err) {
-      if (!sessionId || args.sessionId) {
+      if (!sessionId || args.sessionId || this.runs.isResumed) {
         throw err;
       }
       // The session may be gone (a restarted server keeps none): start a new one.
@@ -175,8 +238,8 @@ export class AgentCommands {
     if (!isRunStarted(result)) {
       throw new Error(`the server answered agentLsp.run with ${JSON.stringify(result)}`);
     }
-    this.runs.started(result, shortTitle(args.prompt));
-    this.stream.runStarted(result.runId, args.prompt);
+    this.runs.started(result, shortTitle(args.prompt), args.mode);
+    this.stream.runStarted(result.runId, args.mode === 'plan' ? `[plan] ${args.prompt}` : args.prompt);
     this.stream.reveal();
     return result;
   }

@@ -26,7 +26,7 @@ export class DiffView implements vscode.Disposable {
     });
   }
 
-  /** Opens the diff beside nothing else (a tab in the active group); returns how to close it. */
+  /** Opens the diff as a tab of the active group; returns how to close it. */
   async show(edit: ProposedEdit): Promise<() => Promise<void>> {
     const id = `${++this.counter}`;
     const name = vscode.workspace.asRelativePath(edit.uri);
@@ -36,7 +36,8 @@ export class DiffView implements vscode.Disposable {
     this.texts.set(after.toString(), edit.newText);
     try {
       await vscode.commands.executeCommand('vscode.diff', before, after, `Agent ${edit.tool}: ${name} (current ↔ proposed)`, {
-        preview: true,
+        // Not a preview tab: it would replace the file's own preview tab, closing that editor.
+        preview: false,
         preserveFocus: true,
       });
     } catch (err) {

@@ -1,10 +1,17 @@
-/** Entry point: wires the server, the commands, the stream and the progress together. */
+/** Entry point: wires the server, the commands, the stream, the approvals and the status together. */
 import * as vscode from 'vscode';
+import { ApprovalView } from './approvals';
 import { AgentCommands } from './commands';
-import { createLogChannel } from './logger';
+import { DiffView } from './diffView';
+import { checkHealth } from './health';
+import { createLogChannel, describeError, log } from './logger';
+import { pickModel, resumeSession } from './pickers';
 import { ProgressView } from './progress';
+import { rewindRun } from './rewind';
 import { RunRegistry } from './runs';
 import { AgentServer } from './server';
+import * as settings from './settings';
+import { UsageStatus } from './status';
 import { StreamView } from './stream';
 
 let server: AgentServer | undefined;
@@ -13,12 +20,11 @@ export function activate(context: vscode.ExtensionContext): void {
   const logChannel = createLogChannel();
   const runs = new RunRegistry();
   const stream = new StreamView();
-  const commands: AgentCommands = new AgentCommands(
-    () => agentServer.client(),
-    runs,
-    stream,
-    () => agentServer.restart(),
-  );
+  const usage = new UsageStatus();
+  const diff = new DiffView();
+  const approvals = new ApprovalView(diff);
+  const client = () => agentServer.client();
+  const commands: AgentCommands = new AgentCommands(client, runs, stream, () => agentServer.restart());
   const progress = new ProgressView(
     runs,
     (runId) => void commands.cancelFromProgress(runId),
@@ -33,22 +39,58 @@ export function activate(context: vscode.ExtensionContext): void {
           progress.handle(token, value);
         },
       },
+      approvals,
       onStream: (event) => {
+        runs.seen(event.runId, event.runId);
+        approvals.onStream(event);
         stream.handle(event);
+        usage.onStream(event);
         if (event.kind === 'stop') {
           const report = event.report;
+          log.info(`run ${event.runId} stopped: ${report?.stopReason ?? 'unknown'}`);
+          commands.onStopped(runs.stopped(event.runId, report));
           progress.finish(event.runId, report ? `${report.stopReason}: ${report.summary ?? ''}` : undefined);
         }
       },
       onServerGone: () => {
         progress.closeAll();
+        approvals.clear();
+        usage.clear();
         runs.clear();
+      },
+      onServerStarted: () => {
+        // Only a model the user chose is worth a check at start-up, and only a problem is said.
+        if (settings.explicitModel() !== undefined) {
+          void checkHealth(client, runs, true);
+        }
       },
     },
     logChannel,
   );
   server = agentServer;
-  context.subscriptions.push(logChannel, stream, progress, agentServer, ...commands.register());
+  const guard = (name: string, action: () => Promise<void>) => async () => {
+    try {
+      await action();
+    } catch (err) {
+      log.error(`${name} failed`, err);
+      void vscode.window.showErrorMessage(`Agent: ${describeError(err)}`);
+    }
+  };
+  const reg = vscode.commands.registerCommand;
+  context.subscriptions.push(
+    logChannel,
+    stream,
+    progress,
+    usage,
+    diff,
+    approvals,
+    agentServer,
+    ...commands.register(),
+    reg('agentLsp.client.rewindRun', guard('rewind', () => rewindRun(client, runs))),
+    reg('agentLsp.client.resumeSession', guard('resume', () => resumeSession(client, runs))),
+    reg('agentLsp.client.pickModel', guard('pick model', () => pickModel(client, runs))),
+    reg('agentLsp.client.checkHealth', guard('health check', () => checkHealth(client, runs, false))),
+  );
   // Not awaited: activation must not wait for the server; commands wait for it instead.
   void agentServer.start();
 }

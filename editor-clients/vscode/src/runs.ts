@@ -81,8 +81,11 @@ export class RunRegistry {
 
   /** A run seen first through its progress or stream (e.g. started from a code action). */
   seen(runId: string, title: string): void {
-    if (!this.runs.has(runId)) {
+    const known = this.runs.get(runId);
+    if (!known) {
       this.runs.set(runId, { runId, title, finished: false, editedFiles: [], rewindable: false });
+    } else if (known.title === runId) {
+      known.title = title;
     }
   }
 

@@ -1,18 +1,18 @@
 /** Starts, restarts and stops the `agent-lsp` language server and its language client. */
 import * as vscode from 'vscode';
 import {
-  ApplyWorkspaceEditParams,
   ApplyWorkspaceEditRequest,
-  ApplyWorkspaceEditResult,
-  CreateFile,
+  ClientCapabilities,
   DidChangeConfigurationNotification,
   LanguageClient,
   LanguageClientOptions,
   Middleware,
-  RenameFile,
   ServerOptions,
-  TextDocumentEdit,
+  StaticFeature,
 } from 'vscode-languageclient/node';
+import { ApprovalView, SHOW_MESSAGE_REQUEST } from './approvals';
+import { answerDiagnostics, DIAGNOSTICS_REQUEST } from './diagnostics';
+import { applyEditAndSave } from './edits';
 import { describeError, log } from './logger';
 import * as settings from './settings';
 import { STREAM_NOTIFICATION, StreamEvent } from './stream';
@@ -23,6 +23,26 @@ export interface ServerHooks {
   onStream(event: StreamEvent): void;
   /** The server stopped or is being replaced: its runs are gone. */
   onServerGone(): void;
+  /** A server answered `initialize` (the start-up health check runs here). */
+  onServerStarted(): void;
+  approvals: ApprovalView;
+}
+
+/**
+ * Our experimental client capabilities (CONTRACT "Editor diagnostics", "Edit review"): we
+ * answer `agentLsp/diagnostics`, and, when the user wants it, review edits in the Refactor
+ * Preview (vscode-languageclient already advertises changeAnnotationSupport).
+ */
+function agentCapabilities(editPreview: boolean): StaticFeature {
+  return {
+    fillClientCapabilities(capabilities: ClientCapabilities): void {
+      const experimental = (capabilities.experimental ?? {}) as Record<string, unknown>;
+      capabilities.experimental = { ...experimental, agentLsp: { diagnostics: true, editPreview } };
+    },
+    initialize(): void {},
+    getState: () => ({ kind: 'static' }),
+    clear(): void {},
+  };
 }
 
 export class AgentServer implements vscode.Disposable {
@@ -102,19 +122,24 @@ export class AgentServer implements vscode.Disposable {
     };
     const client = new LanguageClient('agentLsp', 'agent-lsp', serverOptions, clientOptions);
     client.onNotification(STREAM_NOTIFICATION, (event: StreamEvent) => this.hooks.onStream(event));
+    client.registerFeature(agentCapabilities(settings.editPreview()));
+    // Handlers registered before start() replace the client's stock ones.
     client.onRequest(ApplyWorkspaceEditRequest.type, (params) => applyEditAndSave(client, params));
+    client.onRequest(SHOW_MESSAGE_REQUEST, (params, token) => this.hooks.approvals.handle(client, params, token));
+    client.onRequest(DIAGNOSTICS_REQUEST, (params, token) => answerDiagnostics(client, params, token));
     this.current = client;
     log.info(`starting ${command} serve --stdio`);
     try {
       await client.start();
       const info = client.initializeResult?.serverInfo;
       log.info(`server started: ${info ? `${info.name} ${info.version ?? ''}`.trim() : command}`);
+      this.hooks.onServerStarted();
     } catch (err) {
       log.error('could not start the server', err);
       void vscode.window
         .showErrorMessage(
           `agent-lsp: could not start "${command}": ${describeError(err)}. ` +
-            'Install it (pip install agent-lsp) or set "agentLsp.serverPath".',
+            'Install it (pip install agent-lsp-server) or set "agentLsp.serverPath".',
           'Open Settings',
         )
         .then((choice) => {

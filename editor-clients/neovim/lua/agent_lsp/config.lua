@@ -60,6 +60,10 @@ local splits = { right = true, left = true, above = true, below = true, tab = tr
 ---@type agent_lsp.Options?
 local from_setup = nil
 
+--- The options the `agent_lsp` LSP config was last resolved with (servers run with these).
+---@type agent_lsp.Options?
+M.resolved = nil
+
 ---@param v any
 ---@return boolean
 local function is_string_list(v)

@@ -11,13 +11,16 @@ local M = {}
 ---@return boolean ok false when an option is invalid (reported; the previous options stay)
 function M.setup(opts)
   local config = require('agent_lsp.config')
-  local before = config.get(true)
+  -- what the running servers got (vim.g changes made since count as changes too)
+  local before = config.resolved or config.get(true)
   if not config.set(opts) then
     return false
   end
   -- drop the cached resolution of lsp/agent_lsp.lua so it reads the options again
   vim.lsp.config('agent_lsp', {})
-  require('agent_lsp.reconfigure').apply(before, config.get(true))
+  local after = config.get(true)
+  config.resolved = after
+  require('agent_lsp.reconfigure').apply(before, after)
   return true
 end
 

@@ -1,0 +1,77 @@
+"""`agent-lsp acp`: the agent over the Agent Client Protocol on stdio (newline-delimited JSON-RPC,
+through the official SDK). stdout is the protocol; every log line goes to stderr."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import sys
+import threading
+
+TTY_HINT = ("agent-lsp acp speaks the Agent Client Protocol on stdin/stdout and is meant to be started by an editor "
+            "(Zed, JetBrains, agent-shell, codecompanion: see README.md). Ctrl-C exits.")
+EXIT_DEADLINE = 2.0  # once the client is gone, the process is gone within this
+
+
+def serve_acp() -> int:
+    if sys.stdin.isatty():
+        print(TTY_HINT, file=sys.stderr)
+        signal.signal(signal.SIGINT, lambda *_: os._exit(130))
+    level = os.environ.get("AGENT_LSP_LOG_LEVEL", "WARNING").upper()
+    logging.getLogger().setLevel(getattr(logging, level, logging.WARNING))
+    if not logging.getLogger().handlers:
+        logging.basicConfig(stream=sys.stderr, format="agent-lsp: %(message)s")
+    for noisy in ("httpx", "httpx2", "openai", "httpcore"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    try:
+        code = asyncio.run(_serve())
+    except KeyboardInterrupt:
+        code = 130
+    _last_rites()
+    return code
+
+
+async def _serve() -> int:
+    from agent_lsp.acp import sdk
+
+    acp = sdk.load()
+    from agent_lsp.acp.agent import AcpAgent
+
+    agent = AcpAgent()
+    loop = asyncio.get_running_loop()
+    main = asyncio.current_task()
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        try:
+            loop.add_signal_handler(signum, main.cancel)  # type: ignore[union-attr]
+        except (NotImplementedError, RuntimeError, ValueError):
+            pass
+    try:
+        await acp.run_agent(agent)
+    except asyncio.CancelledError:
+        pass
+    finally:
+        _exit_watchdog()  # the client is gone: whatever happens next, do not outlive it
+        await agent.shutdown()
+    return 0
+
+
+def _exit_watchdog() -> None:
+    def last_call() -> None:
+        _last_rites()
+        os._exit(0)
+
+    timer = threading.Timer(EXIT_DEADLINE, last_call)
+    timer.daemon = True
+    timer.start()
+
+
+def _last_rites() -> None:
+    """MCP server process groups end with us (os._exit skips atexit)."""
+    process = sys.modules.get("agent_lsp.mcp.process")
+    if process is not None:
+        try:
+            process.kill_live_groups()
+        except Exception:  # pragma: no cover - best effort on the way out
+            pass

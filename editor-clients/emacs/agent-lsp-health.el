@@ -1,0 +1,203 @@
+;;; agent-lsp-health.el --- Pick a model, check the setup (agent-lsp) -*- lexical-binding: t; -*-
+
+;; This file is not part of GNU Emacs.
+
+;;; Commentary:
+
+;; `agent-lsp-pick-model' chooses among the models the endpoint lists
+;; (`agentLsp.models', its GET /models) the one the next runs use.
+;; `agent-lsp-check-health' checks what a run needs, reaching the model
+;; endpoint through the server, and says precisely what is wrong: the
+;; server program missing, no API key, an unreachable URL, an HTTP error,
+;; the configured model not offered, an MCP server that failed.  Load
+;; `agent-lsp', not this file.
+
+;;; Code:
+
+(require 'lisp-mnt)
+(require 'agent-lsp-base)
+
+
+;;; Models
+
+(defun agent-lsp--models (server)
+  "SERVER's `agentLsp.models' answer: (:current :models :error)."
+  (agent-lsp--call server "agentLsp.models"))
+
+(defun agent-lsp--read-model (server)
+  "Read a model for SERVER's next runs among the endpoint's; \"\" resets."
+  (let* ((answer (agent-lsp--models server))
+         (models (append (plist-get answer :models) nil))
+         (err (plist-get answer :error))
+         (current (or (gethash server agent-lsp--models)
+                      (plist-get answer :current))))
+    (when err (message "agent-lsp: the endpoint's model list: %s" err))
+    (completing-read
+     (format "Model for the next agent runs%s (now %s): "
+             (if err (format " [no list: %s]" (agent-lsp--one-line err 80))
+               "")
+             current)
+     models nil nil nil nil current)))
+
+;;;###autoload
+(defun agent-lsp-pick-model (model)
+  "Use MODEL for the next runs (and the rest of their sessions).
+Interactively, a choice among the models the endpoint lists; any name
+may be typed, and an empty one goes back to the `:model' setting."
+  (interactive (list (agent-lsp--read-model (agent-lsp--ensure-server))))
+  (let ((server (agent-lsp--ensure-server)))
+    (if (string-empty-p (string-trim (or model "")))
+        (progn (remhash server agent-lsp--models)
+               (message "agent-lsp: the next runs use the model of the settings"))
+      (puthash server (string-trim model) agent-lsp--models)
+      (message "agent-lsp: the next runs use the model %s" (string-trim model)))
+    (gethash server agent-lsp--models)))
+
+
+;;; Health check
+
+(defun agent-lsp--check (level what &optional detail)
+  "One health-check finding: LEVEL (ok, info, warn, fail), WHAT, DETAIL."
+  (list :level level :what what :detail detail))
+
+(defun agent-lsp--eglot-version ()
+  "The version of the Eglot in use, or \"?\"."
+  (or (ignore-errors
+        (with-temp-buffer
+          (insert-file-contents (find-library-name "eglot"))
+          (lm-version)))
+      "?"))
+
+(defun agent-lsp--check-program ()
+  "A finding about the server program, and whether it can start."
+  (let* ((command (default-value 'agent-lsp-server-command))
+         (program (car-safe command))
+         (found (and (stringp program)
+                     (or (executable-find program)
+                         (let ((path (expand-file-name program)))
+                           (and (file-executable-p path) path))))))
+    (if found
+        (agent-lsp--check 'ok "server program" found)
+      (agent-lsp--check
+       'fail "server program"
+       (format "%S is not found: install the server with \
+\"pip install agent-lsp-server\" (or \"pip install -e .\" in a checkout), \
+or set `agent-lsp-server-command'" program)))))
+
+(defun agent-lsp--check-models (server)
+  "Findings about the model endpoint and the model, asked through SERVER."
+  (let* ((answer (agent-lsp--models server))
+         (models (append (plist-get answer :models) nil))
+         (err (plist-get answer :error))
+         (model (or (gethash server agent-lsp--models)
+                    (plist-get answer :current))))
+    (cond
+     (err (list (agent-lsp--check 'fail "model endpoint" err)))
+     ((null models)
+      (list (agent-lsp--check 'ok "model endpoint" "answers, listing no models")
+            (agent-lsp--check 'warn "model"
+                              (format "%s cannot be checked: the endpoint \
+lists no models" model))))
+     (t
+      (list (agent-lsp--check 'ok "model endpoint"
+                              (format "answers, %d model%s" (length models)
+                                      (if (cdr models) "s" "")))
+            (if (member model models)
+                (agent-lsp--check 'ok "model" (format "%s is offered" model))
+              (agent-lsp--check
+               'fail "model"
+               (format "%s is not among the endpoint's models (%s%s): set \
+:model in `agent-lsp-settings' or M-x agent-lsp-pick-model"
+                       model (string-join (seq-take models 8) ", ")
+                       (if (> (length models) 8) ", ..." "")))))))))
+
+(defun agent-lsp--check-mcp (server)
+  "Findings about the MCP servers SERVER knows."
+  (mapcar (lambda (mcp)
+            (let ((state (plist-get mcp :state))
+                  (name (format "MCP server %s (%s)" (plist-get mcp :name)
+                                (plist-get mcp :source))))
+              (pcase state
+                ("failed" (agent-lsp--check 'fail name
+                                            (or (plist-get mcp :error) "failed")))
+                ((or "needs-consent" "denied")
+                 (agent-lsp--check 'warn name
+                                   (format "%s%s" state
+                                           (if (plist-get mcp :error)
+                                               (format ": %s" (plist-get mcp :error))
+                                             ""))))
+                (_ (agent-lsp--check
+                    'ok name (format "%s, %d tool%s" state
+                                     (length (plist-get mcp :tools))
+                                     (if (= 1 (length (plist-get mcp :tools)))
+                                         "" "s")))))))
+          (append (agent-lsp--call server "agentLsp.mcpServers") nil)))
+
+(defun agent-lsp--health-findings ()
+  "Every health-check finding for the current buffer's project."
+  (let ((program (agent-lsp--check-program))
+        (base (agent-lsp--check 'info "Emacs and Eglot"
+                                (format "Emacs %s, Eglot %s" emacs-version
+                                        (agent-lsp--eglot-version)))))
+    (if (eq (plist-get program :level) 'fail)
+        (list base program)
+      (let ((server (condition-case err (agent-lsp--ensure-server)
+                      (error (error-message-string err)))))
+        (if (stringp server)
+            (list base program (agent-lsp--check 'fail "server" server))
+          (let ((info (eglot--server-info server)))
+            (append
+             (list base program
+                   (agent-lsp--check 'ok "server"
+                                     (format "%s %s running"
+                                             (or (plist-get info :name) "agent-lsp")
+                                             (or (plist-get info :version) ""))))
+             (condition-case err (agent-lsp--check-models server)
+               (error (list (agent-lsp--check 'fail "model endpoint"
+                                              (error-message-string err)))))
+             (condition-case nil (agent-lsp--check-mcp server)
+               (error nil))
+             (list (agent-lsp--check
+                    'info "diagnostics"
+                    "the agent sees Flymake's diagnostics (agentLsp/diagnostics)")))))))))
+
+(defun agent-lsp--show-health (findings)
+  "Show FINDINGS in the *agent-lsp health* buffer."
+  (with-current-buffer (get-buffer-create "*agent-lsp health*")
+    (let ((inhibit-read-only t))
+      (erase-buffer)
+      (insert (propertize "agent-lsp health check\n\n" 'face 'bold))
+      (dolist (f findings)
+        (let ((level (plist-get f :level)))
+          (insert (propertize (format "%-5s" (upcase (symbol-name level)))
+                              'face (pcase level
+                                      ('fail 'error) ('warn 'warning)
+                                      ('ok 'success) (_ 'shadow)))
+                  (format " %s: %s\n" (plist-get f :what)
+                          (or (plist-get f :detail) "")))))
+      (special-mode))
+    (display-buffer (current-buffer))))
+
+;;;###autoload
+(defun agent-lsp-check-health ()
+  "Check what an agent run needs and say precisely what is wrong.
+The server program, the server, the model endpoint (reached through
+the server: no API key, an unreachable URL, an HTTP error), the model
+\(offered by the endpoint or not) and the MCP servers.  The findings go
+to the *agent-lsp health* buffer; returns them, a list of plists
+\(:level ok|info|warn|fail :what :detail)."
+  (interactive)
+  (let* ((findings (agent-lsp--health-findings))
+         (problems (seq-filter (lambda (f) (memq (plist-get f :level) '(fail warn)))
+                               findings)))
+    (agent-lsp--show-health findings)
+    (message "agent-lsp health: %s"
+             (if problems
+                 (mapconcat (lambda (f) (format "%s: %s" (plist-get f :what)
+                                                (plist-get f :detail)))
+                            problems "; ")
+               "all good"))
+    findings))
+
+(provide 'agent-lsp-health)
+;;; agent-lsp-health.el ends here

@@ -1,0 +1,87 @@
+// Playwright helpers for the VS Code workbench (code-server): the palette, quick picks,
+// input boxes, notifications, editors, the status bar.
+import { t } from './harness.mjs';
+
+// Monaco renders spaces as U+00A0.
+export const plain = (text) => text.replace(/\u00a0/g, ' ');
+
+export async function palette(page, title) {
+  await page.keyboard.press('F1');
+  const input = page.locator('.quick-input-widget input');
+  await input.waitFor({ state: 'visible', timeout: t(30_000) });
+  await input.fill(`>${title}`);
+  const row = page.locator('.quick-input-list .monaco-list-row', { hasText: title }).first();
+  await row.waitFor({ state: 'visible', timeout: t(30_000) });
+  await page.keyboard.press('Enter');
+}
+
+export async function answerInputBox(page, text, titleText) {
+  const widget = page.locator('.quick-input-widget', titleText ? { hasText: titleText } : {});
+  await widget.waitFor({ state: 'visible', timeout: t(30_000) });
+  const input = widget.locator('input');
+  await input.fill(text);
+  await page.keyboard.press('Enter');
+}
+
+/** Waits for a quick pick row holding `hasText`, returns every row's text, picks that row. */
+export async function pickQuickItem(page, hasText) {
+  const row = page.locator('.quick-input-widget .quick-input-list .monaco-list-row', { hasText }).first();
+  await row.waitFor({ state: 'visible', timeout: t(30_000) });
+  const rows = (await page.locator('.quick-input-widget .quick-input-list .monaco-list-row').allInnerTexts()).map(plain);
+  await row.click();
+  return rows;
+}
+
+export async function openFile(page, name) {
+  await page.keyboard.press('Control+P');
+  const input = page.locator('.quick-input-widget input');
+  await input.waitFor({ state: 'visible', timeout: t(30_000) });
+  await input.fill(name);
+  await page.locator('.quick-input-list .monaco-list-row', { hasText: name }).first()
+    .waitFor({ state: 'visible', timeout: t(30_000) });
+  await page.keyboard.press('Enter');
+  await page.locator('.tabs-container .tab.active', { hasText: name.split('/').pop() })
+    .waitFor({ state: 'visible', timeout: t(30_000) });
+}
+
+export async function editorText(page) {
+  return plain(await page.locator('.editor-group-container .monaco-editor .view-lines').first().innerText());
+}
+
+/** The text of the right (proposed) side of the diff editor, if one is open. */
+export async function diffModifiedText(page) {
+  const side = page.locator('.editor-group-container .monaco-diff-editor .editor.modified .view-lines').first();
+  return (await side.count()) ? plain(await side.innerText()) : '';
+}
+
+export async function outputPanelText(page) {
+  return plain(await page.locator('.part.panel .monaco-editor .view-lines').first().innerText());
+}
+
+export function toast(page, hasText) {
+  return page.locator('.notifications-toasts .notification-toast', { hasText });
+}
+
+export function button(page, name) {
+  return page.getByRole('button', { name, exact: true });
+}
+
+/** A toast holding `text` and a button named `name`; waits for it to show. */
+export async function toastWithButton(page, text, name, timeoutMs = 60_000) {
+  const found = toast(page, text).filter({ has: button(page, name) }).first();
+  await found.waitFor({ state: 'visible', timeout: t(timeoutMs) });
+  return found;
+}
+
+export async function clearNotifications(page) {
+  await page.keyboard.press('Escape');
+  await palette(page, 'Notifications: Clear All Notifications');
+}
+
+export async function statusBarTexts(page) {
+  return (await page.locator('.part.statusbar .statusbar-item').allInnerTexts()).map(plain);
+}
+
+export async function tabLabels(page) {
+  return (await page.locator('.tabs-container .tab').allInnerTexts()).map(plain);
+}
