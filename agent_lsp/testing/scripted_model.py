@@ -321,7 +321,10 @@ class ScriptedModelServer:
         usage = {"prompt_tokens": prompt_chars(messages) // 4,
                  "completion_tokens": reply.completion_chars() // 4}
         if reply.usage is not None:
-            usage.update(reply.usage.model_dump(exclude_none=True))
+            given = reply.usage.model_dump(exclude_none=True)
+            if "cached_tokens" in given:
+                usage["prompt_tokens_details"] = {"cached_tokens": given.pop("cached_tokens")}
+            usage.update(given)
         usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
         with self._lock:
             n = next(self._ids)

@@ -39,9 +39,14 @@ class ToolCallSpec(BaseModel):
 
 
 class UsageSpec(BaseModel):
+    """The usage a reply reports: `cached_tokens` as OpenAI's prompt_tokens_details, `cost` as
+    OpenRouter's own figure (US dollars)."""
+
     model_config = ConfigDict(extra="forbid")
     prompt_tokens: int | None = Field(default=None, ge=0)
     completion_tokens: int | None = Field(default=None, ge=0)
+    cached_tokens: int | None = Field(default=None, ge=0)
+    cost: float | None = Field(default=None, ge=0)
 
 
 class Reply(BaseModel):

@@ -86,19 +86,45 @@
       (vconcat (mapcar (lambda (d) (agent-lsp--lsp-diagnostic d encoding))
                        (flymake-diagnostics))))))
 
+(defvar-local agent-lsp--published-tick nil
+  "`buffer-chars-modified-tick' when a language server last published.")
+
+(cl-defmethod eglot-handle-notification :after
+  (_server (_method (eql textDocument/publishDiagnostics)) &key uri
+           &allow-other-keys)
+  "Note when the diagnostics of URI's buffer were published."
+  (let ((buffer (and (stringp uri) (find-buffer-visiting (eglot--uri-to-path uri)))))
+    (when buffer
+      (with-current-buffer buffer
+        (setq agent-lsp--published-tick (buffer-chars-modified-tick))))))
+
 (defun agent-lsp--checked-p (buffer server after-version)
   "Non-nil once BUFFER's Flymake diagnostics describe its current text.
-That is: no change since Flymake last started, every backend that
-started has reported, and, when SERVER manages BUFFER, its version is
-at least AFTER-VERSION."
+That is: when SERVER manages BUFFER, its version is at least
+AFTER-VERSION; when another Eglot server manages it, that server
+published since the last change; no change since Flymake last
+started, and every backend that started has reported."
   (with-current-buffer buffer
-    (and (or (not (memq buffer (eglot--managed-buffers server)))
-             (not (numberp after-version))
-             (>= eglot--versioned-identifier after-version))
-         (or (not (bound-and-true-p flymake-mode))
-             (and (null flymake--recent-changes)
-                  (cl-subsetp (flymake-running-backends)
-                              (flymake-reporting-backends)))))))
+    (let ((manager (eglot-current-server)))
+      (and (or (not (eq manager server))
+               (not (numberp after-version))
+               (>= eglot--versioned-identifier after-version))
+           (or (null manager) (eq manager server)
+               (eql agent-lsp--published-tick (buffer-chars-modified-tick)))
+           (or (not (bound-and-true-p flymake-mode))
+               (and (null flymake--recent-changes)
+                    (cl-subsetp (flymake-running-backends)
+                                (flymake-reporting-backends))))))))
+
+(defun agent-lsp--check-now (buffers)
+  "Have Flymake check those of BUFFERS changed since its last check now.
+It would wait for `flymake-no-changes-timeout', and never check a
+buffer no window shows."
+  (dolist (buffer buffers)
+    (when (buffer-live-p buffer)
+      (with-current-buffer buffer
+        (when (and (bound-and-true-p flymake-mode) flymake--recent-changes)
+          (flymake-start))))))
 
 (defun agent-lsp--diagnostic-targets (server uris)
   "(URI . BUFFER-OR-NIL) for URIS, or for SERVER's project buffers if nil."
@@ -134,6 +160,8 @@ With AFTERVERSION, wait until Flymake checked that version, at most 2 s."
   (let* ((targets (agent-lsp--diagnostic-targets server uris))
          (buffers (delq nil (mapcar #'cdr targets)))
          (encoding (agent-lsp--position-encoding server)))
+    (when afterVersion
+      (run-at-time 0 nil #'agent-lsp--check-now buffers))
     (agent-lsp--answer-when
      server
      (and afterVersion

@@ -529,6 +529,252 @@ def test_ask_region_sends_the_range_in_utf16(tmp_path, workspace, model):
     assert ": Why the emoji?" in res.data["stream"] and "Code action answer." in res.data["stream"]
 
 
+@pytest.mark.parametrize("caps", CAPS)
+def test_denied_edit_sends_the_typed_reason(tmp_path, workspace, model, caps):
+    model.add("Add a docstring", DENIABLE)
+    res = run_emacs(tmp_path, workspace, model, r"""
+        (set-buffer t-buffer)
+        (setq t-approval-answer "Deny"
+              t-reason-answer "  use a one-line comment instead ")
+        (agent-lsp-run "Add a docstring to a.py")
+        (t-wait 20 #'t-stop-event "the stop event")
+        (t-set :buffer (t-buffer-text))
+        (t-set :diff-window-after (and (get-buffer-window "*agent-lsp diff*" t) t))
+    """, caps=caps)
+    assert not res.errors, res.explain()
+    report = res.stop()["report"]
+    assert report["stopReason"] == "done" and report["denied"] == 1, res.explain()
+    approval, reason = res.data["prompts"]
+    assert approval["diffShown"] is True and "+++ b/a.py" in approval["diff"], approval
+    assert reason["prompt"].startswith("[agent-lsp] Why deny?"), reason
+    assert res.values["diff-window-after"] is None  # the diff closed with the answer
+    assert '(:title "Deny" :reason "use a one-line comment instead")' in res.data["eglotEvents"], res.explain()
+    assert [e["state"] for e in res.events("approval")] == ["pending", "denied"]
+    # the model's next request carries the reason in the tool result
+    assert any("the user's reason: use a one-line comment instead" in m for m in tool_messages(model)), tool_messages(model)
+    assert res.values["buffer"] == SAMPLE_A
+    assert (workspace / "a.py").read_text(encoding="utf-8") == SAMPLE_A
+
+
+def test_rewind_restores_the_buffer_and_the_file(tmp_path, workspace, model):
+    model.add("Add a module docstring", [
+        {"text": "Editing.", "tool_calls": [DOCSTRING_EDIT]},
+        {"text": "Done."},
+    ])
+    res = run_emacs(tmp_path, workspace, model, r"""
+        (set-buffer t-buffer)
+        (agent-lsp-run "Add a module docstring to a.py")
+        (t-wait 20 #'t-stop-event "the stop event")
+        (t-set :edited (t-buffer-text))
+        ;; M-x agent-lsp-rewind: the newest rewindable run is offered first
+        (setq t-completing-read-answer (lambda (_prompt items) (car items)))
+        (let ((result (call-interactively #'agent-lsp-rewind)))
+          (t-set :result result)
+          (t-set :buffer (t-buffer-text))
+          (t-set :modified (buffer-modified-p t-buffer))
+          (t-set :disk (with-temp-buffer (insert-file-contents (buffer-file-name t-buffer))
+                                         (buffer-string)))
+          ;; the rewind is itself rewindable: that puts the edit back
+          (t-set :again (agent-lsp-rewind (plist-get result :rewindId)))
+          (t-set :buffer-again (t-buffer-text)))
+    """)
+    assert not res.errors, res.explain()
+    stop = res.stop()
+    assert stop["report"]["rewindable"] is True, stop
+    expected = '"""Greetings."""\n\n\n' + SAMPLE_A
+    assert res.values["edited"] == expected
+    picker = [p for p in res.data["prompts"] if "Rewind which" in p["prompt"]]
+    assert picker and picker[0]["items"][0].startswith(stop["runId"]) and "1 file: a.py" in picker[0]["items"][0], picker
+    result = res.values["result"]
+    assert result["restored"] == [(workspace / "a.py").as_uri()] and not result["conflicts"], result
+    # back in the buffer, saved to disk
+    assert res.values["buffer"] == SAMPLE_A and res.values["modified"] is None, res.explain()
+    assert res.values["disk"] == SAMPLE_A
+    assert f"## rewind of {stop['runId']}\n    restored: a.py" in res.data["stream"], res.data["stream"]
+    assert res.values["again"]["restored"] == [(workspace / "a.py").as_uri()], res.values["again"]
+    assert res.values["buffer-again"] == expected
+    assert (workspace / "a.py").read_text(encoding="utf-8") == expected
+
+
+def test_resume_a_session_of_an_earlier_server(tmp_path, workspace, model):
+    model.add("Remember the word PAPAYA", [{"text": "Noted: PAPAYA."}, {"text": "The word was PAPAYA."}])
+    first = run_emacs(tmp_path, workspace, model, r"""
+        (set-buffer t-buffer)
+        (agent-lsp-run "Remember the word PAPAYA")
+        (t-wait 20 #'t-stop-event "the stop event")
+    """)
+    assert not first.errors, first.explain()
+    session = first.stop()["report"]["sessionId"]
+    # a new Emacs, a new server process, the same state dir (AGENT_LSP_STATE_DIR)
+    second = run_emacs(tmp_path, workspace, model, r"""
+        (set-buffer t-buffer)
+        (setq t-completing-read-answer (lambda (_prompt items) (car items)))
+        (t-set :resumed (call-interactively #'agent-lsp-sessions))
+        (agent-lsp-run "Which word did I ask you to remember?")
+        (t-wait 20 #'t-stop-event "the stop event")
+    """)
+    assert not second.errors, second.explain()
+    assert second.values["server-pid"] != first.values["server-pid"]
+    assert second.values["resumed"] == session
+    picker = [p for p in second.data["prompts"] if "Resume which" in p["prompt"]]
+    assert picker[0]["items"][0].startswith("Remember the word PAPAYA  ("), picker
+    assert "1 run, done)" in picker[0]["items"][0], picker
+    run_args = [c["arguments"][0] for c in second.data["commands"] if c["command"] == "agentLsp.run"]
+    assert run_args[0]["sessionId"] == session, run_args
+    assert second.stop()["report"]["sessionId"] == session
+    # the model's first request of the resumed run holds the earlier conversation
+    text = all_messages_text(model.requests[-1])
+    assert "Remember the word PAPAYA" in text and "Noted: PAPAYA." in text and "Which word did I ask" in text, text
+    assert "The word was PAPAYA." in second.data["stream"]
+
+
+def test_picked_model_is_used_by_the_next_run(tmp_path, workspace, model):
+    model.add("Say hi", [{"text": "hi"}])
+    res = run_emacs(tmp_path, workspace, model, r"""
+        (set-buffer t-buffer)
+        (t-set :health-before (agent-lsp-check-health))
+        (setq t-completing-read-answer
+              (lambda (_prompt items) (car (member "scripted" items))))
+        (t-set :picked (call-interactively #'agent-lsp-pick-model))
+        (t-set :health-after (agent-lsp-check-health))
+        (agent-lsp-run "Say hi")
+        (t-wait 20 #'t-stop-event "the stop event")
+    """)
+    assert not res.errors, res.explain()
+    # the configured model ("m") is not offered by the endpoint: the health check says so
+    before = {f["what"]: f for f in res.values["health-before"]}
+    assert before["model endpoint"]["level"] == "ok", before
+    assert before["model"]["level"] == "fail" and "m is not among the endpoint's models (scripted)" in before["model"]["detail"], before
+    picker = [p for p in res.data["prompts"] if "Model for the next" in p["prompt"]]
+    assert picker[0]["items"] == ["scripted"] and "(now m)" in picker[0]["prompt"], picker
+    assert res.values["picked"] == "scripted"
+    after = {f["what"]: f for f in res.values["health-after"]}
+    assert after["model"]["level"] == "ok", after
+    run_args = [c["arguments"][0] for c in res.data["commands"] if c["command"] == "agentLsp.run"]
+    assert run_args[0]["model"] == "scripted", run_args
+    assert model.requests[-1]["model"] == "scripted"
+    assert res.stop()["report"]["stopReason"] == "done"
+
+
+def test_health_check_names_an_unreachable_endpoint(tmp_path, workspace, model):
+    res = run_emacs(tmp_path, workspace, model, r"""
+        (set-buffer t-buffer)
+        (t-set :findings (agent-lsp-check-health))
+        (t-set :report (t-buffer-string-or-nil "*agent-lsp health*"))
+    """, settings={"baseUrl": "http://127.0.0.1:9/v1"})
+    assert not res.errors, res.explain()
+    findings = {f["what"]: f for f in res.values["findings"]}
+    assert findings["server program"]["level"] == "ok" and findings["server"]["level"] == "ok", findings
+    endpoint = findings["model endpoint"]
+    assert endpoint["level"] == "fail" and "127.0.0.1:9" in endpoint["detail"], endpoint
+    assert "FAIL  model endpoint: " in res.values["report"], res.values["report"]
+    assert re.search(r"agent-lsp health: model endpoint: .*127\.0\.0\.1:9", res.data["messages"]), res.data["messages"]
+
+
+def test_plan_then_carry_out(tmp_path, workspace, model):
+    model.add("Plan a module docstring", [
+        {"text": "1. Add a module docstring to a.py."},
+        {"text": "Carrying it out.", "tool_calls": [DOCSTRING_EDIT]},
+        {"text": "Done."},
+    ])
+    res = run_emacs(tmp_path, workspace, model, r"""
+        (set-buffer t-buffer)
+        (cl-letf (((symbol-function 'read-string)
+                   (lambda (prompt &rest _) (t-set :plan-prompt prompt)
+                     "Plan a module docstring for a.py")))
+          (call-interactively #'agent-lsp-plan))
+        (t-wait 20 #'t-stop-event "the plan's stop")
+        (call-interactively #'agent-lsp-carry-out-plan)
+        (t-wait 20 (lambda () (= 2 (length (t-events "stop")))) "the follow-up's stop")
+        (t-set :buffer (t-buffer-text))
+    """)
+    assert not res.errors, res.explain()
+    plan_stop, follow_stop = res.events("stop")
+    assert plan_stop["report"]["stopReason"] == "done" and follow_stop["report"]["stopReason"] == "done", res.explain()
+    runs = [c["arguments"][0] for c in res.data["commands"] if c["command"] == "agentLsp.run"]
+    assert runs[0]["mode"] == "plan" and runs[0]["prompt"] == "Plan a module docstring for a.py", runs
+    assert runs[1] == {"prompt": "Carry out the plan above.", "sessionId": plan_stop["report"]["sessionId"]}, runs
+    # the plan run offers no edit or command tools; the follow-up offers them all
+    plan_tools, follow_tools = request_tools(model.requests[0]), request_tools(model.requests[1])
+    assert "read_file" in plan_tools and not plan_tools & {"edit_file", "write_file", "run_command", "remember"}, plan_tools
+    assert {"edit_file", "write_file", "run_command"} <= follow_tools, follow_tools
+    assert "1. Add a module docstring to a.py." in all_messages_text(model.requests[1])
+    assert res.values["buffer"] == '"""Greetings."""\n\n\n' + SAMPLE_A
+    stream = res.data["stream"]
+    assert f"## plan {plan_stop['runId']}: Plan a module docstring for a.py" in stream, stream
+    assert "Plan ready: M-x agent-lsp-carry-out-plan" in stream, stream
+    assert f"Carry out the plan of {plan_stop['runId']}" in stream
+
+
+def test_the_agent_sees_flymake_diagnostics(tmp_path, workspace, model):
+    model.add("Check the problems", [
+        {"tool_calls": [{"name": "diagnostics", "arguments": {"path": "a.py"}}]},
+        {"tool_calls": [DOCSTRING_EDIT]},
+        {"text": "Checked."},
+    ])
+    res = run_emacs(tmp_path, workspace, model, r"""
+        (set-buffer t-buffer)
+        ;; a Flymake backend of the test: one warning on the emoji
+        (defun t-lint (report-fn &rest _)
+          (save-excursion
+            (goto-char (point-min))
+            (funcall report-fn
+                     (and (search-forward "😀" nil t)
+                          (list (flymake-make-diagnostic
+                                 (current-buffer) (match-beginning 0) (match-end 0)
+                                 :warning "an emoji in a greeting"))))))
+        (add-hook 'flymake-diagnostic-functions #'t-lint nil t)
+        (flymake-mode 1)
+        (flymake-start)
+        (t-wait 5 #'flymake-diagnostics "Flymake's diagnostic")
+        (defvar t-answers nil)
+        (advice-add 'agent-lsp--diagnostics-answer :filter-return
+                    (lambda (answer) (push answer t-answers) answer))
+        (agent-lsp-run "Check the problems in a.py")
+        (t-wait 20 #'t-stop-event "the stop event")
+        (t-set :answers (reverse t-answers))
+    """)
+    assert not res.errors, res.explain()
+    assert res.stop()["report"]["stopReason"] == "done", res.explain()
+    assert "diagnostics" in request_tools(model.requests[0])
+    line = SAMPLE_A.splitlines()[1]
+    col = len(line[: line.index("😀")].encode("utf-16-le")) // 2  # 0-based, UTF-16
+    first = res.values["answers"][0][0]
+    assert first["uri"] == (workspace / "a.py").as_uri()
+    assert first["diagnostics"] == [{
+        "range": {"start": {"line": 1, "character": col}, "end": {"line": 1, "character": col + 2}},
+        "severity": 2, "message": "an emoji in a greeting", "source": "t-lint"}], first
+    results = tool_messages(model)
+    assert f"a.py:2:{col + 1}: warning: an emoji in a greeting (t-lint)" in results[0], results
+    # the edit's result: what Flymake shows once it checked the edited text
+    assert "the editor now shows in a.py:" in results[1] and f"a.py:5:{col + 1}: warning" in results[1], results
+
+
+def test_mcp_tool_runs_after_approval(tmp_path, workspace, model):
+    server = (Path(os.environ.get("AGENT_LSP_CACHE") or Path.home() / ".cache" / "agent-lsp-ci")
+              / "mcp" / "venv" / "bin" / "mcp-server-time")
+    if not server.exists():
+        require(None, "mcp-server-time", "bash tests/mcp/setup.sh")
+    model.add("What time is it", [
+        {"tool_calls": [{"name": "time__get_current_time", "arguments": {"timezone": "UTC"}}]},
+        {"text": "It is now."},
+    ])
+    res = run_emacs(tmp_path, workspace, model, r"""
+        (set-buffer t-buffer)
+        (setq t-approval-answer "Allow")
+        (agent-lsp-run "What time is it in UTC?")
+        (t-wait 20 #'t-stop-event "the stop event")
+    """, settings={"mcpServers": {"time": {"command": str(server)}}})
+    assert not res.errors, res.explain()
+    assert res.stop()["report"]["stopReason"] == "done", res.explain()
+    assert "time__get_current_time" in request_tools(model.requests[0])
+    approvals = [p for p in res.data["prompts"] if p["prompt"].startswith("[agent-lsp]")]
+    assert approvals and "time__get_current_time" in approvals[0]["prompt"], res.data["prompts"]
+    assert approvals[0]["diffShown"] is None  # no diff for a tool that edits nothing
+    results = tool_messages(model)
+    assert results and '"timezone": "UTC"' in results[-1] and "datetime" in results[-1], results
+
+
 OTHER_SERVER = """
 from pygls.lsp.server import LanguageServer
 
@@ -577,15 +823,18 @@ def test_starts_beside_the_buffers_own_language_server(tmp_path, workspace, mode
 
 
 def test_byte_compiles_without_warnings(tmp_path):
-    src = tmp_path / "agent-lsp.el"
-    shutil.copy(CLIENT_DIR / "agent-lsp.el", src)
+    sources = sorted(CLIENT_DIR.glob("*.el"))
+    assert len(sources) >= 2 and all(len(p.read_text().splitlines()) < 1000 for p in sources)
+    for src in sources:
+        shutil.copy(src, tmp_path / src.name)
     proc = subprocess.run(
-        [EMACS, "-Q", "--batch", "-L", EGLOT_DIR, "--eval", "(setq byte-compile-error-on-warn t)",
-         "-f", "batch-byte-compile", str(src)],
-        capture_output=True, text=True, timeout=60, env={**os.environ, "HOME": str(tmp_path)},
+        [EMACS, "-Q", "--batch", "-L", EGLOT_DIR, "-L", str(tmp_path),
+         "--eval", "(setq byte-compile-error-on-warn t)",
+         "-f", "batch-byte-compile", *(src.name for src in sources)],
+        capture_output=True, text=True, timeout=120, cwd=tmp_path, env={**os.environ, "HOME": str(tmp_path)},
     )
     assert proc.returncode == 0, proc.stderr
-    assert (tmp_path / "agent-lsp.elc").exists()
+    assert all((tmp_path / (src.stem + ".elc")).exists() for src in sources)
     assert "Warning" not in proc.stderr, proc.stderr
 
 
@@ -604,19 +853,51 @@ def test_settings_become_nested_camel_case_init_options(tmp_path):
     (terpri)
     (let ((server (make-instance 'agent-lsp-server :process (make-pipe-process :name "x"))))
       (setf (eglot--project server) `(transient . ,default-directory))
-      (princ (json-serialize (plist-get (eglot-client-capabilities server) :window)
-                             :false-object :json-false)))
+      (let ((caps (eglot-client-capabilities server)))
+        (princ (json-serialize (list :window (or (plist-get caps :window) :null)
+                                     :experimental (plist-get caps :experimental))
+                               :false-object :json-false))))
+    (terpri)
+    ;; user names (models, MCP servers, tools, variables) are sent as written
+    (setq agent-lsp-settings
+          '(:pricing (:gpt-4.1-mini (:inputPerMTok 0.4 :output-per-m-tok 1.6))
+            :mcp-servers ((my-server . ((command . "srv") (args "--x" "y")
+                                        (env . (("API_TOKEN" . "t"))))))
+            :approval (:tools (:time__get_current_time "allow"))
+            :sandbox (:mode "workspace-write" :network :json-false)
+            :mcp (:workspace-servers "deny")))
+    (princ (json-serialize (agent-lsp-initialization-options) :false-object :json-false))
+    (terpri)
+    ;; an mcpServers block pasted as JSON text from another tool
+    (setq agent-lsp-settings
+          '(:mcpServers "{\"mcpServers\": {\"time\": {\"command\": \"uvx\", \"args\": [\"mcp-server-time\"]}}}"))
+    (princ (json-serialize (agent-lsp-initialization-options) :false-object :json-false))
+    (terpri)
+    ;; a project's local value never reaches the server
+    (with-temp-buffer
+      (setq-local agent-lsp-settings '(:baseUrl "http://evil.example/v1"))
+      (princ (json-serialize (agent-lsp-initialization-options) :false-object :json-false)))
     """
     proc = subprocess.run(
         [EMACS, "-q", "--batch", "-L", str(CLIENT_DIR), "--eval", f"(progn {script})"],
         capture_output=True, text=True, timeout=60, env={**os.environ, "HOME": str(tmp_path)},
     )
     assert proc.returncode == 0, proc.stderr
-    first, second, third = proc.stdout.splitlines()[:3]
+    first, second, third, fourth, fifth, sixth = proc.stdout.splitlines()[:6]
     assert json.loads(first) == {
         "model": "gpt-4.1-mini", "baseUrl": "http://localhost:11434/v1",
         "approval": {"default": "ask", "allowCommands": ["pytest", "git status"], "timeout": 30},
         "memoryFiles": ["AGENTS.md"], "flag": False,
     }
     assert json.loads(second) == {}
-    assert json.loads(third) == {"showMessage": {"messageActionItem": {"additionalPropertiesSupport": False}}}
+    # window stays eglot's own (1.9: none); ours: experimental.agentLsp.diagnostics
+    assert json.loads(third) == {"window": None, "experimental": {"agentLsp": {"diagnostics": True}}}
+    assert json.loads(fourth) == {
+        "pricing": {"gpt-4.1-mini": {"inputPerMTok": 0.4, "output-per-m-tok": 1.6}},
+        "mcpServers": {"my-server": {"command": "srv", "args": ["--x", "y"], "env": {"API_TOKEN": "t"}}},
+        "approval": {"tools": {"time__get_current_time": "allow"}},
+        "sandbox": {"mode": "workspace-write", "network": False},
+        "mcp": {"workspaceServers": "deny"},
+    }
+    assert json.loads(fifth) == {"mcpServers": {"time": {"command": "uvx", "args": ["mcp-server-time"]}}}
+    assert json.loads(sixth) == {"mcpServers": {"time": {"command": "uvx", "args": ["mcp-server-time"]}}}

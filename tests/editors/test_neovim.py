@@ -229,6 +229,9 @@ def test_rewind_restores_buffer_and_disk_and_forces_a_conflict(tmp_path, workspa
             "path": "a.py", "old_text": "def greet(name):",
             "new_text": '"""Greetings."""\n\n\ndef greet(name):'}}]},
         {"text": "Added."},
+    ])
+    # the rewind dropped the first run from the session and left a note in its place
+    model.add("[The user rewound run", [
         {"tool_calls": [{"name": "edit_file", "arguments": {
             "path": "a.py", "old_text": "return message", "new_text": "return message.upper()"}}]},
         {"text": "Louder."},
@@ -262,7 +265,7 @@ vim.cmd('silent write')
 T.pick = function(items)
   if items[1] == 'Force' then return 'Force' end
   for _, run in ipairs(items) do
-    if type(run) == 'table' and run.title == 'Make it louder' then return run end
+    if type(run) == 'table' and run.title:find('Make it louder', 1, true) then return run end
   end
 end
 vim.cmd('AgentRewind')
@@ -436,6 +439,51 @@ T.wait_run_end(T.RUN_MS)
     assert "time__get_current_time" in approval["prompt"] and approval["diffs"] == [], approval
     results = [m["content"] for m in model.requests[1]["messages"] if m.get("role") == "tool"]
     assert results and '"timezone": "UTC"' in results[-1] and "datetime" in results[-1], results
+
+
+def test_settings_forwarded_and_a_trusted_change_restarts_the_server(tmp_path, workspace, model):
+    """The new settings go in initializationOptions (empty lists stay JSON arrays); the trusted
+    ones never in the workspace/configuration section; changing one with setup() restarts the
+    server, which then has it."""
+    res = run(tmp_path, workspace, model, r"""
+local function mcp(client)
+  local resp = client:request_sync('workspace/executeCommand',
+    { command = 'agentLsp.mcpServers', arguments = { vim.empty_dict() } }, 10000)
+  return resp and resp.result
+end
+T.data.init = vim.json.encode(T.client.config.init_options)
+T.data.section = vim.json.encode(T.client.settings)
+T.data.mcp = mcp(T.client)
+local settings = vim.g.agent_lsp_settings
+settings.mcpServers.clock = { command = 'clock-server' }
+vim.g.agent_lsp_settings = nil
+require('agent_lsp').setup({ settings = settings })
+T.wait(20000, function()
+  local c = vim.lsp.get_clients({ name = 'agent_lsp', bufnr = T.buf })[1]
+  return c ~= nil and c.id ~= T.client.id and c.initialized
+end, 'a new server')
+local client = vim.lsp.get_clients({ name = 'agent_lsp', bufnr = T.buf })[1]
+T.data.old_stopped = T.client:is_stopped()
+T.data.mcp_after = client and mcp(client)
+""", settings={
+        "pricing": {"m": {"inputPerMTok": 1, "outputPerMTok": 2}},
+        "mcpServers": {"time": {"command": "time-server", "args": [], "env": {}}},
+        "mcp": {"workspaceServers": "deny"},
+        "sandbox": {"mode": "read-only", "network": False, "hide": []},
+        "approval": {"sandboxed": "ask"},
+    })
+    assert not res.errors, res.explain()
+    data = res.data["data"]
+    init = json.loads(data["init"])
+    assert init["mcpServers"] == {"time": {"command": "time-server", "args": [], "env": {}}}, init
+    assert init["sandbox"] == {"mode": "read-only", "network": False, "hide": []}, init
+    assert init["mcp"] == {"workspaceServers": "deny"} and init["approval"] == {"sandboxed": "ask"}, init
+    assert init["pricing"] == {"m": {"inputPerMTok": 1, "outputPerMTok": 2}}, init
+    section = json.loads(data["section"])["agentLsp"]
+    assert section == {"model": "m", "pricing": {"m": {"inputPerMTok": 1, "outputPerMTok": 2}}}, section
+    assert [(s["name"], s["source"]) for s in data["mcp"]] == [("time", "user")], data["mcp"]
+    assert data["old_stopped"] is True
+    assert sorted(s["name"] for s in data["mcp_after"]) == ["clock", "time"], data["mcp_after"]
 
 
 def test_cancel_stops_a_running_run(tmp_path, workspace, model):
@@ -818,9 +866,10 @@ vim.cmd.edit('a.py')
 
 
 def test_screenshot_in_a_terminal(tmp_path, workspace, model):
-    """A person's view: Neovim in tmux, :AgentRun typed, the approval answered with the
-    default vim.ui.select (inputlist) by pressing 1, the screen captured while the model
-    streams. Saved as a PNG; AGENT_LSP_UPDATE_SCREENSHOT=1 copies it to the plugin's README."""
+    """A person's view: Neovim in tmux, :AgentRun typed, the edit's diff shown in a split while
+    the approval is answered with the default vim.ui.select (inputlist) by pressing 1, the
+    screen captured while the model streams, then :AgentRewind putting the file back. Saved as
+    PNGs; AGENT_LSP_UPDATE_SCREENSHOT=1 copies them to the plugin's folder."""
     import shutil
 
     pytest.importorskip("PIL")
@@ -831,20 +880,23 @@ def test_screenshot_in_a_terminal(tmp_path, workspace, model):
         {"text": "I'll add a one-line module docstring at the top of `a.py`.",
          "tool_calls": [{"name": "edit_file", "arguments": {
              "path": "a.py", "old_text": "def greet(name):",
-             "new_text": '"""Greetings and farewells."""\n\n\ndef greet(name):'}}]},
+             "new_text": '"""Greetings and farewells."""\n\n\ndef greet(name):'}}],
+         "usage": {"prompt_tokens": 31200, "completion_tokens": 60}},
         {"text": "Added a module docstring to `a.py`: a one-line summary, then two blank lines "
                  "before `greet`, as PEP 257 and PEP 8 suggest. Nothing else changed.",
-         "chunk_size": 3, "chunk_delay": 0.1},
+         "chunk_size": 3, "chunk_delay": 0.1, "usage": {"prompt_tokens": 31900, "completion_tokens": 40}},
     ])
     script = tmp_path / "terminal.lua"
     script.write_text(TERMINAL_SCRIPT, encoding="utf-8")
-    env = nvim_harness.editor_env(tmp_path, {"model": "m", "baseUrl": model.base_url})
+    env = nvim_harness.editor_env(tmp_path, {"model": "m", "baseUrl": model.base_url,
+                                             "pricing": {"m": {"inputPerMTok": 2.5, "outputPerMTok": 10}}})
     env["COLORTERM"] = "truecolor"
     term = nvim_harness.TmuxNvim(NVIM, tmp_path, script, cwd=workspace, env=env, cols=124, rows=30)
     try:
         assert term.wait_for("a.py", 15), term.screen()
         term.send_keys(":AgentRun Add a module docstring to a.py", "Enter")
         assert term.wait_for("Allow for session", 40), term.screen()
+        approval_text = term.screen()
         approval = term.screen(ansi=True)
         term.send_keys("1", "Enter")
         assert term.wait_for("Added a module", 40), term.screen()
@@ -852,16 +904,22 @@ def test_screenshot_in_a_terminal(tmp_path, workspace, model):
         screen = term.screen(ansi=True)
         assert term.wait_for("[stop: done]", 40), term.screen()
         final = term.screen()
+        term.send_keys(":AgentRewind", "Enter")
+        assert term.wait_for("Rewind which agent run?", 20), term.screen()
+        term.send_keys("1", "Enter")
+        assert term.wait_for("restored a.py", 20), term.screen()
+        assert term.wait_for("1 def greet(name):", 10), term.screen()
+        rewound = term.screen(ansi=True)
     finally:
         term.close()
-    assert (workspace / "a.py").read_text(encoding="utf-8").startswith('"""Greetings and farewells."""')
+    assert '+"""Greetings and farewells."""' in approval_text and "agent-lsp://diff/" in approval_text, approval_text
+    assert (workspace / "a.py").read_text(encoding="utf-8") == SCREENSHOT_SAMPLE  # rewound, and written
     text_only = "\n".join("".join(c[0] for c in row) for row in nvim_harness.parse_ansi_screen(screen))
-    assert "agent-lsp://stream" in text_only and "agent: " in text_only, text_only
+    assert "agent-lsp://stream" in text_only and "agent: ctx 31k/128k · $0.0" in text_only, text_only
     assert '"""Greetings and farewells."""' in final
-    png = tmp_path / "screenshot.png"
-    nvim_harness.render_png(screen, png, cols=124, rows=30)
-    nvim_harness.render_png(approval, tmp_path / "screenshot-approval.png", cols=124, rows=30)
-    assert png.stat().st_size > 10_000
-    if os.environ.get("AGENT_LSP_UPDATE_SCREENSHOT") == "1":
-        shutil.copy(png, nvim_harness.PLUGIN_DIR / "screenshot.png")
-        shutil.copy(tmp_path / "screenshot-approval.png", nvim_harness.PLUGIN_DIR / "screenshot-approval.png")
+    shots = {"screenshot.png": screen, "screenshot-approval.png": approval, "screenshot-rewind.png": rewound}
+    for name, ansi in shots.items():
+        nvim_harness.render_png(ansi, tmp_path / name, cols=124, rows=30)
+        assert (tmp_path / name).stat().st_size > 10_000
+        if os.environ.get("AGENT_LSP_UPDATE_SCREENSHOT") == "1":
+            shutil.copy(tmp_path / name, nvim_harness.PLUGIN_DIR / name)

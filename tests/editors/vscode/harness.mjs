@@ -255,8 +255,8 @@ export function outputChannelLog(dirs, name) {
   if (fs.existsSync(logs)) {
     walk(logs);
   }
-  // Oldest first: a reloaded window writes a new log folder, whose lines come after.
-  found.sort((a, b) => fs.statSync(a).birthtimeMs - fs.statSync(b).birthtimeMs || a.localeCompare(b));
+  // Oldest first: a reloaded window writes a new log folder (named by its start time).
+  found.sort();
   return found.map((p) => fs.readFileSync(p, 'utf8')).join('\n');
 }
 

@@ -53,7 +53,8 @@ function M.diff_lines(ev)
 end
 
 --- Opens the diff of a pending edit in a scratch buffer (`filetype=diff`) in a full-width
---- split at the bottom, without leaving the current window.
+--- split at the top (the default vim.ui.select, inputlist(), covers the bottom of the screen),
+--- without leaving the current window.
 ---@param ev table the `pending` approval event
 ---@return integer win
 function M.open_diff(ev)
@@ -69,7 +70,7 @@ function M.open_diff(ev)
   vim.bo[buf].modifiable = false
   vim.bo[buf].filetype = 'diff'
   local height = math.max(3, math.min(#lines, math.floor(vim.o.lines / 2)))
-  local win = vim.api.nvim_open_win(buf, false, { split = 'below', win = -1, height = height })
+  local win = vim.api.nvim_open_win(buf, false, { split = 'above', win = -1, height = height })
   vim.wo[win].winfixheight = true
   vim.wo[win].number = false
   vim.wo[win].wrap = false
@@ -113,7 +114,12 @@ function M.show_message_request(err, params, ctx)
   local k = first.runId and key(first.runId, first.callId)
   local ev = k and pending[k]
   local win = ev and M.open_diff(ev)
-  local prompt = vim.startswith(params.message, 'agent-lsp') and params.message or ('agent-lsp: ' .. params.message)
+  local message = params.message
+  if win then
+    -- the diff is on screen: the request's own copy of it would only push it away
+    message = table.concat(vim.list_slice(vim.split(message, '\n', { plain = true }), 1, 2), '\n')
+  end
+  local prompt = vim.startswith(message, 'agent-lsp') and message or ('agent-lsp: ' .. message)
   local choice = await(function(done)
     vim.ui.select(actions, {
       kind = 'agent_lsp_approval',

@@ -128,7 +128,8 @@ function M.on_progress(ev)
   local run = M.ensure(token, client.id)
   if value.kind == 'begin' then
     run.has_progress = true
-    run.title = value.title or run.title
+    -- the server's titles read `Agent: <task>`; in the plugin's lists the task is enough
+    run.title = value.title and value.title:gsub('^Agent: ', '') or run.title
     run.message = value.message or value.title
   elseif value.kind == 'report' then
     run.message = value.message or run.message

@@ -1,0 +1,206 @@
+// Scenarios of the session features: plan and carry out, model pick, an MCP tool with the
+// status bar's context fill, editor diagnostics, resume after a server restart, two
+// workspace folders, the Refactor Preview, and the health check.
+import fs from 'node:fs';
+import path from 'node:path';
+import { outputChannelLog, step, t, waitFor } from './harness.mjs';
+import {
+  answerInputBox, clearNotifications, diffModifiedText, editorText, openFile, palette, pickQuickItem, plain,
+  statusBarTexts, toast, toastWithButton,
+} from './workbench.mjs';
+
+const agentLog = (dirs) => outputChannelLog(dirs, 'Agent');
+const serverLog = (dirs) => outputChannelLog(dirs, 'agent-lsp');
+const since = (dirs, before) => agentLog(dirs).slice(before.length);
+const count = (text, re) => (text.match(re) ?? []).length;
+const serverStarts = (dirs) => count(serverLog(dirs), /server started/g);
+
+async function runTask(page, task) {
+  await palette(page, 'Agent: Run Task…');
+  await answerInputBox(page, task);
+}
+
+async function waitDone(dirs, before, n = 1, timeoutMs = 60_000) {
+  await waitFor(`${n} x "stop reason: done"`, () => count(since(dirs, before), /stop reason: done/g) >= n, t(timeoutMs));
+}
+
+function editMachineSettings(dirs, change) {
+  const file = path.join(dirs.userData, 'Machine', 'settings.json');
+  const machine = JSON.parse(fs.readFileSync(file, 'utf8'));
+  change(machine);
+  fs.writeFileSync(file, JSON.stringify(machine, null, 2));
+}
+
+/** The start-up health check: the configured model is not one the endpoint lists. */
+export async function startupHealth({ page }) {
+  const found = await step('start-up health toast', () => toastWithButton(page, 'is not offered', 'Pick Model…', 60_000));
+  const r = { text: plain(await found.innerText()) };
+  await clearNotifications(page);
+  return r;
+}
+
+/** Agent: Plan… (read-only tools), then "Carry Out Plan" from the notification (every tool). */
+export async function plan({ page, dirs, tasks }) {
+  const r = {};
+  const before = agentLog(dirs);
+  await palette(page, 'Agent: New Session');
+  await step('Agent: Plan…', async () => {
+    await palette(page, 'Agent: Plan…');
+    await answerInputBox(page, tasks.plan);
+  });
+  const ready = await step('"plan is ready" notification', () => toastWithButton(page, 'plan', 'Carry Out Plan'));
+  r.readyText = plain(await ready.innerText());
+  r.planOutput = since(dirs, before);
+  await ready.getByRole('button', { name: 'Carry Out Plan', exact: true }).click();
+  await step('the follow-up run is done', () => waitDone(dirs, before, 2));
+  r.agentOutput = since(dirs, before);
+  return r;
+}
+
+/** Agent: Pick Model…: the next run's request names the picked model. */
+export async function pickModel({ page, dirs, tasks }) {
+  const r = {};
+  const before = agentLog(dirs);
+  await step('Agent: Pick Model…', () => palette(page, 'Agent: Pick Model…'));
+  r.rows = await step('pick "scripted"', () => pickQuickItem(page, tasks.pickedModel));
+  await step('picked', () => toast(page, `use ${tasks.pickedModel}`).first().waitFor({ state: 'visible', timeout: t(30_000) }));
+  await palette(page, 'Agent: New Session');
+  await step('Agent: Run Task… (model)', () => runTask(page, tasks.model));
+  await step('run done (model)', () => waitDone(dirs, before));
+  await clearNotifications(page);
+  return r;
+}
+
+/** An MCP tool (mcp-server-time) approved and run; the status bar shows the context fill meanwhile. */
+export async function mcpAndStatus({ page, dirs, tasks }) {
+  const r = {};
+  const before = agentLog(dirs);
+  await palette(page, 'Agent: New Session');
+  await step('Agent: Run Task… (mcp)', () => runTask(page, tasks.mcp));
+  const approval = await step('MCP approval toast', () => toastWithButton(page, 'time__get_current_time', 'Allow', 120_000));
+  r.statusText = await step('context fill in the status bar', () =>
+    waitFor('ctx …k/…k in the status bar', async () =>
+      (await statusBarTexts(page)).find((s) => /ctx \d+k\/\d+k/.test(s)), t(30_000)));
+  await page.screenshot({ path: path.join(dirs.shots, 'status.png') });
+  await approval.getByRole('button', { name: 'Allow', exact: true }).click();
+  await step('run done (mcp)', () => waitDone(dirs, before));
+  await step('status bar item hidden after the run', () =>
+    waitFor('no ctx item', async () => !(await statusBarTexts(page)).some((s) => /ctx \d+k/.test(s)), t(30_000)));
+  r.agentOutput = since(dirs, before);
+  return r;
+}
+
+/** The model's `diagnostics` tool sees the JSON syntax error VS Code's JSON support shows. */
+export async function diagnostics({ page, dirs, tasks }) {
+  const r = {};
+  const before = agentLog(dirs);
+  await step('open bad.json', () => openFile(page, 'bad.json'));
+  await step('the editor flags bad.json', () =>
+    waitFor('an error squiggle in bad.json', async () =>
+      (await page.locator('.editor-group-container .monaco-editor .squiggly-error').count()) > 0, t(60_000)));
+  await palette(page, 'Agent: New Session');
+  await step('Agent: Run Task… (diagnostics)', () => runTask(page, tasks.diagnostics));
+  await step('run done (diagnostics)', () => waitDone(dirs, before));
+  r.agentOutput = since(dirs, before);
+  return r;
+}
+
+/** A new server process (Agent: Restart Server), then Agent: Resume Session… of an earlier session. */
+export async function resume({ page, dirs, tasks }) {
+  const r = {};
+  const starts = serverStarts(dirs);
+  await step('Agent: Restart Server', () => palette(page, 'Agent: Restart Server'));
+  await step('server restarted', () => waitFor('a new "server started"', () => serverStarts(dirs) > starts, t(60_000)));
+  const before = agentLog(dirs);
+  await palette(page, 'Agent: New Session');
+  await step('Agent: Resume Session…', () => palette(page, 'Agent: Resume Session…'));
+  r.rows = await step('pick the session', () => pickQuickItem(page, tasks.resumeTitle));
+  await step('resumed', () => toast(page, 'the next run continues').first().waitFor({ state: 'visible', timeout: t(30_000) }));
+  await step('Agent: Run Task… (resumed)', () => runTask(page, tasks.resumePrompt));
+  await step('run done (resumed)', () => waitDone(dirs, before));
+  r.agentOutput = since(dirs, before);
+  await clearNotifications(page);
+  return r;
+}
+
+/** A .code-workspace of two folders: a run reads and edits `second/notes.txt`. */
+export async function multiRoot({ page, dirs, tasks, port }) {
+  const r = {};
+  const file = path.join(dirs.tmp, 'two.code-workspace');
+  fs.writeFileSync(file, JSON.stringify({ folders: [{ path: dirs.workspace }, { path: dirs.second }] }, null, 2));
+  const starts = serverStarts(dirs);
+  await step('open the two-folder workspace', async () => {
+    await page.goto(`http://127.0.0.1:${port}/?workspace=${encodeURIComponent(file)}`, { waitUntil: 'domcontentloaded', timeout: t(120_000) });
+    await page.locator('.monaco-workbench').waitFor({ state: 'visible', timeout: t(120_000) });
+  });
+  await step('server started (two folders)', () => waitFor('a new "server started"', () => serverStarts(dirs) > starts, t(120_000)));
+  const before = agentLog(dirs);
+  await step('Agent: Run Task… (two folders)', () => runTask(page, tasks.multi));
+  const approval = await step('approval toast (second folder)', () => toastWithButton(page, 'edit_file', 'Allow', 120_000));
+  await step('the diff of second/notes.txt', () =>
+    waitFor('the proposed text', async () => (await diffModifiedText(page)).includes(tasks.multiNew), t(30_000)));
+  await approval.getByRole('button', { name: 'Allow', exact: true }).click();
+  await step('second/notes.txt edited on disk', () =>
+    waitFor('the edit on disk', () => fs.readFileSync(path.join(dirs.second, 'notes.txt'), 'utf8').includes(tasks.multiNew), t(60_000)));
+  await step('run done (two folders)', () => waitDone(dirs, before));
+  r.fileOnDisk = fs.readFileSync(path.join(dirs.second, 'notes.txt'), 'utf8');
+  r.agentOutput = since(dirs, before);
+  return r;
+}
+
+/** VS Code's Refactor Preview for an annotated edit (agentLsp.editPreview): accept, then discard. */
+export async function editPreview({ page, dirs, tasks }) {
+  const r = {};
+  const starts = serverStarts(dirs);
+  editMachineSettings(dirs, (m) => { m['agentLsp.editPreview'] = true; });
+  await step('server restarted (editPreview)', () => waitFor('a new "server started"', () => serverStarts(dirs) > starts, t(60_000)));
+  await clearNotifications(page);
+  await step('open calc.py (preview)', () => openFile(page, 'calc.py'));
+  const panel = page.locator('.bulk-edit-panel');
+  let before = agentLog(dirs);
+  await palette(page, 'Agent: New Session');
+  await step('Agent: Run Task… (preview accept)', () => runTask(page, tasks.previewAccept));
+  await step('the Refactor Preview opens', () => panel.first().waitFor({ state: 'visible', timeout: t(60_000) }));
+  await page.screenshot({ path: path.join(dirs.shots, 'edit-preview.png') });
+  r.panelText = plain(await panel.first().innerText()).slice(0, 2000);
+  r.checkboxes = await panel.locator('.edit-checkbox').count();
+  r.checkedBefore = await panel.locator('.edit-checkbox.checked').count();
+  r.toasts = await page.locator('.notifications-toasts .notification-toast').allInnerTexts();
+  // needsConfirmation edits start unchecked: tick them, then Apply.
+  for (const box of await panel.locator('.edit-checkbox:not(.checked)').all()) {
+    await box.click();
+  }
+  r.checkedAfter = await panel.locator('.edit-checkbox.checked').count();
+  await panel.getByRole('button', { name: 'Apply', exact: true }).click();
+  await step('the previewed edit applied', () =>
+    waitFor('the previewed edit in calc.py', async () => (await editorText(page)).includes(tasks.previewNew), t(30_000)));
+  await step('run done (preview accept)', () => waitDone(dirs, before));
+  r.acceptOutput = since(dirs, before);
+  r.fileAfterAccept = fs.readFileSync(path.join(dirs.workspace, 'calc.py'), 'utf8');
+
+  before = agentLog(dirs);
+  await palette(page, 'Agent: New Session');
+  await step('Agent: Run Task… (preview discard)', () => runTask(page, tasks.previewReject));
+  await step('the Refactor Preview opens again', () => panel.first().waitFor({ state: 'visible', timeout: t(60_000) }));
+  await panel.getByRole('button', { name: 'Discard', exact: true }).click();
+  await step('run done (preview discard)', () => waitDone(dirs, before));
+  r.rejectOutput = since(dirs, before);
+  r.fileAfterReject = fs.readFileSync(path.join(dirs.workspace, 'calc.py'), 'utf8');
+  return r;
+}
+
+/** An unreachable endpoint: the start-up check and `Agent: Check Health` name it. */
+export async function healthUnreachable({ page, dirs, tasks }) {
+  const r = {};
+  const starts = serverStarts(dirs);
+  await clearNotifications(page);
+  editMachineSettings(dirs, (m) => { m['agentLsp.baseUrl'] = tasks.deadUrl; });
+  await step('server restarted (dead endpoint)', () => waitFor('a new "server started"', () => serverStarts(dirs) > starts, t(60_000)));
+  r.restartLog = serverLog(dirs).split('\n').filter((l) => /restarting the server/.test(l));
+  await clearNotifications(page);
+  await step('Agent: Check Health', () => palette(page, 'Agent: Check Health'));
+  const found = await step('health error toast', () => toastWithButton(page, tasks.deadUrl.replace(/\/v1$/, ''), 'Open Settings'));
+  r.text = plain(await found.innerText());
+  await page.screenshot({ path: path.join(dirs.shots, 'health.png') });
+  return r;
+}
