@@ -154,21 +154,15 @@
           (setq agent-lsp--last-run nil))))))
 
 (defun agent-lsp--after-stop-lines (run ev)
-  "After RUN's stop event EV: its usage, and what can follow."
-  (let* ((report (plist-get ev :report))
-         (usage (agent-lsp--run-usage run)))
-    (when usage
-      (agent-lsp--append-lines (propertize (format "    %s" usage)
-                                           'face 'shadow)))
+  "After RUN's stop event EV: what can follow (the stop line has the usage)."
+  (let ((report (plist-get ev :report)))
     (when (and (equal (agent-lsp--run-mode run) "plan")
                (equal (plist-get report :stopReason) "done"))
       (agent-lsp--append-lines
-       (substitute-command-keys
-        "    Plan ready: \\[agent-lsp-carry-out-plan] (or `c' here) carries it out.")))
+       "    Plan ready: M-x agent-lsp-carry-out-plan (c here) carries it out."))
     (when (eq (plist-get report :rewindable) t)
       (agent-lsp--append-lines
-       (substitute-command-keys
-        "    \\[agent-lsp-rewind] (or `w' here) rewinds this run's edits.")))))
+       "    M-x agent-lsp-rewind (w here) puts back the files this run changed."))))
 
 (defun agent-lsp--note-stop (run ev)
   "Keep RUN's stop event EV: its report, stop reason and session."

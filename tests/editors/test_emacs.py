@@ -617,7 +617,7 @@ def test_resume_a_session_of_an_earlier_server(tmp_path, workspace, model):
     assert second.values["server-pid"] != first.values["server-pid"]
     assert second.values["resumed"] == session
     picker = [p for p in second.data["prompts"] if "Resume which" in p["prompt"]]
-    assert picker[0]["items"][0].startswith("Remember the word PAPAYA  ("), picker
+    assert picker[0]["items"][0].startswith("Remember the word PAPAYA"), picker
     assert "1 run, done)" in picker[0]["items"][0], picker
     run_args = [c["arguments"][0] for c in second.data["commands"] if c["command"] == "agentLsp.run"]
     assert run_args[0]["sessionId"] == session, run_args
@@ -744,7 +744,7 @@ def test_the_agent_sees_flymake_diagnostics(tmp_path, workspace, model):
     assert first["diagnostics"] == [{
         "range": {"start": {"line": 1, "character": col}, "end": {"line": 1, "character": col + 2}},
         "severity": 2, "message": "an emoji in a greeting", "source": "t-lint"}], first
-    results = tool_messages(model)
+    results = [m["content"] for m in model.requests[-1]["messages"] if m.get("role") == "tool"]
     assert f"a.py:2:{col + 1}: warning: an emoji in a greeting (t-lint)" in results[0], results
     # the edit's result: what Flymake shows once it checked the edited text
     assert "the editor now shows in a.py:" in results[1] and f"a.py:5:{col + 1}: warning" in results[1], results
@@ -764,7 +764,9 @@ def test_mcp_tool_runs_after_approval(tmp_path, workspace, model):
         (setq t-approval-answer "Allow")
         (agent-lsp-run "What time is it in UTC?")
         (t-wait 20 #'t-stop-event "the stop event")
-    """, settings={"mcpServers": {"time": {"command": str(server)}}})
+    """, settings={"mcpServers": {"time": {"command": str(server)}}},
+        # the tool is read-only (readOnlyHint) from the user's own server: ask anyway
+        approval={"tools": {"time__get_current_time": "ask"}})
     assert not res.errors, res.explain()
     assert res.stop()["report"]["stopReason"] == "done", res.explain()
     assert "time__get_current_time" in request_tools(model.requests[0])

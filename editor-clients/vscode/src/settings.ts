@@ -120,7 +120,7 @@ export function restartFingerprint(): string {
 
 /** Whether edits are reviewed in VS Code's Refactor Preview (sent as a capability at start). */
 export function editPreview(): boolean {
-  return config().get<boolean>('editPreview', false);
+  return config().get<boolean>('editPreview', true);
 }
 
 /** The model the settings name (what `agentLsp.models` calls `current`), if the user set one. */

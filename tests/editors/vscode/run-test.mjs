@@ -71,6 +71,8 @@ function writeUserSettings(dirs) {
   const machine = {
     'agentLsp.serverPath': required('AGENT_LSP_SERVER'),
     'agentLsp.baseUrl': required('AGENT_LSP_MODEL_URL'),
+    // The diff editor + notification path first; the editPreview scenario turns it on.
+    'agentLsp.editPreview': false,
   };
   if (env.AGENT_LSP_MCP_TIME) {
     machine['agentLsp.mcpServers'] = { time: { command: env.AGENT_LSP_MCP_TIME, args: ['--local-timezone', 'UTC'] } };

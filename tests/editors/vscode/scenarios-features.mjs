@@ -166,9 +166,10 @@ export async function editPreview({ page, dirs, tasks }) {
   r.checkboxes = await panel.locator('.edit-checkbox').count();
   r.checkedBefore = await panel.locator('.edit-checkbox.checked').count();
   r.toasts = await page.locator('.notifications-toasts .notification-toast').allInnerTexts();
-  // needsConfirmation edits start unchecked: tick them, then Apply.
-  for (const box of await panel.locator('.edit-checkbox:not(.checked)').all()) {
-    await box.click();
+  // needsConfirmation edits start unchecked: tick them (a file's box ticks its edits), then Apply.
+  const unchecked = panel.locator('.edit-checkbox:not(.checked)');
+  for (let i = 0; i < 5 && (await unchecked.count()) > 0; i++) {
+    await unchecked.first().click();
   }
   r.checkedAfter = await panel.locator('.edit-checkbox.checked').count();
   await panel.getByRole('button', { name: 'Apply', exact: true }).click();
