@@ -59,7 +59,7 @@ class AcpApprover:
             if path is not None:
                 content.insert(0, diff_content(path, await self._old_text(path), request.new_text))
         tool_call = ToolCallUpdate(tool_call_id=self.events.ids.of(request.call_id), title=tool_title(tool, arguments, request.agent_id),
-                                   kind=tool_kind(tool), status="pending", content=content, raw_input=arguments,
+                                   kind=tool_kind(tool), status="pending", content=content,
                                    locations=locations(tool_locations(tool, arguments, self.events.roots)),
                                    field_meta={"agentLsp": {"runId": self.events.run_id, "callId": request.call_id}})
         try:

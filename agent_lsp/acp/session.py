@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -17,6 +18,7 @@ from acp.schema import (
     AvailableCommandsUpdate,
     CurrentModeUpdate,
     PromptResponse,
+    SessionInfoUpdate,
     SessionMode,
     SessionModeState,
 )
@@ -29,6 +31,7 @@ from agent_lsp.acp.workspace import AcpWorkspace, FsCaps
 from agent_lsp.agent.host import HostedRun, RunPorts
 from agent_lsp.agent.messages import RunReport, StopReason
 from agent_lsp.agent.session import new_id
+from agent_lsp.agent.sessions import iso, title_of
 
 if TYPE_CHECKING:
     from agent_lsp.agent.host import AgentHost
@@ -92,7 +95,7 @@ class AcpSession:
     def workspace(self) -> AcpWorkspace:
         return AcpWorkspace(self.client, self.id, self.roots, self.caps)
 
-    def announce(self, problems: list[str] = ()) -> None:  # type: ignore[assignment]
+    def announce(self, problems: Sequence[str] = ()) -> None:
         """What a client shows once the session exists: the slash commands, settings problems."""
         self.outbox.send(AvailableCommandsUpdate(session_update="available_commands_update", available_commands=available_commands()))
         for problem in problems:
@@ -122,6 +125,8 @@ class AcpSession:
         report = await self._run(text, mode)
         if mode == "plan" and report.stop_reason == StopReason.DONE and (entries := plan_entries(report.final_text)):
             self.outbox.send(AgentPlanUpdate(session_update="plan", entries=entries))
+        self.outbox.send(SessionInfoUpdate(session_update="session_info_update", title=title_of(self.core.title),
+                                           updated_at=iso(self.core.updated)))
         await self.outbox.drain()
         return stop_response(report)
 

@@ -97,3 +97,33 @@ def summary_entry(summary: str, edited: list[str], problems: list[str], dropped:
         parts.append("Open problems seen before compaction:\n" + "\n".join(f"- {p}" for p in problems))
     message: dict[str, Any] = {"role": "user", "content": "\n\n".join(parts)}
     return Entry(message, "summary", run_id, problems=tuple(problems))
+
+
+# -- squeezing: bulky old results become stubs the model can re-read ---------------------------
+STUB_MIN_CHARS = 2000  # results smaller than this stay as they are
+KEEP_RECENT_TURNS = 2  # the results of the last assistant turns stay whole
+
+
+def plan_squeeze(history: list[Entry]) -> list[tuple[int, Entry]]:
+    """(index, stub) for every bulky successful tool result older than the last
+    KEEP_RECENT_TURNS assistant turns. One squeeze breaks the provider's prompt cache once and
+    frees most of the history, where keeping them would re-send them with every request."""
+    turns = [i for i, e in enumerate(history) if e.kind == "assistant"]
+    if len(turns) <= KEEP_RECENT_TURNS:
+        return []
+    recent = turns[-KEEP_RECENT_TURNS]
+    calls: dict[str, dict[str, Any]] = {}
+    out: list[tuple[int, Entry]] = []
+    for index, entry in enumerate(history[:recent]):
+        for call in entry.message.get("tool_calls") or []:
+            calls[call["id"]] = call
+        content = entry.message.get("content")
+        if entry.kind != "tool" or entry.outcome != Outcome.OK or not isinstance(content, str) or len(content) < STUB_MIN_CHARS:
+            continue
+        call = calls.get(entry.message.get("tool_call_id", ""), {})
+        function = call.get("function") or {}
+        what = f"{function.get('name', 'a tool')} {function.get('arguments', '')[:200]}".strip()
+        stub = (f"[squeezed to save context: the result of {what} ({len(content)} characters) was here; "
+                "call the tool again if you need it]")
+        out.append((index, Entry({**entry.message, "content": stub}, "tool", entry.run_id, entry.outcome)))
+    return out

@@ -14,6 +14,7 @@ from agent_lsp.agent.compaction import (
     COMPACTION_PROMPT,
     open_problems,
     plan_compaction,
+    plan_squeeze,
     render_for_summary,
     summary_entry,
 )
@@ -130,6 +131,8 @@ class AgentLoop:
     # -- node 1: build context -------------------------------------------------------------
     async def build_context(self) -> list[dict[str, Any]]:
         messages = self._messages()
+        if self._tokens(messages) > self.s.limits.squeeze_threshold() and await self.squeeze_results():
+            messages = self._messages()
         if self._tokens(messages) > self.s.limits.compaction_threshold():
             await self.log_pending()
             await self.compact_history(self.s.limits.context_budget())
@@ -150,6 +153,23 @@ class AgentLoop:
         if new:
             await self.s.transcript.write(self.agent_id, self.turn, "history", op="append", entries=[e.to_record() for e in new])
         self.logged = len(self.history)
+
+    async def squeeze_results(self) -> bool:
+        """Side path: bulky old tool results become stubs the model can re-read (they were the
+        bulk of what every later request re-sent). Returns whether anything was squeezed."""
+        stubs = plan_squeeze(self.history)
+        if not stubs:
+            return False
+        await self.log_pending()
+        before = self.s.estimator.estimate(self._messages())
+        for index, stub in stubs:
+            self.history[index] = stub
+        after = self.s.estimator.estimate(self._messages())
+        self.s.emit(Event("compaction", f"squeezed {len(stubs)} old tool results to stubs (~{before} -> ~{after} tokens)",
+                          {"turn": self.turn}, self.agent_id))
+        await self.s.transcript.write(self.agent_id, self.turn, "history", op="replace",
+                                      items=[{"index": i, **e.to_record()} for i, e in stubs])
+        return True
 
     def _tokens(self, messages: list[dict[str, Any]]) -> int:
         return self.s.estimator.estimate(messages, self._schema_chars)

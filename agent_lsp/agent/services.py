@@ -26,6 +26,11 @@ class Limits:
     def context_budget(self) -> int:
         return self.context_window - min(8192, self.context_window // 8)  # room for the reply
 
+    def squeeze_threshold(self) -> int:
+        # Bulky old tool results become stubs at half the budget: one cache break that frees
+        # most of a long session's context, long before a (lossier) compaction is needed.
+        return int(self.context_budget() * 0.5)
+
     def compaction_threshold(self) -> int:
         # Compact a little before the hard limit: each compaction breaks the provider's prompt
         # cache once, and a history kept near the limit makes every later request the biggest.

@@ -104,6 +104,8 @@ def apply_history_record(history: list[Entry], record: dict[str, Any]) -> None:
             history += [Entry.from_record(e["message"], e) for e in record.get("entries", [])]
         elif record.get("op") == "truncate":
             del history[int(record.get("length", len(history))) :]
+        elif record.get("op") == "replace":
+            for item in record.get("items", []):
+                history[int(item["index"])] = Entry.from_record(item["message"], item)
     elif kind == "compaction" and "start" in record:
-        note = record["note"]
-        history[int(record["start"]) : int(record["end"])] = [Entry.from_record(note["message"], note)]
+        history[int(record["start"]) : int(record["end"])] = [Entry.from_record(e["message"], e) for e in record["entries"]]

@@ -212,8 +212,9 @@
 
 (defun agent-lsp-mode-line-string ()
   "Return the mode-line text about the running runs (\"\" if none).
-The newest run's status, then its context fill and cost:
-  agent: turn 2: edit a.py · ctx 31k/128k · $0.012"
+The newest run's context fill and cost (first: a narrow window cuts
+the end), then its status:
+  agent: ctx 31k/128k · $0.012 · turn 2: edit a.py"
   (let ((running (seq-filter #'agent-lsp--run-running-p agent-lsp--runs)))
     (if (null running) ""
       (let ((usage (agent-lsp--run-usage (car running))))
@@ -222,10 +223,10 @@ The newest run's status, then its context fill and cost:
                               "agent")
                             'face 'bold)
                 ": "
+                (if usage (concat usage " · ") "")
                 (agent-lsp--one-line
                  (or (agent-lsp--run-status (car running)) "starting")
-                 agent-lsp-mode-line-max-width)
-                (if usage (concat " · " usage) ""))))))
+                 agent-lsp-mode-line-max-width))))))
 
 (defvar agent-lsp--mode-line
   '(:eval (let ((s (agent-lsp-mode-line-string)))

@@ -287,11 +287,12 @@ Interactively, the newest running run, or a choice when several run."
     (when server (remhash server agent-lsp--sessions))
     (message "agent-lsp: the next run starts a new session")))
 
-;; Code actions: "Ask agent about selection" (`ask: true') asks for the
-;; question first, and code-action runs are tracked like the others.
-(cl-defmethod eglot-execute-command
-  ((server agent-lsp-server) (_command (eql agentLsp.run)) arguments)
-  "Start the code action's `agentLsp.run' with ARGUMENTS on SERVER."
+;;; Code actions
+
+(defun agent-lsp--code-action-run (server arguments)
+  "Start a code action's `agentLsp.run' with ARGUMENTS on SERVER.
+\"Ask agent about selection\" (`ask: true') asks for the question first;
+code-action runs are tracked like the others."
   (let* ((args (copy-sequence (elt arguments 0)))
          (prompt (or (plist-get args :prompt) ""))
          (default "Answer my question about this code.")
@@ -309,13 +310,30 @@ Interactively, the newest running run, or a choice when several run."
      server (plist-put (agent-lsp--plist-without args :ask) :prompt prompt)
      title)))
 
+(defun agent-lsp--execute (server command arguments)
+  "Run our code action's COMMAND with ARGUMENTS on SERVER; nil if not ours.
+\"Agent: rewind last run (N files)\" is `agent-lsp-rewind', which says
+what was restored and offers to force."
+  (pcase (format "%s" command)
+    ("agentLsp.run" (agent-lsp--code-action-run server arguments) t)
+    ("agentLsp.rewind" (agent-lsp-rewind (plist-get (elt arguments 0) :runId)) t)))
 
-;; The code action "Agent: rewind last run (N files)": the same as
-;; `agent-lsp-rewind', which shows what was restored and offers to force.
-(cl-defmethod eglot-execute-command
-  ((_server agent-lsp-server) (_command (eql agentLsp.rewind)) arguments)
-  "Rewind the run of the code action's ARGUMENTS."
-  (agent-lsp-rewind (plist-get (elt arguments 0) :runId)))
+;; Eglot <= 1.15 (Emacs 28, 29) runs a code action's command here...
+(cl-defmethod eglot-execute-command ((server agent-lsp-server) command arguments)
+  "Run COMMAND with ARGUMENTS on SERVER: ours here, others on the server."
+  (unless (agent-lsp--execute server command arguments)
+    (cl-call-next-method)))
+
+;; ...and Eglot >= 1.16 (Emacs 30) here, with the Command or CodeAction.
+(cl-defmethod eglot-execute :around ((server agent-lsp-server) action)
+  "Run ACTION on SERVER: our commands here, the rest as Eglot does."
+  (let* ((command (plist-get action :command))
+         (inner (if (consp command) command action)))
+    (unless (and (stringp (plist-get inner :command))
+                 (not (plist-get action :edit))
+                 (agent-lsp--execute server (plist-get inner :command)
+                                     (plist-get inner :arguments)))
+      (cl-call-next-method))))
 
 (defun agent-lsp-unload-function ()
   "Remove the advice, hooks and the mode-line entry of agent-lsp."

@@ -325,7 +325,7 @@ def test_run_applies_the_approved_edit_through_eglot(tmp_path, workspace, model,
     # status in the mode line while running (eglot 1.9 drops $/progress), cleared after
     assert any(m.startswith("agent: ") for m in res.data["modeLines"]), res.data["modeLines"]
     # with the context fill (and no cost: no pricing set) of the running run
-    assert any(re.search(r"^agent: .* · ctx \d+k/128k$", m) for m in res.data["modeLines"]), res.data["modeLines"]
+    assert any(re.search(r"^agent: ctx \d+k/128k · turn ", m) for m in res.data["modeLines"]), res.data["modeLines"]
     assert res.values["mode-line-after"] == ""
     assert res.values["running-after"] is None
     # Emacs quit: the server saw its stdin close and exited, leaving no orphan
@@ -822,6 +822,134 @@ def test_starts_beside_the_buffers_own_language_server(tmp_path, workspace, mode
     assert res.values["other-alive-after"] is True
     # not open on the agent's server: an unversioned edit
     assert res.data["edits"][0]["edit"]["documentChanges"][0]["textDocument"]["version"] is None
+
+
+SCREENSHOT_SAMPLE = '''def greet(name):
+    message = "Hello, " + name
+    return message
+
+
+def farewell(name):
+    return "Goodbye, " + name
+
+
+print(greet("world"))
+'''
+
+TERMINAL_INIT = r"""
+;;; -*- lexical-binding: t; -*-
+(setq inhibit-startup-screen t make-backup-files nil create-lockfiles nil
+      auto-save-default nil enable-local-variables nil frame-background-mode 'dark)
+(menu-bar-mode -1)
+(add-to-list 'load-path (getenv "EMACS_TEST_CLIENT"))
+(require 'eglot)
+(require 'agent-lsp)
+(setq agent-lsp-server-command (append (json-parse-string (getenv "EMACS_TEST_COMMAND")) nil)
+      agent-lsp-settings (json-parse-string (getenv "EMACS_TEST_SETTINGS") :object-type 'plist
+                                            :null-object nil :false-object :json-false))
+(find-file (getenv "EMACS_TEST_FILE"))
+(agent-lsp-start)
+"""
+
+
+class TmuxEmacs:
+    """`emacs -nw` in a detached tmux session of its own (own socket, no user config)."""
+
+    def __init__(self, init: Path, *, cwd: Path, env: dict[str, str], cols: int, rows: int) -> None:
+        self.socket = f"agent-lsp-emacs-{os.getpid()}-{id(self)}"
+        self.env = env
+        self._tmux("-f", "/dev/null", "start-server", ";",
+                   "set-option", "-g", "default-terminal", "tmux-256color", ";",
+                   "new-session", "-d", "-s", "emacs", "-x", str(cols), "-y", str(rows),
+                   "-c", str(cwd), "--", EMACS, "-nw", "-q", "-l", str(init))
+
+    def _tmux(self, *args: str) -> str:
+        return subprocess.run(["tmux", "-L", self.socket, *args], env=self.env, check=True,
+                              capture_output=True, text=True, timeout=15).stdout
+
+    def screen(self, ansi: bool = False) -> str:
+        return self._tmux("capture-pane", "-p", "-t", "emacs", *(["-e"] if ansi else []))
+
+    def wait_for(self, text: str, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if text in self.screen():
+                return True
+            time.sleep(0.1)
+        return False
+
+    def send_keys(self, *keys: str) -> None:
+        self._tmux("send-keys", "-t", "emacs", *keys)
+
+    def close(self) -> None:
+        subprocess.run(["tmux", "-L", self.socket, "kill-server"], env=self.env,
+                       capture_output=True, timeout=15)
+
+
+def test_screenshots_in_a_terminal(tmp_path, workspace, model):
+    """A person's view: `emacs -nw` in tmux, M-x agent-lsp-run typed, the edit's diff shown
+    while the approval is asked (RET: Allow), then M-x agent-lsp-rewind putting the file back.
+    Saved as PNGs; AGENT_LSP_UPDATE_SCREENSHOT=1 copies them to the client's folder."""
+    pytest.importorskip("PIL")
+    if not shutil.which("tmux"):
+        pytest.skip("tmux not installed")
+    import nvim_harness  # the terminal-to-PNG renderer the Neovim screenshots use
+
+    (workspace / "a.py").write_text(SCREENSHOT_SAMPLE, encoding="utf-8")
+    model.add("Add a module docstring", [
+        {"text": "I'll add a one-line module docstring at the top of `a.py`.",
+         "tool_calls": [{"name": "edit_file", "arguments": {
+             "path": "a.py", "old_text": "def greet(name):",
+             "new_text": '"""Greetings and farewells."""\n\n\ndef greet(name):'}}],
+         "usage": {"prompt_tokens": 31200, "completion_tokens": 60}},
+        {"text": "Added a module docstring to `a.py`: a one-line summary, then two blank lines "
+                 "before `greet`, as PEP 257 and PEP 8 suggest. Nothing else changed.",
+         "usage": {"prompt_tokens": 31900, "completion_tokens": 40}},
+    ])
+    init = tmp_path / "terminal.el"
+    init.write_text(TERMINAL_INIT, encoding="utf-8")
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AGENT_LSP_", "OPENAI_", "XDG_", "EMACS", "TMUX"))}
+    env.update({
+        "HOME": str(home), "OPENAI_API_KEY": "test", "COLORTERM": "truecolor",
+        "AGENT_LSP_STATE_DIR": str(tmp_path / "agent-state"),
+        "EMACS_TEST_CLIENT": str(CLIENT_DIR), "EMACS_TEST_FILE": str(workspace / "a.py"),
+        "EMACS_TEST_COMMAND": json.dumps([sys.executable, "-m", "agent_lsp", "serve", "--stdio"]),
+        "EMACS_TEST_SETTINGS": json.dumps({"model": "m", "baseUrl": model.base_url,
+                                           "pricing": {"m": {"inputPerMTok": 2.5, "outputPerMTok": 10}}}),
+    })
+    cols, rows = 124, 34
+    term = TmuxEmacs(init, cwd=workspace, env=env, cols=cols, rows=rows)
+    try:
+        assert term.wait_for("[eglot:ws]", 30), term.screen()
+        term.send_keys("M-x")
+        term.send_keys("agent-lsp-run", "Enter")
+        assert term.wait_for("Agent task:", 10), term.screen()
+        term.send_keys("Add a module docstring to a.py", "Enter")
+        assert term.wait_for("Choose (C-g denies)", 40) and term.wait_for("+++ b/a.py", 5), term.screen()
+        approval_text = term.screen()
+        approval = term.screen(ansi=True)
+        term.send_keys("Enter")  # the default: Allow
+        assert term.wait_for("[stop: done]", 40), term.screen()
+        term.send_keys("M-x")
+        term.send_keys("agent-lsp-rewind", "Enter")
+        assert term.wait_for("Rewind which agent run?", 20), term.screen()
+        term.send_keys("Enter")
+        assert term.wait_for("restored: a.py", 20), term.screen()
+        rewound_text = term.screen()
+        rewound = term.screen(ansi=True)
+    finally:
+        term.close()
+    assert '+"""Greetings and farewells."""' in approval_text and "*agent-lsp diff*" in approval_text, approval_text
+    assert "ctx 31k/128k · $0.078" in approval_text, approval_text
+    assert "## rewind of r-" in rewound_text and '"""Greetings' not in rewound_text.split("*agent-lsp*")[0], rewound_text
+    assert (workspace / "a.py").read_text(encoding="utf-8") == SCREENSHOT_SAMPLE  # rewound, and saved
+    for name, ansi in {"screenshot-diff.png": approval, "screenshot-rewind.png": rewound}.items():
+        nvim_harness.render_png(ansi, tmp_path / name, cols=cols, rows=rows)
+        assert (tmp_path / name).stat().st_size > 10_000
+        if os.environ.get("AGENT_LSP_UPDATE_SCREENSHOT") == "1":
+            shutil.copy(tmp_path / name, CLIENT_DIR / name)
 
 
 def test_byte_compiles_without_warnings(tmp_path):

@@ -7,6 +7,10 @@ from pydantic import Field
 from agent_lsp.agent.tools.base import Args, Prepared, Tool, ToolContext, ToolError
 
 MAX_READ_LINES = 2000
+# A page of a file: whole lines up to this many characters. The rest is a read_file with an
+# offset away, so a big file costs the context what the model looks at, not all of it (a 60 KB
+# file re-sent with every later request was the bulk of a long session's bytes).
+PAGE_CHARS = 12_000
 
 
 def split_lines(text: str) -> list[str]:
@@ -26,7 +30,8 @@ class ReadFileArgs(Args):
 
 class ReadFile(Tool):
     name = "read_file"
-    description = "Read a text file (the editor's unsaved buffer if it is open), with line numbers."
+    description = (f"Read a text file (the editor's unsaved buffer if it is open), with line numbers; a page of up to "
+                   f"{PAGE_CHARS // 1000}K characters at a time (use offset/limit for the rest).")
     args = ReadFileArgs
 
     async def prepare(self, args: ReadFileArgs, ctx: ToolContext) -> Prepared:
@@ -48,9 +53,18 @@ class ReadFile(Tool):
             if not chosen:
                 raise ToolError(f"offset {args.offset} is past the end of {args.path} ({len(lines)} lines)")
             width = len(str(start + len(chosen)))
-            body = "\n".join(f"{start + i + 1:>{width}}\t{line}" for i, line in enumerate(chosen))
-            if start + len(chosen) < len(lines):
-                body += f"\n[{len(lines) - start - len(chosen)} more lines: read with offset={start + len(chosen) + 1}]"
+            shown: list[str] = []
+            size = 0
+            for i, line in enumerate(chosen):
+                numbered = f"{start + i + 1:>{width}}\t{line}"
+                if shown and size + len(numbered) + 1 > PAGE_CHARS and args.limit is None:
+                    break
+                shown.append(numbered)
+                size += len(numbered) + 1
+            body = "\n".join(shown)
+            end = start + len(shown)
+            if end < len(lines):
+                body += f"\n[lines {start + 1}-{end} of {len(lines)}; {len(lines) - end} more: read_file with offset={end + 1}]"
             return body
 
         return Prepared(f"read {args.path}", execute)

@@ -154,10 +154,11 @@ function M.get(quiet)
   return vim.tbl_deep_extend('force', vim.deepcopy(M.defaults), opts)
 end
 
---- Stores options given to `require('agent_lsp').setup()`.
+--- Stores options given to `require('agent_lsp').setup()`; `nil` keeps the earlier ones (so
+--- `setup()` just applies a change of `vim.g.agent_lsp_settings`).
 ---@param opts agent_lsp.Options?
 function M.set(opts)
-  opts = opts or {}
+  opts = opts or from_setup or {}
   local ok, err = M.validate(opts)
   if not ok then
     vim.notify(('agent-lsp: invalid option: %s'):format(err), vim.log.levels.ERROR)
