@@ -10,9 +10,14 @@ import logging
 import os
 import signal
 import sys
+from collections.abc import Coroutine
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from agent_lsp import __version__
+
+if TYPE_CHECKING:
+    from agent_lsp.settings import Settings
 
 EXIT_USAGE = 2
 TTY_HINT = ("agent-lsp speaks the Language Server Protocol on stdin/stdout and is meant to be started by an editor "
@@ -104,7 +109,7 @@ def _serve(args: argparse.Namespace) -> int:
     return serve(tcp=getattr(args, "tcp", None), log_level=getattr(args, "log_level", "INFO"))
 
 
-def _settings(args: argparse.Namespace, flags: dict) -> tuple[object | None, int]:
+def _settings(args: argparse.Namespace, flags: dict[str, Any]) -> tuple[Settings | None, int]:
     from agent_lsp.settings import from_environment, from_user_file, resolve
 
     settings_file = getattr(args, "settings", None)
@@ -125,9 +130,9 @@ def _run(args: argparse.Namespace) -> int:
     settings, code = _settings(args, flags)
     if settings is None:
         return code
-    if args.max_turns is not None and settings.max_turns != args.max_turns:  # type: ignore[attr-defined]
+    if args.max_turns is not None and settings.max_turns != args.max_turns:
         return EXIT_USAGE
-    return _interruptible(run_headless(args.task, args.workspace, settings, args.yes, args.json,  # type: ignore[arg-type]
+    return _interruptible(run_headless(args.task, args.workspace, settings, args.yes, args.json,
                                        session_id=args.session, mode=args.mode))
 
 
@@ -144,7 +149,7 @@ def _sessions(args: argparse.Namespace) -> int:
     return 0
 
 
-def _interruptible(coro) -> int:  # type: ignore[no-untyped-def]
+def _interruptible(coro: Coroutine[Any, Any, int]) -> int:
     """asyncio.run, with a Ctrl-C outside the run's own handlers ending it as 130, quietly."""
     try:
         return asyncio.run(coro)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -116,10 +117,10 @@ def state_dir() -> Path:
     return Path(platformdirs.user_state_dir("agent-lsp"))
 
 
-def user_settings_path(env: dict[str, str] | None = None) -> Path:
+def user_settings_path(env: Mapping[str, str] | None = None) -> Path:
     """The trusted user settings file: $AGENT_LSP_SETTINGS, else the user config dir's."""
-    env = os.environ if env is None else env
-    if explicit := env.get("AGENT_LSP_SETTINGS"):
+    source = os.environ if env is None else env
+    if explicit := source.get("AGENT_LSP_SETTINGS"):
         return Path(explicit).expanduser()
     import platformdirs
 
@@ -144,13 +145,13 @@ def from_user_file(path: Path | None = None) -> tuple[dict[str, Any], list[str]]
     return data, []
 
 
-def from_environment(env: dict[str, str] | None = None) -> dict[str, Any]:
-    env = os.environ if env is None else env
+def from_environment(env: Mapping[str, str] | None = None) -> dict[str, Any]:
+    source = os.environ if env is None else env
     layer: dict[str, Any] = {}
-    if url := env.get("OPENAI_BASE_URL"):
+    if url := source.get("OPENAI_BASE_URL"):
         layer["baseUrl"] = url
     for name, key in ENVIRONMENT.items():
-        if value := env.get(name):
+        if value := source.get(name):
             layer[key] = value
     return layer
 

@@ -52,7 +52,11 @@ def read_line_async(prompt: str, out: TextIO) -> asyncio.Future[str | None]:
         out.flush()
         line = sys.stdin.readline()
         value = line.strip() if line else None
-        loop.call_soon_threadsafe(lambda: future.done() or future.set_result(value))
+        def answer() -> None:
+            if not future.done():
+                future.set_result(value)
+
+        loop.call_soon_threadsafe(answer)
 
     threading.Thread(target=reader, daemon=True).start()
     return future

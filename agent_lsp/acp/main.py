@@ -16,6 +16,8 @@ EXIT_DEADLINE = 2.0  # once the client is gone, the process is gone within this
 
 
 def serve_acp() -> int:
+    """Serve until the client closes stdin (or SIGTERM/SIGHUP), then end the process with the
+    exit code (0; 130 on Ctrl-C)."""
     if sys.stdin.isatty():
         print(TTY_HINT, file=sys.stderr)
         signal.signal(signal.SIGINT, lambda *_: os._exit(130))
@@ -30,7 +32,15 @@ def serve_acp() -> int:
     except KeyboardInterrupt:
         code = 130
     _last_rites()
-    return code
+    # Everything is closed and flushed (runs cancelled, transcripts written, MCP servers ended).
+    # Tearing down the interpreter (thousands of pydantic models) costs seconds of CPU on a busy
+    # machine, and the editor is waiting for us to be gone: leave now.
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # the client closed its end
+            pass
+    os._exit(code)
 
 
 async def _serve() -> int:

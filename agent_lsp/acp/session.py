@@ -43,7 +43,7 @@ log = logging.getLogger(__name__)
 
 MODES = {"default": ("Default", "Every tool; side effects are asked for as your approval settings say"),
          "plan": ("Plan", "Read-only tools: the agent looks around and answers with a numbered plan, changing nothing")}
-CANCEL_WAIT = 2.0  # a turn whose request is dropped (the client went away) gets this long to stop
+CANCEL_WAIT = 1.0  # a turn whose request is dropped (the client went away) gets this long to stop
 # The ACP session whose turn is starting: the MCP consent hook asks in that session.
 CURRENT: contextvars.ContextVar[AcpSession | None] = contextvars.ContextVar("agent_lsp_acp_session", default=None)
 

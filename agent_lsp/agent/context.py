@@ -30,7 +30,8 @@ async def truncate_tool_output(text: str, limit: int, spill_dir: Path, call_id: 
     if len(text) <= limit:
         return Truncated(text, False, None)
     safe_id = "".join(c if c.isalnum() or c in "-_" else "_" for c in call_id)[:80] or "call"
-    spill = spill_dir / f"{safe_id}.txt"
+    spill: Path | None = spill_dir / f"{safe_id}.txt"
+    assert spill is not None
     try:
         fd = open_private(spill, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
         async with aiofiles.open(fd, "w", encoding="utf-8") as handle:

@@ -121,7 +121,7 @@ class AgentHost:
                 log.warning("%s", problem)
             manager = McpManager(declarations, roots=roots, env=dict(os.environ), api_key_env=settings.api_key_env,
                                  consent_store=ConsentStore(state_dir() / "mcp-consent.json"),
-                                 workspace_policy=settings.mcp.workspace_servers, ask_consent=self.mcp_hooks.ask_consent,
+                                 workspace_policy=settings.mcp.workspace_servers, ask_consent=self.mcp_hooks.ask_consent,  # type: ignore[arg-type]
                                  on_status=self.mcp_hooks.on_status, request_timeout=settings.request_timeout)
             self.mcp[key] = manager
         return manager

@@ -270,8 +270,8 @@ class AgentLoop:
         the loop goes on; a second cut in a row stops the run."""
         self._cuts += 1
         if self._cuts >= 2:
-            raise StopRun(CUT_STOPS.get(reply.cut, CUT_STOPS[ReplyCut.OUTPUT_LIMIT]))
-        note = CAP_NOTES.get(reply.cut, CUT_NOTE)
+            raise StopRun(CUT_STOPS[reply.cut or ReplyCut.OUTPUT_LIMIT])
+        note = CAP_NOTES.get(reply.cut or ReplyCut.OUTPUT_LIMIT, CUT_NOTE)
         self.s.emit(Event("status", f"turn {self.turn}: {note.removeprefix('not run: ')}", {"turn": self.turn}, self.agent_id))
         for call in reply.tool_calls:
             self.append(Entry(ToolResult(call.id, Outcome.NOT_RUN, note).to_message(), "tool", self.s.run_id, Outcome.NOT_RUN))

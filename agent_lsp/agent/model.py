@@ -9,7 +9,7 @@ import logging
 import os
 import sys
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -305,8 +305,8 @@ class ReplayModel:
 def make_model(settings: Any, env: dict[str, str] | None = None, name: str | None = None) -> Model:
     """The model the settings name (or `name`, a run's override): `replay:PATH` or an
     OpenAI-compatible endpoint."""
-    env = os.environ if env is None else env
+    source: Mapping[str, str] = os.environ if env is None else env
     name = name or settings.model
     if name.startswith("replay:"):
         return ReplayModel(Path(name.removeprefix("replay:")).expanduser(), delay=0.01)
-    return OpenAIModel(name, settings.base_url, env.get(settings.api_key_env), settings.request_timeout)
+    return OpenAIModel(name, settings.base_url, source.get(settings.api_key_env), settings.request_timeout)

@@ -11,6 +11,7 @@ from typing import Any, Protocol
 
 from agent_lsp.agent.checkpoints import (
     CheckpointStore,
+    FileRecord,
     Manifest,
     RunCheckpoint,
     content_sha,
@@ -109,24 +110,18 @@ async def rewind(store: CheckpointStore, workspace: Workspace, restorer: Restore
     conflicted = {p for p, _ in conflicts}
     restores = [r for p, r in plan.items() if p not in conflicted and r.content != r.current]
     rewind_id = new_id("w")
-    record = RunCheckpoint(store, workspace, rewind_id, manifests[0].session_id, kind="rewind")
-    record.manifest.rewinds = [m.run_id for m in manifests]
+    undo = RunCheckpoint(store, workspace, rewind_id, manifests[0].session_id, kind="rewind")
+    undo.manifest.rewinds = [m.run_id for m in manifests]
     for item in restores:  # the rewind's own checkpoint: what it overwrote, so it can be undone
         sha = await asyncio.to_thread(store.blobs.put, item.current) if item.current is not None else None
-        record.manifest.files[str(item.path)] = _record(item.path, sha)
+        undo.manifest.files[str(item.path)] = FileRecord(str(item.path), sha, via="rewind")
     outcome = await restorer.restore(restores) if restores else RestoreOutcome()
     for path, reason in outcome.failed:
-        record.manifest.files.pop(str(path), None)
+        undo.manifest.files.pop(str(path), None)
         _once(not_restorable, path, reason)
     restored = outcome.restored + [p for p, r in plan.items() if p not in conflicted and r.content == r.current]
-    await record.close()
+    await undo.close()
     return RewindResult(rewind_id, restored, conflicts, not_restorable, [m.run_id for m in manifests])
-
-
-def _record(path: Path, sha: str | None):  # type: ignore[no-untyped-def]
-    from agent_lsp.agent.checkpoints import FileRecord
-
-    return FileRecord(str(path), sha, via="rewind")
 
 
 def _once(items: list[tuple[Path, str]], path: Path, reason: str) -> None:

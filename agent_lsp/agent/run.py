@@ -188,7 +188,7 @@ async def _close_run(run: _Run, main: AgentLoop | None, outcome: LoopOutcome, ow
     changes = services.tool_ctx.changes
     if owns_model and hasattr(services.model, "aclose"):  # the client this run made, not the caller's
         try:
-            await services.model.aclose()  # type: ignore[union-attr]
+            await services.model.aclose()
         except Exception as exc:
             log.debug("closing the model client failed: %s", exc)
     if main is not None:

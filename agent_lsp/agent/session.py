@@ -44,7 +44,7 @@ class Entry:
     def from_record(cls, message: dict[str, Any], meta: dict[str, Any]) -> Entry:
         outcome = meta.get("outcome")
         return cls(message, str(meta.get("kind", "note")), str(meta.get("runId", "")),
-                   Outcome(outcome) if outcome in Outcome.__members__.values() else None,
+                   Outcome(str(outcome)) if outcome in Outcome.__members__.values() else None,
                    tuple(meta.get("problems") or ()))
 
 

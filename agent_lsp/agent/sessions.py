@@ -4,6 +4,7 @@ history rebuilt from the runs' transcripts, old sessions pruned (CONTRACT Decisi
 from __future__ import annotations
 
 import asyncio
+import builtins
 import hashlib
 import json
 import logging
@@ -92,7 +93,7 @@ class SessionStore:
                     session.edited.setdefault(Path(unquote(urlparse(uri).path)), None)
         return session
 
-    def list(self) -> list[dict[str, Any]]:
+    def list(self) -> builtins.list[dict[str, Any]]:
         """CONTRACT agentLsp.sessions items, newest `updated` first."""
         items = []
         for path in self._files():
@@ -110,13 +111,13 @@ class SessionStore:
         items.sort(key=lambda i: i.pop("_updated"), reverse=True)
         return items
 
-    def _files(self) -> list[Path]:
+    def _files(self) -> builtins.list[Path]:
         try:
             return [p for p in self.dir.iterdir() if p.suffix == ".json" and p.is_file()]
         except OSError:
             return []
 
-    def prune(self, keep: int = KEEP_SESSIONS, days: float = KEEP_DAYS, protect: set[str] | None = None) -> list[str]:
+    def prune(self, keep: int = KEEP_SESSIONS, days: float = KEEP_DAYS, protect: set[str] | None = None) -> builtins.list[str]:
         """Drop the oldest sessions past `keep` or older than `days` (their index and the
         transcripts under the state dir); returns the ids dropped. Never a file outside."""
         now = time.time()

@@ -36,6 +36,7 @@ class DemoEditor:
         self.stopped = asyncio.Event()
         self.in_text = False
         self.stderr_tail: list[str] = []
+        self.changed: list[tuple[str, int, str]] = []  # (uri, version, text) of buffers an edit changed
 
     # -- output -----------------------------------------------------------------------------
     def line(self, text: str = "") -> None:
@@ -134,7 +135,6 @@ async def _demo(yes: bool) -> int:
         shutil.copytree(HERE / "sample", root)
         original = {p.name: p.read_text(encoding="utf-8") for p in root.iterdir() if p.is_file()}
         editor = DemoEditor(root, yes)
-        editor.changed = []
         s = editor.style
         editor.line(s.bold("agent-lsp demo") + s.dim("  — the real language server, driven by a tiny terminal editor"))
         editor.line(f"  workspace: {s.dim(str(root))} (a copy of the bundled sample)")
@@ -202,8 +202,9 @@ async def _demo(yes: bool) -> int:
             editor.buffers[uri] = [1, stats.read_text(encoding="utf-8")]
             client.text_document_did_open(types.DidOpenTextDocumentParams(text_document=types.TextDocumentItem(
                 uri=uri, language_id="python", version=1, text=editor.buffers[uri][1])))
-            started = await asyncio.wait_for(client.workspace_execute_command_async(types.ExecuteCommandParams(
+            answer = await asyncio.wait_for(client.workspace_execute_command_async(types.ExecuteCommandParams(
                 command="agentLsp.run", arguments=[{"prompt": TASK, "textDocument": {"uri": uri}}])), 30)
+            started: dict[str, Any] = answer or {}
             editor.line(s.dim(f"[agentLsp.run] → runId {started['runId']}, sessionId {started['sessionId']} (answered at once; the run streams)"))
             try:
                 await editor.stopped.wait()  # the run ends itself (maxTurns, requestTimeout); approvals wait for the user

@@ -68,7 +68,7 @@ class McpTool(Tool):
         self.name = name or model_tool_name(server, tool)  # type: ignore[misc]
         text = " ".join((description or "").split()) or "(no description)"
         self.description = f"[MCP server {server}] {text[:DESCRIPTION_LIMIT]}"  # type: ignore[misc]
-        self.read_only = read_only  # type: ignore[misc]
+        self.read_only = read_only
         self.parameters = _parameters(input_schema)
         self._call = call
 

@@ -27,12 +27,12 @@ RAW_METHODS = frozenset({types.WINDOW_SHOW_MESSAGE_REQUEST, "agentLsp/diagnostic
 
 
 class AgentProtocol(LanguageServerProtocol):
-    def get_message_type(self, method: str) -> Any:
+    def get_message_type(self, method: str) -> Any:  # type: ignore[override]
         if method in RAW_METHODS:
             return None  # pygls then sends the params dict as it is
         return super().get_message_type(method)
 
-    def get_result_type(self, method: str) -> Any:
+    def get_result_type(self, method: str) -> Any:  # type: ignore[override]
         if method in RAW_METHODS:
             return None  # pygls then keeps the raw JSON result
         return super().get_result_type(method)

@@ -172,7 +172,8 @@ class LspWorkspace:
         expected = (open_doc.version or 0) + 1 if open_doc is not None else 1
         label = preview or f"agent-lsp: {'create' if before is None else 'edit'} {path.name}"
         try:
-            notify = (lambda: self.on_waiting(f"waiting for the editor to apply the edit to {path.name}")) if self.on_waiting else None
+            waiting = self.on_waiting
+            notify = (lambda: waiting(f"waiting for the editor to apply the edit to {path.name}")) if waiting else None
             # A previewed edit waits for the user, without a time limit (CONTRACT "Edit review").
             result = await client_request(self.ls, types.WORKSPACE_APPLY_EDIT, types.ApplyWorkspaceEditParams(edit=edit, label=label),
                                           None if preview else APPLY_EDIT_TIMEOUT, on_sent=notify)

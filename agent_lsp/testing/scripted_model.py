@@ -107,7 +107,7 @@ class ScriptedModelServer:
         if isinstance(replies, Mapping | Reply):
             replies = [replies]
         parsed = []
-        for i, raw in enumerate(replies):
+        for i, raw in enumerate(replies or []):
             try:
                 reply = raw if isinstance(raw, Reply) else Reply.model_validate(raw)
             except ValidationError as err:
@@ -241,7 +241,7 @@ class ScriptedModelServer:
             await resp.send(404, error_body(msg, "invalid_request_error", "not_found"))
 
     def _take(self, body: dict[str, Any]) -> tuple[str, Reply | None, LogEntry]:
-        messages = body.get("messages") if isinstance(body.get("messages"), list) else []
+        messages: list[Any] = body["messages"] if isinstance(body.get("messages"), list) else []
         users = [m for m in messages if isinstance(m, Mapping) and m.get("role") == "user"]
         first_user = message_text(users[0].get("content")) if users else ""
         with self._lock:
@@ -317,8 +317,8 @@ class ScriptedModelServer:
         return 200
 
     def _payload(self, body: dict[str, Any], reply: Reply) -> ReplyPayload:
-        messages = body.get("messages") if isinstance(body.get("messages"), list) else []
-        usage = {"prompt_tokens": prompt_chars(messages) // 4,
+        messages: list[Any] = body["messages"] if isinstance(body.get("messages"), list) else []
+        usage: dict[str, Any] = {"prompt_tokens": prompt_chars(messages) // 4,
                  "completion_tokens": reply.completion_chars() // 4}
         if reply.usage is not None:
             given = reply.usage.model_dump(exclude_none=True)
@@ -329,7 +329,7 @@ class ScriptedModelServer:
         with self._lock:
             n = next(self._ids)
             call_ids = [c.id or f"call_{next(self._ids)}" for c in reply.tool_calls]
-        model = body.get("model") if isinstance(body.get("model"), str) else "scripted"
+        model = str(body["model"]) if isinstance(body.get("model"), str) else "scripted"
         return ReplyPayload(reply, f"chatcmpl-scripted-{n}", model, int(time.time()), call_ids, usage)
 
     async def _status_fault(self, reply: Reply, resp: Responder) -> int:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 import functools
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -40,7 +40,7 @@ class RunChanges:
     def add(self, path: Path) -> None:
         self.files.setdefault(path, None)
 
-    def __iter__(self):  # type: ignore[no-untyped-def]
+    def __iter__(self) -> Iterator[Path]:
         return iter(self.files)
 
     def __len__(self) -> int:
@@ -92,7 +92,7 @@ class Tool:
 
     def schema(self) -> dict[str, Any]:
         # Built once per tool class: pydantic's schema generation costs ~5 ms a tool, every turn.
-        return copy.deepcopy(_schema_of(type(self)))
+        return copy.deepcopy(_schema_of(self.name, self.description, self.args))
 
     def parse(self, raw: dict[str, Any]) -> Any:
         try:
@@ -106,12 +106,12 @@ class Tool:
 
 
 @functools.cache
-def _schema_of(tool: type[Tool]) -> dict[str, Any]:
-    params = tool.args.model_json_schema()
+def _schema_of(name: str, description: str, args: type[Args]) -> dict[str, Any]:
+    params = args.model_json_schema()
     params.pop("title", None)
     for prop in params.get("properties", {}).values():
         prop.pop("title", None)
-    return {"type": "function", "function": {"name": tool.name, "description": tool.description, "parameters": params}}
+    return {"type": "function", "function": {"name": name, "description": description, "parameters": params}}
 
 
 class ToolBox:

@@ -357,12 +357,13 @@ async def list_files(base: Path, processes: set[Any], *, glob: str | None = None
     cwd = base if base.is_dir() else base.parent
     argv = [_rg(), "--files", *base_flags(glob), "--", "." if cwd == base else f"./{base.name}"]
     kept: list[bytes] = []
-    state = {"pending": b"", "total": 0}
+    pending = [b""]
+    total = [0]
 
     def on_chunk(chunk: bytes) -> bool:
-        entries = (state["pending"] + chunk).replace(b"/", b"\0").split(b"\n")
-        state["pending"] = entries.pop()
-        state["total"] += len(entries)
+        entries = (pending[0] + chunk).replace(b"/", b"\0").split(b"\n")
+        pending[0] = entries.pop()
+        total[0] += len(entries)
         kept.extend(entries)
         if limit is not None and len(kept) > 16 * limit + 1024:
             kept.sort()  # in C; the kept head is one sorted run already
@@ -370,16 +371,16 @@ async def list_files(base: Path, processes: set[Any], *, glob: str | None = None
         return True
 
     outcome = await _run(argv, cwd, processes, on_chunk)
-    if state["pending"]:
+    if pending[0]:
         on_chunk(b"\n")
     # A fatal error (a bad glob) comes before any output and names no path of ours.
-    if outcome.returncode == 2 and not state["total"] and not any(
+    if outcome.returncode == 2 and not total[0] and not any(
             line.startswith("rg: ./") or line.startswith("rg: .:") for line in outcome.problems.lines):
         raise RipgrepError(outcome.problems.fatal_message())
     kept.sort()
     first = kept if limit is None else kept[:limit]
     # ".\0a\0b" -> "a/b"
-    return FileList(cwd, [os.fsdecode(e[2:].replace(b"\0", b"/")) for e in first], state["total"], outcome.problems)
+    return FileList(cwd, [os.fsdecode(e[2:].replace(b"\0", b"/")) for e in first], total[0], outcome.problems)
 
 
 async def glob_keeps(names: Collection[str], glob: str, processes: set[Any]) -> set[str]:

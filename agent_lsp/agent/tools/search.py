@@ -87,16 +87,19 @@ async def _search(args: SearchArgs, bases: list[Path], ctx: ToolContext) -> str:
         # tree (--sort path, stopped again after cap + 1): the shown set is deterministic.
         # (Worst case: more than the cap in all, but all in the last files in path order: the
         # sorted rerun then reads the whole tree on one thread.)
-        options = {"glob": args.glob, "ignore_case": args.ignore_case, "limit": MAX_MATCHES + 1, "skip": skip}
-        disk, from_buffers, wanted = await _all(
-            _all(*(ripgrep.search(args.pattern, base, ctx.processes, **options) for base in on_disk)),
-            _search_buffers(args, buffers, ctx),
-            _searchable(buffers, on_disk, args.glob, ctx),
-        )
+        def disk_search(base: Path, sort: bool = False) -> Awaitable[ripgrep.SearchResult]:
+            return ripgrep.search(args.pattern, base, ctx.processes, glob=args.glob, ignore_case=args.ignore_case,
+                                  limit=MAX_MATCHES + 1, skip=skip, sort=sort)
+
+        disk_task = asyncio.ensure_future(_all(*(disk_search(base) for base in on_disk)))
+        buffer_task = asyncio.ensure_future(_search_buffers(args, buffers, ctx))
+        wanted_task = asyncio.ensure_future(_searchable(buffers, on_disk, args.glob, ctx))
+        await _all(disk_task, buffer_task, wanted_task)
+        disk, from_buffers, wanted = disk_task.result(), buffer_task.result(), wanted_task.result()
         hits: list[_Hit] = []
         for base, result in zip(on_disk, disk, strict=True):
             if not result.complete:
-                result = await ripgrep.search(args.pattern, base, ctx.processes, sort=True, **options)
+                result = await disk_search(base, sort=True)
             if note := result.problems.note():
                 problems.append(note)
             root = _root_index(base, paths)
@@ -341,10 +344,14 @@ async def _all(*aws: Awaitable[T]) -> list[T]:
     raised as itself, not as an ExceptionGroup."""
     try:
         async with asyncio.TaskGroup() as group:
-            tasks = [group.create_task(aw) for aw in aws]  # type: ignore[arg-type]
+            tasks: list[asyncio.Task[T]] = [group.create_task(_awaited(aw)) for aw in aws]
     except BaseExceptionGroup as failed:
         raise failed.exceptions[0] from None
     return [task.result() for task in tasks]
+
+
+async def _awaited(aw: Awaitable[T]) -> T:
+    return await aw
 
 
 def _no_nul(value: str | None, what: str) -> None:
