@@ -102,8 +102,8 @@ def main(argv: list[str] | None = None) -> int:
 def _serve(args: argparse.Namespace) -> int:
     if sys.stdin.isatty():
         # A person started it by hand: say what it is, and let one Ctrl-C end it cleanly.
-        print(TTY_HINT, file=sys.stderr)
         signal.signal(signal.SIGINT, lambda *_: os._exit(130))
+        print(TTY_HINT, file=sys.stderr, flush=True)
     from agent_lsp.server.main import serve
 
     return serve(tcp=getattr(args, "tcp", None), log_level=getattr(args, "log_level", "INFO"))

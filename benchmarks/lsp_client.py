@@ -19,11 +19,13 @@ SERVER_ARGV = [sys.executable, "-m", "agent_lsp", "serve", "--stdio"]
 BARE_ARGV = [sys.executable, str(Path(__file__).with_name("bare_server.py"))]
 
 
-def editor_capabilities() -> Any:
-    """What a VS Code-like editor announces for what the agent uses."""
+def editor_capabilities(diagnostics: bool = False) -> Any:
+    """What a VS Code-like editor announces for what the agent uses; `diagnostics`: it also
+    answers `agentLsp/diagnostics` (CONTRACT "Editor diagnostics")."""
     from lsprotocol import types
 
     return types.ClientCapabilities(
+        experimental={"agentLsp": {"diagnostics": True}} if diagnostics else None,
         window=types.WindowClientCapabilities(
             work_done_progress=True,
             show_message=types.ShowMessageRequestClientCapabilities()),
@@ -50,12 +52,23 @@ class RunTrace:
 
 
 class LspSession:
-    """The real server as a subprocess, initialized, ready for `run`s."""
+    """The real server as a subprocess, initialized, ready for `run`s.
 
-    def __init__(self, root: Path, env: dict[str, str], init_options: dict[str, Any]):
+    `edits`: how the client answers `workspace/applyEdit`: None, not at all (the client has no
+    handler: read-only figures); "ack", `applied: true` without touching the disk (the script
+    can run again on the same files); "disk", applied to the files on disk, as an editor that
+    saves after an agent edit. Each request's arrival time is kept in `edit_times`.
+    `diagnostics`: the client advertises `experimental.agentLsp.diagnostics` and answers
+    `agentLsp/diagnostics` at once with this one diagnostic for every file asked about."""
+
+    def __init__(self, root: Path, env: dict[str, str], init_options: dict[str, Any], *, edits: str | None = None,
+                 diagnostics: dict[str, Any] | None = None):
         self.root, self.env, self.init_options = root, env, init_options
+        self.edits, self.diagnostics = edits, diagnostics
         self.client: Any = None
         self.pid = 0
+        self.edit_times: list[float] = []  # time.monotonic() at each workspace/applyEdit received
+        self.diagnostics_asked = 0
         self._runs: dict[str, RunTrace] = {}
         self._early: dict[str, list[tuple[float, dict[str, Any]]]] = {}
         self._stderr_task: asyncio.Task[Any] | None = None
@@ -92,23 +105,39 @@ class LspSession:
         for method in (types.PROGRESS, types.WINDOW_LOG_MESSAGE, types.WINDOW_SHOW_MESSAGE):
             client.feature(method)(lambda _params: None)
 
+        if self.edits is not None:
+            @client.feature(types.WORKSPACE_APPLY_EDIT)
+            def on_apply_edit(params: Any) -> Any:
+                self.edit_times.append(time.monotonic())
+                if self.edits == "disk":
+                    apply_to_disk(params.edit)
+                return types.ApplyWorkspaceEditResult(applied=True)
+
+        if self.diagnostics is not None:
+            @client.feature("agentLsp/diagnostics")
+            def on_diagnostics(params: Any) -> list[dict[str, Any]]:
+                self.diagnostics_asked += 1
+                asked = plain(params) or {}
+                return [{"uri": uri, "diagnostics": [self.diagnostics]} for uri in asked.get("uris") or []]
+
         await client.start_io(*SERVER_ARGV, env=self.env, cwd=str(self.root))
         self.pid = client._server.pid
         self._stderr_task = asyncio.ensure_future(_drain(client._server.stderr))
         uri = self.root.resolve().as_uri()
         await asyncio.wait_for(client.initialize_async(types.InitializeParams(
-            capabilities=editor_capabilities(), root_uri=uri, process_id=None,
+            capabilities=editor_capabilities(self.diagnostics is not None), root_uri=uri, process_id=None,
             workspace_folders=[types.WorkspaceFolder(uri=uri, name=self.root.name)],
             initialization_options=self.init_options)), 30)
         client.initialized(types.InitializedParams())
         return self
 
-    async def start_run(self, prompt: str) -> RunTrace:
+    async def start_run(self, prompt: str, **more: Any) -> RunTrace:
+        """`agentLsp.run {prompt, **more}` (e.g. `sessionId`); returns once it is answered."""
         from lsprotocol import types
 
         trace = RunTrace(t_sent=time.monotonic())
         result = await asyncio.wait_for(self.client.workspace_execute_command_async(types.ExecuteCommandParams(
-            command="agentLsp.run", arguments=[{"prompt": prompt}])), 30)
+            command="agentLsp.run", arguments=[{"prompt": prompt, **more}])), 30)
         trace.run_id = plain(result)["runId"]
         self._runs[trace.run_id] = trace
         for now, event in self._early.pop(trace.run_id, []):
@@ -118,10 +147,18 @@ class LspSession:
                 trace.stopped.set()
         return trace
 
-    async def run(self, prompt: str, timeout: float = 120) -> RunTrace:
-        trace = await self.start_run(prompt)
+    async def run(self, prompt: str, timeout: float = 120, **more: Any) -> RunTrace:
+        trace = await self.start_run(prompt, **more)
         await asyncio.wait_for(trace.stopped.wait(), timeout)
         return trace
+
+    async def command(self, name: str, argument: dict[str, Any], timeout: float = 60) -> Any:
+        """Any `workspace/executeCommand`, its result as plain JSON."""
+        from lsprotocol import types
+
+        result = await asyncio.wait_for(self.client.workspace_execute_command_async(types.ExecuteCommandParams(
+            command=name, arguments=[argument])), timeout)
+        return plain(result)
 
     async def close(self) -> None:
         client = self.client
@@ -149,6 +186,34 @@ class LspSession:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
+
+
+def apply_to_disk(edit: Any) -> None:
+    """A WorkspaceEdit applied to the files on disk (no open buffers here), as an editor that
+    saves every file an agent edit touched: CreateFile, DeleteFile, text edits (UTF-16)."""
+    from lsprotocol import types
+    from pygls.uris import to_fs_path
+
+    from agent_lsp.demo.edits import apply_text_edits
+
+    def edit_file(uri: str, edits: list[Any]) -> None:
+        path = Path(to_fs_path(uri))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        old = path.read_text(encoding="utf-8") if path.exists() else ""
+        path.write_text(apply_text_edits(old, edits), encoding="utf-8")
+
+    for change in edit.document_changes or []:
+        if isinstance(change, types.CreateFile):
+            path = Path(to_fs_path(change.uri))
+            if not path.exists():
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text("", encoding="utf-8")
+        elif isinstance(change, types.DeleteFile):
+            Path(to_fs_path(change.uri)).unlink(missing_ok=True)
+        elif isinstance(change, types.TextDocumentEdit):
+            edit_file(change.text_document.uri, list(change.edits))
+    for uri, edits in (edit.changes or {}).items():
+        edit_file(uri, list(edits))
 
 
 async def _drain(stream: Any) -> None:
@@ -184,11 +249,32 @@ INITIALIZE = {
 }
 
 
+def with_init_options(options: dict[str, Any]) -> dict[str, Any]:
+    """The INITIALIZE message with other initializationOptions."""
+    return {**INITIALIZE, "params": {**INITIALIZE["params"], "initializationOptions": options}}
+
+
 @dataclass
 class StartUp:
     seconds: float  # spawn -> initialize answer read
     rss_at_answer: int  # bytes, right after the initialize answer
     rss_settled: int  # bytes, once `initialized` was sent and the RSS stopped growing
+    children: int = 0  # processes the server had started once its RSS settled
+
+
+def child_count(pid: int) -> int:
+    """How many processes have `pid` as their parent (Linux /proc)."""
+    count = 0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            count += 1
+    return count
 
 
 def settled_rss(pid: int, stable: float = 0.5, limit: float = 4.0, step: float = 0.05) -> int:
@@ -206,14 +292,14 @@ def settled_rss(pid: int, stable: float = 0.5, limit: float = 4.0, step: float =
     return last
 
 
-def spawn_initialize(argv: list[str], env: dict[str, str], cwd: Path) -> StartUp:
+def spawn_initialize(argv: list[str], env: dict[str, str], cwd: Path, initialize: dict[str, Any] | None = None) -> StartUp:
     """Spawn a server, time until its initialize answer is read, sample its RSS, shut it down."""
     t0 = time.monotonic()
     proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             stderr=subprocess.DEVNULL, env=env, cwd=cwd)
     try:
         assert proc.stdin is not None and proc.stdout is not None
-        proc.stdin.write(_frame(INITIALIZE))
+        proc.stdin.write(_frame(initialize or INITIALIZE))
         proc.stdin.flush()
         while _read_message(proc.stdout).get("id") != 1:
             pass
@@ -222,6 +308,7 @@ def spawn_initialize(argv: list[str], env: dict[str, str], cwd: Path) -> StartUp
         proc.stdin.write(_frame({"jsonrpc": "2.0", "method": "initialized", "params": {}}))
         proc.stdin.flush()
         settled = settled_rss(proc.pid)
+        children = child_count(proc.pid)
         proc.stdin.write(_frame({"jsonrpc": "2.0", "id": 2, "method": "shutdown", "params": None}))
         proc.stdin.flush()
         while _read_message(proc.stdout).get("id") != 2:
@@ -233,4 +320,4 @@ def spawn_initialize(argv: list[str], env: dict[str, str], cwd: Path) -> StartUp
         if proc.poll() is None:
             proc.kill()
             proc.wait(5)
-    return StartUp(seconds, at_answer, settled)
+    return StartUp(seconds, at_answer, settled, children)

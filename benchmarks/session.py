@@ -1,5 +1,6 @@
-"""Long session: 30 turns (10 in quick mode) each reading a different 60 KB file. Request bytes against the floor,
-and whether every request extends the previous one (so provider prompt caches hit)."""
+"""Long session: 30 turns (10 in quick mode) each reading a different 60 KB file. Request bytes against the floor;
+whether each request extends the previous one (so provider prompt caches hit); and the cached share: how much of
+all request bytes is a byte-identical prefix of the previous request (what a provider's prompt cache could serve)."""
 
 from __future__ import annotations
 
@@ -27,29 +28,80 @@ def script(files: list[str], note: str) -> list[dict[str, Any]]:
     return replies
 
 
+SQUEEZED = "[squeezed to save context"  # agent_lsp/agent/compaction.py plan_squeeze's stubs
+
+
+def is_compaction(body: dict[str, Any]) -> bool:
+    messages = body.get("messages", [])
+    return bool(messages) and messages[0].get("role") == "system" and str(messages[0].get("content", "")).startswith("You compact")
+
+
+def squeezed_only(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> bool:
+    """`new` extends `old` except that some of old's tool results became squeeze stubs."""
+    if len(new) < len(old):
+        return False
+    changed = [i for i, (a, b) in enumerate(zip(old, new, strict=False)) if a != b]
+    return bool(changed) and all(new[i].get("role") == "tool" and str(new[i].get("content", "")).startswith(SQUEEZED)
+                                 for i in changed)
+
+
 def prefix_report(bodies: list[dict[str, Any]]) -> dict[str, int]:
     """For each main-loop request after the first: does it extend the previous one's messages
-    (and send the same tools)? A request right after a compaction is counted apart."""
-    out = {"requests": 0, "extends": 0, "after_compaction": 0, "broken": 0, "compactions": 0}
+    unchanged (and send the same tools)? One that does not is counted by its cause: right after a
+    compaction, right after a squeeze (old results replaced by stubs, the rest extended), or
+    broken (any other change: a prompt-cache break with no reason)."""
+    out = {"requests": 0, "extends": 0, "after_compaction": 0, "after_squeeze": 0, "broken": 0, "compactions": 0}
     previous: dict[str, Any] | None = None
     compacted = False
     for body in bodies:
         messages = body.get("messages", [])
-        if messages and messages[0].get("role") == "system" and messages[0].get("content", "").startswith("You compact"):
+        if is_compaction(body):
             out["compactions"] += 1
             compacted = True
             continue
         out["requests"] += 1
         if previous is not None:
             old = previous["messages"]
-            if messages[: len(old)] == old and body.get("tools") == previous.get("tools"):
+            same_tools = body.get("tools") == previous.get("tools")
+            if messages[: len(old)] == old and same_tools:
                 out["extends"] += 1
             elif compacted:
                 out["after_compaction"] += 1
+            elif squeezed_only(old, messages) and same_tools:
+                out["after_squeeze"] += 1
             else:
                 out["broken"] += 1
         previous, compacted = body, False
     return out
+
+
+def cache_view(body: dict[str, Any]) -> bytes:
+    """The request as a provider's prompt cache sees it: the tools first (chat templates put
+    them before the messages), then the messages, as compact JSON."""
+    return json.dumps({"tools": body.get("tools"), "messages": body.get("messages", [])}, ensure_ascii=False,
+                      separators=(",", ":")).encode()
+
+
+def common_prefix(a: bytes, b: bytes) -> int:
+    """Length of the longest common prefix (binary search on slices: C-speed compares)."""
+    low, high = 0, min(len(a), len(b))
+    while low < high:
+        mid = (low + high + 1) // 2
+        if a[:mid] == b[:mid]:
+            low = mid
+        else:
+            high = mid - 1
+    return low
+
+
+def cached_share(bodies: list[dict[str, Any]]) -> float:
+    """Share of all request bytes (compaction requests included) that are a byte-identical
+    prefix of the previous request, in arrival order: what a provider prompt cache holding the
+    last request could serve."""
+    views = [cache_view(b) for b in bodies]
+    total = sum(len(v) for v in views)
+    cached = sum(common_prefix(prev, cur) for prev, cur in zip(views, views[1:], strict=False))
+    return cached / total if total else 0.0
 
 
 async def measure(cfg: Config, model: ModelProcess) -> dict[str, Any]:
@@ -69,8 +121,10 @@ async def measure(cfg: Config, model: ModelProcess) -> dict[str, Any]:
             await ours_run(model.base_url, prompt, root, cfg.work, **cfg.session_settings)
         bodies = model.requests(key, note)
         model.forget(key, note)
+        report = prefix_report(bodies)
         out[runtime] = {"bytes": sum(body_bytes(b) for b in bodies), "requests": len(bodies),
-                        "largest": max(body_bytes(b) for b in bodies), **prefix_report(bodies)}
+                        "largest": max(body_bytes(b) for b in bodies), "cached_share": cached_share(bodies), **report,
+                        "extend_share": report["extends"] / max(1, report["requests"] - 1)}
     out["ratio"] = out["ours"]["bytes"] / out["floor"]["bytes"]
     out["turns"] = cfg.session_turns
     return out

@@ -16,7 +16,7 @@
 ;;; Code:
 
 (require 'flymake)
-(require 'agent-lsp-base)
+(require 'agent-lsp-rpc)
 
 (defvar flymake--recent-changes)        ; Flymake 1.x internal, Emacs >= 28
 (declare-function flymake--lookup-type-property "flymake")

@@ -15,7 +15,7 @@
 ;;; Code:
 
 (require 'lisp-mnt)
-(require 'agent-lsp-base)
+(require 'agent-lsp-rpc)
 
 
 ;;; Models

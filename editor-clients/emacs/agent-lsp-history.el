@@ -13,7 +13,7 @@
 
 ;;; Code:
 
-(require 'agent-lsp-base)
+(require 'agent-lsp-rpc)
 (require 'agent-lsp-stream)
 
 

@@ -16,7 +16,7 @@
 ;;; Code:
 
 (require 'diff-mode)
-(require 'agent-lsp-base)
+(require 'agent-lsp-rpc)
 
 (declare-function eglot--apply-workspace-edit "eglot")
 (defvar eglot-confirm-server-edits)     ; Eglot >= 1.16

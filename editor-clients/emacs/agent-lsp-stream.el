@@ -11,7 +11,7 @@
 
 ;;; Code:
 
-(require 'agent-lsp-base)
+(require 'agent-lsp-rpc)
 
 (defvar agent-lsp-stream-mode-map
   (let ((map (make-sparse-keymap)))

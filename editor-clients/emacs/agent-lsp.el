@@ -49,6 +49,7 @@
 ;;; Code:
 
 (require 'agent-lsp-base)
+(require 'agent-lsp-rpc)
 (require 'agent-lsp-stream)
 (require 'agent-lsp-review)
 (require 'agent-lsp-diagnostics)
@@ -115,8 +116,8 @@ is set on the retry without a session the server forgot (a restart)."
              (not (string-match-p "unknown sessionId\\|still running" msg)))
          (message "agent-lsp: the run was refused: %s" msg))
         (t
-         ;; the server forgot the session (it restarted), or a run
-         ;; started a moment ago still uses it: go on in a new session
+         ;; the session is gone (pruned, or of another workspace), or
+         ;; a run started a moment ago still uses it: a new session
          (message "agent-lsp: %s; starting a new session" msg)
          (when (string-match-p "unknown sessionId" msg)
            (remhash server agent-lsp--sessions))

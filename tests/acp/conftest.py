@@ -55,3 +55,6 @@ def connect(acp_sdk: Path, tmp_path: Path, workspace: Path) -> Iterator[Any]:
     yield make
     for client in clients:
         client.kill()
+    for client in clients:  # every notification of the test passed the TypeScript SDK's schema
+        if client.closed:
+            assert client.schema_problems() == []

@@ -41,6 +41,7 @@ class AcpClient:
         self._stderr = self.stderr_path.open("wb")
         self.proc = subprocess.Popen(["node", str(CLIENT)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=self._stderr, env=full_env, cwd=str(cwd))
+        self.closed = False
         self.events: list[dict[str, Any]] = []
         self.times: list[float] = []
         self._cond = threading.Condition()
@@ -87,7 +88,8 @@ class AcpClient:
                 self._cond.wait(left)
 
     def stderr(self) -> str:
-        self._stderr.flush()
+        if not self._stderr.closed:
+            self._stderr.flush()
         return self.stderr_path.read_text(errors="replace")[-6000:]
 
     # -- requests --------------------------------------------------------------------------
@@ -146,12 +148,29 @@ class AcpClient:
     def text(self, session_id: str) -> str:
         return "".join(u["content"]["text"] for u in self.updates(session_id, "agent_message_chunk"))
 
+    def schema_problems(self) -> list[str]:
+        """What the TypeScript SDK's schema validation changed: a session/update it dropped or
+        salvaged (a field it did not accept), or an error it logged."""
+        sent = []
+        for line in self.wire.read_text().splitlines():
+            message = json.loads(line)
+            if message.get("method") == "session/update":
+                sent.append(message["params"])
+        got = [e["params"] for e in self.of("update")]
+        problems = [f"sent {a}\nparsed {b}" for a, b in zip(sent, got, strict=False) if a != b]
+        if len(sent) != len(got):
+            problems.append(f"{len(sent)} session/update sent, {len(got)} accepted")
+        if "Error handling" in self.stderr():
+            problems.append(self.stderr())
+        return problems
+
     def close(self, timeout: float = 20) -> dict[str, Any]:
         start = len(self.events)
         self._send({"op": "close"})
         event = self.wait_for(lambda e: e["type"] == "exit", timeout, "the agent to exit", start=start)
         self.proc.wait(timeout)
         self._stderr.close()
+        self.closed = True
         return event
 
     def kill(self) -> None:

@@ -40,7 +40,7 @@ def running(marker: str) -> list[int]:
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             try:
-                if marker in Path(f"/proc/{entry}/cmdline").read_bytes().decode(errors="replace"):
+                if marker in Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace"):
                     found.append(int(entry))
             except OSError:
                 pass
@@ -109,3 +109,43 @@ def test_the_wire_holds_only_the_protocol_and_no_secret(connect, model, workspac
     lines = client.wire.read_text().splitlines()
     assert lines and all(json.loads(line)["jsonrpc"] == "2.0" for line in lines)
     assert API_KEY not in client.wire.read_text()
+    assert client.schema_problems() == []  # none dropped or salvaged by the TypeScript SDK's schema
+    sent = [json.loads(line) for line in lines if json.loads(line).get("method") == "session/update"]
+    assert {m["params"]["update"]["sessionUpdate"] for m in sent} >= {
+        "available_commands_update", "tool_call", "tool_call_update", "agent_message_chunk", "usage_update", "session_info_update"}
+
+
+def test_a_workspace_mcp_server_asks_consent_as_a_permission_of_kind_other(connect, model, workspace: Path, tmp_path: Path):
+    script = tmp_path / "acp_mcp_workspace.py"
+    script.write_text(MCP_SERVER)
+    (workspace / ".mcp.json").write_text(json.dumps({"mcpServers": {"ws": {"command": sys.executable, "args": [str(script)]}}}))
+    model.add("consent", [tools_reply(call("ws__shout", "c-shout", text="yo")), {"text": "done"}])
+    client = connect(model_settings(model))
+    client.initialize()
+    session_id = client.new_session(workspace)
+    client.permissions("allow")
+    assert client.prompt(session_id, "consent: shout", timeout=60)["stopReason"] == "end_turn"
+    consent = client.of("permission")[0]["params"]
+    assert consent["sessionId"] == session_id
+    assert consent["toolCall"]["kind"] == "other" and "ws" in consent["toolCall"]["title"]
+    assert [o["kind"] for o in consent["options"]] == ["allow_once", "allow_always", "reject_once"]
+    assert last_tool_results(model.requests_for("consent")[-1])["c-shout"] == "YO"
+    client.close()
+
+
+def test_the_agent_exits_when_the_client_goes_away_and_leaves_no_process(connect, model, workspace: Path):
+    marker = "31.4159"
+    model.add("long", [tools_reply(call("run_command", "c-sleep", command=f"sleep {marker}")), {"text": "slept"}])
+    client = connect(model_settings(model, approval={"default": "allow"}))
+    client.initialize()
+    session_id = client.new_session(workspace)
+    client.send("session/prompt", {"sessionId": session_id, "prompt": [{"type": "text", "text": "long: wait"}]})
+    deadline = time.monotonic() + 20
+    while not running(f"sleep {marker}"):
+        assert time.monotonic() < deadline, "the command never started"
+        time.sleep(0.05)
+    started = time.monotonic()
+    exit_event = client.close(timeout=15)
+    assert time.monotonic() - started < 10  # CONTRACT: within two seconds; tests allow 5x
+    assert exit_event["code"] == 0
+    assert running(f"sleep {marker}") == []

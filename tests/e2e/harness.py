@@ -7,6 +7,7 @@ import asyncio
 import inspect
 import json
 import os
+import re
 import sys
 import time
 from dataclasses import dataclass, field
@@ -227,9 +228,13 @@ def code_units(char: str, encoding: str = "utf-16") -> int:
     return 2 if ord(char) > 0xFFFF else 1
 
 
+LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")
+
+
 def apply_text_edits(text: str, edits: list[types.TextEdit], encoding: str = "utf-16") -> str:
-    """Apply LSP edits (positions in the negotiated encoding) to text, like an editor would."""
-    lines = text.splitlines(keepends=True)
+    """Apply LSP edits (positions in the negotiated encoding) to text, like an editor would:
+    only \n, \r\n and \r end a line (a form feed or U+2028 does not)."""
+    lines = LINE.findall(text)
 
     def offset(pos: types.Position) -> int:
         if pos.line >= len(lines):

@@ -91,8 +91,7 @@ async def test_workspace_configuration_cannot_set_trusted_keys(open_editor, mode
     }
     editor = await open_editor("visual-studio-code", configuration=repo_settings)
     await editor.wait_for(lambda: editor.configuration_requests, 10, "workspace/configuration")
-    await asyncio.sleep(0.2)  # the answer is merged once it arrives
-    editor.approval_answers = ["Deny"]
+    editor.approval_answers = ["Deny"]  # the first run waits for that answer to be merged (Decision 8)
     started = await editor.run("make marker")
     report = await editor.wait_stop(started["runId"])
 
@@ -106,7 +105,10 @@ async def test_workspace_configuration_cannot_set_trusted_keys(open_editor, mode
     model.add("again", [{"tool_calls": [{"name": "run_command", "arguments": {"command": "touch nope"}}]}, {"text": "ok"}])
     editor.approval_answers = ["Deny"]
     await editor.wait_for(lambda: len(editor.configuration_requests) >= 2, 10, "workspace/configuration again")
-    await asyncio.sleep(0.2)
+    for _ in range(250):  # merged: the settings the next run would use name the new model
+        if (await editor.execute("agentLsp.models", {}))["current"] == "repo-model-2":
+            break
+        await asyncio.sleep(0.02)
     again = await editor.run("again")
     assert (await editor.wait_stop(again["runId"]))["denied"] == 1
     assert model.requests[-1]["model"] == "repo-model-2"

@@ -208,7 +208,7 @@ def vscode(tmp_path_factory: pytest.TempPathFactory, tools: dict[str, str]) -> S
                     f"stdout: {proc.stdout[-2000:]}\nstderr: {proc.stderr[-6000:]}")
     result["leftovers"] = leftovers
     if os.environ.get("AGENT_LSP_UPDATE_SCREENSHOT") == "1":
-        for name in ("screenshot.png", "approval.png", "rewind.png"):
+        for name in ("screenshot.png", "approval.png", "rewind.png", "edit-preview.png"):
             if (tmp / "screenshots" / name).is_file():
                 shutil.copy(tmp / "screenshots" / name, EXTENSION / name)
     return Session(result, requests, tmp, proc.stderr)
@@ -273,6 +273,7 @@ def test_vscode_rewind_restores_buffer_and_disk(vscode: Session):
     rewind = vscode.scenario("rewind")
     assert any(TASKS["run"][:30] in row for row in rewind["pickRows"])
     assert "restored calc.py" in rewind["notification"]
+    assert "restored calc.py" in rewind["outputLine"]
     assert "return a - b" in rewind["editorText"]
     assert "return a - b" in rewind["fileOnDisk"] and "return a + b" not in rewind["fileOnDisk"]
     assert rewind["dirtyTabs"] == 0

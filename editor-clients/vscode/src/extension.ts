@@ -86,7 +86,7 @@ export function activate(context: vscode.ExtensionContext): void {
     approvals,
     agentServer,
     ...commands.register(),
-    reg('agentLsp.client.rewindRun', guard('rewind', () => rewindRun(client, runs))),
+    reg('agentLsp.client.rewindRun', guard('rewind', () => rewindRun(client, runs, (line) => stream.note(line)))),
     reg('agentLsp.client.resumeSession', guard('resume', () => resumeSession(client, runs))),
     reg('agentLsp.client.pickModel', guard('pick model', () => pickModel(client, runs))),
     reg('agentLsp.client.checkHealth', guard('health check', () => checkHealth(client, runs, false))),

@@ -17,7 +17,7 @@ interface RewindResult {
 
 const FORCE = 'Rewind anyway (force)';
 
-export async function rewindRun(getClient: GetClient, runs: RunRegistry): Promise<void> {
+export async function rewindRun(getClient: GetClient, runs: RunRegistry, note: (line: string) => void): Promise<void> {
   const candidates = runs.withChanges();
   if (candidates.length === 0) {
     void vscode.window.showInformationMessage(
@@ -38,10 +38,10 @@ export async function rewindRun(getClient: GetClient, runs: RunRegistry): Promis
   if (!pick) {
     return;
   }
-  await rewind(client, runs, pick.run, false);
+  await rewind(client, runs, pick.run, false, note);
 }
 
-async function rewind(client: LanguageClient, runs: RunRegistry, run: RunInfo, force: boolean): Promise<void> {
+async function rewind(client: LanguageClient, runs: RunRegistry, run: RunInfo, force: boolean, note: (line: string) => void): Promise<void> {
   const result = await callServer<RewindResult>(client, 'agentLsp.rewind', { runId: run.runId, force });
   log.info(`rewind of ${run.runId}${force ? ' (forced)' : ''}: ${JSON.stringify(result)}`);
   if (result.restored.length > 0) {
@@ -52,6 +52,8 @@ async function rewind(client: LanguageClient, runs: RunRegistry, run: RunInfo, f
     restored.length > 0 ? `restored ${restored.join(', ')}` : 'restored nothing',
     ...result.notRestorable.map((c) => `not restorable: ${relative(client, c.uri)} (${c.reason})`),
   ];
+  note(`↺ rewind ${result.rewindId} of run ${run.runId}${force ? ' (forced)' : ''}: ${lines.join('; ')}` +
+    result.conflicts.map((c) => `; changed since, left alone: ${relative(client, c.uri)} (${c.reason})`).join(''));
   if (result.conflicts.length > 0) {
     const conflicts = result.conflicts.map((c) => `${relative(client, c.uri)} (${c.reason})`).join('; ');
     const choice = await vscode.window.showWarningMessage(
@@ -59,7 +61,7 @@ async function rewind(client: LanguageClient, runs: RunRegistry, run: RunInfo, f
       FORCE,
     );
     if (choice === FORCE) {
-      await rewind(client, runs, run, true);
+      await rewind(client, runs, run, true, note);
     }
     return;
   }

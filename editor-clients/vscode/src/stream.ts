@@ -102,6 +102,12 @@ export class StreamView implements vscode.Disposable {
     }
   }
 
+  /** A line of the extension's own (a rewind's outcome), between the runs' output. */
+  note(text: string): void {
+    this.lastRunId = undefined;
+    this.line(text);
+  }
+
   private line(text: string): void {
     this.newLine();
     this.channel.appendLine(text);

@@ -76,6 +76,8 @@ function writeUserSettings(dirs) {
   };
   if (env.AGENT_LSP_MCP_TIME) {
     machine['agentLsp.mcpServers'] = { time: { command: env.AGENT_LSP_MCP_TIME, args: ['--local-timezone', 'UTC'] } };
+    // Its tools say readOnlyHint, so they would run unasked: make the approval the test needs.
+    machine['agentLsp.approval.tools'] = { time__get_current_time: 'ask' };
   }
   const settings = {
     'agentLsp.model': tasks.configuredModel ?? 'm',

@@ -6,7 +6,7 @@ import path from 'node:path';
 import { logInterval, outputChannelLog, step, t, waitFor } from './harness.mjs';
 import {
   answerInputBox, button, diffModifiedText, editorText, openFile, outputPanelText, palette, pickQuickItem, plain,
-  tabLabels, toast, toastWithButton,
+  settled, tabLabels, toast, toastWithButton,
 } from './workbench.mjs';
 
 const agentLog = (dirs) => outputChannelLog(dirs, 'Agent');
@@ -73,6 +73,10 @@ export async function rewind({ page, dirs, tasks }) {
       fs.readFileSync(path.join(dirs.workspace, 'calc.py'), 'utf8').includes('return a - b'), t(30_000)));
   r.fileOnDisk = fs.readFileSync(path.join(dirs.workspace, 'calc.py'), 'utf8');
   r.dirtyTabs = await page.locator('.tabs-container .tab.dirty').count();
+  await step('the rewind in the Agent output', () =>
+    waitFor('the ↺ line in the output panel', async () => (await outputPanelText(page)).includes('↺ rewind'), t(30_000)));
+  r.outputLine = (await outputPanelText(page)).split('\n').find((l) => l.includes('↺ rewind'));
+  await settled(note);
   await page.screenshot({ path: path.join(dirs.shots, 'rewind.png') });
   return r;
 }

@@ -6,7 +6,7 @@ import path from 'node:path';
 import { outputChannelLog, step, t, waitFor } from './harness.mjs';
 import {
   answerInputBox, clearNotifications, diffModifiedText, editorText, openFile, palette, pickQuickItem, plain,
-  statusBarTexts, toast, toastWithButton,
+  settled, statusBarTexts, toast, toastWithButton,
 } from './workbench.mjs';
 
 const agentLog = (dirs) => outputChannelLog(dirs, 'Agent');
@@ -81,6 +81,7 @@ export async function mcpAndStatus({ page, dirs, tasks }) {
   r.statusText = await step('context fill in the status bar', () =>
     waitFor('ctx …k/…k in the status bar', async () =>
       (await statusBarTexts(page)).find((s) => /ctx \d+k\/\d+k/.test(s)), t(30_000)));
+  await settled(approval);
   await page.screenshot({ path: path.join(dirs.shots, 'status.png') });
   await approval.getByRole('button', { name: 'Allow', exact: true }).click();
   await step('run done (mcp)', () => waitDone(dirs, before));

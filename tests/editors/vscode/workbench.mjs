@@ -1,6 +1,6 @@
 // Playwright helpers for the VS Code workbench (code-server): the palette, quick picks,
 // input boxes, notifications, editors, the status bar.
-import { t } from './harness.mjs';
+import { t, waitFor } from './harness.mjs';
 
 // Monaco renders spaces as U+00A0.
 export const plain = (text) => text.replace(/\u00a0/g, ' ');
@@ -84,4 +84,15 @@ export async function statusBarTexts(page) {
 
 export async function tabLabels(page) {
   return (await page.locator('.tabs-container .tab').allInnerTexts()).map(plain);
+}
+
+/** Waits until an element stops moving (a toast slides in) before a screenshot. */
+export async function settled(locator) {
+  let last = '';
+  await waitFor('the element to settle', async () => {
+    const box = JSON.stringify(await locator.boundingBox());
+    const same = box === last;
+    last = box;
+    return same;
+  }, t(10_000), 150);
 }

@@ -70,7 +70,11 @@ function M.open_diff(ev)
   vim.bo[buf].modifiable = false
   vim.bo[buf].filetype = 'diff'
   local height = math.max(3, math.min(#lines, math.floor(vim.o.lines / 2)))
-  local win = vim.api.nvim_open_win(buf, false, { split = 'above', win = -1, height = height })
+  local ok, win = pcall(vim.api.nvim_open_win, buf, false, { split = 'above', win = -1, height = height })
+  if not ok then
+    vim.api.nvim_buf_delete(buf, { force = true })
+    error(win, 0)
+  end
   vim.wo[win].winfixheight = true
   vim.wo[win].number = false
   vim.wo[win].wrap = false
@@ -113,7 +117,12 @@ function M.show_message_request(err, params, ctx)
   local first = actions[1]
   local k = first.runId and key(first.runId, first.callId)
   local ev = k and pending[k]
-  local win = ev and M.open_diff(ev)
+  local win = nil ---@type integer?
+  if ev then
+    -- no room for a split (E36) must not cost the answer: then the message alone is shown
+    local ok, opened = pcall(M.open_diff, ev)
+    win = ok and opened or nil
+  end
   local message = params.message
   if win then
     -- the diff is on screen: the request's own copy of it would only push it away
