@@ -146,3 +146,29 @@ async def test_replay_of_a_missing_transcript_is_fatal(model, workspace, tmp_pat
     settings = Settings(model=f"replay:{tmp_path / 'nope.jsonl'}")
     report, _, _ = await run("hi", model, workspace, settings=settings)
     assert report.stop_reason == StopReason.FATAL and "cannot read the replay transcript" in report.error
+
+
+async def test_the_transcript_holds_every_calls_outcome_even_cancelled_ones(model, workspace):
+    """Issue 11.6: policy grants and the synthetic "cancelled" results are in the transcript."""
+    import asyncio
+
+    from agent_lsp.agent.disk_workspace import DiskWorkspace
+    from agent_lsp.agent.run import Session, run_task
+    from tests.unit.kit import Events, make_settings
+
+    model.add([tools_reply(call("read_file", id="r", path="calc.py"), call("run_command", id="slow", command="sleep 30"),
+                           call("write_file", id="w", path="x.txt", content="x")), {"text": "never"}])
+    events = Events()
+    task = asyncio.ensure_future(run_task("go", session=Session(), settings=make_settings(model, approval={"default": "allow"}),
+                                          workspace=DiskWorkspace([workspace]), approver=ScriptedApprover(), emit=events))
+    for _ in range(500):
+        if any(e.kind == "status" and "sleep 30" in e.text for e in events):
+            break
+        await asyncio.sleep(0.02)
+    task.cancel()
+    report = await asyncio.wait_for(task, 10)
+    records = transcript_records(report)
+    approvals = {r["callId"]: (r["decision"], r["byPolicy"]) for r in records if r["type"] == "approval"}
+    assert approvals["r"] == ("allow", True) and approvals["slow"] == ("allow", True)
+    outcomes = {r["callId"]: r.get("outcome") for r in records if r["type"] == "toolResult"}
+    assert outcomes == {"r": "ok", "slow": "cancelled", "w": "cancelled"}
