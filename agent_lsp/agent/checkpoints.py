@@ -147,6 +147,10 @@ class RunCheckpoint:
         self.workspace = workspace
         self.manifest = Manifest(run_id, session_id, time.time(), kind=kind)
         self._lock = asyncio.Lock()
+        # What the run's own edits left in each file: an editor may send its didChange for the
+        # last edit after the run ends (Neovim debounces it, eglot waits for idle), so the
+        # server's copy of the buffer is not yet the truth when the run closes.
+        self._left: dict[str, str | None] = {}
 
     def _record(self, path: Path, before: str | None, via: str, restorable: bool = True, reason: str = "") -> None:
         self.manifest.files.setdefault(str(path), FileRecord(str(path), before, None, restorable, reason, via))
@@ -166,6 +170,10 @@ class RunCheckpoint:
                 self._record(path, None, "edit", False, f"its checkpoint could not be written ({exc.strerror or exc})")
             await asyncio.to_thread(self.store.save, self.manifest)
 
+    def edited(self, path: Path, text: str) -> None:
+        """An edit tool's change landed: the file now holds `text`."""
+        self._left[str(path)] = content_sha(text.encode("utf-8"))
+
     async def before_command(self) -> Snapshot | None:
         try:
             return await self.store.snapshotter.take()
@@ -183,6 +191,7 @@ class RunCheckpoint:
         async with self._lock:
             for change in changes:
                 self._record(change.path, change.before, "command", change.restorable, change.reason)
+                self._left.pop(str(change.path), None)  # read it again at the close
             if changes:
                 await asyncio.to_thread(self.store.save, self.manifest)
         return [c.path for c in changes]
@@ -190,8 +199,13 @@ class RunCheckpoint:
     async def close(self) -> bool:
         """At the run's end: what it left in each file (for drift detection); saved. Returns
         whether at least one changed file can be restored."""
-        for record in self.manifest.files.values():
-            record.after = content_sha(await current_content(self.workspace, Path(record.path)))
+        for key, record in list(self.manifest.files.items()):
+            if key in self._left:
+                record.after = self._left[key]
+            else:
+                record.after = content_sha(await current_content(self.workspace, Path(record.path)))
+            if record.restorable and record.after == record.before:  # e.g. an edit discarded in the preview
+                del self.manifest.files[key]
         self.manifest.finished = True
         if self.manifest.files:
             try:

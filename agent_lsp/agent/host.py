@@ -133,7 +133,8 @@ class AgentHost:
               run_id: str | None = None, model: str | None = None, mode: str | None = None,
               continue_hint: str = "a follow-up in this session continues from here",
               before: Callable[[], Awaitable[None]] | None = None,
-              after: Callable[[HostedRun], None] | None = None, mcp_servers: list[Any] | None = None) -> HostedRun:
+              after: Callable[[HostedRun], None] | None = None, mcp_servers: list[Any] | None = None,
+              title: str | None = None) -> HostedRun:
         """Start a run in the background (its session claimed at once)."""
         run_id = run_id or new_id("r")
         if model is not None:
@@ -149,7 +150,7 @@ class AgentHost:
             try:
                 extra = await self._prelude(before, ports.workspace.roots, settings, mcp_servers)
                 options = RunOptions(run_id=run_id, mode=mode, continue_hint=continue_hint, on_record=save, extra_tools=extra,
-                                     checkpoints=self.checkpoint_store(ports.workspace.roots))
+                                     checkpoints=self.checkpoint_store(ports.workspace.roots), title=title)
                 hosted.report = await run_task(prompt, session=session, settings=settings, workspace=ports.workspace,
                                                approver=ports.approver, emit=ports.emit,
                                                model=self.model_for(settings, session.model), options=options)

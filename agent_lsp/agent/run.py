@@ -63,6 +63,7 @@ class RunOptions:
     continue_hint: str = "a follow-up in this session continues from here"
     on_record: Callable[[Session, RunRecord], Awaitable[None]] | None = None  # persist the session's index
     checkpoints: CheckpointStore | None = None  # where the run's checkpoint goes (rewind)
+    title: str | None = None  # the user's own words (the prompt may carry a file and a selection)
 
 
 @dataclass
@@ -129,7 +130,7 @@ async def run_task(prompt: str, *, session: Session, settings: Settings, workspa
     tool_ctx.spawn_subagent = run.spawn_subagent
     session.running = run_id
     session.runs.append(record)
-    session.title = session.title or " ".join(prompt.split())
+    session.title = session.title or " ".join((options.title or prompt).split())
     session.history.append(Entry({"role": "user", "content": prompt}, "prompt", run_id))
     main: AgentLoop | None = None
     try:

@@ -131,7 +131,7 @@ class RunRegistry:
         return self.host.active
 
     async def start(self, prompt: str, title: str, session_id: str | None, settings: Settings, caps: ClientCaps, *,
-                    model: str | None = None, mode: str | None = None) -> HostedRun:
+                    model: str | None = None, mode: str | None = None, request: str | None = None) -> HostedRun:
         """Start a run in the background; ValueError (shown to the client) if it cannot."""
         roots, names = workspace_folders(self.ls)
         session, store = await self.host.open_session(roots, session_id)
@@ -153,7 +153,7 @@ class RunRegistry:
 
         return self.host.start(prompt, session=session, store=store, settings=settings,
                                ports=RunPorts(workspace, approver, stream), run_id=run_id, model=model, mode=mode,
-                               before=self._until_warm, after=after)
+                               before=self._until_warm, after=after, title=request)
 
     @staticmethod
     def _waiting(stream: RunStream, request: ApprovalRequest) -> None:

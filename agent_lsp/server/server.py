@@ -162,7 +162,7 @@ def create_server() -> AgentServer:
         title = "Agent: " + parsed.prompt.strip().splitlines()[0][:60]
         try:
             started = await ls.runs.start(prompt, title, parsed.session_id, ls.config.settings, ls.caps,
-                                          model=parsed.model, mode=parsed.mode)
+                                          model=parsed.model, mode=parsed.mode, request=parsed.prompt)
         except ValueError as exc:
             raise commands.JsonRpcInvalidParams(str(exc)) from None
         return {"runId": started.id, "sessionId": started.session.id}

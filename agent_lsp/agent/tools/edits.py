@@ -73,6 +73,8 @@ def _prepared(ctx: ToolContext, path: Path, before: Document | None, after: str)
             reason = outcome.message or "the editor refused the edit"
             raise ToolError(f"the edit to {shown} was not applied: {reason}. Read the file again before retrying.")
         ctx.changes.add(path)
+        if ctx.checkpoint is not None:
+            ctx.checkpoint.edited(path, after)
         problems = await problems_after_edit(ctx, path, outcome.version)
         return f"applied: {summary.splitlines()[0]}" + (f"\n{outcome.message}" if outcome.message else "") + problems
 
