@@ -7,6 +7,7 @@ import asyncio
 import concurrent.futures
 import importlib
 import logging
+import os
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -127,7 +128,7 @@ class AcpAgent:
     # -- lifecycle --------------------------------------------------------------------------
     async def initialize(self, protocol_version: int, client_capabilities: Any = None, client_info: Any = None,
                          **kwargs: Any) -> InitializeResponse:
-        from agent_lsp.acp.workspace import FsCaps
+        from agent_lsp.acp.capabilities import FsCaps
 
         self.caps = FsCaps.from_client(client_capabilities)
         log.info("ACP client %s (protocol %s); fs read=%s write=%s", getattr(client_info, "name", "?"), protocol_version,
@@ -178,7 +179,7 @@ class AcpAgent:
         try:
             core, store = await self.host.open_session(roots, session_id)
         except SessionError as exc:
-            raise RequestError(-32002 if "unknown" in str(exc) else -32602, f"session/load: {exc}", {"sessionId": session_id}) from None
+            raise RequestError(-32002, f"session/load: {exc}", {"sessionId": session_id}) from None  # ACP's "resource not found"
         previous = self.sessions.get(core.id)
         session = AcpSession(core.id, self.host, self.client, self.caps, core, store, roots, settings, declarations,
                              until_warm=self.warm.wait_sdk, mode=previous.mode if previous else "default")
@@ -262,12 +263,32 @@ def _modes(current: str) -> Any:
     return modes_state(current)
 
 
-def _settings() -> tuple[Any, list[str]]:
-    """ACP has no initializationOptions: the user's settings file, then the environment."""
-    from agent_lsp.settings import from_environment, from_user_file, resolve
+_resolved: dict[Any, tuple[Any, list[str]]] = {}
 
-    user, problems = from_user_file()
-    settings, more = resolve(user, from_environment())
-    for problem in problems + more:
-        log.warning("%s", problem)
-    return settings, problems + more
+
+def _settings() -> tuple[Any, list[str]]:
+    """ACP has no initializationOptions: the user's settings file, then the environment. Resolved
+    again only when the file or the environment changed (a new session sees an edited file)."""
+    from agent_lsp.settings import (
+        ENVIRONMENT,
+        from_environment,
+        from_user_file,
+        resolve,
+        user_settings_path,
+    )
+
+    path = user_settings_path()
+    try:
+        stat = path.stat()
+        stamp: Any = (stat.st_mtime_ns, stat.st_size)
+    except OSError:
+        stamp = None
+    key = (str(path), stamp, tuple(os.environ.get(n) for n in (*ENVIRONMENT, "OPENAI_BASE_URL")))
+    if key not in _resolved:
+        user, problems = from_user_file(path)
+        settings, more = resolve(user, from_environment())
+        for problem in problems + more:
+            log.warning("%s", problem)
+        _resolved.clear()
+        _resolved[key] = (settings, problems + more)
+    return _resolved[key]

@@ -30,14 +30,11 @@ def options(choices: dict[str, tuple[Any, ...]]) -> list[PermissionOption]:
 
 async def ask_client(client: Any, outbox: Outbox, tool_call: ToolCallUpdate, choices: dict[str, tuple[Any, ...]],
                      timeout: float) -> str | None:
-    """The chosen option id; None when the client answered `cancelled` or not in time (the
-    request is then abandoned: its late answer is ignored). Errors propagate."""
+    """The chosen option id; None when the client answered `cancelled`. TimeoutError when it did
+    not answer in time (the request is abandoned: a late answer is ignored); errors propagate."""
     await outbox.drain()  # the tool call's own update goes out first
     request = client.request_permission(session_id=outbox.session_id, tool_call=tool_call, options=options(choices))
-    try:
-        response = await asyncio.wait_for(request, timeout)
-    except TimeoutError:
-        return None
+    response = await asyncio.wait_for(request, timeout)
     outcome = response.outcome
     chosen = getattr(outcome, "option_id", None) if getattr(outcome, "outcome", None) == "selected" else None
     return chosen if chosen in choices else None if chosen is None else "deny"
@@ -64,13 +61,15 @@ class AcpApprover:
                                    field_meta={"agentLsp": {"runId": self.events.run_id, "callId": request.call_id}})
         try:
             chosen = await ask_client(self.client, self.events.outbox, tool_call, CHOICES, self.timeout)
+        except TimeoutError:
+            return Answer(Decision.WITHDRAWN, why=f"unanswered after {self.timeout:g} s")
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # the client failed to show it: nobody said yes
             log.warning("session/request_permission for %s failed: %s", request.call_id, exc)
             return Answer(Decision.DENY, why="the editor could not show the permission request")
         if chosen is None:
-            why = "the user cancelled the turn" if self.cancelling else f"unanswered or dismissed (approval.timeout is {self.timeout:g} s)"
+            why = "the user cancelled the turn" if self.cancelling else "the user dismissed the permission request"
             return Answer(Decision.WITHDRAWN, why=why)
         decision = CHOICES[chosen][2]
         return Answer(decision, why=SAID_NO if decision == Decision.DENY else None)
@@ -79,7 +78,7 @@ class AcpApprover:
         if not (path.exists() or path.is_symlink()):
             return None
         try:
-            return (await self.events.workspace.read(path)).text
+            return self.events.redact((await self.events.workspace.read(path)).text)
         except (ValueError, OSError):
             return None
 
@@ -100,6 +99,8 @@ class McpConsent:
                                    kind="other", status="pending", content=[text_content(prompt)])
         try:
             return await ask_client(self.client, outbox, tool_call, CONSENT, self.timeout)
+        except TimeoutError:
+            return None
         except asyncio.CancelledError:
             raise
         except Exception as exc:

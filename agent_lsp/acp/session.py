@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import logging
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,14 +25,16 @@ from acp.schema import (
 )
 
 from agent_lsp.acp.approver import AcpApprover
+from agent_lsp.acp.capabilities import FsCaps
 from agent_lsp.acp.content import available_commands, plan_entries, prompt_text, slash_command
 from agent_lsp.acp.tools import CallIds
 from agent_lsp.acp.updates import Outbox, RunEvents, text_block, thought
-from agent_lsp.acp.workspace import AcpWorkspace, FsCaps
+from agent_lsp.acp.workspace import AcpWorkspace
 from agent_lsp.agent.host import HostedRun, RunPorts
 from agent_lsp.agent.messages import RunReport, StopReason
 from agent_lsp.agent.session import new_id
 from agent_lsp.agent.sessions import iso, title_of
+from agent_lsp.agent.transcript import Redactor
 
 if TYPE_CHECKING:
     from agent_lsp.agent.host import AgentHost
@@ -134,7 +137,8 @@ class AcpSession:
         run_id = new_id("r")
         self.ids.new_run()
         workspace = self.workspace()
-        events = RunEvents(self.outbox, self.roots, self.ids, run_id, workspace, cost_before=self.cost)
+        events = RunEvents(self.outbox, self.roots, self.ids, run_id, workspace, cost_before=self.cost,
+                           redact=Redactor([os.environ.get(self.settings.api_key_env, ""), os.environ.get("OPENAI_API_KEY", "")]))
         self.approver = AcpApprover(self.client, events, self.settings.approval.timeout)
         token = CURRENT.set(self)  # copied into the run's task: MCP consent asks here
         try:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -139,6 +140,7 @@ class RunEvents:
     run_id: str
     workspace: Any = None  # the AcpWorkspace: applied edits become `diff` content
     cost_before: float = 0.0  # the session's cost of earlier runs (ACP's cost is per session)
+    redact: Callable[[str], str] = str  # shown diffs, like every event, never carry the API key
     calls: dict[str, CallInfo] = field(default_factory=dict)
     finished: set[str] = field(default_factory=set)
     cost: float | None = None  # this run's, as the core reports it
@@ -184,7 +186,8 @@ class RunEvents:
         if info is not None and info.tool in EDIT_TOOLS and data.get("ok") and self.workspace is not None:
             edit = self.workspace.take_edit(self.path_of(info))
             if edit is not None:
-                content.insert(0, diff_content(edit.path, edit.old_text, edit.new_text))
+                old_text = self.redact(edit.old_text) if edit.old_text is not None else None
+                content.insert(0, diff_content(edit.path, old_text, self.redact(edit.new_text)))
         self.outbox.send(ToolCallProgress(
             session_update="tool_call_update", tool_call_id=self.acp_id(event), status="completed" if data.get("ok") else "failed",
             content=content, raw_output={k: v for k, v in data.items() if k != "callId"}))
@@ -207,10 +210,6 @@ class RunEvents:
 
     def _on_compaction(self, event: Event) -> None:
         self.outbox.send(thought(f"[context compacted] {event.text}"))
-
-    def _on_status(self, event: Event) -> None:
-        if event.data.get("mcpServer"):
-            self.outbox.send(thought(f"[MCP] {event.text}"))
 
     def _on_stop(self, event: Event) -> None:
         """A call the run left without a result (a cancel) is shown as ended, not pending."""

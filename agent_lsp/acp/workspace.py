@@ -10,25 +10,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from agent_lsp.acp.capabilities import FsCaps
 from agent_lsp.agent.disk_workspace import DiskWorkspace, read_disk_document
 from agent_lsp.agent.ports import Document, EditOutcome
 
 log = logging.getLogger(__name__)
 
 FS_TIMEOUT = 60.0  # an editor that does not answer a read or a write within this is a refusal
-
-
-@dataclass
-class FsCaps:
-    """What the client said it can do at `initialize`, as plain booleans."""
-
-    read: bool = False
-    write: bool = False
-
-    @classmethod
-    def from_client(cls, capabilities: Any) -> FsCaps:
-        fs = getattr(capabilities, "fs", None)
-        return cls(bool(getattr(fs, "read_text_file", False)), bool(getattr(fs, "write_text_file", False)))
 
 
 @dataclass

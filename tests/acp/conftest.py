@@ -31,9 +31,10 @@ def _require(found: bool, what: str) -> None:
 @pytest.fixture(scope="session")
 def acp_sdk() -> Path:
     _require(shutil.which("node") is not None and shutil.which("npm") is not None, "node and npm are not on PATH")
-    if not SDK.is_file():  # the test setup installs it (idempotent, quiet)
-        result = subprocess.run(["bash", str(SETUP)], capture_output=True, text=True, timeout=300)
-        _require(result.returncode == 0 and SDK.is_file(), f"@agentclientprotocol/sdk could not be installed ({result.stderr[-500:]})")
+    # The test setup installs the pinned SDK: idempotent (a stamp check when installed), quiet, and
+    # under a lock, so parallel workers never see a half-written install.
+    result = subprocess.run(["bash", str(SETUP)], capture_output=True, text=True, timeout=300)
+    _require(result.returncode == 0 and SDK.is_file(), f"@agentclientprotocol/sdk could not be installed ({result.stderr[-500:]})")
     return SDK
 
 

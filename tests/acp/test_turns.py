@@ -107,3 +107,16 @@ def test_allow_for_session_is_not_asked_again(connect, model, workspace: Path):
     assert len(client.of("permission")) == 1
     assert "return b * a" in (workspace / "calc.py").read_text()
     client.close()
+
+
+def test_an_unanswered_permission_is_withdrawn_after_the_approval_timeout(connect, model, workspace: Path):
+    script_fix(model, "fix-unanswered")
+    client = connect(model_settings(model, approval={"default": "ask", "timeout": 1}))
+    client.initialize()
+    session_id = client.new_session(workspace)
+    client.permissions("never")
+    assert client.prompt(session_id, "fix-unanswered: the add function is wrong")["stopReason"] == "end_turn"
+    assert "a - b" in (workspace / "calc.py").read_text()
+    fed_back = last_tool_results(model.requests_for("fix-unanswered")[-1])["c-edit"]
+    assert fed_back.startswith("denied: unanswered after 1 s")
+    client.close()
