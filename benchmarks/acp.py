@@ -5,8 +5,9 @@
 
 - overhead per turn: the K-turn script of `turns.py` (each turn reads a ~50 KB file) through
   `agentLsp.run` on `agent-lsp serve` (pygls client, `lsp_client.py`) and through
-  `session/new` + `session/prompt` on `agent-lsp acp` (the official Python SDK's client), each
-  ACP run paired with an LSP run right before it; target: ACP <= LSP + 1 ms. A third row (no
+  `session/new` + `session/prompt` on `agent-lsp acp` (the official Python SDK's client), the
+  runs interleaved (the order alternating run by run); target: ACP <= LSP + 1 ms. The notes give
+  each server's CPU per turn, which background load moves less than wall time. A third row (no
   target) has the client offer `fs/read_text_file`, so every read is a round trip to it.
 - start-up: spawn -> `initialize` answered, `agent-lsp acp` (raw newline-delimited JSON-RPC)
   against `agent-lsp serve` (raw LSP framing, `lsp_client.spawn_initialize`), interleaved;
@@ -24,10 +25,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-if __package__ in (None, ""):  # run as a script: make `benchmarks` importable; `import acp` must
-    here = str(Path(__file__).resolve().parent)  # find the SDK, not this file in the script's folder
-    sys.path[:] = [p for p in sys.path if p not in ("", here)]
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+HERE = Path(__file__).resolve().parent
+if __package__ in (None, ""):  # run as a script: make `benchmarks` importable
+    sys.path.insert(0, str(HERE.parent))
 
 from benchmarks.common import Config, bench_env, cpu_seconds, median, ms, rss_bytes, tag  # noqa: E402
 from benchmarks.lsp_client import SERVER_ARGV, LspSession, settled_rss, spawn_initialize  # noqa: E402
@@ -36,6 +36,19 @@ from benchmarks.turns import RESULT_CHARS, make_files, overhead, tool_script  # 
 
 ACP_ARGV = [sys.executable, "-m", "agent_lsp", "acp"]
 MIB = 1024 * 1024
+
+
+def load_sdk() -> Any:
+    """The ACP SDK (`import acp`), never this file: a script run from this folder (this one, or
+    `benchmarks/run.py`) puts the folder on sys.path, where `acp` would find acp.py."""
+    saved = sys.path[:]
+    sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE]
+    try:
+        from agent_lsp.acp import sdk
+
+        return sdk.load()
+    finally:
+        sys.path[:] = saved
 
 
 class BenchClient:
@@ -74,9 +87,7 @@ class AcpAgentProcess:
         self._spawn: Any = None
 
     async def __aenter__(self) -> AcpAgentProcess:
-        from agent_lsp.acp import sdk
-
-        acp = sdk.load()
+        acp = load_sdk()
         from acp.schema import ClientCapabilities, FileSystemCapabilities
 
         self._spawn = acp.spawn_agent_process(self.client, *ACP_ARGV, env=self.env, cwd=self.root,
@@ -113,7 +124,8 @@ async def per_turn(cfg: Config, model: ModelProcess, env: dict[str, str]) -> dic
             cpu: dict[str, list[float]] = {"lsp": [], "acp": [], "acp_fs": []}
             warmup = cfg.warmup if index == 0 else 0
             for rep in range(warmup + cfg.runs):
-                for name in ("lsp", "acp", "acp_fs"):  # interleaved: background load hits all alike
+                order = ("lsp", "acp", "acp_fs") if rep % 2 == 0 else ("acp_fs", "acp", "lsp")
+                for name in order:  # interleaved, alternating: background load hits all alike
                     key = tag(f"{name}-k{k}")
                     model.add(key, tool_script(files, k, cfg.ttft))
                     prompt = f"[{key}] Read the {k} parts one by one."

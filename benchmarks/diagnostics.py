@@ -32,7 +32,8 @@ async def measure(cfg: Config, model: ModelProcess, env: dict[str, str]) -> dict
     cpu: dict[str, list[float]] = {"with": [], "without": []}
     async with LspSession(root, env, init, edits="ack", diagnostics=WARNING) as answering, \
             LspSession(root, env, init, edits="ack") as silent:
-        for rep in range(cfg.warmup + cfg.runs):
+        warmup = max(1, cfg.warmup)  # even in quick mode: a server's first run pays one-time costs (~50 ms an edit)
+        for rep in range(warmup + cfg.runs):
             order = (("with", answering), ("without", silent)) if rep % 2 == 0 else (("without", silent), ("with", answering))
             for variant, lsp in order:
                 key = tag(f"diag-{variant}")
@@ -48,7 +49,7 @@ async def measure(cfg: Config, model: ModelProcess, env: dict[str, str]) -> dict
                     raise RuntimeError(f"diagnostics/{variant}: {report.get('stopReason')}, {len(served)} model calls")
                 if variant == "with" and lsp.diagnostics_asked - asked != count:
                     raise RuntimeError(f"diagnostics: the server asked {lsp.diagnostics_asked - asked} times for {count} edits")
-                if rep >= cfg.warmup:
+                if rep >= warmup:
                     per_edit[variant] += turn_gaps(trace.t_sent, served, trace.t_stop)[1:-1]
                     cpu[variant].append((c1 - c0) / count)
     return {"edits": count, "with": median(per_edit["with"]), "without": median(per_edit["without"]),

@@ -21,8 +21,15 @@ from typing import Any
 from benchmarks.common import Config, median
 
 
-def bwrap_problem() -> str | None:
-    return None if shutil.which("bwrap") else "bwrap is not on the PATH (install bubblewrap)"
+async def bwrap_problem() -> str | None:
+    """None when the sandbox can run here, else why not (the agent's own probe: bwrap on the
+    PATH and user namespaces allowed)."""
+    if shutil.which("bwrap") is None:
+        return "bwrap is not on the PATH (install bubblewrap)"
+    from agent_lsp.agent import sandbox
+
+    sandbox.reset_probe()
+    return await sandbox.probe()
 
 
 async def bare_true(cwd: Path, env: dict[str, str]) -> None:
