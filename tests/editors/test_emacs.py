@@ -55,7 +55,7 @@ EGLOT_DIR = _eglot_dir()
 require(EGLOT_DIR, "eglot", "apt-get install -y --no-install-recommends elpa-eglot")
 
 
-SESSION_SECONDS = 25  # the driver writes its result by then, whatever happens
+SESSION_SECONDS = 40  # the driver writes its result by then, whatever happens (a loaded machine)
 
 
 @dataclasses.dataclass
