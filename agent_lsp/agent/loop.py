@@ -158,7 +158,9 @@ class AgentLoop:
         """Side path: bulky old tool results become stubs the model can re-read (they were the
         bulk of what every later request re-sent). Returns whether anything was squeezed."""
         stubs = plan_squeeze(self.history)
-        if not stubs:
+        freed = sum(len(str(self.history[i].message.get("content"))) - len(str(stub.message["content"])) for i, stub in stubs)
+        # Only when it frees a good share of the budget: each squeeze breaks the prompt cache once.
+        if not stubs or freed / 4 < self.s.limits.context_budget() * 0.2:
             return False
         await self.log_pending()
         before = self.s.estimator.estimate(self._messages())

@@ -129,12 +129,10 @@ class OpenAIModel:
             openai = await import_openai()
             if not self._api_key and not self._base_url and not os.environ.get("OPENAI_BASE_URL"):
                 raise ModelError("no API key: set the environment variable named by `apiKeyEnv` (default OPENAI_API_KEY), or point `baseUrl` at a local server")
-            self._client = openai.AsyncOpenAI(
-                api_key=self._api_key or "not-needed",
-                base_url=self._base_url or None,
-                timeout=self._timeout,
-                max_retries=self._max_retries,
-            )
+            # Off the loop: the client's HTTP stack imports and builds an SSL context (~70 ms).
+            self._client = await asyncio.to_thread(
+                openai.AsyncOpenAI, api_key=self._api_key or "not-needed", base_url=self._base_url or None,
+                timeout=self._timeout, max_retries=self._max_retries)
         return self._client
 
     async def aclose(self) -> None:

@@ -137,7 +137,7 @@ def create_server() -> AgentServer:
 
     @server.feature(types.INITIALIZED)
     async def initialized(ls: AgentServer, params: types.InitializedParams) -> None:
-        sdk = warm_up_imports()  # the model SDK, in the background
+        sdk = warm_up_imports(SDK_MODULES)  # the model SDK, in the background
         await asyncio.wrap_future(warm_up_imports(CORE_MODULES))  # the core, off the loop; then:
         ls.runs.warm_up = sdk
         ls.config  # noqa: B018 - resolve initializationOptions now, problems shown to the user
@@ -295,7 +295,8 @@ class EditorLogHandler(logging.Handler):
 
 
 CORE_MODULES = ("agent_lsp.server.config", "agent_lsp.server.runs", "agent_lsp.server.commands",
-                "agent_lsp.server.code_actions")
+                "agent_lsp.server.code_actions", "agent_lsp.mcp", "agent_lsp.agent.tools")
+SDK_MODULES = ("openai", "httpcore2", "httpcore")
 
 
 def warm_up_imports(modules: tuple[str, ...] = ("openai",)) -> concurrent.futures.Future[None]:
@@ -310,6 +311,13 @@ def warm_up_imports(modules: tuple[str, ...] = ("openai",)) -> concurrent.future
                 importlib.import_module(name)
             except Exception as exc:  # the run that needs it will report the problem
                 log.debug("warm-up import of %s failed: %s", name, exc)
+        if "agent_lsp.agent.tools" in modules:  # the tool schemas (pydantic, ~5 ms a tool) are built once
+            try:
+                from agent_lsp.agent.tools import ToolBox, main_tools
+
+                ToolBox(main_tools(diagnostics=True)).schemas()
+            except Exception as exc:
+                log.debug("warm-up of the tool schemas failed: %s", exc)
         done.set_result(None)
 
     threading.Thread(target=load, name="agent-lsp-warm-up", daemon=True).start()
