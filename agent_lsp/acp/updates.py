@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,11 +31,11 @@ from agent_lsp.acp.tools import (
     tool_locations,
     tool_title,
 )
+from agent_lsp.agent.coalesce import TextCoalescer
 from agent_lsp.agent.messages import Event
 
 log = logging.getLogger(__name__)
 
-TEXT_INTERVAL = 1 / 25  # model text: at most ~25 chunks a second, as over LSP
 RESULT_TEXT_CHARS = 4000  # of a tool's result line(s) shown in the client
 
 
@@ -48,9 +47,8 @@ class Outbox:
         self.client = client
         self.session_id = session_id
         self.queue: asyncio.Queue[Any] = asyncio.Queue()
-        self.text: list[str] = []
-        self.timer: asyncio.TimerHandle | None = None
-        self.last_text = 0.0
+        self.text = TextCoalescer(lambda text: self._put(AgentMessageChunk(session_update="agent_message_chunk",
+                                                                           content=text_block(text))))
         self.task: asyncio.Task[None] | None = None
         self.broken = False
 
@@ -59,19 +57,10 @@ class Outbox:
         self._put(update)
 
     def send_text(self, text: str) -> None:
-        self.text.append(text)
-        if self.timer is None:
-            delay = max(0.0, self.last_text + TEXT_INTERVAL - time.monotonic())
-            self.timer = asyncio.get_running_loop().call_later(delay, self.flush_text)
+        self.text.add(text)
 
     def flush_text(self) -> None:
-        if self.timer is not None:
-            self.timer.cancel()
-            self.timer = None
-        if self.text:
-            text, self.text = "".join(self.text), []
-            self.last_text = time.monotonic()
-            self._put(AgentMessageChunk(session_update="agent_message_chunk", content=text_block(text)))
+        self.text.flush()
 
     def _put(self, update: Any) -> None:
         if self.broken:

@@ -5,13 +5,13 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from lsprotocol import types
 from pygls.lsp.server import LanguageServer
 
+from agent_lsp.agent.coalesce import TextCoalescer
 from agent_lsp.agent.host import AgentHost, HostedRun, RunPorts
 from agent_lsp.agent.messages import Event
 from agent_lsp.agent.ports import ApprovalRequest
@@ -25,7 +25,6 @@ from agent_lsp.settings import Settings
 log = logging.getLogger(__name__)
 
 STREAM = "agentLsp/stream"
-TEXT_INTERVAL = 1 / 25  # at most ~30 text events per second per run: 25 leaves room for jitter
 PROGRESS_CREATE_TIMEOUT = 5.0
 
 
@@ -38,9 +37,7 @@ class RunStream:
         self.run_id = run_id
         self.title = title
         self.seq = 0
-        self._text: list[str] = []
-        self._timer: asyncio.TimerHandle | None = None
-        self._last_text = 0.0
+        self._text = TextCoalescer(lambda text: self.send("text", text, {"agentId": "main"}))
         self._progress = "off"  # off | creating | on | ended
         self._last_report: str | None = None
         self._usage = ""  # `ctx 31k/128k · $0.012`, appended to progress messages
@@ -49,10 +46,7 @@ class RunStream:
     # -- stream -----------------------------------------------------------------------------
     def __call__(self, event: Event) -> None:
         if event.kind == "text":
-            self._text.append(event.text)
-            if self._timer is None:
-                delay = max(0.0, self._last_text + TEXT_INTERVAL - time.monotonic())
-                self._timer = asyncio.get_running_loop().call_later(delay, self.flush_text)
+            self._text.add(event.text)
             return
         self.flush_text()
         data = {**event.data, "agentId": event.agent_id}
@@ -63,13 +57,7 @@ class RunStream:
             self.report(event.text)
 
     def flush_text(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        if self._text:
-            text, self._text = "".join(self._text), []
-            self._last_text = time.monotonic()
-            self.send("text", text, {"agentId": "main"})
+        self._text.flush()
 
     def send(self, kind: str, text: str, data: dict[str, Any]) -> None:
         payload = {**data, "runId": self.run_id, "seq": self.seq, "kind": kind, "text": text}

@@ -21,6 +21,7 @@ from agent_lsp.agent.tools import ripgrep
 from agent_lsp.agent.tools.base import Tool, ToolContext, ToolError
 from agent_lsp.agent.tools.paths import PathGuard, PathRefused
 from agent_lsp.agent.tools.search import MAX_LIST, MAX_MATCHES, ListFiles, Search
+from tests.unit.kit import alive
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -36,14 +37,6 @@ class BufferWorkspace:
     def open_texts(self) -> dict[Path, str]:
         return dict(self.buffers)
 
-
-def alive(pid: int) -> bool:
-    """True while the process exists and is not a zombie."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except (FileNotFoundError, ProcessLookupError):
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
 def make_ctx(*roots: Path, buffers: dict[Path, str] | None = None) -> ToolContext:
