@@ -82,14 +82,19 @@ class Snapshotter:
             return snap
 
     async def changes(self, before: Snapshot) -> list[Change]:
-        """What differs between `before` and now, with the old content of each changed file."""
-        after = await self.take()
+        """What differs between `before` and now, with the old content of each changed file.
+        In git, the refreshed private index is compared with the tree taken before (no tree is
+        written for the after side: the next snapshot writes one)."""
         found: list[Change] = []
-        for root, (top, tree) in before.git_trees.items():
-            now = after.git_trees.get(root)
-            if now is None or now[1] == tree:
-                continue
-            found += await self._git_changes(top, tree, now[1])
+        async with self._lock:
+            after = Snapshot()
+            for root in self.roots:
+                if root in before.git_trees:
+                    top, tree = before.git_trees[root]
+                    await self._add(top, root)
+                    found += await self._git_changes(top, tree)
+                else:
+                    await asyncio.to_thread(self._walk, root, after)
         for path, (size, mtime, sha) in before.files.items():
             current = after.files.get(path)
             if sha is None:  # too big to have been kept: only its size and time tell
@@ -126,22 +131,24 @@ class Snapshotter:
                    GIT_ALTERNATE_OBJECT_DIRECTORIES=str(git_objects) if git_objects.is_dir() else "")
         return env
 
-    async def _write_tree(self, top: Path, root: Path) -> str:
-        env = self._git_env(top)
+    async def _add(self, top: Path, root: Path) -> None:
         spec = os.path.relpath(root, top)
-        code, out = await _git(top, "add", "-A", "--ignore-errors", "--", spec, env=env)
+        code, out = await _git(top, "add", "-A", "--ignore-errors", "--", spec, env=self._git_env(top))
         if code != 0:
             log.info("git add for a snapshot of %s said: %s", root, out.strip()[:300])
-        code, out = await _git(top, "write-tree", env=env)
+
+    async def _write_tree(self, top: Path, root: Path) -> str:
+        await self._add(top, root)
+        code, out = await _git(top, "write-tree", env=self._git_env(top))
         if code != 0:
             raise OSError(0, f"git write-tree failed: {out.strip()[:300]}")
         return out.strip()
 
-    async def _git_changes(self, top: Path, old: str, new: str) -> list[Change]:
+    async def _git_changes(self, top: Path, old: str) -> list[Change]:
         env = self._git_env(top)
-        code, out = await _git(top, "diff-tree", "-r", "-z", "--no-renames", "--raw", old, new, env=env)
+        code, out = await _git(top, "diff-index", "--cached", "-r", "-z", "--no-renames", "--raw", old, env=env)
         if code != 0:
-            raise OSError(0, f"git diff-tree failed: {out.strip()[:300]}")
+            raise OSError(0, f"git diff-index failed: {out.strip()[:300]}")
         changes = []
         parts = out.split("\0")
         for meta, name in zip(parts[0::2], parts[1::2], strict=False):
