@@ -51,7 +51,8 @@ class AcpWorkspace:
         text = response.content
         return Document(path, text, exact="\x00" not in text)
 
-    async def apply(self, path: Path, before: Document | None, after: str, *, preview: str | None = None) -> EditOutcome:
+    async def apply(self, path: Path, before: Document | None, after: str, *, preview: str | None = None,
+                    late: Any = None) -> EditOutcome:
         if not self.caps.write:
             outcome = await self.disk.apply(path, before, after)
         else:

@@ -174,6 +174,16 @@ class RunCheckpoint:
         """An edit tool's change landed: the file now holds `text`."""
         self._left[str(path)] = content_sha(text.encode("utf-8"))
 
+    async def record_late(self, path: Path, before: Document | None, after: str) -> None:
+        """An edit that landed after the run closed (a preview applied after a cancel)."""
+        async with self._lock:
+            sha = await asyncio.to_thread(self.store.blobs.put, before.text.encode("utf-8")) if before is not None else None
+            self.manifest.files[str(path)] = FileRecord(str(path), sha, content_sha(after.encode("utf-8")), via="edit")
+            try:
+                await asyncio.to_thread(self.store.save, self.manifest)
+            except OSError as exc:
+                log.warning("the late edit of %s could not be added to the checkpoint: %s", path, exc)
+
     async def before_command(self) -> Snapshot | None:
         try:
             return await self.store.snapshotter.take()

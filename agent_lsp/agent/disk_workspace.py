@@ -43,7 +43,8 @@ class DiskWorkspace:
     async def read(self, path: Path) -> Document:
         return await read_disk_document(path)
 
-    async def apply(self, path: Path, before: Document | None, after: str, *, preview: str | None = None) -> EditOutcome:
+    async def apply(self, path: Path, before: Document | None, after: str, *, preview: str | None = None,
+                    late: Any = None) -> EditOutcome:
         try:
             current = (await read_disk_document(path)) if path.exists() or path.is_symlink() else None
         except ValueError as exc:

@@ -40,10 +40,12 @@ class Workspace(Protocol):
         """The current text: the open buffer if there is one, else the file on disk."""
         ...
 
-    async def apply(self, path: Path, before: Document | None, after: str, *, preview: str | None = None) -> EditOutcome:
+    async def apply(self, path: Path, before: Document | None, after: str, *, preview: str | None = None,
+                    late: Callable[[], None] | None = None) -> EditOutcome:
         """Replace the file's text (before=None: create it). Never raises for a refusal.
         `preview`: the editor shows the edit and asks (its label); applied=False, rejected=True
-        when the user declined there."""
+        when the user declined there. `late`: called if the run stopped waiting (a cancel) and
+        the editor applied the previewed edit afterwards."""
         ...
 
     def open_texts(self) -> dict[Path, str]:

@@ -125,6 +125,7 @@ async def run_task(prompt: str, *, session: Session, settings: Settings, workspa
                             ApprovalPolicy(settings.approval, session.approvals), approver, settings.approval.timeout,
                             tool_ctx, state_dir() / "spill" / run_id, stats, pricing,
                             changed_files=lambda: [paths.display(p) for p in dict.fromkeys([*session.edited, *tool_ctx.changes])])
+    tool_ctx.notify = lambda text: services.emit(Event("status", text, {"turn": None}))
     record = RunRecord(run_id, str(transcript.path), time.time(), prompt)
     run = _Run(services, session, settings, paths, record)
     tool_ctx.spawn_subagent = run.spawn_subagent

@@ -75,15 +75,24 @@ class OutgoingRequest:
 
 
 async def client_request(ls: LanguageServer, method: str, params: Any, timeout: float | None = None,
-                         on_sent: Callable[[], None] | None = None) -> Any:
+                         on_sent: Callable[[], None] | None = None,
+                         late: Callable[[Any], None] | None = None) -> Any:
     """Send a request and wait for its answer; TimeoutError when nobody answers in time.
-    `on_sent` runs right after the request is written (see PITFALLS: eglot's reader)."""
+    `on_sent` runs right after the request is written (see PITFALLS: eglot's reader). With
+    `late`, a cancelled waiter leaves the request open (a user may still answer it, e.g. in the
+    editor's preview) and `late` gets the answer when it comes."""
     request = OutgoingRequest(ls, method, params)
     if on_sent is not None:
         on_sent()
     try:
         return await asyncio.wait_for(asyncio.shield(request.answer), timeout)
-    except (TimeoutError, asyncio.CancelledError):
+    except asyncio.CancelledError:
+        if late is None:
+            request.withdraw()
+        else:
+            request.answer.add_done_callback(lambda done: None if done.cancelled() or done.exception() else late(done.result()))
+        raise
+    except TimeoutError:
         request.withdraw()
         raise
 

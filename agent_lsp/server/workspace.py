@@ -156,7 +156,8 @@ class LspWorkspace:
                 out.append(path)
         return out
 
-    async def apply(self, path: Path, before: Document | None, after: str, *, preview: str | None = None) -> EditOutcome:
+    async def apply(self, path: Path, before: Document | None, after: str, *, preview: str | None = None,
+                    late: Callable[[], None] | None = None) -> EditOutcome:
         if not self.caps.can_apply_edit:
             return EditOutcome(False, "this editor does not support workspace/applyEdit")
         open_doc = self._open_document(path)
@@ -175,8 +176,9 @@ class LspWorkspace:
             waiting = self.on_waiting
             notify = (lambda: waiting(f"waiting for the editor to apply the edit to {path.name}")) if waiting else None
             # A previewed edit waits for the user, without a time limit (CONTRACT "Edit review").
+            on_late = (lambda answer: late() if getattr(answer, "applied", False) else None) if preview and late else None
             result = await client_request(self.ls, types.WORKSPACE_APPLY_EDIT, types.ApplyWorkspaceEditParams(edit=edit, label=label),
-                                          None if preview else APPLY_EDIT_TIMEOUT, on_sent=notify)
+                                          None if preview else APPLY_EDIT_TIMEOUT, on_sent=notify, late=on_late)
         except TimeoutError:
             return EditOutcome(False, f"the editor did not answer the edit within {APPLY_EDIT_TIMEOUT:g}s")
         except ClientRequestError as exc:  # e.g. eglot answers a stale version with an error

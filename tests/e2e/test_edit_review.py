@@ -96,3 +96,22 @@ async def test_change_annotation_support_alone_is_not_a_preview(open_editor, mod
     await editor.wait_stop(started["runId"])
     assert len(editor.approval_requests) == 1
     assert editor.edits[-1].edit.change_annotations is None
+
+
+async def test_a_preview_applied_after_a_cancel_is_recorded_and_announced(open_editor, model, workspace):
+    """CONTRACT "Edit review": the run is cancelled while its preview is open; the user applies
+    the edit later: it goes into the run's checkpoint (rewindable) and a status event says so."""
+    original = (workspace / "calc.py").read_text()
+    model.add("fix", [{"tool_calls": [EDIT]}, {"text": "never"}])
+    editor = await open_editor(preview_caps())
+    editor.edit_delay = 2.0  # the user looks at the preview for a while
+    started = await editor.run("fix add")
+    await editor.wait_for(lambda: editor.edits, 15, "the previewed edit")
+    await editor.execute("agentLsp.cancel", {"runId": started["runId"]})
+    report = await editor.wait_stop(started["runId"])
+    assert report["stopReason"] == "cancelled"
+    await editor.wait_for(lambda: [e for e in editor.events(started["runId"], "status") if "after the run was cancelled" in e["text"]],
+                          15, "the announcement")
+    assert "a + b" in (workspace / "calc.py").read_text()
+    result = await editor.execute("agentLsp.rewind", {"runId": started["runId"]})
+    assert len(result["restored"]) == 1 and (workspace / "calc.py").read_text() == original

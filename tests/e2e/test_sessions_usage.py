@@ -12,7 +12,7 @@ import pytest
 from lsprotocol import types
 from pygls.exceptions import JsonRpcException
 
-from tests.e2e.harness import start_editor, tool_messages
+from tests.e2e.harness import start_editor
 
 SIDE_EFFECTS = {"edit_file", "write_file", "run_command", "remember"}
 

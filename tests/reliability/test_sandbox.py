@@ -19,7 +19,16 @@ from agent_lsp.agent.disk_workspace import DiskWorkspace
 from agent_lsp.agent.messages import StopReason
 from agent_lsp.agent.ports import Decision
 from agent_lsp.agent.run import Session, run_task
-from tests.unit.kit import Events, ScriptedApprover, alive, call, last_tool_results, make_settings, run, tools_reply
+from tests.unit.kit import (
+    Events,
+    ScriptedApprover,
+    alive,
+    call,
+    last_tool_results,
+    make_settings,
+    run,
+    tools_reply,
+)
 
 pytestmark = [pytest.mark.timeout(60),
               pytest.mark.skipif(shutil.which("bwrap") is None and not os.environ.get("CI"), reason="bubblewrap is not installed")]

@@ -44,7 +44,8 @@ class RecordingWorkspace(DiskWorkspace):
         finally:
             self.log.append(("end", "read", path.name))
 
-    async def apply(self, path: Path, before: Document | None, after: str, *, preview: str | None = None) -> EditOutcome:
+    async def apply(self, path: Path, before: Document | None, after: str, *, preview: str | None = None,
+                    late=None) -> EditOutcome:
         self.log.append(("start", "apply", path.name))
         try:
             await asyncio.sleep(self.apply_delay)

@@ -59,6 +59,7 @@ class ToolContext:
     spawn_subagent: SubAgentSpawner | None = None
     runner: CommandRunner | None = None
     checkpoint: RunCheckpoint | None = None
+    notify: Callable[[str], None] | None = None  # a status line for the user (e.g. after the run ended)
 
 
 @dataclass

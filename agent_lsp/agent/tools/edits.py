@@ -4,6 +4,7 @@ final newline are kept; the run's checkpoint records each file before its first 
 
 from __future__ import annotations
 
+import asyncio
 import difflib
 from pathlib import Path
 
@@ -59,6 +60,16 @@ async def _current(ctx: ToolContext, path: Path) -> Document | None:
         raise ToolError(str(exc)) from None
 
 
+def _applied_late(ctx: ToolContext, path: Path, before: Document | None, after: str) -> None:
+    """The run was cancelled while the editor's preview was open, and the user applied the edit
+    afterwards: it goes into the run's checkpoint (rewindable) and the user is told."""
+    if ctx.checkpoint is not None:
+        asyncio.ensure_future(ctx.checkpoint.record_late(path, before, after))
+    if ctx.notify is not None:
+        ctx.notify(f"the edit to {ctx.paths.display(path)} was applied in the editor's preview after the run was cancelled; "
+                   "it is in the run's checkpoint (rewind can take it back)")
+
+
 def _prepared(ctx: ToolContext, path: Path, before: Document | None, after: str) -> Prepared:
     shown = ctx.paths.display(path)
     summary = diff_summary(shown, before.text if before else None, after)
@@ -66,7 +77,11 @@ def _prepared(ctx: ToolContext, path: Path, before: Document | None, after: str)
     async def apply(preview: str | None = None) -> str:
         if ctx.checkpoint is not None:
             await ctx.checkpoint.before_change(path, before)
-        outcome = await ctx.workspace.apply(path, before, after, preview=preview)
+        if preview is None:
+            outcome = await ctx.workspace.apply(path, before, after)
+        else:
+            outcome = await ctx.workspace.apply(path, before, after, preview=preview,
+                                                late=lambda: _applied_late(ctx, path, before, after))
         if outcome.rejected:
             raise EditRejected("the user rejected the edit in the preview")
         if not outcome.applied:
