@@ -15,18 +15,6 @@ SAMPLE = {
 }
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Under pytest-xdist, the real-editor tests run one after another on one worker (they are
-    heavy: code-server and Chromium, Neovim and Emacs in tmux), and so does the benchmarks'
-    smoke run; everything else spreads over the workers."""
-    for item in items:
-        path = str(item.path).replace("\\", "/")
-        if "/tests/editors/" in path:
-            item.add_marker(pytest.mark.xdist_group("editors"))
-        elif "/tests/benchmarks/" in path:
-            item.add_marker(pytest.mark.xdist_group("benchmarks"))
-
-
 @pytest.fixture
 def workspace(tmp_path: Path) -> Path:
     root = tmp_path / "ws"
