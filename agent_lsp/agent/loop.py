@@ -100,6 +100,7 @@ class AgentLoop:
         self.logged = max(0, len(self.history) - 1)  # the new user message is this run's input
         try:
             while True:
+                _cancel_if_asked()
                 if self.turn >= self.max_turns:  # append, then check the turn budget
                     return LoopOutcome(StopReason.MAX_TURNS, self.last_text, self.turn)
                 self.turn += 1
@@ -362,6 +363,7 @@ class AgentLoop:
         self._approval_event(call, prepared, "pending", request=request)
         try:
             answer = as_answer(await self.s.approver.ask(request))
+            _cancel_if_asked()
         except asyncio.CancelledError:
             self._approval_event(call, prepared, "withdrawn")
             raise
@@ -461,6 +463,15 @@ class AgentLoop:
             await self.s.transcript.write(self.agent_id, self.turn, "toolResult", callId=entry.message["tool_call_id"], ok=False,
                                           outcome=str(entry.outcome), truncated=False, content=entry.message["content"])
         self.closed = []
+
+
+def _cancel_if_asked() -> None:
+    """Raise the cancel a finished wait swallowed: on Python 3.11, asyncio.wait_for returns the
+    result when the awaited answer and a cancel arrive together (an approval answered
+    "cancelled" right after session/cancel), and the run would go on as if never cancelled."""
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError
 
 
 def usage_line(data: dict[str, Any]) -> str:
