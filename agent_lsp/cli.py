@@ -68,6 +68,9 @@ def _workspace(parser: argparse.ArgumentParser) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    given = sys.argv[1:] if argv is None else argv
+    if given in ([], ["serve"], ["serve", "--stdio"]):  # how editors start it: skip argparse (start-up time)
+        return _serve(argparse.Namespace(tcp=None, log_level="INFO"))
     args = _parser().parse_args(argv)
     if args.command in (None, "serve"):
         return _serve(args)
