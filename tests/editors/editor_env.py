@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
@@ -23,3 +27,44 @@ def require(found: object, what: str, install: str) -> None:
     if os.environ.get("CI"):
         raise RuntimeError(f"{what} not found: {install}")
     pytest.skip(f"{what} not found ({install})", allow_module_level=True)
+
+
+class TmuxTerminal:
+    """A program in a detached tmux session of its own (own socket, no user config): what a
+    person sees in a terminal, for the screenshots."""
+
+    def __init__(self, name: str, argv: list[str], *, cwd: Path, env: dict[str, str], cols: int, rows: int) -> None:
+        self.name = name
+        self.socket = f"agent-lsp-{name}-{os.getpid()}-{id(self)}"
+        self.cols, self.rows = cols, rows
+        self.env = env
+        # options first, then the session, in one tmux invocation
+        self._tmux("-f", "/dev/null", "start-server", ";",
+                   "set-option", "-g", "default-terminal", "tmux-256color", ";",
+                   "new-session", "-d", "-s", name, "-x", str(cols), "-y", str(rows),
+                   "-c", str(cwd), "--", *argv)
+
+    def _tmux(self, *args: str) -> str:
+        return subprocess.run(["tmux", "-L", self.socket, *args], env=self.env, check=True,
+                              capture_output=True, text=True, timeout=15).stdout
+
+    def screen(self, ansi: bool = False) -> str:
+        return self._tmux("capture-pane", "-p", "-t", self.name, *(["-e"] if ansi else []))
+
+    def wait_until(self, pred: Callable[[str], bool], timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if pred(self.screen()):
+                return True
+            time.sleep(0.1)
+        return False
+
+    def wait_for(self, text: str, timeout: float) -> bool:
+        return self.wait_until(lambda screen: text in screen, timeout)
+
+    def send_keys(self, *keys: str) -> None:
+        self._tmux("send-keys", "-t", self.name, *keys)
+
+    def close(self) -> None:
+        subprocess.run(["tmux", "-L", self.socket, "kill-server"], env=self.env,
+                       capture_output=True, timeout=15)

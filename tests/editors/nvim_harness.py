@@ -13,6 +13,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from editor_env import TmuxTerminal
+
 REPO = Path(__file__).resolve().parents[2]
 PLUGIN_DIR = REPO / "editor-clients" / "neovim"
 
@@ -323,45 +325,14 @@ def render_png(ansi_text: str, path: Path, cols: int, rows: int, font_size: int 
     image.save(path)
 
 
-class TmuxNvim:
+class TmuxNvim(TmuxTerminal):
     """Neovim in a detached tmux session of its own (own socket, no user config)."""
 
     def __init__(self, nvim: str, tmp: Path, script: Path, *, cwd: Path, env: dict[str, str],
                  cols: int = 120, rows: int = 34, files: tuple[str, ...] = ()) -> None:
-        self.socket = f"agent-lsp-test-{os.getpid()}-{id(self)}"
-        self.cols, self.rows = cols, rows
-        self.env = env
         cmd = [nvim, "--clean", "-n", "-i", "NONE", "--cmd", f"set rtp^={PLUGIN_DIR}",
                "-c", f"luafile {script}", *files]
-        # options first, then the session, in one tmux invocation
-        self._tmux("-f", "/dev/null", "start-server", ";",
-                   "set-option", "-g", "default-terminal", "tmux-256color", ";",
-                   "new-session", "-d", "-s", "nvim", "-x", str(cols), "-y", str(rows),
-                   "-c", str(cwd), "--", *cmd)
-
-    def _tmux(self, *args: str) -> str:
-        return subprocess.run(["tmux", "-L", self.socket, *args], env=self.env, check=True,
-                              capture_output=True, text=True, timeout=15).stdout
-
-    def screen(self, ansi: bool = False) -> str:
-        return self._tmux("capture-pane", "-p", "-t", "nvim", *(["-e"] if ansi else []))
-
-    def wait_for(self, text: str, timeout: float) -> bool:
-        import time
-
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if text in self.screen():
-                return True
-            time.sleep(0.1)
-        return False
-
-    def send_keys(self, *keys: str) -> None:
-        self._tmux("send-keys", "-t", "nvim", *keys)
-
-    def close(self) -> None:
-        subprocess.run(["tmux", "-L", self.socket, "kill-server"], env=self.env,
-                       capture_output=True, timeout=15)
+        super().__init__("nvim", cmd, cwd=cwd, env=env, cols=cols, rows=rows)
 
 
 def editor_env(tmp: Path, settings: dict[str, Any], server_cmd: list[str] | None = None) -> dict[str, str]:

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from editor_env import SAMPLE_A, require
+from editor_env import SAMPLE_A, TmuxTerminal, require
 
 from agent_lsp.testing.scripted_model import ScriptedModelServer
 
@@ -856,41 +856,11 @@ TERMINAL_INIT = r"""
 """
 
 
-class TmuxEmacs:
+class TmuxEmacs(TmuxTerminal):
     """`emacs -nw` in a detached tmux session of its own (own socket, no user config)."""
 
     def __init__(self, init: Path, *, cwd: Path, env: dict[str, str], cols: int, rows: int) -> None:
-        self.socket = f"agent-lsp-emacs-{os.getpid()}-{id(self)}"
-        self.env = env
-        self._tmux("-f", "/dev/null", "start-server", ";",
-                   "set-option", "-g", "default-terminal", "tmux-256color", ";",
-                   "new-session", "-d", "-s", "emacs", "-x", str(cols), "-y", str(rows),
-                   "-c", str(cwd), "--", EMACS, "-nw", "-q", "-l", str(init))
-
-    def _tmux(self, *args: str) -> str:
-        return subprocess.run(["tmux", "-L", self.socket, *args], env=self.env, check=True,
-                              capture_output=True, text=True, timeout=15).stdout
-
-    def screen(self, ansi: bool = False) -> str:
-        return self._tmux("capture-pane", "-p", "-t", "emacs", *(["-e"] if ansi else []))
-
-    def wait_until(self, pred: Callable[[str], bool], timeout: float) -> bool:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if pred(self.screen()):
-                return True
-            time.sleep(0.1)
-        return False
-
-    def wait_for(self, text: str, timeout: float) -> bool:
-        return self.wait_until(lambda screen: text in screen, timeout)
-
-    def send_keys(self, *keys: str) -> None:
-        self._tmux("send-keys", "-t", "emacs", *keys)
-
-    def close(self) -> None:
-        subprocess.run(["tmux", "-L", self.socket, "kill-server"], env=self.env,
-                       capture_output=True, timeout=15)
+        super().__init__("emacs", [EMACS, "-nw", "-q", "-l", str(init)], cwd=cwd, env=env, cols=cols, rows=rows)
 
 
 def test_screenshots_in_a_terminal(tmp_path, workspace, model):
