@@ -1,8 +1,5 @@
 from __future__ import annotations
 
-import asyncio
-import contextlib
-
 import pytest
 import pytest_asyncio
 
@@ -30,17 +27,4 @@ async def open_editor(workspace, model):
 
     yield start
     for editor in editors:
-        process = editor.process
-        if process is not None and process.returncode is None and editor.client.error is None:
-            with contextlib.suppress(Exception):  # shutdown, exit and close the pipe, as editors do
-                await asyncio.wait_for(editor.client.shutdown_async(None), 10)
-                editor.client.exit(None)
-                editor.close_stdin()
-                await asyncio.wait_for(process.wait(), 10)
-        if process is not None and process.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                process.kill()
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(process.wait(), 5)
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(editor.client.stop(), 5)
+        await editor.quit()

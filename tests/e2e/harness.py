@@ -4,6 +4,7 @@ real LSP by pytest-lsp's client with a real editor's recorded capabilities."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import json
 import os
@@ -219,6 +220,25 @@ class Editor:
 
     async def wait_exit(self, timeout: float) -> int:
         return await asyncio.wait_for(self.process.wait(), timeout)
+
+    async def quit(self) -> None:
+        """What an editor does when it closes: shutdown, exit, close the pipe; then the process
+        is waited for (killed if it hangs) and the client's transports are closed, so nothing
+        is left for the garbage collector to close after the test's event loop is gone."""
+        process = self.process
+        if process is not None and process.returncode is None and self.client.error is None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self.client.shutdown_async(None), 10)
+                self.client.exit(None)
+                self.close_stdin()
+                await asyncio.wait_for(process.wait(), 10)
+        if process is not None and process.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                process.kill()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(process.wait(), 5)
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(self.client.stop(), 5)
 
 
 def code_units(char: str, encoding: str = "utf-16") -> int:

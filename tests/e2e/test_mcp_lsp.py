@@ -70,8 +70,7 @@ async def test_a_workspace_server_needs_consent_remembered_and_asked_again_when_
         status = await editor.execute("agentLsp.mcpServers", {})
         assert status[0]["state"] == "denied" and status[0]["source"] == ".mcp.json"
     finally:
-        await asyncio.wait_for(editor.client.shutdown_async(None), 10)
-        editor.client.exit(None)
+        await editor.quit()
 
     again = await start_editor(workspace, "visual-studio-code", init_options=init)
     try:
@@ -79,8 +78,7 @@ async def test_a_workspace_server_needs_consent_remembered_and_asked_again_when_
         assert again.approval_requests == [], "the denial was remembered for this exact declaration"
         assert not sentinel.exists()
     finally:
-        await asyncio.wait_for(again.client.shutdown_async(None), 10)
-        again.client.exit(None)
+        await again.quit()
 
     declaration["mcpServers"]["helper"]["env"] = {"CHANGED": "1"}
     (workspace / ".mcp.json").write_text(json.dumps(declaration))
@@ -91,8 +89,7 @@ async def test_a_workspace_server_needs_consent_remembered_and_asked_again_when_
         assert len(changed.approval_requests) == 1, "a changed declaration asks again"
         assert sentinel.exists()
     finally:
-        await asyncio.wait_for(changed.client.shutdown_async(None), 10)
-        changed.client.exit(None)
+        await changed.quit()
 
 
 @pytest.mark.parametrize("ending", ["shutdown", "stdin-eof", "cancel-mid-call"])
@@ -120,6 +117,7 @@ async def test_no_mcp_server_outlives_the_language_server(model, workspace, help
     while any(alive(p) for p in servers) and time.monotonic() < deadline:
         await asyncio.sleep(0.05)
     assert not [p for p in servers if alive(p)], "an MCP server process survived"
+    await editor.quit()
 
 
 async def test_a_server_that_fails_is_shown_once_with_its_stderr(open_editor, model, tmp_path):

@@ -99,9 +99,7 @@ async def test_rewind_after_a_server_restart(model, workspace, state_dir):
     model.add("change", replies(EDIT, CREATE))
     first = await start_editor(workspace, "visual-studio-code", init_options={"model": "m", "baseUrl": model.base_url, **ALLOW})
     report = await run_to_stop(first, "change")
-    await asyncio.wait_for(first.client.shutdown_async(None), 10)
-    first.client.exit(None)
-    await first.wait_exit(10)
+    await first.quit()
 
     second = await start_editor(workspace, "visual-studio-code", init_options={"model": "m", "baseUrl": model.base_url})
     try:
@@ -114,8 +112,7 @@ async def test_rewind_after_a_server_restart(model, workspace, state_dir):
         result = await second.execute("agentLsp.rewind", {"runId": report["runId"]})
         assert len(result["restored"]) == 2 and "a - b" in (workspace / "calc.py").read_text()
     finally:
-        await asyncio.wait_for(second.client.shutdown_async(None), 10)
-        second.client.exit(None)
+        await second.quit()
 
 
 @pytest.mark.parametrize("in_git", [True, False], ids=["git", "no-git"])

@@ -4,7 +4,6 @@ the bad inputs (unknown, foreign or corrupt sessions, a model the endpoint rejec
 
 from __future__ import annotations
 
-import asyncio
 import json
 from pathlib import Path
 
@@ -23,15 +22,13 @@ async def stop(editor, prompt: str, timeout: float = 20, **extra) -> dict:
 
 
 async def restart(editor, model, workspace, **init) -> object:
-    await asyncio.wait_for(editor.client.shutdown_async(None), 10)
-    editor.client.exit(None)
-    await editor.wait_exit(10)
+    await editor.quit()
+    assert editor.process.returncode == 0, "the server did not exit cleanly on shutdown + exit"
     return await start_editor(workspace, "visual-studio-code", init_options={"model": "m", "baseUrl": model.base_url, **init})
 
 
 async def close(editor) -> None:
-    await asyncio.wait_for(editor.client.shutdown_async(None), 10)
-    editor.client.exit(None)
+    await editor.quit()
 
 
 async def test_a_session_resumes_after_a_server_restart(model, workspace):

@@ -67,8 +67,7 @@ async def test_search_finds_the_only_match_in_the_last_of_30000_files(model, big
         await stop(editor, "find the needle", 60)
         assert tool_messages(model.requests[-1])["c0"] == "d29/f0999.txt:2: THE-ONLY-NEEDLE is here"
     finally:
-        await asyncio.wait_for(editor.client.shutdown_async(None), 10)
-        editor.client.exit(None)
+        await editor.quit()
 
 
 async def test_nested_ignores_with_negation_as_git_reads_them(open_editor, model, workspace):
@@ -124,8 +123,7 @@ async def test_a_cancelled_search_leaves_no_rg(open_editor, model, big_tree):
         await asyncio.sleep(0.3)
         assert rg_children(editor.process.pid) == [], "the cancel killed rg"
     finally:
-        await asyncio.wait_for(editor.client.shutdown_async(None), 10)
-        editor.client.exit(None)
+        await editor.quit()
 
 
 # -- editor diagnostics ------------------------------------------------------------------------
@@ -194,8 +192,7 @@ async def test_two_workspace_folders(model, workspace, tmp_path):
         assert (other / "lib.py").read_text() == "def helper():\n    return 2\n"
         assert report["editedFiles"] == [(other / "lib.py").resolve().as_uri()]
     finally:
-        await asyncio.wait_for(editor.client.shutdown_async(None), 10)
-        editor.client.exit(None)
+        await editor.quit()
 
 
 # -- remember ----------------------------------------------------------------------------------

@@ -4,6 +4,7 @@ and importing the run module does not import openai."""
 from __future__ import annotations
 
 import ast
+import gc
 import subprocess
 import sys
 from pathlib import Path
@@ -14,8 +15,20 @@ CORE = Path(agent_lsp.agent.__file__).parent
 FORBIDDEN = {"pygls", "lsprotocol"}
 
 
+def _parse(path: Path) -> ast.Module:
+    # CPython 3.11.7: a garbage collection during ast.parse that runs a finaliser which prints
+    # a traceback (the traceback's carets parse source too) fails the outer parse with
+    # "AST constructor recursion depth mismatch". Seen in CI; no collection runs meanwhile.
+    gc.collect()
+    gc.disable()
+    try:
+        return ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    finally:
+        gc.enable()
+
+
 def _imported_modules(path: Path) -> set[str]:
-    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    tree = _parse(path)
     found: set[str] = set()
     for node in ast.walk(tree):  # every import, also inside functions and TYPE_CHECKING blocks
         if isinstance(node, ast.Import):
