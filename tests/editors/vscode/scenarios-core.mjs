@@ -5,7 +5,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { logInterval, outputChannelLog, step, t, waitFor } from './harness.mjs';
 import {
-  answerInputBox, button, diffModifiedText, editorText, openFile, outputPanelText, palette, pickQuickItem, plain,
+  answerInputBox, button, clickToastButton, diffModifiedText, editorText, openFile, outputPanelText, palette, pickQuickItem, plain,
   settled, tabLabels, toast, toastWithButton,
 } from './workbench.mjs';
 
@@ -36,7 +36,7 @@ export async function run({ page, dirs, tasks }) {
   r.diffTabs = (await tabLabels(page)).filter((l) => l.includes('proposed'));
   r.diffText = await diffModifiedText(page);
   await page.screenshot({ path: path.join(dirs.shots, 'approval.png') });
-  await approval.getByRole('button', { name: 'Allow', exact: true }).click();
+  await clickToastButton(approval, 'Allow');
 
   await step('edit in the editor', () =>
     waitFor('the agent edit in calc.py', async () => (await editorText(page)).includes('return a + b'), t(60_000)));
@@ -88,7 +88,7 @@ export async function denyWithReason({ page, dirs, tasks }) {
   await newSession(page);
   await step('Agent: Run Task… (deny)', () => runTask(page, tasks.deny));
   const approval = await step('approval toast (deny)', () => toastWithButton(page, 'edit_file', 'Deny'));
-  await approval.getByRole('button', { name: 'Deny', exact: true }).click();
+  await clickToastButton(approval, 'Deny');
   await step('type the reason', () => answerInputBox(page, tasks.denyReason, 'why not'));
   await step('run goes on after the denial', () =>
     waitFor('"stop reason: done"', () => since(dirs, before).includes('stop reason: done'), t(60_000)));

@@ -5,7 +5,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { outputChannelLog, step, t, waitFor } from './harness.mjs';
 import {
-  answerInputBox, clearNotifications, diffModifiedText, editorText, openFile, palette, pickQuickItem, plain,
+  answerInputBox, clearNotifications, clickToastButton, diffModifiedText, editorText, openFile, palette, pickQuickItem, plain,
   settled, statusBarTexts, toast, toastWithButton,
 } from './workbench.mjs';
 
@@ -51,7 +51,7 @@ export async function plan({ page, dirs, tasks }) {
   const ready = await step('"plan is ready" notification', () => toastWithButton(page, 'plan', 'Carry Out Plan'));
   r.readyText = plain(await ready.innerText());
   r.planOutput = since(dirs, before);
-  await ready.getByRole('button', { name: 'Carry Out Plan', exact: true }).click();
+  await clickToastButton(ready, 'Carry Out Plan');
   await step('the follow-up run is done', () => waitDone(dirs, before, 2));
   r.agentOutput = since(dirs, before);
   return r;
@@ -83,7 +83,7 @@ export async function mcpAndStatus({ page, dirs, tasks }) {
       (await statusBarTexts(page)).find((s) => /ctx \d+k\/\d+k/.test(s)), t(30_000)));
   await settled(approval);
   await page.screenshot({ path: path.join(dirs.shots, 'status.png') });
-  await approval.getByRole('button', { name: 'Allow', exact: true }).click();
+  await clickToastButton(approval, 'Allow');
   await step('run done (mcp)', () => waitDone(dirs, before));
   await step('status bar item hidden after the run', () =>
     waitFor('no ctx item', async () => !(await statusBarTexts(page)).some((s) => /ctx \d+k/.test(s)), t(30_000)));
@@ -140,7 +140,7 @@ export async function multiRoot({ page, dirs, tasks, port }) {
   const approval = await step('approval toast (second folder)', () => toastWithButton(page, 'edit_file', 'Allow', 120_000));
   await step('the diff of second/notes.txt', () =>
     waitFor('the proposed text', async () => (await diffModifiedText(page)).includes(tasks.multiNew), t(30_000)));
-  await approval.getByRole('button', { name: 'Allow', exact: true }).click();
+  await clickToastButton(approval, 'Allow');
   await step('second/notes.txt edited on disk', () =>
     waitFor('the edit on disk', () => fs.readFileSync(path.join(dirs.second, 'notes.txt'), 'utf8').includes(tasks.multiNew), t(60_000)));
   await step('run done (two folders)', () => waitDone(dirs, before));

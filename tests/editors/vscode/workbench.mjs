@@ -73,6 +73,30 @@ export async function toastWithButton(page, text, name, timeoutMs = 60_000) {
   return found;
 }
 
+/**
+ * Clicks the button `name` of a toast and waits for the toast to close. A click that lands
+ * while the toast is still sliding in can be lost (seen once in CI: "Carry Out Plan" stayed
+ * up), so the toast is let settle first and the click is repeated while the toast stays.
+ */
+export async function clickToastButton(found, name) {
+  await settled(found);
+  // Pinned to this very toast: a retry must never click the same button of a newer toast.
+  const handle = await found.elementHandle();
+  for (let attempt = 1; ; attempt += 1) {
+    const target = await handle.$(`.monaco-button:text-is("${name}")`);
+    if (!target) return; // the toast closed meanwhile
+    await target.click({ timeout: t(10_000) }).catch((err) => {
+      if (attempt >= 3) throw err;
+    });
+    try {
+      await handle.waitForElementState('hidden', { timeout: t(5_000) });
+      return;
+    } catch {
+      if (attempt >= 3) throw new Error(`the toast's "${name}" button was clicked ${attempt} times and the toast stayed`);
+    }
+  }
+}
+
 export async function clearNotifications(page) {
   await page.keyboard.press('Escape');
   await palette(page, 'Notifications: Clear All Notifications');
