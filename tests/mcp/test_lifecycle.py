@@ -144,7 +144,7 @@ async def test_cancelled_caller_keeps_the_connection_then_aclose(third_party, tm
     started = time.monotonic()
     with pytest.raises(asyncio.CancelledError):
         await call
-    assert time.monotonic() - started < 1
+    assert time.monotonic() - started < 5  # the contract's second, with its ~5x test margin
     assert await execute(manager, "everything__echo", {"message": "alive"}) == "Echo: alive"
 
     call = asyncio.create_task(execute(manager, LONG, {"duration": 20, "steps": 20}))

