@@ -19,6 +19,34 @@ SAMPLE_A = '''def greet(name):
 print(greet("world"))
 '''
 
+# The terminal screenshots' file, and the model's two replies: an edit adding a module
+# docstring, then a summary (streamed slowly where the screenshot catches it mid-stream).
+SCREENSHOT_SAMPLE = '''def greet(name):
+    message = "Hello, " + name
+    return message
+
+
+def farewell(name):
+    return "Goodbye, " + name
+
+
+print(greet("world"))
+'''
+
+
+def screenshot_replies(*, slow_summary: bool = False) -> list[dict]:
+    slow = {"chunk_size": 3, "chunk_delay": 0.1} if slow_summary else {}
+    return [
+        {"text": "I'll add a one-line module docstring at the top of `a.py`.",
+         "tool_calls": [{"name": "edit_file", "arguments": {
+             "path": "a.py", "old_text": "def greet(name):",
+             "new_text": '"""Greetings and farewells."""\n\n\ndef greet(name):'}}],
+         "usage": {"prompt_tokens": 31200, "completion_tokens": 60}},
+        {"text": "Added a module docstring to `a.py`: a one-line summary, then two blank lines "
+                 "before `greet`, as PEP 257 and PEP 8 suggest. Nothing else changed.",
+         **slow, "usage": {"prompt_tokens": 31900, "completion_tokens": 40}},
+    ]
+
 
 def require(found: object, what: str, install: str) -> None:
     """A missing editor fails the run in CI (a skip would hide it) and skips elsewhere."""

