@@ -3,6 +3,8 @@ refused when stale or by the editor (and the model is told), new files, UTF-16 p
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from lsprotocol import types
 
@@ -163,3 +165,28 @@ async def test_positions_after_an_emoji_are_in_the_negotiated_encoding(open_edit
     assert text_edit.new_text == "2"
     if caps == "visual-studio-code":
         assert editor.encoding == "utf-16" and expected == column + 2  # the emoji is two UTF-16 units
+
+
+async def test_run_command_after_an_edit_never_blocks_on_the_file_on_disk(open_editor, model, workspace):
+    """Issue 11.7: before run_command the server compares the buffers the agent changed with
+    their files on disk. That read is off the event loop and cannot block: with the file on
+    disk replaced by a FIFO nobody writes to, the command still runs, its result says the
+    file is unsaved, and the server goes on answering (the read used to hang the server)."""
+    model.add("edit then test", [
+        edit_call("return a - b", "return a + b"),
+        {"ttft": 1.5, "tool_calls": [{"id": "cmd", "name": "run_command", "arguments": {"command": "echo ran"}}]},
+        {"text": "done"},
+    ])
+    editor = await open_editor(init={"approval": {"default": "allow"}})
+    editor.open("calc.py")
+    started = await editor.run("edit then test")
+    await editor.wait_for(lambda: "a + b" in editor.text("calc.py"), 15, "the edit in the buffer")
+    disk = workspace / "calc.py"
+    disk.unlink()
+    os.mkfifo(disk)  # another program put a FIFO where the file was, before the command
+    report = await editor.wait_stop(started["runId"], 20)
+
+    assert report["stopReason"] == "done", report
+    result = tool_messages(model.requests[-1])["cmd"]
+    assert "ran" in result and "still unsaved" in result and "calc.py" in result, result
+    assert isinstance(await editor.execute("agentLsp.sessions", {}), list)  # the server still answers
