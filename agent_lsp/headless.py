@@ -34,12 +34,13 @@ class TerminalApprover:
     async def ask(self, request: ApprovalRequest) -> Answer:
         s = self.style
         first = request.detail.splitlines()[0] if request.detail else request.tool
-        if self.yes:
+        if self.yes and not request.must_ask:
             self.out.write(f"\n  {s.ok()} approved (--yes): {first}\n")
             return Answer(Decision.ALLOW)
         if not self.interactive:
-            self.out.write(f"\n  {s.bad()} denied: {NOBODY}: {first}\n")
-            return Answer(Decision.DENY, why=NOBODY)
+            why = f"{NOBODY}; --yes does not cover it ({request.must_ask})" if request.must_ask else NOBODY
+            self.out.write(f"\n  {s.bad()} denied: {why}: {first}\n")
+            return Answer(Decision.DENY, why=why)
         self.out.write(f"\n  {s('35;1', '?')} {s.bold(request.tool)} wants to:\n")
         for line in request.detail.splitlines()[:40]:
             color = "32" if line.startswith("+") else "31" if line.startswith("-") else "0"

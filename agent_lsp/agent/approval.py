@@ -106,6 +106,8 @@ class ApprovalPolicy:
             (self.settings.tools[a] for a in getattr(tool, "aliases", ()) if a in self.settings.tools), None)
         if configured == "deny":
             return PolicyVerdict("deny", f"approval.tools denies {tool.name}")
+        if prepared.must_ask:  # above every allow: rules, the sandbox, session grants, --yes
+            return PolicyVerdict("ask", prepared.must_ask)
         if tool.read_only:
             return PolicyVerdict(configured or "allow", "read-only tool")
         if prepared.command is not None:

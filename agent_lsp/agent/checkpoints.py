@@ -8,6 +8,7 @@ import asyncio
 import hashlib
 import json
 import logging
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +22,7 @@ from agent_lsp.agent.snapshots import BlobStore, Snapshot, Snapshotter
 log = logging.getLogger(__name__)
 
 KEEP_RUNS = 100
+MAX_MANIFEST = 50_000_000
 KEEP_DAYS = 30
 
 
@@ -83,9 +85,12 @@ class CheckpointStore:
     """The checkpoints of one workspace (its first folder)."""
 
     def __init__(self, state: Path, roots: list[Path]):
+        self.roots = [root.resolve() for root in roots]
         self.dir = workspace_state(state, roots[0]) / "checkpoints"
         self.blobs = BlobStore(self.dir / "blobs")
-        self.snapshotter = Snapshotter(workspace_state(state, roots[0]), roots, self.blobs)
+        # The state dir may sit inside a workspace (XDG_STATE_HOME under the project): its own
+        # files are never a command's changes.
+        self.snapshotter = Snapshotter(workspace_state(state, roots[0]), roots, self.blobs, exclude=(state,))
 
     def path(self, run_id: str) -> Path:
         safe = "".join(c for c in run_id if c.isalnum() or c in "-_")
@@ -100,8 +105,11 @@ class CheckpointStore:
 
     def load(self, run_id: str) -> Manifest | None:
         try:
-            return Manifest.from_json(json.loads(self.path(run_id).read_text(encoding="utf-8")))
-        except (KeyError, FileNotFoundError):
+            target = self.path(run_id)
+            if not os.path.lexists(target):
+                return None
+            return Manifest.from_json(json.loads(read_regular_sync(target, MAX_MANIFEST)))  # a regular file only
+        except KeyError:
             return None
         except (OSError, ValueError) as exc:
             raise OSError(0, f"the checkpoint of {run_id} cannot be read ({exc}); it is kept at {self.path(run_id)}") from None
@@ -115,7 +123,7 @@ class CheckpointStore:
             return []
         for file in files:
             try:
-                out.append(Manifest.from_json(json.loads(file.read_text(encoding="utf-8"))))
+                out.append(Manifest.from_json(json.loads(read_regular_sync(file, MAX_MANIFEST))))
             except (OSError, ValueError, KeyError):
                 log.warning("checkpoint %s is unreadable: skipped (kept on disk)", file)
         return sorted(out, key=lambda m: m.created)

@@ -357,7 +357,7 @@ class AgentLoop:
                                   self.s.redact(prepared.diff) if prepared.diff is not None else None,
                                   bool(prepared.diff and len(prepared.diff) > 1_000_000),
                                   self.s.redact(prepared.new_text) if prepared.new_text is not None else None,
-                                  can_preview=prepared.preview is not None)
+                                  can_preview=prepared.preview is not None, must_ask=prepared.must_ask)
         if request.diff and request.diff_truncated:
             request.diff = request.diff[:1_000_000]
         self._approval_event(call, prepared, "pending", request=request)

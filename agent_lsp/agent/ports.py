@@ -86,6 +86,7 @@ class ApprovalRequest:
     diff_truncated: bool = False
     new_text: str | None = None
     can_preview: bool = False  # an edit the editor's own preview may ask for
+    must_ask: str | None = None  # why a person must answer (`--yes` does not): risky git config
 
 
 class Approver(Protocol):

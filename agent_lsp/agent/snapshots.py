@@ -1,8 +1,9 @@
 """What a command changed in the workspace, found by comparing snapshots taken before and after it.
 
-In a git work tree, a snapshot is a tree written with a temporary index and object directory in
-the state dir, the repository's own objects as an alternate: as cheap as `git status` (files
-git already knows are not hashed again) and nothing is written under the workspace. Elsewhere
+In a git work tree, a snapshot is a tree written with a git dir of our own in the state dir (its
+index and objects; the repository's objects as an alternate; the repository's config and hooks
+never read, so nothing of the repository's runs): as cheap as `git status` (files git already
+knows are not hashed again) and nothing is written under the workspace. Elsewhere
 it is a walk of the files the ignore rules keep, with the content of files under 1 MB kept so
 they can be restored. Ignored files and `.git/` are never looked at (CONTRACT Decision 17)."""
 
@@ -16,12 +17,12 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from agent_lsp.agent.gitsafe import Repository, find_repository, git_env, private_git_dir, run_git
 from agent_lsp.agent.safeio import private_dir, read_regular_sync, write_private
 
 log = logging.getLogger(__name__)
 
 SMALL_FILE = 1_000_000  # outside git, files up to this size are kept before a command
-GIT_SAFE = ["-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null", "-c", "core.quotePath=false"]
 
 
 class BlobStore:
@@ -55,18 +56,19 @@ class Change:
 
 @dataclass
 class Snapshot:
-    git_trees: dict[Path, tuple[Path, str]] = field(default_factory=dict)  # workspace root -> (toplevel, tree id)
+    git_trees: dict[Path, tuple[Repository, str]] = field(default_factory=dict)  # workspace root -> (repository, tree id)
     files: dict[Path, tuple[int, int, str | None]] = field(default_factory=dict)  # non-git: path -> (size, mtime_ns, sha)
 
 
 class Snapshotter:
     """Snapshots of one workspace's folders; keeps its git index and stat cache between commands."""
 
-    def __init__(self, state: Path, roots: list[Path], blobs: BlobStore):
+    def __init__(self, state: Path, roots: list[Path], blobs: BlobStore, exclude: tuple[Path, ...] = ()):
         self.state = state
         self.roots = roots
         self.blobs = blobs
-        self._toplevel: dict[Path, Path | None] = {}
+        self.exclude = tuple(p.resolve() for p in exclude)  # never part of a change (the state dir)
+        self._repos: dict[Path, Repository | None] = {}
         self._hashes: dict[Path, tuple[int, int, str]] = {}  # non-git stat cache
         self._lock = asyncio.Lock()
 
@@ -74,9 +76,9 @@ class Snapshotter:
         async with self._lock:
             snap = Snapshot()
             for root in self.roots:
-                top = await self._git_top(root)
-                if top is not None:
-                    snap.git_trees[root] = (top, await self._write_tree(top, root))
+                repo = await self._repository(root)
+                if repo is not None:
+                    snap.git_trees[root] = (repo, await self._write_tree(repo, root))
                 else:
                     await asyncio.to_thread(self._walk, root, snap)
             return snap
@@ -90,9 +92,9 @@ class Snapshotter:
             after = Snapshot()
             for root in self.roots:
                 if root in before.git_trees:
-                    top, tree = before.git_trees[root]
-                    await self._add(top, root)
-                    found += await self._git_changes(top, tree)
+                    repo, tree = before.git_trees[root]
+                    await self._add(repo, root)
+                    found += await self._git_changes(repo, tree)
                 else:
                     await asyncio.to_thread(self._walk, root, after)
         for path, (size, mtime, sha) in before.files.items():
@@ -110,64 +112,97 @@ class Snapshotter:
         return found
 
     # -- git ---------------------------------------------------------------------------------
-    async def _git_top(self, root: Path) -> Path | None:
-        if root not in self._toplevel:
-            code, out = await _git(root, "rev-parse", "--show-toplevel")
-            self._toplevel[root] = Path(out.strip()).resolve() if code == 0 and out.strip() else None
-        return self._toplevel[root]
+    async def _repository(self, root: Path) -> Repository | None:
+        if root not in self._repos:
+            self._repos[root] = await asyncio.to_thread(find_repository, root)
+        return self._repos[root]
 
-    def _git_env(self, top: Path) -> dict[str, str]:
-        base = private_dir(self.state / "git" / hashlib.sha256(str(top).encode()).hexdigest()[:12])
-        objects = private_dir(base / "objects")
-        index = base / "index"
-        if not index.exists() and (top / ".git" / "index").is_file():
+    async def _git_env(self, repo: Repository) -> dict[str, str]:
+        """Our own git dir for the repository (Decision 45): its config and hooks are never read."""
+        folder = self.state / "git" / hashlib.sha256(str(repo.top).encode()).hexdigest()[:12]
+        await asyncio.to_thread(self._prepare_git_dir, folder, repo)
+        return git_env(folder, repo.top)
+
+    def _prepare_git_dir(self, folder: Path, repo: Repository) -> None:
+        private_git_dir(folder, repo)
+        index = folder / "index"
+        if not index.exists() and (repo.git_dir / "index").is_file():
             try:  # start from the repository's own index: files git already hashed are not hashed again
-                shutil.copyfile(top / ".git" / "index", index)
+                shutil.copyfile(repo.git_dir / "index", index)
+                os.chmod(index, 0o600)
             except OSError:
                 pass
-        env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
-        git_objects = top / ".git" / "objects"
-        env.update(GIT_INDEX_FILE=str(index), GIT_OBJECT_DIRECTORY=str(objects),
-                   GIT_ALTERNATE_OBJECT_DIRECTORIES=str(git_objects) if git_objects.is_dir() else "")
-        return env
 
-    async def _add(self, top: Path, root: Path) -> None:
-        spec = os.path.relpath(root, top)
-        code, out = await _git(top, "add", "-A", "--ignore-errors", "--", spec, env=self._git_env(top))
-        if code != 0:
-            log.info("git add for a snapshot of %s said: %s", root, out.strip()[:300])
+    def _pathspec(self, repo: Repository, root: Path) -> list[str]:
+        spec = [os.path.relpath(root, repo.top)]
+        for folder in self.exclude:  # the state dir is never one of the workspace's changes
+            if folder == root or folder.is_relative_to(root):
+                spec.append(f":(exclude,literal){os.path.relpath(folder, repo.top)}")
+        return spec
 
-    async def _write_tree(self, top: Path, root: Path) -> str:
-        await self._add(top, root)
-        code, out = await _git(top, "write-tree", env=self._git_env(top))
+    async def _add(self, repo: Repository, root: Path) -> None:
+        env = await self._git_env(repo)
+        args = ["add", "-A", "--ignore-errors", "--", *self._pathspec(repo, root)]
+        code, out, err = await run_git(repo.top, args, env)
+        if code != 0 and (Path(env["GIT_DIR"]) / "index").exists() and b"index" in err:
+            # A copied index git cannot use here (a split or sparse index): start a fresh one.
+            (Path(env["GIT_DIR"]) / "index").unlink(missing_ok=True)
+            code, out, err = await run_git(repo.top, args, env)
         if code != 0:
-            raise OSError(0, f"git write-tree failed: {out.strip()[:300]}")
-        return out.strip()
+            log.info("git add for a snapshot of %s said: %s", root, err.decode(errors="replace").strip()[:300])
 
-    async def _git_changes(self, top: Path, old: str) -> list[Change]:
-        env = self._git_env(top)
-        code, out = await _git(top, "diff-index", "--cached", "-r", "-z", "--no-renames", "--raw", old, env=env)
+    async def _write_tree(self, repo: Repository, root: Path) -> str:
+        await self._add(repo, root)
+        code, out, err = await run_git(repo.top, ["write-tree"], await self._git_env(repo))
         if code != 0:
-            raise OSError(0, f"git diff-index failed: {out.strip()[:300]}")
-        changes = []
-        parts = out.split("\0")
+            raise OSError(0, f"git write-tree failed: {err.decode(errors='replace').strip()[:300]}")
+        return out.decode().strip()
+
+    async def _git_changes(self, repo: Repository, old: str) -> list[Change]:
+        env = await self._git_env(repo)
+        code, raw, err = await run_git(repo.top, ["diff-index", "--cached", "-r", "-z", "--no-renames", "--raw", old], env)
+        if code != 0:
+            raise OSError(0, f"git diff-index failed: {err.decode(errors='replace').strip()[:300]}")
+        changes: list[Change] = []
+        wanted: dict[str, Path] = {}  # old blob -> path, read back in one `cat-file --batch`
+        parts = raw.decode("utf-8", errors="surrogateescape").split("\0")
         for meta, name in zip(parts[0::2], parts[1::2], strict=False):
             if not meta.startswith(":"):
                 continue
             fields = meta[1:].split()
             old_mode, old_sha, status = fields[0], fields[2], fields[4][:1]
-            path = (top / name).resolve()
+            path = (repo.top / name).resolve()
             if status == "A" or old_sha.strip("0") == "":
                 changes.append(Change(path, None))
             elif old_mode.startswith("12") or old_mode.startswith("16"):  # a symlink or a submodule
                 changes.append(Change(path, None, False, "a symbolic link or submodule: not restored"))
             else:
-                content = await _git_bytes(top, ["cat-file", "blob", old_sha], env)
-                if content is None:
-                    changes.append(Change(path, None, False, "its old content could not be read from git"))
-                else:
-                    changes.append(Change(path, await asyncio.to_thread(self.blobs.put, content)))
+                wanted.setdefault(old_sha, path)
+                changes.append(Change(path, old_sha))
+        contents = await self._blobs_of(repo, list(wanted), env) if wanted else {}
+        for change in changes:
+            if change.before is None or not change.restorable:
+                continue
+            content = contents.get(change.before)
+            if content is None:
+                change.before, change.restorable, change.reason = None, False, "its old content could not be read from git"
+            else:
+                change.before = await asyncio.to_thread(self.blobs.put, content)
         return changes
+
+    async def _blobs_of(self, repo: Repository, shas: list[str], env: dict[str, str]) -> dict[str, bytes]:
+        code, out, _ = await run_git(repo.top, ["cat-file", "--batch"], env, stdin="".join(f"{s}\n" for s in shas).encode())
+        found: dict[str, bytes] = {}
+        at = 0
+        while code == 0 and at < len(out):
+            end = out.index(b"\n", at)
+            header = out[at:end].split()
+            at = end + 1
+            if len(header) == 3 and header[1] == b"blob":
+                size = int(header[2])
+                found[header[0].decode()] = out[at:at + size]
+                at += size + 1
+        return found
 
     # -- outside git -------------------------------------------------------------------------
     def _walk(self, root: Path, snap: Snapshot) -> None:
@@ -175,6 +210,8 @@ class Snapshotter:
 
         for name in fallback_walk(root, None):
             path = Path(name)
+            if any(path.is_relative_to(folder) for folder in self.exclude):
+                continue
             try:
                 info = path.stat()
             except OSError:
@@ -191,20 +228,3 @@ class Snapshotter:
             else:
                 sha = None
             snap.files[path] = (info.st_size, info.st_mtime_ns, sha)
-
-
-async def _git(cwd: Path, *args: str, env: dict[str, str] | None = None) -> tuple[int, str]:
-    try:
-        proc = await asyncio.create_subprocess_exec("git", *GIT_SAFE, *args, cwd=cwd, env=env, stdin=asyncio.subprocess.DEVNULL,
-                                                    stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
-    except OSError as exc:
-        return 127, str(exc)
-    out, _ = await proc.communicate()
-    return proc.returncode or 0, out.decode("utf-8", errors="surrogateescape")
-
-
-async def _git_bytes(cwd: Path, args: list[str], env: dict[str, str]) -> bytes | None:
-    proc = await asyncio.create_subprocess_exec("git", *GIT_SAFE, *args, cwd=cwd, env=env, stdin=asyncio.subprocess.DEVNULL,
-                                                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL)
-    out, _ = await proc.communicate()
-    return out if proc.returncode == 0 else None

@@ -81,6 +81,9 @@ class Prepared:
     roots: list[Path] = field(default_factory=list)
     remember: str | None = None
     sandboxed: bool = False
+    # Why a person must answer even where a policy, `--yes` or a session grant would allow
+    # (CONTRACT Decision 26: a repository whose git config runs programs).
+    must_ask: str | None = None
     show_tail: bool = False  # the user sees the last lines of the result (a command's output)
 
 

@@ -5,10 +5,12 @@ from __future__ import annotations
 import re
 import shlex
 import shutil
+from pathlib import Path
 
 from pydantic import Field
 
 from agent_lsp.agent.display import show_command
+from agent_lsp.agent.gitsafe import executing_config, mentions_git
 from agent_lsp.agent.tools.base import Args, Prepared, Tool, ToolContext, ToolError
 
 DEFAULT_TIMEOUT = 120
@@ -93,5 +95,24 @@ class RunCommand(Tool):
             return text
 
         remember = args.command if where == "." else f"{args.command}   (in {where})"
+        must_ask = await _risky_git(args.command, cwd)
+        if must_ask:
+            detail += f"\n{must_ask}"
         return Prepared(detail, execute, command=args.command, argv=argv, shell=shell, cwd=cwd, roots=ctx.paths.roots,
-                        remember=remember, sandboxed=runner.sandboxed, show_tail=True)
+                        remember=remember, sandboxed=runner.sandboxed, show_tail=True, must_ask=must_ask)
+
+
+async def _risky_git(command: str, cwd: Path) -> str | None:
+    """A git command in a repository whose own config or hooks run programs asks, whatever
+    allows it otherwise (CONTRACT Decision 45)."""
+    try:
+        tokens = list(shlex.shlex(command, posix=True, punctuation_chars=True))
+    except ValueError:
+        tokens = command.split()
+    if not mentions_git(tokens):
+        return None
+    found = await executing_config(cwd)
+    if not found:
+        return None
+    shown = ", ".join(found[:5]) + (f" and {len(found) - 5} more" if len(found) > 5 else "")
+    return f"asks: this repository's git config runs programs ({shown})"
