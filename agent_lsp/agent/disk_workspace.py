@@ -12,6 +12,7 @@ from agent_lsp.agent.ports import Document, EditOutcome
 from agent_lsp.agent.safeio import (
     MAX_READ_BYTES,
     NotReadable,
+    confinement_problem,
     is_exact_text,
     looks_binary,
     read_regular,
@@ -68,6 +69,10 @@ class DiskWorkspace:
 
         outcome = RestoreOutcome()
         for item in restores:
+            problem = confinement_problem(item.path, self.roots)  # again, just before the write
+            if problem is not None:
+                outcome.failed.append((item.path, problem))
+                continue
             try:
                 if item.content is None:
                     await asyncio.to_thread(item.path.unlink, missing_ok=True)

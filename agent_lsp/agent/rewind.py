@@ -18,6 +18,7 @@ from agent_lsp.agent.checkpoints import (
     current_content,
 )
 from agent_lsp.agent.ports import Workspace
+from agent_lsp.agent.safeio import confinement_problem
 from agent_lsp.agent.session import new_id
 
 
@@ -89,6 +90,13 @@ async def rewind(store: CheckpointStore, workspace: Workspace, restorer: Restore
     for manifest in manifests:
         for record in manifest.files.values():
             path = Path(record.path)
+            # Confined like an edit: a manifest edited by hand, or a folder replaced by a link
+            # since the run, never makes a rewind write or delete outside the workspace.
+            problem = confinement_problem(path, store.roots)
+            if problem is not None:
+                _once(not_restorable, path, problem)
+                plan.pop(path, None)
+                continue
             if not record.restorable:
                 _once(not_restorable, path, record.reason or "not restorable")
                 plan.pop(path, None)

@@ -78,6 +78,30 @@ def read_regular_sync(path: Path, max_bytes: int = MAX_READ_BYTES) -> bytes:
     return b"".join(chunks)
 
 
+def confinement_problem(path: Path, roots: list[Path]) -> str | None:
+    """Why `path` may not be written or deleted, checked as an edit is and per path component:
+    not a plain absolute path, outside every (resolved) workspace folder, or a folder on its way
+    (or the file itself) is a symbolic link now. None: it may be."""
+    text = str(path)
+    if not path.is_absolute() or os.path.normpath(text) != text:
+        return "not a plain absolute path: refused"
+    inside = [root for root in roots if path == root or path.is_relative_to(root)]
+    if not inside:
+        return "outside the workspace folders: refused"
+    current = max(inside, key=lambda root: len(root.parts))
+    for part in path.relative_to(current).parts:
+        current = current / part
+        try:
+            info = os.lstat(current)
+        except FileNotFoundError:
+            return None  # the rest is created as plain folders
+        except OSError as exc:
+            return f"{current} cannot be checked ({exc.strerror}): refused"
+        if stat.S_ISLNK(info.st_mode):
+            return f"{current} is a symbolic link now (it may lead outside the workspace): refused"
+    return None
+
+
 def is_exact_text(data: bytes) -> bool:
     """Valid UTF-8 without NUL: text an edit can round-trip without changing other bytes."""
     if b"\x00" in data:
