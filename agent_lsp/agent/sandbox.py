@@ -1,18 +1,28 @@
 """The bubblewrap sandbox for run_command: a read-only root, writable workspace folders (in
-`workspace-write` mode only), a private /tmp, minimal /dev and /proc, its own PID namespace
-(every process dies with the command), no network unless allowed, secrets hidden."""
+`workspace-write` mode only, their `.git` read-only), a private /tmp, minimal /dev and /proc, its
+own PID namespace (every process dies with the command), no network unless allowed (and then no
+host sockets either), secrets hidden. The mounts themselves are planned in sandbox_mounts."""
 
 from __future__ import annotations
 
 import asyncio
-import os
 import re
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-DEFAULT_HIDE = ("~/.ssh", "~/.aws", "~/.config/gcloud", "~/.gnupg", "~/.netrc", "~/.git-credentials",
-                "~/.docker/config.json", "~/.kube", "~/.npmrc", "~/.pypirc", "~/.config/gh")
+from agent_lsp.agent.sandbox_mounts import (
+    DEFAULT_HIDE,
+    HOST_SOCKET_VARS,
+    CannotHide,
+    expand_hidden,
+    host_sockets,
+    plan_mounts,
+    runtime_dirs,
+)
+
+__all__ = ["DEFAULT_HIDE", "CannotHide", "SandboxPolicy", "SandboxUnavailable", "bwrap_argv", "explain_blocked",
+           "expand_hidden", "host_sockets", "probe", "reset_probe", "runtime_dirs", "setup_failure"]
 INSTALL_HINT = ("install bubblewrap (Debian/Ubuntu: `apt install bubblewrap`, Fedora: `dnf install bubblewrap`, "
                 "Arch: `pacman -S bubblewrap`) so that `bwrap` is on the server's PATH")
 USERNS_HINT = ("bwrap could not create its namespaces: allow unprivileged user namespaces "
@@ -30,6 +40,8 @@ class SandboxPolicy:
     network: bool
     roots: tuple[Path, ...]
     hide: tuple[Path, ...] = field(default_factory=tuple)
+    runtime: tuple[Path, ...] = field(default_factory=tuple)  # masked with the network off
+    sockets: tuple[Path, ...] = field(default_factory=tuple)  # named by the environment; masked with the network off
 
     @property
     def writable(self) -> tuple[Path, ...]:
@@ -39,11 +51,6 @@ class SandboxPolicy:
         where = "the workspace folders writable" if self.mode == "workspace-write" else "everything read-only"
         net = "network allowed" if self.network else "no network"
         return f"sandboxed: bubblewrap, {self.mode} ({where}, private /tmp, {net})"
-
-
-def expand_hidden(entries: list[str] | tuple[str, ...], extra: list[Path]) -> tuple[Path, ...]:
-    paths = [Path(os.path.expanduser(e)) for e in entries] + list(extra)
-    return tuple(dict.fromkeys(p for p in paths if p.is_absolute()))
 
 
 _probe: asyncio.Future[str | None] | None = None
@@ -81,20 +88,28 @@ async def _run_probe() -> str | None:
 
 
 def bwrap_argv(policy: SandboxPolicy, argv: list[str], cwd: Path) -> list[str]:
+    """The bwrap command line; CannotHide when a secret or host socket cannot be hidden (then
+    nothing may run). Looks at the filesystem: call it off the event loop."""
     bwrap = shutil.which("bwrap") or "bwrap"
     out = [bwrap, "--die-with-parent", "--unshare-pid", "--unshare-ipc", "--new-session",
-           "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
+           "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
     if not policy.network:
+        # A filesystem socket needs no write permission and no network: the host's services
+        # (session bus, docker, ssh agent) are cut by masking them, and their variables go.
         out.append("--unshare-net")
-    for root in policy.roots:  # after the /tmp tmpfs: a workspace under /tmp stays visible
-        out += ["--bind" if root in policy.writable else "--ro-bind", str(root), str(root)]
-    for hidden in policy.hide:
-        if hidden.is_dir():
-            out += ["--tmpfs", str(hidden)]
-        elif hidden.exists():
-            out += ["--ro-bind", "/dev/null", str(hidden)]
+        for name in HOST_SOCKET_VARS:
+            out += ["--unsetenv", name]
+    out += plan_mounts(network=policy.network, roots=policy.roots, writable=policy.writable, hide=policy.hide,
+                       runtime=policy.runtime, sockets=policy.sockets).args()
     out += ["--setenv", "TMPDIR", "/tmp", "--chdir", str(cwd), "--", *argv]
     return out
+
+
+def setup_failure(output: str) -> str | None:
+    """bwrap's own complaint when it could not build the sandbox (it then never started the
+    command), else None."""
+    first = output.lstrip().split("\n", 1)[0]
+    return first if first.startswith("bwrap: Can't ") else None
 
 
 _READ_ONLY = re.compile(r"read-only file system", re.IGNORECASE)

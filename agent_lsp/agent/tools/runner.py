@@ -35,7 +35,8 @@ class CommandRunner:
     def policy(self) -> sandbox.SandboxPolicy:
         hide = self.settings.hide if self.settings.hide is not None else list(sandbox.DEFAULT_HIDE)
         return sandbox.SandboxPolicy(self.settings.mode, self.settings.network, tuple(self.roots),
-                                     sandbox.expand_hidden(hide, self.hidden))
+                                     sandbox.expand_hidden(hide, self.hidden, self.env),
+                                     runtime=sandbox.runtime_dirs(self.env), sockets=sandbox.host_sockets(self.env))
 
     def describe(self) -> str:
         return self.policy().describe() if self.sandboxed else ""
@@ -48,13 +49,19 @@ class CommandRunner:
             if problem is not None:
                 raise ToolError(f"refused: run_command is set to run in a sandbox (sandbox.mode={self.settings.mode}) and {problem}. Nothing ran.")
             policy = self.policy()
-            wrapped = sandbox.bwrap_argv(policy, argv, cwd)
+            try:
+                wrapped = await asyncio.to_thread(sandbox.bwrap_argv, policy, argv, cwd)
+            except sandbox.CannotHide as exc:
+                raise ToolError(f"refused: the sandbox cannot hide what it must ({exc}). Nothing ran.") from None
         else:
             policy, wrapped = None, reaped(argv)
         try:
             result = await run_process(wrapped, cwd, timeout, env=self.env, processes=self.processes)
         except CommandNotStarted as exc:
             raise ToolError(str(exc)) from None
+        failure = sandbox.setup_failure(result.output) if policy is not None and result.code == 1 else None
+        if failure is not None:
+            raise ToolError(f"refused: the sandbox could not be set up ({failure}). Nothing ran.")
         note = sandbox.explain_blocked(result.output, policy) if policy is not None and result.code != 0 else None
         return result, note
 
