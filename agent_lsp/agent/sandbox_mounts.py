@@ -246,7 +246,8 @@ def _mask_sockets(plan: MountPlan, sockets: tuple[Path, ...]) -> None:
         by_folder.setdefault(real.parent, set()).add(real)
     for folder, names in by_folder.items():
         if folder == Path("/"):
-            raise CannotHide(f"the socket {sorted(names)[0]} sits in / and cannot be masked")
+            raise CannotHide(f"the socket {sorted(names)[0]} sits in / and cannot be masked: start the server "
+                             f"without the variable naming it, or set sandbox.network to true")
         try:
             entries = sorted(os.scandir(folder), key=lambda e: e.name)
         except OSError as exc:

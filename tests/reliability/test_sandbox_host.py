@@ -215,6 +215,17 @@ async def test_what_cannot_be_hidden_refuses_the_command(model, workspace, host_
     assert result.startswith("error: refused") and "sandbox could not be set up" in result and "Nothing ran" in result, result
 
 
+@pytest.mark.skipif(not os.access("/", os.W_OK), reason="needs a socket right in /")
+async def test_a_socket_that_cannot_be_masked_refuses_the_command(model, workspace, monkeypatch):
+    """A socket right in / cannot be masked (its folder is the root): refused, never run with it reachable."""
+    where = Path(f"/agent-lsp-test-{os.getpid()}-{uuid.uuid4().hex[:6]}.sock")
+    monkeypatch.setenv("SSH_AUTH_SOCK", str(where))
+    with unix_listener(where):
+        result = await one_command(model, workspace, "sh -c 'echo ran > ran.txt'", **box())
+    assert not (workspace / "ran.txt").exists()
+    assert result.startswith("error: refused") and str(where) in result and "Nothing ran" in result, result
+
+
 # --- C: the default hide list, with the XDG twins ----------------------------------------------
 
 HOME_SECRETS = [".ssh/id_ed25519", ".aws/credentials", ".gnupg/private-keys-v1.d/k.key", ".netrc", ".git-credentials",
