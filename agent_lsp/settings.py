@@ -58,7 +58,8 @@ class SandboxSettings(_Model):
     network: bool = False
     """Whether a sandboxed command may use the network."""
     hide: list[str] | None = None
-    """Paths hidden from sandboxed commands; None: the secrets folders of CONTRACT Decision 22."""
+    """Paths hidden from sandboxed commands (`~` and `$VARIABLES` expanded); None: the secrets folders of
+    CONTRACT Decision 22 and the usual credential stores, each ~/.config entry with its $XDG_CONFIG_HOME twin."""
 
 
 class Settings(_Model):

@@ -48,8 +48,8 @@ class SandboxPolicy:
         return self.roots if self.mode == "workspace-write" else ()
 
     def describe(self) -> str:
-        where = "the workspace folders writable" if self.mode == "workspace-write" else "everything read-only"
-        net = "network allowed" if self.network else "no network"
+        where = "the workspace folders writable but .git" if self.mode == "workspace-write" else "everything read-only"
+        net = "network allowed" if self.network else "no network, no host sockets"
         return f"sandboxed: bubblewrap, {self.mode} ({where}, private /tmp, {net})"
 
 
