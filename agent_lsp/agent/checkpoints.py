@@ -91,6 +91,10 @@ class CheckpointStore:
         # The state dir may sit inside a workspace (XDG_STATE_HOME under the project): its own
         # files are never a command's changes.
         self.snapshotter = Snapshotter(workspace_state(state, roots[0]), roots, self.blobs, exclude=(state,))
+        # What each file last held after an edit tool wrote it, and which run wrote it: a file a
+        # command of one run "changed" that holds exactly another run's edit is that run's
+        # change (concurrent runs in one workspace; an editor saving a buffer late).
+        self.edit_marks: dict[str, tuple[str | None, str]] = {}
 
     def path(self, run_id: str) -> Path:
         safe = "".join(c for c in run_id if c.isalnum() or c in "-_")
@@ -180,7 +184,9 @@ class RunCheckpoint:
 
     def edited(self, path: Path, text: str) -> None:
         """An edit tool's change landed: the file now holds `text`."""
-        self._left[str(path)] = content_sha(text.encode("utf-8"))
+        sha = content_sha(text.encode("utf-8"))
+        self._left[str(path)] = sha
+        self.store.edit_marks[str(path)] = (sha, self.manifest.run_id)
 
     async def record_late(self, path: Path, before: Document | None, after: str) -> None:
         """An edit that landed after the run closed (a preview applied after a cancel)."""
@@ -206,6 +212,7 @@ class RunCheckpoint:
         except OSError as exc:
             log.warning("could not tell what the command changed: %s", exc)
             return []
+        changes = [c for c in changes if not await self._another_runs_edit(c.path)]
         async with self._lock:
             for change in changes:
                 self._record(change.path, change.before, "command", change.restorable, change.reason)
@@ -213,6 +220,12 @@ class RunCheckpoint:
             if changes:
                 await asyncio.to_thread(self.store.save, self.manifest)
         return [c.path for c in changes]
+
+    async def _another_runs_edit(self, path: Path) -> bool:
+        mark = self.store.edit_marks.get(str(path))
+        if mark is None or mark[1] == self.manifest.run_id:
+            return False
+        return content_sha(await current_content(self.workspace, path)) == mark[0]
 
     async def close(self) -> bool:
         """At the run's end: what it left in each file (for drift detection); saved. Returns

@@ -8,9 +8,13 @@ so that a git command the user allowlisted asks first."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import fcntl
 import fnmatch
 import logging
 import os
+import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -135,6 +139,31 @@ async def run_git(cwd: Path, args: list[str], env: dict[str, str], stdin: bytes 
             await asyncio.shield(proc.wait())
         raise
     return proc.returncode or 0, out, err
+
+
+@contextlib.asynccontextmanager
+async def held(lock_file: Path, wait: float = 30.0) -> AsyncIterator[None]:
+    """An exclusive lock on lock_file between processes (two servers or `agent-lsp run`s on one
+    workspace share the private index), polled so the event loop never blocks; after `wait`
+    seconds the caller goes on without it (a stuck process must not stop every snapshot)."""
+    from agent_lsp.agent.safeio import open_private, private_dir
+
+    private_dir(lock_file.parent)
+    fd = open_private(lock_file, os.O_RDWR | os.O_CREAT)
+    try:
+        deadline = time.monotonic() + wait
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    log.warning("%s stayed locked for %g s: going on without it", lock_file, wait)
+                    break
+                await asyncio.sleep(0.02)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
 
 
 # -- repositories whose config executes ---------------------------------------------------------

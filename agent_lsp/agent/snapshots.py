@@ -17,7 +17,7 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agent_lsp.agent.gitsafe import Repository, find_repository, git_env, private_git_dir, run_git
+from agent_lsp.agent.gitsafe import Repository, find_repository, git_env, held, private_git_dir, run_git
 from agent_lsp.agent.safeio import private_dir, read_regular_sync, write_private
 
 log = logging.getLogger(__name__)
@@ -73,7 +73,7 @@ class Snapshotter:
         self._lock = asyncio.Lock()
 
     async def take(self) -> Snapshot:
-        async with self._lock:
+        async with self._lock, held(self.state / "git" / "lock"):
             snap = Snapshot()
             for root in self.roots:
                 repo = await self._repository(root)
@@ -88,7 +88,7 @@ class Snapshotter:
         In git, the refreshed private index is compared with the tree taken before (no tree is
         written for the after side: the next snapshot writes one)."""
         found: list[Change] = []
-        async with self._lock:
+        async with self._lock, held(self.state / "git" / "lock"):
             after = Snapshot()
             for root in self.roots:
                 if root in before.git_trees:

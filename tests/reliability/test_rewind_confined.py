@@ -5,6 +5,7 @@ outside URI."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
@@ -134,3 +135,26 @@ async def test_over_lsp_no_apply_edit_names_an_outside_uri(open_editor, model, w
     assert result["restored"] == [] and "outside the workspace" in result["notRestorable"][0]["reason"]
     sent = json.dumps([repr(e) for e in editor.edits[edits_before:]])
     assert victim.as_uri() not in sent and victim.read_text() == RUN_LEFT
+
+
+async def test_concurrent_runs_keep_their_own_changes_and_rewinds(open_editor, model, workspace):
+    """Issue 21.15: run A's command is running while run B edits a file: B's edit is not one of
+    A's changes, and rewinding A leaves B's work alone."""
+    subprocess.run(["git", "init", "-q"], cwd=workspace, check=True)
+    model.add("slow command", [{"tool_calls": [{"name": "run_command", "arguments": {"command": "sh -c 'sleep 1.5; echo a > a.txt'"}}]},
+                               {"text": "done"}])
+    model.add("quick edit", [{"tool_calls": [{"name": "edit_file", "arguments": {"path": "calc.py", "old_text": "a - b", "new_text": "a + b"}}]},
+                             {"text": "done"}])
+    editor = await open_editor(init={"approval": {"default": "allow"}})
+    first = await editor.run("slow command")
+    await asyncio.sleep(0.5)  # A's command is running
+    second = await editor.run("quick edit")
+    report_b = await editor.wait_stop(second["runId"], 20)
+    report_a = await editor.wait_stop(first["runId"], 20)
+    assert "a + b" in (workspace / "calc.py").read_text()
+
+    assert [Path(u).name for u in report_a["editedFiles"]] == ["a.txt"], "B's edit counted as A's change"
+    assert [Path(u).name for u in report_b["editedFiles"]] == ["calc.py"]
+    result = await editor.execute("agentLsp.rewind", {"runId": report_a["runId"]})
+    assert [Path(u).name for u in result["restored"]] == ["a.txt"]
+    assert "a + b" in (workspace / "calc.py").read_text(), "rewinding A reverted B's work"
