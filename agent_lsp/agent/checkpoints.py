@@ -9,6 +9,7 @@ import hashlib
 import json
 import logging
 import os
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -95,6 +96,8 @@ class CheckpointStore:
         # command of one run "changed" that holds exactly another run's edit is that run's
         # change (concurrent runs in one workspace; an editor saving a buffer late).
         self.edit_marks: dict[str, tuple[str | None, str]] = {}
+        self._cache: dict[Path, tuple[tuple[int, int, int], Manifest | None]] = {}
+        self._cache_lock = threading.Lock()
 
     def path(self, run_id: str) -> Path:
         safe = "".join(c for c in run_id if c.isalnum() or c in "-_")
@@ -119,17 +122,36 @@ class CheckpointStore:
             raise OSError(0, f"the checkpoint of {run_id} cannot be read ({exc}); it is kept at {self.path(run_id)}") from None
 
     def all(self) -> list[Manifest]:
-        out = []
+        """Every manifest, oldest first. Asked on every code-action request: a manifest is read
+        again only when its file changed (size, mtime, inode: saves are atomic renames, so a
+        rewrite by another process is seen too). Blocking I/O: call it off the event loop."""
         folder = self.dir / "runs"
         try:
             files = [p for p in folder.iterdir() if p.suffix == ".json"]
         except OSError:
             return []
-        for file in files:
-            try:
-                out.append(Manifest.from_json(json.loads(read_regular_sync(file, MAX_MANIFEST))))
-            except (OSError, ValueError, KeyError):
-                log.warning("checkpoint %s is unreadable: skipped (kept on disk)", file)
+        out = []
+        with self._cache_lock:
+            seen: dict[Path, tuple[tuple[int, int, int], Manifest | None]] = {}
+            for file in files:
+                try:
+                    info = os.lstat(file)
+                except OSError:
+                    continue
+                key = (info.st_size, info.st_mtime_ns, info.st_ino)
+                cached = self._cache.get(file)
+                if cached is not None and cached[0] == key:
+                    manifest = cached[1]
+                else:
+                    try:
+                        manifest = Manifest.from_json(json.loads(read_regular_sync(file, MAX_MANIFEST)))
+                    except (OSError, ValueError, KeyError):
+                        log.warning("checkpoint %s is unreadable: skipped (kept on disk)", file)
+                        manifest = None
+                seen[file] = (key, manifest)
+                if manifest is not None:
+                    out.append(manifest)
+            self._cache = seen
         return sorted(out, key=lambda m: m.created)
 
     def prune(self, keep: int = KEEP_RUNS, days: float = KEEP_DAYS) -> int:

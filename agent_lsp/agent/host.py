@@ -241,10 +241,12 @@ class AgentHost:
         session.updated = time.time()
         await sessions.save(session)
 
-    def last_rewindable(self, roots: list[Path]) -> tuple[str, int] | None:
+    async def last_rewindable(self, roots: list[Path]) -> tuple[str, int] | None:
         """The newest finished run of the workspace that changed files and was not rewound:
-        (its id, how many files it can restore), for the "rewind last run" code action."""
-        manifests = self.checkpoint_store(roots).all()
+        (its id, how many files it can restore), for the "rewind last run" code action (asked
+        on every cursor move in VS Code: the manifests are read off the event loop, and only
+        when they changed)."""
+        manifests = await asyncio.to_thread(self.checkpoint_store(roots).all)
         undone = {r for m in manifests if m.kind == "rewind" for r in m.rewinds}
         for manifest in reversed(manifests):
             if manifest.kind == "run" and manifest.finished and manifest.run_id not in undone and manifest.run_id not in self.active:

@@ -239,13 +239,13 @@ def create_server() -> AgentServer:
 
     @server.feature(types.TEXT_DOCUMENT_CODE_ACTION, types.CodeActionOptions(
         code_action_kinds=[types.CodeActionKind.QuickFix, types.CodeActionKind.RefactorRewrite, types.CodeActionKind.Empty]))
-    def code_action(ls: AgentServer, params: types.CodeActionParams) -> list[types.CodeAction]:
+    async def code_action(ls: AgentServer, params: types.CodeActionParams) -> list[types.CodeAction]:
         try:
             from agent_lsp.server.code_actions import code_actions
             from agent_lsp.server.workspace import workspace_roots
 
             extra = []
-            if (last := ls.runs.host.last_rewindable(workspace_roots(ls))) is not None:
+            if (last := await ls.runs.host.last_rewindable(workspace_roots(ls))) is not None:
                 run_id, count = last
                 extra.append(types.CodeAction(title=f"Agent: rewind last run ({count} file{'s' if count != 1 else ''})",
                                               kind=types.CodeActionKind.Empty,
