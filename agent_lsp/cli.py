@@ -68,6 +68,12 @@ def _workspace(parser: argparse.ArgumentParser) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # Before anything else runs or starts a child: the key out of the environment block and of
+    # every child's environment, the process non-dumpable (Decision 45). The settings' own
+    # `apiKeyEnv` is taken out when a front end resolves its settings.
+    from agent_lsp.agent.keyguard import seal_process
+
+    seal_process()
     given = sys.argv[1:] if argv is None else argv
     if given in ([], ["serve"], ["serve", "--stdio"]):  # how editors start it: skip argparse (start-up time)
         return _serve(argparse.Namespace(tcp=None, log_level="INFO"))

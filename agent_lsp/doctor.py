@@ -10,6 +10,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
+from agent_lsp.agent import keyguard
 from agent_lsp.settings import Settings
 from agent_lsp.terminal import Style
 
@@ -28,7 +29,7 @@ async def run_checks(settings: Settings, roots: list[Any]) -> list[Check]:
     from agent_lsp.agent.host import AgentHost
 
     checks: list[Check] = []
-    key = os.environ.get(settings.api_key_env)
+    key = keyguard.environment().get(settings.api_key_env)
     local = bool(settings.base_url or os.environ.get("OPENAI_BASE_URL"))
     if settings.model.startswith("replay:"):
         checks.append(Check("model", True, f"{settings.model} (offline replay: no endpoint needed)"))
@@ -68,7 +69,7 @@ def _ripgrep() -> Check:
     if rg is None:
         return Check("ripgrep", False, f"`rg` was not found: {ripgrep.INSTALL_HINT}")
     try:
-        version = subprocess.run([rg, "--version"], capture_output=True, text=True, timeout=10).stdout.splitlines()[0]
+        version = subprocess.run([rg, "--version"], capture_output=True, text=True, timeout=10, env=keyguard.child_env()).stdout.splitlines()[0]
     except (OSError, subprocess.SubprocessError, IndexError) as exc:
         return Check("ripgrep", False, f"{rg} does not run ({exc}): {ripgrep.INSTALL_HINT}")
     return Check("ripgrep", True, f"{version} at {rg}")

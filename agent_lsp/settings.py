@@ -14,6 +14,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 
+from agent_lsp.agent import keyguard
+
 log = logging.getLogger(__name__)
 
 Decision = Literal["allow", "ask", "deny"]
@@ -259,7 +261,11 @@ def resolve(*layers: dict[str, Any] | None) -> tuple[Settings, list[str]]:
             merged = candidate
         except ValidationError as exc:  # pragma: no cover - defensive: a shape we did not foresee
             problems += [_describe(e) for e in exc.errors()]
-    return Settings.model_validate(merged), problems
+    settings = Settings.model_validate(merged)
+    # Every front end's settings pass here: once a source names the key's variable, a sealed
+    # process takes it out of its environment block (a no-op in a test or library process).
+    keyguard.protect(settings.api_key_env)
+    return settings, problems
 
 
 def _drop_paths(layer: dict[str, Any], paths: list[tuple[Any, ...]]) -> dict[str, Any]:

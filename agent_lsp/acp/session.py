@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import logging
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,6 +29,7 @@ from agent_lsp.acp.content import available_commands, plan_entries, prompt_text,
 from agent_lsp.acp.tools import CallIds
 from agent_lsp.acp.updates import Outbox, RunEvents, text_block, thought
 from agent_lsp.acp.workspace import AcpWorkspace
+from agent_lsp.agent import keyguard
 from agent_lsp.agent.host import HostedRun, RunPorts
 from agent_lsp.agent.messages import RunReport, StopReason
 from agent_lsp.agent.session import new_id
@@ -138,7 +138,7 @@ class AcpSession:
         self.ids.new_run()
         workspace = self.workspace()
         events = RunEvents(self.outbox, self.roots, self.ids, run_id, workspace, cost_before=self.cost,
-                           redact=Redactor([os.environ.get(self.settings.api_key_env, ""), os.environ.get("OPENAI_API_KEY", "")]))
+                           redact=Redactor(keyguard.secrets(None, [self.settings.api_key_env])))
         self.approver = AcpApprover(self.client, events, self.settings.approval.timeout)
         token = CURRENT.set(self)  # copied into the run's task: MCP consent asks here
         try:

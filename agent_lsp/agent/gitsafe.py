@@ -78,7 +78,9 @@ def find_repository(folder: Path) -> Repository | None:
 
 
 def base_env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if k in _PASSED or k.startswith("LC_")}
+    from agent_lsp.agent.keyguard import child_env
+
+    return {k: v for k, v in child_env().items() if k in _PASSED or k.startswith("LC_")}
 
 
 def git_env(git_dir: Path, work_tree: Path, index: Path | None = None) -> dict[str, str]:

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agent_lsp.agent import keyguard
 from agent_lsp.agent.checkpoints import CheckpointStore
 from agent_lsp.agent.messages import RunReport
 from agent_lsp.agent.model import Model, ModelError, make_model
@@ -77,7 +77,7 @@ class AgentHost:
         """One model client per endpoint, shared by all runs: a client per run costs an SSL
         context and a connection pool each time (~50 ms on the event loop)."""
         name = name or settings.model
-        key = (name, settings.base_url, settings.api_key_env, os.environ.get(settings.api_key_env), settings.request_timeout)
+        key = (name, settings.base_url, settings.api_key_env, keyguard.environment().get(settings.api_key_env), settings.request_timeout)
         if key not in self.models:
             try:
                 self.models[key] = make_model(settings, name=name)
@@ -119,7 +119,7 @@ class AgentHost:
         if manager is None:
             for problem in problems + more:
                 log.warning("%s", problem)
-            manager = McpManager(declarations, roots=roots, env=dict(os.environ), api_key_env=settings.api_key_env,
+            manager = McpManager(declarations, roots=roots, env=keyguard.environment(), api_key_env=settings.api_key_env,
                                  consent_store=ConsentStore(state_dir() / "mcp-consent.json"),
                                  workspace_policy=settings.mcp.workspace_servers, ask_consent=self.mcp_hooks.ask_consent,  # type: ignore[arg-type]
                                  on_status=self.mcp_hooks.on_status, request_timeout=settings.request_timeout)

@@ -409,6 +409,9 @@ class AgentLoop:
             await self._finish(call, Outcome.ERROR, f"error: internal error in {call.name}: {type(exc).__name__}: {exc}")
 
     async def _finish(self, call: ToolCall, outcome: Outcome, text: str) -> None:
+        # Every tool's result (a command's output, a file, a search, an MCP server's answer)
+        # enters the history here: the model never reads the key, whatever printed it.
+        text = self.s.redact(text)
         if outcome == Outcome.ERROR:
             key = (call.name, _digest(call.arguments), _digest(text))
             self._failures[key] += 1

@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
+from agent_lsp.agent import keyguard
 from agent_lsp.agent.messages import Reply, ReplyCut, ToolCall, Usage
 
 log = logging.getLogger(__name__)
@@ -303,7 +304,7 @@ class ReplayModel:
 def make_model(settings: Any, env: dict[str, str] | None = None, name: str | None = None) -> Model:
     """The model the settings name (or `name`, a run's override): `replay:PATH` or an
     OpenAI-compatible endpoint."""
-    source: Mapping[str, str] = os.environ if env is None else env
+    source: Mapping[str, str] = keyguard.environment() if env is None else env
     name = name or settings.model
     if name.startswith("replay:"):
         return ReplayModel(Path(name.removeprefix("replay:")).expanduser(), delay=0.01)

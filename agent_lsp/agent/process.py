@@ -1,6 +1,6 @@
 """Running a command so that nothing escapes: a child subreaper (or the sandbox's PID
-namespace) around it, an environment without the model's key, and output kept as a head and a
-rolling tail with the bytes dropped counted, never silently."""
+namespace) around it, and output kept as a head and a rolling tail with the bytes dropped
+counted, never silently. (Its environment, without the model's key, is keyguard.child_env's.)"""
 
 from __future__ import annotations
 
@@ -63,13 +63,6 @@ class OutputTail:
             return (bytes(self.head) + tail).decode("utf-8", errors="replace")
         head = bytes(self.head).decode("utf-8", errors="replace")
         return f"{head}\n[... {self.dropped} bytes of output dropped here: not kept anywhere ...]\n{tail.decode('utf-8', errors='replace')}"
-
-
-def scrubbed_env(env: dict[str, str], secret_names: list[str], secrets: list[str]) -> dict[str, str]:
-    """The environment a command gets: the user's, minus the model's API key (a command the
-    user runs never needs it), whatever variable holds it."""
-    banned = {s for s in secrets if s}
-    return {k: v for k, v in env.items() if k not in secret_names and v not in banned}
 
 
 def reaped(argv: list[str]) -> list[str]:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
+from agent_lsp.agent import keyguard
 from agent_lsp.agent.approval import ApprovalPolicy
 from agent_lsp.agent.checkpoints import CheckpointStore, RunCheckpoint
 from agent_lsp.agent.loop import AgentLoop, LoopOutcome, usage_line
@@ -108,12 +108,12 @@ async def run_task(prompt: str, *, session: Session, settings: Settings, workspa
     options = options or RunOptions()
     run_id = run_id or options.run_id or new_id("r")
     model = model or options.model
-    env = env if env is not None else options.env if options.env is not None else dict(os.environ)
-    redact = Redactor([env.get(settings.api_key_env, ""), env.get("OPENAI_API_KEY", "")])
+    env = env if env is not None else options.env if options.env is not None else keyguard.environment()
+    redact = Redactor(keyguard.secrets(env, [settings.api_key_env]))
     transcript = Transcript(settings.transcript_path() / f"{run_id}.jsonl", run_id, redact)
     paths = PathGuard(workspace.roots, getattr(workspace, "names", None))
     paths.extra_readable = session.spill_files
-    runner = CommandRunner(env=env, secret_names=[settings.api_key_env, "OPENAI_API_KEY"], secrets=redact.secrets,
+    runner = CommandRunner(env=env, secret_names=keyguard.key_names(settings.api_key_env), secrets=redact.secrets,
                            sandbox=settings.sandbox, roots=paths.roots, hidden=[state_dir(), settings.transcript_path()])
     tool_ctx = ToolContext(workspace=workspace, paths=paths, changes=RunChanges(), runner=runner)
     if options.checkpoints is not None:
@@ -141,7 +141,7 @@ async def run_task(prompt: str, *, session: Session, settings: Settings, workspa
             if services.model is None:
                 services.model = make_model(settings, env, session.model)
             memory = await recall_memory(paths.roots, settings.memory_files)
-            memory_text = "".join(f"\n\n## Memory: {label}\n{text}" for label, text in memory)
+            memory_text = redact("".join(f"\n\n## Memory: {label}\n{text}" for label, text in memory))
             system = SYSTEM_PROMPT.format(roots=", ".join(paths.names()), memory=memory_text)
             diagnostics = bool(getattr(workspace, "has_diagnostics", False))
             tools = (plan_tools if options.mode == "plan" else main_tools)(options.extra_tools, diagnostics)

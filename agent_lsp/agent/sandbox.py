@@ -11,6 +11,7 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from agent_lsp.agent.keyguard import child_env
 from agent_lsp.agent.sandbox_mounts import (
     DEFAULT_HIDE,
     HOST_SOCKET_VARS,
@@ -76,7 +77,7 @@ async def _run_probe() -> str | None:
     try:
         proc = await asyncio.create_subprocess_exec(
             bwrap, "--die-with-parent", "--unshare-pid", "--unshare-net", "--ro-bind", "/", "/", "--proc", "/proc",
-            "--dev", "/dev", "true", stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL,
+            "--dev", "/dev", "true", env=child_env(), stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL,
             stderr=asyncio.subprocess.PIPE)
         _, err = await asyncio.wait_for(proc.communicate(), 10)
     except (OSError, TimeoutError) as exc:

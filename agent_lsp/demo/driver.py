@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import difflib
-import os
 import shutil
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
+from agent_lsp.agent.keyguard import child_env
 from agent_lsp.demo import TASK
 from agent_lsp.demo.edits import apply_text_edits, plain
 from agent_lsp.terminal import Style, read_line_async
@@ -181,7 +181,7 @@ async def _demo(yes: bool) -> int:
         def on_log(ls, params):
             pass
 
-        env = {**os.environ, "AGENT_LSP_STATE_DIR": str(Path(tmp) / "state")}
+        env = {**child_env(), "AGENT_LSP_STATE_DIR": str(Path(tmp) / "state")}  # a replayed demo needs no key
         await client.start_io(sys.executable, "-m", "agent_lsp", "serve", "--stdio", env=env)
         drain = asyncio.ensure_future(_drain_stderr(client, editor))
         capabilities = types.ClientCapabilities(

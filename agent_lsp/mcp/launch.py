@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from agent_lsp.agent import keyguard
 from agent_lsp.mcp.config import McpDeclaration
 
 _VARIABLE = re.compile(r"\$\{([^}]*)\}")
@@ -31,11 +32,19 @@ class Launch:
 def resolve_launch(decl: McpDeclaration, *, roots: Sequence[Path], env: Mapping[str, str], api_key_env: str) -> Launch:
     """Expand `${workspaceFolder}`, `${workspaceFolderBasename}`, `${userHome}`, `${env:NAME}`, `${pathSeparator}`.
 
-    A workspace-declared server never sees the model's API key: `${env:<api_key_env>}` expands
-    to "" (with a problem) and the variable is never in its environment. A user or ACP server
-    gets it only when its own `env` names it."""
+    The model's API key (the `api_key_env` variable's value, or OPENAI_API_KEY's) reaches a
+    server only when the user's own settings or the ACP client name it in the server's `env`:
+    no server inherits it, under whatever variable it sits; no server gets it in its command
+    line, which every local user reads in /proc/<pid>/cmdline; and a workspace-declared server
+    that asks for it (`${env:X}` with X the key's variable or any variable holding the key) or
+    holds it anywhere after expansion is not started: LaunchError naming where, never the value."""
     problems: list[str] = []
     first = Path(roots[0]) if roots else None
+    key_names = keyguard.key_names(api_key_env)
+    keys = keyguard.secrets(env, [api_key_env])
+
+    def refuse(key: str, why: str) -> LaunchError:
+        return LaunchError(f"not started: `{key}` {why}; agent-lsp never gives the model's API key to a server declared in {decl.origin or decl.source}")
 
     def expand(text: str, key: str) -> str:
         def one(match: re.Match[str]) -> str:
@@ -54,15 +63,19 @@ def resolve_launch(decl: McpDeclaration, *, roots: Sequence[Path], env: Mapping[
             if token in ("pathSeparator", "/"):
                 return os.sep
             if kind == "env":
-                if arg == api_key_env and not decl.trusted:
-                    problems.append(f"`{key}` asks for ${{env:{arg}}}, the model's API key: not given to a server declared in {decl.source}")
-                    return ""
-                return env.get(arg, "")
+                value = env.get(arg, "")
+                if not decl.trusted and (arg in key_names or keyguard.holds_key(value, keys)):
+                    what = "the model's API key" if arg in key_names else "the model's API key as its value"
+                    raise refuse(key, f"asks for ${{env:{arg}}}, which holds {what}")
+                return value
             if kind == "input":
                 raise LaunchError(f"`{key}` needs the input `{arg}` (${{input:{arg}}}), which agent-lsp cannot ask for; put the value in your own settings' mcpServers instead")
             return match.group(0)  # unknown variables stay as written, as in VS Code
 
-        return _VARIABLE.sub(one, text)
+        expanded = _VARIABLE.sub(one, text)
+        if not decl.trusted and keyguard.holds_key(expanded, keys):
+            raise refuse(key, "holds the model's API key")
+        return expanded
 
     if decl.transport == "http":
         headers = {name: expand(value, f"headers.{name}") for name, value in decl.headers.items()}
@@ -70,15 +83,19 @@ def resolve_launch(decl: McpDeclaration, *, roots: Sequence[Path], env: Mapping[
 
     command = expand(decl.command, "command")
     args = tuple(expand(a, f"args[{i}]") for i, a in enumerate(decl.args))
+    for where, value in (("command", command), *((f"args[{i}]", a) for i, a in enumerate(args))):
+        if keyguard.holds_key(value, keys):
+            raise LaunchError(f"not started: `{where}` holds the model's API key, and a command line is readable by every local user "
+                              "(/proc/<pid>/cmdline); give it to the server in its `env` instead")
     cwd = expand(decl.cwd, "cwd") if decl.cwd else None
     if cwd is not None and first is not None and not os.path.isabs(cwd):
         cwd = str(first / cwd)
     elif cwd is None and first is not None:
         cwd = str(first)
-    full = {k: v for k, v in env.items() if k != api_key_env}
+    full = keyguard.child_env(env, names=[api_key_env])
     for name, value in decl.env.items():
-        if name == api_key_env and not decl.trusted:
-            problems.append(f"`env.{name}` (the model's API key) is not given to a server declared in {decl.source}")
+        if name in key_names and not decl.trusted:
+            problems.append(f"`env.{name}` (the model's API key variable) is not given to a server declared in {decl.source}")
             continue
         if value is None:
             full.pop(name, None)

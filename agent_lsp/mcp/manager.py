@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
+from agent_lsp.agent import keyguard
 from agent_lsp.agent.tools.base import Tool
 from agent_lsp.mcp.config import McpDeclaration
 from agent_lsp.mcp.connection import ServerConnection
@@ -74,7 +74,7 @@ class McpManager:
         """Nothing starts here. User and ACP declarations win a name clash over workspace ones;
         otherwise the first declaration of a name wins (each clash is in `problems`)."""
         self.roots = [Path(r) for r in roots]
-        self.env = dict(os.environ if env is None else env)
+        self.env = keyguard.environment() if env is None else dict(env)
         self.api_key_env = api_key_env
         self.store = consent_store
         self.policy = workspace_policy

@@ -89,6 +89,7 @@ class ScriptedModelServer:
         self._lock = threading.Lock()
         self._queues: dict[str, deque[list[Any]]] = {}
         self._requests: list[tuple[str, dict[str, Any]]] = []
+        self._authorizations: list[str] = []
         self._log: list[LogEntry] = []
         self._models: dict[str, None] = {"scripted": None}
         self._ids = itertools.count(1)
@@ -125,6 +126,12 @@ class ScriptedModelServer:
     def requests(self) -> list[dict[str, Any]]:
         with self._lock:
             return [body for _, body in self._requests]
+
+    @property
+    def authorizations(self) -> list[str]:
+        """The `Authorization` header of each chat request, in order (what key the client sent)."""
+        with self._lock:
+            return list(self._authorizations)
 
     def requests_for(self, key: str) -> list[dict[str, Any]]:
         with self._lock:
@@ -222,6 +229,8 @@ class ScriptedModelServer:
     async def _dispatch(self, req: HttpRequest, resp: Responder, reader: asyncio.StreamReader) -> None:
         path = req.path.rstrip("/")
         if req.method == "POST" and path == "/v1/chat/completions":
+            with self._lock:
+                self._authorizations.append(req.headers.get("authorization", ""))
             try:
                 body = json.loads(req.body)
                 if not isinstance(body, dict):

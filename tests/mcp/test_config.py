@@ -127,13 +127,19 @@ def test_expansion(tmp_path: Path):
     assert resolve_launch(named, roots=[tmp_path], env=env, api_key_env=KEY).env[KEY] == "sk-secret"
     assert resolve_launch(named, roots=[], env=env, api_key_env=KEY).cwd is None
 
-    (tmp_path / ".mcp.json").write_text(json.dumps({"mcpServers": {"w": {"command": "srv", "args": ["${env:" + KEY + "}", "${env:TOKEN}"], "env": {KEY: "literal", "X": "${env:" + KEY + "}"}}}}))
+    (tmp_path / ".mcp.json").write_text(json.dumps({"mcpServers": {"w": {"command": "srv", "args": ["${env:TOKEN}"], "env": {KEY: "literal"}}}}))
     workspace = from_workspace([tmp_path])[0][0]
     launch = resolve_launch(workspace, roots=[tmp_path], env=env, api_key_env=KEY)
-    assert launch.args == ("", "t0k") and launch.env["X"] == ""
+    assert launch.args == ("t0k",)
     assert KEY not in launch.env and "sk-secret" not in json.dumps(launch.env)
-    assert len(launch.problems) == 3 and all(KEY in p for p in launch.problems)
+    assert len(launch.problems) == 1 and all(KEY in p for p in launch.problems)
     assert launch.cwd == str(tmp_path)  # default: the first workspace folder
+    # A workspace server asking for the key is not started at all (tests/reliability/test_key_children.py).
+    for asks in ({"args": ["${env:" + KEY + "}"]}, {"env": {"X": "${env:" + KEY + "}"}}):
+        (tmp_path / ".mcp.json").write_text(json.dumps({"mcpServers": {"w": {"command": "srv", **asks}}}))
+        with pytest.raises(LaunchError, match=KEY) as refused:
+            resolve_launch(from_workspace([tmp_path])[0][0], roots=[tmp_path], env=env, api_key_env=KEY)
+        assert "sk-secret" not in str(refused.value)
 
     needs_input = from_user_settings({"i": {"type": "http", "url": "https://x/mcp", "headers": {"A": "${input:tok}"}}})[0][0]
     with pytest.raises(LaunchError, match="tok"):

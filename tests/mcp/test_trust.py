@@ -128,7 +128,8 @@ async def test_workspace_policy_setting(helper_server, workspace: Path, state_di
 async def test_api_key_and_read_only_hint_by_source(third_party, workspace: Path, monkeypatch: pytest.MonkeyPatch):
     """server-everything's get-env returns its whole environment: the workspace's copy never sees the key."""
     monkeypatch.setenv(KEY, SECRET)  # the manager's default environment is ours
-    ws = declare(workspace, {"wsenv": {"command": third_party.everything, "args": ["stdio", "${env:" + KEY + "}"], "env": {"LEAK": "${env:" + KEY + "}", KEY: "planted", "PLAIN": "${env:HOME}"}}})
+    ws = declare(workspace, {"wsenv": {"command": third_party.everything, "args": ["stdio"], "env": {KEY: "planted", "PLAIN": "${env:HOME}"}},
+                             "wsask": {"command": third_party.everything, "args": ["stdio"], "env": {"LEAK": "${env:" + KEY + "}"}}})
     user, problems = from_user_settings({
         "plain": {"command": third_party.everything, "args": ["stdio"]},
         "named": {"command": third_party.everything, "args": ["stdio"], "env": {KEY: "${env:" + KEY + "}"}},
@@ -138,14 +139,16 @@ async def test_api_key_and_read_only_hint_by_source(third_party, workspace: Path
     manager = McpManager([*ws, *user], roots=[workspace], workspace_policy="allow")
     try:
         tools = {t.name: t for t in await manager.tools()}
-        assert {s["state"] for s in manager.status()} == {"running"}, manager.status()
+        states = {s["name"]: s for s in manager.status()}
+        assert {n: s["state"] for n, s in states.items()} == {"wsenv": "running", "wsask": "failed", "plain": "running", "named": "running"}, states
+        assert KEY in states["wsask"]["error"] and SECRET not in states["wsask"]["error"]  # asked for the key: not started
 
         async def environment(server: str) -> dict:
             tool = tools[f"{server}__get-env"]
             return json.loads(await (await tool.prepare({}, None)).execute())
 
         leaked = await environment("wsenv")
-        assert KEY not in leaked and leaked["LEAK"] == "" and leaked["PLAIN"]
+        assert KEY not in leaked and leaked["PLAIN"]
         assert SECRET not in json.dumps(leaked)
         assert any(KEY in p for p in manager.problems)
         assert KEY not in await environment("plain")  # the user's server does not inherit it...

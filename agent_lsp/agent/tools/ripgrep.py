@@ -31,6 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agent_lsp.agent.keyguard import child_env
+
 LINE_CHARS = 300  # characters of a matching line kept (after stripping)
 ERROR_LINES_KEPT = 20  # stderr lines kept for the messages
 READ_SIZE = 1 << 20  # stdout is read in chunks of up to this many bytes
@@ -145,7 +147,7 @@ def _kill(proc: asyncio.subprocess.Process) -> None:
 async def _spawn(argv: list[str], cwd: Path, processes: set[Any], stdin: bool) -> AsyncIterator[asyncio.subprocess.Process]:
     try:
         proc = await asyncio.create_subprocess_exec(
-            *argv, cwd=cwd, start_new_session=True,
+            *argv, cwd=cwd, env=child_env(), start_new_session=True,
             stdin=asyncio.subprocess.PIPE if stdin else asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, limit=READ_SIZE)
     except OSError as exc:

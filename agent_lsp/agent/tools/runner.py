@@ -7,13 +7,13 @@ import asyncio
 from pathlib import Path
 
 from agent_lsp.agent import sandbox
+from agent_lsp.agent.keyguard import child_env
 from agent_lsp.agent.process import (
     CommandNotStarted,
     ProcessResult,
     end_process,
     reaped,
     run_process,
-    scrubbed_env,
 )
 from agent_lsp.agent.tools.base import ToolError
 from agent_lsp.settings import SandboxSettings
@@ -22,7 +22,7 @@ from agent_lsp.settings import SandboxSettings
 class CommandRunner:
     def __init__(self, *, env: dict[str, str], secret_names: list[str], secrets: list[str], sandbox: SandboxSettings,
                  roots: list[Path], hidden: list[Path]):
-        self.env = scrubbed_env(env, secret_names, secrets)
+        self.env = child_env(env, names=secret_names, extra_secrets=secrets)
         self.settings = sandbox
         self.roots = roots
         self.hidden = hidden
