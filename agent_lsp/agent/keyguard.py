@@ -25,6 +25,7 @@ _PR_GET_DUMPABLE, _PR_SET_DUMPABLE = 3, 4
 _held: dict[str, str] = {}  # variables taken out of os.environ because they hold a key
 _names: set[str] = set(DEFAULT_KEY_NAMES)
 _sealed = False
+_wiped = False  # the environment block was wiped at least once
 
 
 class KeyInLaunch(ValueError):
@@ -89,6 +90,7 @@ def protect(*names: str | None) -> None:
     """Take the named key variables, and every variable holding one of their values, out of
     os.environ (kept in memory for `environment()`) and wipe them from the original environment
     block. Nothing happens in a process that was not sealed (a test, a library user)."""
+    global _wiped
     if not _sealed:
         return
     new = [n for n in names if n and n not in _names]
@@ -97,6 +99,9 @@ def protect(*names: str | None) -> None:
     taken = [k for k, v in os.environ.items() if k in _names or holds_key(v, known)]
     for name in taken:
         _held[name] = os.environ.pop(name)  # os.environ.pop unsets it in libc's environ as well
+    if not taken and not new and _wiped:
+        return  # settings resolved again, nothing new: the block was wiped already
+    _wiped = True
     _wipe_environ_block(lambda name, value: name in _names or name in _held or holds_key(value, known))
 
 

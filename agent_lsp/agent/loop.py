@@ -322,6 +322,11 @@ class AgentLoop:
             log.exception("preparing %s failed", call.name)
             await self._finish(call, Outcome.ERROR, f"error: internal error in {call.name}: {type(exc).__name__}: {exc}")
             return None
+        if self.s.redact.overwrites_secret(prepared.diff, prepared.new_text):
+            await self._finish(call, Outcome.ERROR, "error: this edit would replace the model's API key, which you see as "
+                                                    "[redacted], with the text [redacted]; nothing was changed. Leave the lines "
+                                                    "holding it as they are (edit_file around them).")
+            return None
         prepared.detail = self.s.redact(escape_invisible(prepared.detail))
         policy = self.s.policy.decide(tool, prepared)
         if policy.verdict == "allow":

@@ -17,6 +17,9 @@ from agent_lsp.agent.safeio import open_private
 log = logging.getLogger(__name__)
 
 
+REDACTED = "[redacted]"
+
+
 class Redactor:
     """Replaces every secret (the model's API key) with `[redacted]`, in strings and in any
     structure of them."""
@@ -26,8 +29,16 @@ class Redactor:
 
     def __call__(self, text: str) -> str:
         for secret in self.secrets:
-            text = text.replace(secret, "[redacted]")
+            text = text.replace(secret, REDACTED)
         return text
+
+    def overwrites_secret(self, diff: str | None, new_text: str | None) -> bool:
+        """An edit that would write `[redacted]` where the file held the key: the model saw the
+        key only as `[redacted]` and is writing that back (the user's key would be lost)."""
+        if not diff or not new_text or REDACTED not in new_text:
+            return False
+        removed = (line for line in diff.splitlines() if line.startswith("-") and not line.startswith("---"))
+        return any(secret in line for line in removed for secret in self.secrets)
 
     def value(self, value: Any) -> Any:
         """`value` with every string inside it (dicts, lists) redacted."""

@@ -83,8 +83,8 @@ def resolve_launch(decl: McpDeclaration, *, roots: Sequence[Path], env: Mapping[
 
     command = expand(decl.command, "command")
     args = tuple(expand(a, f"args[{i}]") for i, a in enumerate(decl.args))
-    for where, value in (("command", command), *((f"args[{i}]", a) for i, a in enumerate(args))):
-        if keyguard.holds_key(value, keys):
+    for where, part in (("command", command), *((f"args[{i}]", a) for i, a in enumerate(args))):
+        if keyguard.holds_key(part, keys):
             raise LaunchError(f"not started: `{where}` holds the model's API key, and a command line is readable by every local user "
                               "(/proc/<pid>/cmdline); give it to the server in its `env` instead")
     cwd = expand(decl.cwd, "cwd") if decl.cwd else None

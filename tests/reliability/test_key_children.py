@@ -322,3 +322,17 @@ async def test_the_model_never_reads_the_key_in_a_memory_file(model, workspace):
     await run("hello", model, workspace)
     system = model.requests[0]["messages"][0]["content"]
     assert "MODEL_KEY=[redacted]." in system and API_KEY not in json.dumps(model.requests)
+
+
+@pytest.mark.parametrize("tool", ["write_file", "edit_file"])
+async def test_writing_back_a_redacted_key_is_refused_and_the_file_keeps_it(model, workspace, tool):
+    """The model sees the key as [redacted]: writing what it read back would lose the user's key."""
+    notes = workspace / "notes.txt"
+    notes.write_text(f"MODEL_KEY={API_KEY}\nmode=slow\n")
+    edit = (call("write_file", id="w", path="notes.txt", content="MODEL_KEY=[redacted]\nmode=fast\n") if tool == "write_file"
+            else call("edit_file", id="w", path="notes.txt", old_text=f"MODEL_KEY={API_KEY}\nmode=slow", new_text="MODEL_KEY=[redacted]\nmode=fast"))
+    model.add([tools_reply(call("read_file", id="r", path="notes.txt")), tools_reply(edit), {"text": "ok"}])
+    await run("speed it up", model, workspace, approval={"default": "allow"})
+    assert "[redacted]" in last_tool_results(model.requests[1])["r"]
+    assert last_tool_results(model.requests[2])["w"].startswith("error: this edit would replace the model's API key")
+    assert notes.read_text() == f"MODEL_KEY={API_KEY}\nmode=slow\n"
