@@ -28,11 +28,6 @@ _sealed = False
 _wiped = False  # the environment block was wiped at least once
 
 
-class KeyInLaunch(ValueError):
-    """A child was about to be started with the model's key in its arguments; the message names
-    where (never the value)."""
-
-
 def holds_key(value: str, secrets: Iterable[str]) -> bool:
     """The value is a key, or carries one (`Bearer sk-...`, `a:sk-...:b`)."""
     for secret in secrets:
