@@ -76,12 +76,21 @@ class OutgoingRequest:
 
 async def client_request(ls: LanguageServer, method: str, params: Any, timeout: float | None = None,
                          on_sent: Callable[[], None] | None = None,
-                         late: Callable[[Any], None] | None = None) -> Any:
+                         late: Callable[[Any], None] | None = None,
+                         settled: Callable[[], None] | None = None) -> Any:
     """Send a request and wait for its answer; TimeoutError when nobody answers in time.
     `on_sent` runs right after the request is written (see PITFALLS: eglot's reader). With
     `late`, a cancelled waiter leaves the request open (a user may still answer it, e.g. in the
-    editor's preview) and `late` gets the answer when it comes."""
-    request = OutgoingRequest(ls, method, params)
+    editor's preview) and `late` gets the answer when it comes. `settled` runs once the request
+    is over in any way: answered, refused, withdrawn or its waiter gone."""
+    try:
+        request = OutgoingRequest(ls, method, params)
+    except BaseException:
+        if settled is not None:
+            settled()
+        raise
+    if settled is not None:
+        request.answer.add_done_callback(lambda _: settled())
     if on_sent is not None:
         on_sent()
     try:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 from collections.abc import Callable
@@ -22,10 +23,22 @@ from agent_lsp.server.rpc import ClientRequestError, client_request
 log = logging.getLogger(__name__)
 
 APPLY_EDIT_TIMEOUT = 60.0
+DID_CHANGE_WAIT = 3.0  # after an applied edit, for the editor's didChange (eglot: when idle)
 DIAGNOSTICS_METHOD = "agentLsp/diagnostics"
 DIAGNOSTICS_TIMEOUT = 3.0  # CONTRACT Decision 15: the client answers within ~2 s
 PREVIEW_ANNOTATION = "agent-lsp-preview"
 _LSP_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")
+
+
+def preview_gate(ls: LanguageServer) -> asyncio.Lock:
+    """The server's one open edit preview: VS Code shows one refactoring preview at a time and
+    answers a second with a Cancel the model would take for the user's no. Held until the
+    editor answers, even when the run that asked was cancelled meanwhile."""
+    gate = getattr(ls, "_agent_lsp_preview_gate", None)
+    if gate is None:
+        gate = asyncio.Lock()
+        ls._agent_lsp_preview_gate = gate  # type: ignore[attr-defined]
+    return gate
 
 
 def uri_to_path(uri: str) -> Path | None:
@@ -172,13 +185,22 @@ class LspWorkspace:
         # for one the editor opens to apply it.
         expected = (open_doc.version or 0) + 1 if open_doc is not None else 1
         label = preview or f"agent-lsp: {'create' if before is None else 'edit'} {path.name}"
+        gate = preview_gate(self.ls) if preview else None
+        if gate is not None:
+            if gate.locked() and self.on_waiting:
+                self.on_waiting(f"waiting for the edit preview already open in the editor before showing {path.name}")
+            await gate.acquire()  # one preview at a time per server (CONTRACT "Edit review")
+            if open_doc is not None and (now := self._open_document(path)) is not None and now.source != open_doc.source:
+                gate.release()
+                return EditOutcome(False, f"{path.name} was changed in the editor while the edit waited for another preview")
         try:
             waiting = self.on_waiting
             notify = (lambda: waiting(f"waiting for the editor to apply the edit to {path.name}")) if waiting else None
             # A previewed edit waits for the user, without a time limit (CONTRACT "Edit review").
             on_late = (lambda answer: late() if getattr(answer, "applied", False) else None) if preview and late else None
             result = await client_request(self.ls, types.WORKSPACE_APPLY_EDIT, types.ApplyWorkspaceEditParams(edit=edit, label=label),
-                                          None if preview else APPLY_EDIT_TIMEOUT, on_sent=notify, late=on_late)
+                                          None if preview else APPLY_EDIT_TIMEOUT, on_sent=notify, late=on_late,
+                                          settled=gate.release if gate is not None else None)
         except TimeoutError:
             return EditOutcome(False, f"the editor did not answer the edit within {APPLY_EDIT_TIMEOUT:g}s")
         except ClientRequestError as exc:  # e.g. eglot answers a stale version with an error
@@ -187,7 +209,21 @@ class LspWorkspace:
         if not applied:
             reason = getattr(result, "failure_reason", None) or "the editor refused the edit (the document may have changed since the agent read it)"
             return EditOutcome(False, reason, rejected=preview is not None and not getattr(result, "failure_reason", None))
+        if open_doc is not None:
+            await self._until_version(path, expected)
         return EditOutcome(True, version=expected)
+
+    async def _until_version(self, path: Path, version: int) -> None:
+        """Wait (bounded) for the editor's didChange of an edit it applied: clients send it late
+        (Neovim debounces 150 ms, eglot waits for idle), and the next edit of the same reply must
+        be computed on the text this one left."""
+        deadline = asyncio.get_running_loop().time() + DID_CHANGE_WAIT
+        while asyncio.get_running_loop().time() < deadline:
+            doc = self._open_document(path)
+            if doc is None or (doc.version or 0) >= version:
+                return
+            await asyncio.sleep(0.01)
+        log.info("no didChange for %s version %d within %g s: going on", path, version, DID_CHANGE_WAIT)
 
     async def restore(self, restores: list[Any]) -> Any:
         """A rewind as one workspace/applyEdit (so the editor's undo can take it back):

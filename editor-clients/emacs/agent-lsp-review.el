@@ -255,11 +255,7 @@ A refused edit (a stale version, a declined confirmation) is
              (eglot-confirm-server-edits (and agent-lsp-confirm-edits 'summary)))
         (eglot--apply-workspace-edit (agent-lsp--prepare-edit edit)
                                      agent-lsp-confirm-edits)
-        (dolist (buffer buffers)
-          (with-current-buffer buffer
-            (when (bound-and-true-p eglot--managed-mode)
-              ;; the server gets the change before the answer
-              (eglot--signal-textDocument/didChange))))
+        ;; No flush of the didChange here: the server waits for it (eglot sends it when idle).
         (when agent-lsp-save-after-edit
           (mapc #'agent-lsp--save buffers))
         (list :applied t))

@@ -124,8 +124,10 @@ class Editor:
     approval_requests: list[types.ShowMessageRequestParams] = field(default_factory=list)
     approval_request_ids: list[Any] = field(default_factory=list)
     edits: list[types.ApplyWorkspaceEditParams] = field(default_factory=list)
+    edit_times: list[tuple[float, float]] = field(default_factory=list)  # (asked, answered), monotonic
     edit_request_ids: list[Any] = field(default_factory=list)
     edit_delay: float = 0.0  # seconds before the editor answers an applyEdit
+    did_change_delay: float = 0.0  # seconds before the didChange of an applied edit (Neovim debounces 150 ms)
     refuse_edits: bool = False
     refuse_reason: str | None = "refused by the test editor"  # None: applied false without a reason (a preview's Discard)
     error_edits: bool = False  # answer applyEdit with a JSON-RPC error (like eglot on a stale version)
@@ -342,8 +344,10 @@ async def start_editor(root: Path, caps: str | types.ClientCapabilities, *, init
     async def on_edit(ls: LanguageClient, params: types.ApplyWorkspaceEditParams):
         editor.edits.append(params)
         editor.edit_request_ids.append(ls.protocol.msg_id)
+        asked = time.monotonic()
         if editor.edit_delay:
             await asyncio.sleep(editor.edit_delay)  # a slow editor (or one asking the user first)
+        editor.edit_times.append((asked, time.monotonic()))
         if editor.error_edits:
             raise ValueError("the test editor cannot apply this edit")
         if editor.refuse_edits:
@@ -397,9 +401,13 @@ def apply_workspace_edit(editor: Editor, edit: types.WorkspaceEdit) -> types.App
         if uri in editor.buffers:  # like an editor: change the buffer and tell the server
             version, text = editor.buffers[uri]
             editor.buffers[uri] = (version + 1, apply_text_edits(text, edits, editor.encoding))
-            editor.client.text_document_did_change(types.DidChangeTextDocumentParams(
+            did_change = types.DidChangeTextDocumentParams(
                 text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=version + 1),
-                content_changes=[types.TextDocumentContentChangeWholeDocument(text=editor.buffers[uri][1])]))
+                content_changes=[types.TextDocumentContentChangeWholeDocument(text=editor.buffers[uri][1])])
+            if editor.did_change_delay:
+                asyncio.get_running_loop().call_later(editor.did_change_delay, editor.client.text_document_did_change, did_change)
+            else:
+                editor.client.text_document_did_change(did_change)
         else:
             path = Path(to_fs_path(uri))
             path.parent.mkdir(parents=True, exist_ok=True)

@@ -115,3 +115,29 @@ async def test_a_preview_applied_after_a_cancel_is_recorded_and_announced(open_e
     assert "a + b" in (workspace / "calc.py").read_text()
     result = await editor.execute("agentLsp.rewind", {"runId": started["runId"]})
     assert len(result["restored"]) == 1 and (workspace / "calc.py").read_text() == original
+
+
+async def test_one_preview_at_a_time_even_after_the_run_that_opened_it_was_cancelled(open_editor, model, workspace):
+    """Issue 21.12: VS Code shows one refactoring preview at a time and answers a second one with
+    a Cancel that the model would take for the user's no. A second run's preview waits until
+    the editor answered the first, also when the first run was cancelled while its preview was
+    open; both edits land and neither is reported as rejected."""
+    model.add("first", [{"tool_calls": [EDIT]}, {"text": "never"}])
+    model.add("second", [{"tool_calls": [{"name": "edit_file", "arguments": {"path": "calc.py", "old_text": "a * b", "new_text": "b * a"}}]},
+                         {"text": "done"}])
+    editor = await open_editor(preview_caps())
+    editor.edit_delay = 2.0  # the user looks at each preview for a while
+    first = await editor.run("first")
+    await editor.wait_for(lambda: editor.edits, 15, "the first preview")
+    await editor.execute("agentLsp.cancel", {"runId": first["runId"]})
+    second = await editor.run("second")
+    report = await editor.wait_stop(second["runId"], 20)
+
+    assert report["stopReason"] == "done" and report["denied"] == 0
+    assert len(editor.edit_times) == 2
+    (asked_1, answered_1), (asked_2, _) = editor.edit_times
+    assert asked_2 >= answered_1 - 0.05, "the second preview was shown while the first was still open"
+    text = (workspace / "calc.py").read_text()
+    assert "a + b" in text and "b * a" in text
+    waiting = [e for e in editor.events(second["runId"], "status") if "preview already open" in e.get("text", "")]
+    assert waiting, "the second run said what it waits for"

@@ -190,3 +190,24 @@ async def test_run_command_after_an_edit_never_blocks_on_the_file_on_disk(open_e
     result = tool_messages(model.requests[-1])["cmd"]
     assert "ran" in result and "still unsaved" in result and "calc.py" in result, result
     assert isinstance(await editor.execute("agentLsp.sessions", {}), list)  # the server still answers
+
+
+@pytest.mark.parametrize("delay", [0.3, 1.0], ids=["neovim-debounce", "eglot-idle"])
+async def test_a_second_edit_to_a_file_waits_for_the_editors_did_change(open_editor, model, workspace, delay):
+    """Issue 21.14: a stock client sends the didChange of an applied edit late (Neovim debounces
+    it, eglot waits for idle); the next edit to that file in the same reply is computed on the
+    text the first one left, not on stale text the editor would refuse."""
+    model.add("two edits", [{"tool_calls": [
+        {"name": "edit_file", "arguments": {"path": "calc.py", "old_text": "a - b", "new_text": "a + b"}},
+        {"name": "edit_file", "arguments": {"path": "calc.py", "old_text": "a * b", "new_text": "b * a"}}]},
+        {"text": "done"}])
+    editor = await open_editor(init={"approval": {"default": "allow"}})
+    editor.did_change_delay = delay
+    uri = editor.open("calc.py")
+
+    started = await editor.run("two edits")
+    report = await editor.wait_stop(started["runId"], 20)
+
+    assert report["stopReason"] == "done"
+    text = editor.buffers[uri][1]
+    assert "a + b" in text and "b * a" in text, "the second edit was lost or refused as stale"

@@ -116,25 +116,6 @@ local function stale_reason(edit)
   return nil
 end
 
---- Sends the didChange of the edited buffers now, before the applyEdit answer. Neovim
---- debounces didChange (150 ms): the server would otherwise go on with the text from before
---- its own edit (reads, the checkpoint of what the run left, which a rewind compares with).
----@param client_id integer
----@param uris string[]
-local function flush_changes(client_id, uris)
-  local client = vim.lsp.get_client_by_id(client_id)
-  local changetracking = vim.lsp._changetracking -- no public API flushes (Client:request does)
-  if not client or type(changetracking) ~= 'table' or type(changetracking.flush) ~= 'function' then
-    return
-  end
-  for _, uri in ipairs(uris) do
-    local buf = loaded_buf(uri)
-    if buf and vim.lsp.buf_is_attached(buf, client_id) then
-      pcall(changetracking.flush, client, buf)
-    end
-  end
-end
-
 --- `workspace/applyEdit`: Neovim's default, then write the buffers the edit touched
 --- (option `save_after_edit`), so the files on disk match what the agent did.
 ---@param params lsp.ApplyWorkspaceEditParams
@@ -144,10 +125,8 @@ function M.apply_edit(err, params, ctx)
   if stale then
     return { applied = false, failureReason = stale }
   end
+  -- The server waits for the buffers' (debounced) didChange itself: no private flush here.
   local result = vim.lsp.handlers['workspace/applyEdit'](err, params, ctx)
-  if type(result) == 'table' and result.applied then
-    flush_changes(ctx.client_id, touched_uris(params.edit))
-  end
   if
     type(result) == 'table'
     and result.applied
