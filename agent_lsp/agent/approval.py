@@ -106,6 +106,14 @@ class ApprovalPolicy:
             (self.settings.tools[a] for a in getattr(tool, "aliases", ()) if a in self.settings.tools), None)
         if configured == "deny":
             return PolicyVerdict("deny", f"approval.tools denies {tool.name}")
+        # A name that may mean this tool or another (two MCP servers' names sanitise alike) only
+        # ever restricts: its deny or ask applies, its allow is for nobody.
+        cautious = {a: self.settings.tools[a] for a in getattr(tool, "contested_aliases", ()) if a in self.settings.tools}
+        for alias, rule in cautious.items():
+            if rule == "deny":
+                return PolicyVerdict("deny", f"approval.tools denies {alias}, a name that may mean {tool.name}")
+        if "ask" in cautious.values() and configured != "ask":
+            return PolicyVerdict("ask", f"approval.tools asks for {next(a for a, r in cautious.items() if r == 'ask')}, a name that may mean {tool.name}")
         if prepared.must_ask:  # above every allow: rules, the sandbox, session grants, --yes
             return PolicyVerdict("ask", prepared.must_ask)
         if tool.read_only:
@@ -120,7 +128,7 @@ class ApprovalPolicy:
                 if risky is None:
                     return PolicyVerdict("allow", f"approval.allowCommands entry {entry!r}")
                 return PolicyVerdict("ask", f"allowCommands entry {entry!r} matched, but {risky}")
-        elif tool.name in self.session.tools:
+        elif tool.grant_key in self.session.tools:
             return PolicyVerdict("allow", "allowed for this session")
         verdict: Verdict = configured or self.settings.default
         if verdict == "ask" and prepared.sandboxed and self.settings.sandboxed == "allow":

@@ -341,7 +341,7 @@ class AgentLoop:
                                       **({"reason": answer.reason} if answer.reason else {}))
         if answer.decision in (Decision.ALLOW, Decision.ALLOW_SESSION, Decision.PREVIEW):
             if answer.decision == Decision.ALLOW_SESSION:
-                self.s.policy.session.remember(call.name, prepared.remember if prepared.command is not None else None)
+                self.s.policy.session.remember(tool.grant_key, prepared.remember if prepared.command is not None else None)
             return prepared, answer
         await self._deny(call, prepared, answer)
         return None

@@ -28,7 +28,8 @@ from agent_lsp.mcp.consent import (
     workspace_key,
 )
 from agent_lsp.mcp.launch import Launch, resolve_launch
-from agent_lsp.mcp.tools import McpTool, model_tool_name
+from agent_lsp.mcp.names import Naming
+from agent_lsp.mcp.tools import McpTool
 
 log = logging.getLogger(__name__)
 
@@ -96,6 +97,9 @@ class McpManager:
             conn = ServerConnection(decl, launch=self._launcher(decl), request_timeout=request_timeout, start_timeout=start_timeout, on_change=self._changed)
             gate, why = self._initial_gate(decl)
             self._servers[decl.name] = _Server(decl, conn, gate, why)
+        for one, other in Naming(self._servers).overlaps():
+            self.problems.append(f"MCP servers `{one}` and `{other}` can give tools the same `<server>__<tool>` name: such tools are "
+                                 "offered under names ending in a hash, and an approval.tools entry under a shared name only denies or asks")
 
     def _initial_gate(self, decl: McpDeclaration) -> tuple[Literal["allowed", "needs-consent", "denied"], str]:
         if decl.trusted or self.policy == "allow":
@@ -213,21 +217,24 @@ class McpManager:
         versions = tuple(s.conn.version for s in self._servers.values())
         if versions == self._built_from:
             return
+        naming = Naming(self._servers)  # every declared server, running or not: names mean the same all along
         tools: list[McpTool] = []
         taken: set[str] = set()
         for server in self._servers.values():
             if server.conn.state != "running":
                 continue
-            for spec in server.conn.tools:
-                name = model_tool_name(server.decl.name, spec.name)
-                if name in taken:
-                    name = model_tool_name(server.decl.name, spec.name, force_hash=True)
-                if name in taken:
-                    log.warning("MCP tool %s__%s is left out: its name clashes", server.decl.name, spec.name)
+            specs = {spec.name: spec for spec in server.conn.tools if isinstance(spec.name, str)}
+            for tool, names in naming.of_server(server.decl.name, specs).items():
+                spec = specs[tool]
+                if names.name in taken:  # a server's own tool literally named like another's hashed name
+                    log.warning("MCP tool %s of server %s is left out: its name %s is taken", tool, server.decl.name, names.name)
                     continue
-                taken.add(name)
+                taken.add(names.name)
                 hint = getattr(getattr(spec, "annotations", None), "read_only_hint", None) is True
-                tools.append(McpTool(server=server.decl.name, tool=spec.name, description=spec.description or spec.title or "", input_schema=spec.input_schema, read_only=hint and server.decl.trusted, call=server.conn.call, name=name))
+                tools.append(McpTool(server=server.decl.name, tool=tool, description=spec.description or spec.title or "", input_schema=spec.input_schema,
+                                     read_only=hint and server.decl.trusted, call=server.conn.call, name=names.name, aliases=names.aliases,
+                                     contested=names.contested, source=server.decl.source))
         self._tools = tools
-        self._by_name = {alias: t for t in tools for alias in (t.name, t.raw_name)}
+        # find() answers only names that mean one tool: never a contested one.
+        self._by_name = {alias: t for t in tools for alias in (t.name, *t.aliases)}
         self._built_from = versions

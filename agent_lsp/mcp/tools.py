@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import copy
-import hashlib
 import json
-import re
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -13,11 +11,12 @@ from pydantic import ConfigDict
 
 from agent_lsp.agent.tools.base import Args, Prepared, Tool, ToolContext, ToolError
 from agent_lsp.mcp.display import cut, visible
+from agent_lsp.mcp.names import MAX_NAME, hashed_tool_name, raw_tool_name, sanitise
 
-MAX_NAME = 64
+__all__ = ["MAX_NAME", "McpTool", "model_tool_name", "raw_tool_name", "render_result", "tool_aliases"]
+
 DETAIL_LIMIT = 2000
 DESCRIPTION_LIMIT = 4000
-_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 
 CallTool = Callable[[str, dict[str, Any]], Awaitable[Any]]
 
@@ -28,27 +27,19 @@ class McpArguments(Args):
     model_config = ConfigDict(extra="allow")
 
 
-def raw_tool_name(server: str, tool: str) -> str:
-    return f"{server}__{tool}"
-
-
 def model_tool_name(server: str, tool: str, *, force_hash: bool = False) -> str:
     """`<server>__<tool>` as `[A-Za-z0-9_-]{1,64}`: other characters become `_`; a name that is too
-    long (or collides, `force_hash`) is cut and ends in `_` + 8 hex of the raw name's sha256."""
-    raw = raw_tool_name(server, tool)
-    safe = _UNSAFE.sub("_", raw)
+    long (or contested, `force_hash`: see names.py) is cut and ends in `_` + 8 hex of a hash."""
+    safe = sanitise(raw_tool_name(server, tool))
     if len(safe) <= MAX_NAME and not force_hash:
         return safe
-    suffix = hashlib.sha256(raw.encode()).hexdigest()[:8]
-    return f"{safe[: MAX_NAME - 9]}_{suffix}"
+    return hashed_tool_name(server, tool)
 
 
 def tool_aliases(tool: Tool) -> set[str]:
-    """The names `approval.tools` may use for this tool: the model's name and, for MCP tools, the raw `<server>__<tool>`."""
-    names = {tool.name}
-    if isinstance(tool, McpTool):
-        names.add(tool.raw_name)
-    return names
+    """The names whose `approval.tools` entry applies in full to this tool: the model's name and,
+    for MCP tools, the other names that cannot mean another tool (names.py)."""
+    return {tool.name, *tool.aliases}
 
 
 class McpTool(Tool):
@@ -56,21 +47,30 @@ class McpTool(Tool):
 
     args = McpArguments
 
-    @property
-    def aliases(self) -> tuple[str, ...]:  # type: ignore[override]
-        """approval.tools may name it by its raw `<server>__<tool>` too."""
-        return (self.raw_name,)
-
-    def __init__(self, *, server: str, tool: str, description: str, input_schema: Any, read_only: bool, call: CallTool, name: str | None = None):
+    def __init__(self, *, server: str, tool: str, description: str, input_schema: Any, read_only: bool, call: CallTool,
+                 name: str | None = None, aliases: tuple[str, ...] | None = None, contested: tuple[str, ...] = (),
+                 source: str = "user"):
+        """`aliases`: other names approval.tools may use for it in full (default: the raw
+        `<server>__<tool>`); `contested`: names that may mean it or another tool, whose `deny` and
+        `ask` apply but never `allow` (the manager works both out over every declared server)."""
         self.server = server
         self.tool = tool
+        self.source = source
         self.raw_name = raw_tool_name(server, tool)
         self.name = name or model_tool_name(server, tool)  # type: ignore[misc]
+        self.aliases = tuple(a for a in ((self.raw_name,) if aliases is None else aliases) if a != self.name)
+        self.contested_aliases = contested
         text = " ".join((description or "").split()) or "(no description)"
         self.description = f"[MCP server {server}] {text[:DESCRIPTION_LIMIT]}"  # type: ignore[misc]
         self.read_only = read_only
         self.parameters = _parameters(input_schema)
         self._call = call
+
+    @property
+    def grant_key(self) -> str:
+        """"Allow for session" remembers this tool of this server from this source, not a name
+        another tool may carry in a later run."""
+        return f"mcp:{self.source}:{json.dumps([self.server, self.tool])}"
 
     def schema(self) -> dict[str, Any]:
         return {"type": "function", "function": {"name": self.name, "description": self.description, "parameters": copy.deepcopy(self.parameters)}}

@@ -93,6 +93,12 @@ class Tool:
     args: ClassVar[type[Args]]
     read_only: bool = True
     aliases: tuple[str, ...] = ()  # other names approval.tools may use for it
+    contested_aliases: tuple[str, ...] = ()  # names that may mean it or another tool: their deny/ask apply, never allow
+
+    @property
+    def grant_key(self) -> str:
+        """What "Allow for session" remembers for this tool."""
+        return self.name
 
     def schema(self) -> dict[str, Any]:
         # Built once per tool class: pydantic's schema generation costs ~5 ms a tool, every turn.
