@@ -66,7 +66,7 @@ class OutputTail:
 
 
 def reaped(argv: list[str]) -> list[str]:
-    return [sys.executable, "-I", "-S", str(REAPER), *argv]
+    return [sys.executable, "-I", "-S", str(REAPER), "--", *argv]
 
 
 async def run_process(argv: list[str], cwd: Path, timeout: float, *, env: dict[str, str],

@@ -1,9 +1,13 @@
 """Runs one command as a Linux child subreaper, so that nothing it starts outlives it.
 
-`python -I -S reaper.py ARGV...`: every descendant the command leaves behind (a background
-job, a daemon that called setsid()) is re-parented here instead of to init, and is killed
-when the command exits or when this process is told to stop (SIGTERM/SIGHUP/SIGINT, or the
-agent dying: PR_SET_PDEATHSIG). Standard library only, and cheap to start.
+`python -I -S reaper.py [--session] [--] ARGV...`: every descendant the command leaves behind
+(a background job, a daemon that called setsid()) is re-parented here instead of to init, and
+is killed when the command exits or when this process is told to stop (SIGTERM/SIGHUP/SIGINT,
+or the agent dying: PR_SET_PDEATHSIG). Standard library only, and cheap to start.
+
+`--session`: the command leads a session of its own (an MCP server: its process group can be
+signalled apart from the reaper), and the reaper lets go of its own stdin and stdout, so the
+command's pipes end with the command.
 """
 
 import os
@@ -72,6 +76,11 @@ def _reap_all() -> None:
 
 
 def main(argv: list[str]) -> int:
+    own_session = bool(argv) and argv[0] == "--session"
+    if own_session:
+        argv = argv[1:]
+    if argv and argv[0] == "--":
+        argv = argv[1:]
     if not argv:
         sys.stderr.write("reaper: no command\n")
         return 2
@@ -91,11 +100,18 @@ def main(argv: list[str]) -> int:
     if pid == 0:
         for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
             signal.signal(signum, signal.SIG_DFL)
+        if own_session:
+            os.setsid()
         try:
             os.execvp(argv[0], argv)
         except OSError as exc:
             os.write(2, f"agent-lsp: cannot start {argv[0]!r}: {exc.strerror}\n".encode())
         os._exit(EXEC_FAILED)
+    if own_session:
+        null = os.open(os.devnull, os.O_RDWR)
+        os.dup2(null, 0)
+        os.dup2(null, 1)
+        os.close(null)
     while True:
         try:
             done, status = os.waitpid(pid, 0)

@@ -20,7 +20,7 @@ from agent_lsp.agent.tools.base import ToolError
 from agent_lsp.mcp.config import McpDeclaration
 from agent_lsp.mcp.display import failure_message
 from agent_lsp.mcp.launch import Launch, LaunchError
-from agent_lsp.mcp.process import StderrTail, end_process_group, find_server_pid
+from agent_lsp.mcp.process import StderrTail, end_process_group, keep_group
 from agent_lsp.mcp.sdk import (
     WatchedRead,
     describe_error,
@@ -55,6 +55,7 @@ class ServerConnection:
         self.version = 0  # bumped whenever `tools` changes
         self.pid: int | None = None
         self._client: Any = None
+        self._transport: Any = None
         self._task: asyncio.Task[None] | None = None
         self._ready: asyncio.Future[bool] | None = None
         self._wake = asyncio.Event()
@@ -91,6 +92,7 @@ class ServerConnection:
 
     def _spawn(self) -> None:
         self._set("starting")
+        self._transport = None
         self._ready = asyncio.get_running_loop().create_future()
         self._dead = False
         self._stale = False
@@ -112,6 +114,8 @@ class ServerConnection:
         except Exception as exc:
             if self._dead:
                 retry = " (it will be restarted once on the next call)" if self.crashes == 0 else ""
+                if broken := self._broken():
+                    raise ToolError(f"MCP server `{self.name}`: {broken}; agent-lsp closed the connection during the call to {tool}{retry}") from None
                 raise ToolError(f"MCP server `{self.name}` stopped during the call to {tool}{retry}") from None
             raise ToolError(f"MCP server `{self.name}` failed the call to {tool}: {describe_error(exc)}") from None
 
@@ -161,7 +165,7 @@ class ServerConnection:
             async with AsyncExitStack() as stack:
                 if self.decl.transport == "stdio":
                     stderr = StderrTail(self.name)
-                    transport = stdio_transport(launch, stderr.writer)
+                    transport = stdio_transport(launch, stderr.writer, self.name)
                 else:
                     transport = await http_transport(stack, launch)
                 client = make_client(self._watch(transport, stderr), self._on_message)
@@ -170,6 +174,7 @@ class ServerConnection:
                     await stack.enter_async_context(client)
                     tools = await list_all_tools(client)
                 self._client, self.tools, self.version = client, tools, self.version + 1
+                self._find_server(transport)
                 reached = True
                 self.failed_running = False
                 self._set("running")
@@ -190,6 +195,8 @@ class ServerConnection:
                 self.reason = str(exc) if isinstance(exc, LaunchError) else describe_error(exc)
                 if isinstance(exc, TimeoutError):
                     self.reason = f"no answer to the MCP handshake within {self.start_timeout:g} s"
+                elif broken := self._broken():
+                    self.reason = f"{broken}; agent-lsp closed the connection during the MCP handshake"
                 elif self._dead:
                     self.reason = "it exited during the MCP handshake" if self.decl.transport == "stdio" else f"the connection closed during the MCP handshake ({self.reason})"
             log.debug("MCP server %s ended with an error", self.name, exc_info=True)
@@ -212,17 +219,33 @@ class ServerConnection:
                 self.crashes += 1
                 self.failed_running = True
                 self.reason = "the server exited" if self.decl.transport == "stdio" else "the connection was closed"
+                if broken := self._broken():
+                    self.reason = f"{broken}; agent-lsp closed the connection"
                 if self.crashes == 1:
                     self.reason += " (it will be restarted once when next needed)"
                 self._set("failed")
 
     @asynccontextmanager
     async def _watch(self, transport: Any, stderr: StderrTail | None) -> AsyncIterator[tuple[Any, Any]]:
+        self._transport = transport
         async with transport as (read, write):
-            if stderr is not None:  # spawned: only the server holds the pipe's write end now
-                self.pid = find_server_pid(stderr.inode)
+            if stderr is not None:  # spawned: only the server (and its reaper) hold the pipe's write end now
                 stderr.close_writer()
             yield WatchedRead(read, self._on_eof), write
+
+    def _broken(self) -> str | None:
+        """Why our stdio transport closed the connection itself (a server writing garbage), if it did."""
+        return getattr(self._transport, "broken", None)
+
+    def _find_server(self, transport: Any) -> None:
+        """The server process (the reaper's child; it answered, so it exists): what `pid` names."""
+        reaper = getattr(transport, "reaper_pid", None)
+        if reaper is not None:
+            from agent_lsp.mcp.stdio import server_pid
+
+            self.pid = server_pid(reaper)
+            if self.pid is not None:
+                keep_group(self.pid)
 
     def _on_eof(self) -> None:
         self._dead = True

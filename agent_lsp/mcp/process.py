@@ -1,9 +1,8 @@
 """Stdio server processes: the tail of their stderr, and the end of their whole process group.
 
-The SDK starts each server in a new session (its own process group) and kills that group only
-when the server outlives its closed stdin; a quick leader's children (a wrapper's child, a
-helper it forked) would live on. So we find the leader (our child whose stderr is our pipe),
-end its group after the SDK is done, and kill any group still alive at interpreter exit.
+Each server runs under a reaper (stdio.py) that kills all it leaves behind, `setsid` escapes
+included. Its own process group (the server leads a new session) is also ended after the
+connection, and any group or reaper still alive at interpreter exit is ended then.
 """
 
 from __future__ import annotations
@@ -14,13 +13,13 @@ import contextlib
 import logging
 import os
 import signal
-import sys
 from collections import deque
 
 log = logging.getLogger(__name__)
 
 STDERR_LINES = 20
 _LIVE_GROUPS: set[int] = set()  # process groups of running stdio servers
+_LIVE_REAPERS: set[int] = set()  # the reapers they run under (agent/reaper.py)
 
 
 class StderrTail:
@@ -33,7 +32,6 @@ class StderrTail:
         self.name = name
         read, write = os.pipe()
         os.set_blocking(read, False)
-        self.inode = os.fstat(write).st_ino
         self.writer = os.fdopen(write, "w")  # given to the SDK as the server's errlog
         self._read = read
         self._lines: deque[str] = deque(maxlen=STDERR_LINES)
@@ -92,24 +90,18 @@ class StderrTail:
         return list(self._lines)
 
 
-def find_server_pid(stderr_inode: int) -> int | None:
-    """Our child whose stderr is this pipe: the server process, leader of its own group (Linux)."""
-    if not sys.platform.startswith("linux"):
-        return None
-    me, target = str(os.getpid()), f"pipe:[{stderr_inode}]"
-    with contextlib.suppress(OSError):
-        for entry in os.scandir("/proc"):
-            if not entry.name.isdigit():
-                continue
-            try:
-                with open(f"/proc/{entry.name}/stat", "rb") as handle:
-                    fields = handle.read().rsplit(b")", 1)[1].split()
-                if fields[1].decode() == me and os.readlink(f"/proc/{entry.name}/fd/2") == target:
-                    _LIVE_GROUPS.add(int(entry.name))
-                    return int(entry.name)
-            except (OSError, IndexError):
-                continue
-    return None
+def keep_group(pgid: int) -> None:
+    """A running server's process group, killed at interpreter exit if nobody ended it."""
+    _LIVE_GROUPS.add(pgid)
+
+
+def keep_reaper(pid: int) -> None:
+    """A server's reaper: told to end (it kills every descendant) at interpreter exit."""
+    _LIVE_REAPERS.add(pid)
+
+
+def forget_reaper(pid: int) -> None:
+    _LIVE_REAPERS.discard(pid)
 
 
 async def end_process_group(pgid: int) -> None:
@@ -138,7 +130,11 @@ def _group_alive(pgid: int) -> bool:
 
 @atexit.register
 def kill_live_groups() -> None:
-    """Every server ends with agent-lsp, even when nobody called `aclose()`."""
+    """Every server ends with agent-lsp, even when nobody called `aclose()`. (When agent-lsp is
+    killed outright, each reaper gets SIGTERM from the kernel instead: PR_SET_PDEATHSIG.)"""
     for pgid in list(_LIVE_GROUPS):
         with contextlib.suppress(OSError):
             os.killpg(pgid, signal.SIGKILL)
+    for pid in list(_LIVE_REAPERS):
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGTERM)

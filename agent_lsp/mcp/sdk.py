@@ -28,12 +28,14 @@ def _import_sdk() -> None:
     import mcp.client.stdio  # noqa: F401
     import mcp.client.streamable_http  # noqa: F401
 
+    import agent_lsp.mcp.stdio  # noqa: F401
 
-def stdio_transport(launch: Launch, errlog: Any) -> Any:
-    from mcp.client.stdio import StdioServerParameters, stdio_client
 
-    params = StdioServerParameters(command=launch.command, args=list(launch.args), env=launch.env, cwd=launch.cwd)
-    return stdio_client(params, errlog=errlog)
+def stdio_transport(launch: Launch, errlog: Any, name: str) -> Any:
+    """Our own stdio transport (stdio.py: bounded reads, the server under the reaper), not the SDK's."""
+    from agent_lsp.mcp.stdio import BoundedStdio
+
+    return BoundedStdio(launch, errlog, name)
 
 
 async def http_transport(stack: AsyncExitStack, launch: Launch) -> Any:
