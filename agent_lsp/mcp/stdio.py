@@ -52,7 +52,7 @@ _READ = 65536
 _EOF_GRACE = 2.0  # for the server to exit after its stdin closes (the SDK's own grace)
 _TERM_GRACE = 2.0  # after SIGTERM, before the reaper kills everything
 _FLUSH = 0.5  # for the writer to hand over what it accepted before stdin closes
-TOO_LARGE = -32001  # our JSON-RPC error code for an answer refused for its size
+TOO_LARGE = -32090  # our JSON-RPC error code for an answer refused for its size (not one the SDK or MCP uses)
 
 _ID = rb'(-?\d+|"(?:[^"\\]|\\.){0,200}")'
 _HEAD_ID = re.compile(rb'^\s*\{\s*(?:"jsonrpc"\s*:\s*"2\.0"\s*,\s*)?"id"\s*:\s*' + _ID + rb'\s*,\s*"(result|error|method)"')
@@ -75,24 +75,33 @@ def server_pid(reaper_pid: int) -> int | None:
     try:
         with open(f"/proc/{reaper_pid}/task/{reaper_pid}/children") as handle:
             children = [int(p) for p in handle.read().split()]
-    except (OSError, ValueError):
-        return None
-    started = []
-    for pid in children:
+    except (OSError, ValueError):  # a kernel without /proc/PID/task/TID/children: scan
+        children = [pid for pid, parent, _ in _processes() if parent == reaper_pid]
+    started = sorted((start, pid) for pid, _, start in _processes(children))
+    return started[0][1] if started else None
+
+
+def _processes(pids: list[int] | None = None) -> list[tuple[int, int, int]]:
+    """(pid, parent, start time) of the given processes, or of all."""
+    if pids is None:
+        pids = [int(name) for name in os.listdir("/proc") if name.isdigit()]
+    out = []
+    for pid in pids:
         try:
             with open(f"/proc/{pid}/stat", "rb") as handle:
-                started.append((int(handle.read().rsplit(b")", 1)[1].split()[19]), pid))
+                fields = handle.read().rsplit(b")", 1)[1].split()
+            out.append((pid, int(fields[1]), int(fields[19])))
         except (OSError, IndexError, ValueError):
             continue
-    return min(started)[1] if started else None
+    return out
 
 
 class _Oversize:
     """A line past the cap: its first and last bytes and its size, never the rest."""
 
-    def __init__(self, head: bytes):
-        self.head = head[:_EDGE]
-        self.tail = head[-_EDGE:]
+    def __init__(self, head: bytearray):
+        self.head = bytes(head[:_EDGE])
+        self.tail = bytes(head[-_EDGE:])
         self.size = len(head)
         self.answered = False  # its request got our error already (the id was in the head)
 
@@ -182,7 +191,7 @@ class BoundedStdio:
                         else:
                             line += piece
                             if len(line) > MAX_MESSAGE_BYTES:
-                                oversize = _Oversize(bytes(line))
+                                oversize = _Oversize(line)
                                 line = bytearray()
                                 await self._early_refusal(oversize)
                         if end < 0:
