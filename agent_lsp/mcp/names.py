@@ -38,9 +38,12 @@ def raw_tool_name(server: str, tool: str) -> str:
     return f"{server}__{tool}"
 
 
-def hashed_tool_name(server: str, tool: str) -> str:
-    """The cut name with a hash of the (server, tool) pair, not of the joined string, which two tools can share."""
-    suffix = hashlib.sha256(json.dumps([server, tool]).encode()).hexdigest()[:8]
+def hashed_tool_name(server: str, tool: str, *, contested: bool = True) -> str:
+    """The sanitised name cut, plus 8 hex of a hash: of the (server, tool) pair for a contested
+    name (the joined string is the same for `x__y`+`z` and `x`+`y__z`), of the raw name for a name
+    that is only too long (as before)."""
+    key = json.dumps([server, tool]) if contested else raw_tool_name(server, tool)
+    suffix = hashlib.sha256(key.encode()).hexdigest()[:8]
     return f"{sanitise(raw_tool_name(server, tool))[: MAX_NAME - 9]}_{suffix}"
 
 
@@ -85,7 +88,7 @@ class Naming:
             raw = raw_tool_name(server, tool)
             clean = plain[tool]
             free = not self.contested(clean, server, siblings)
-            name = clean if free and len(clean) <= MAX_NAME else hashed_tool_name(server, tool)
+            name = clean if free and len(clean) <= MAX_NAME else hashed_tool_name(server, tool, contested=not free)
             aliases: list[str] = []
             contested: list[str] = []
             for alias in dict.fromkeys((raw, clean)):

@@ -33,7 +33,7 @@ def model_tool_name(server: str, tool: str, *, force_hash: bool = False) -> str:
     safe = sanitise(raw_tool_name(server, tool))
     if len(safe) <= MAX_NAME and not force_hash:
         return safe
-    return hashed_tool_name(server, tool)
+    return hashed_tool_name(server, tool, contested=force_hash)
 
 
 def tool_aliases(tool: Tool) -> set[str]:

@@ -98,6 +98,7 @@ async def test_a_users_allow_rule_never_reaches_the_workspace_twin(model, worksp
         assert results["ws"].startswith("denied") and "workspace ran" not in results["ws"]
         assert mine.name not in asked and "user ran" in results["mine"]  # its own name still allows it
         assert manager.find(shared) is None  # a name that may mean either tool finds neither
+        assert any(f"`{mine.server}`" in p and f"`{theirs.server}`" in p and "same `<server>__<tool>` name" in p for p in manager.problems)
         if case == "dot-vs-underscore":  # and so does its raw name, which no other tool can carry
             assert mine.raw_name == "a.b__probe" and mine.raw_name in mine.aliases and manager.find("a.b__probe") is mine
     finally:
