@@ -61,8 +61,11 @@ from agent_lsp.testing.sse import (
     message_text,
     prompt_chars,
     read_request,
+    send_raw,
     status_error,
+    verbatim_body,
 )
+from agent_lsp.testing.strict import strict_problem
 
 __all__ = ["LogEntry", "Reply", "ScriptedModelServer", "main"]
 
@@ -83,8 +86,10 @@ class ScriptedModelServer:
     """Scripted OpenAI-compatible server running in a background thread (see module doc)."""
 
     def __init__(self, host: str = "127.0.0.1", port: int = 0, *,
-                 record: str | Path | None = None) -> None:
+                 record: str | Path | None = None, strict: bool = False,
+                 refuse_stream_options: bool = False) -> None:
         self._host, self._port = host, port
+        self.strict, self.refuse_stream_options = strict, refuse_stream_options  # see strict.py
         self._record = Path(record) if record is not None else None
         self._lock = threading.Lock()
         self._queues: dict[str, deque[list[Any]]] = {}
@@ -228,7 +233,9 @@ class ScriptedModelServer:
 
     async def _dispatch(self, req: HttpRequest, resp: Responder, reader: asyncio.StreamReader) -> None:
         path = req.path.rstrip("/")
-        if req.method == "POST" and path == "/v1/chat/completions":
+        # Any versioned base path (Gemini's /v1beta/openai, reached through HTTP_PROXY); a base
+        # URL without a version still gets the 404 real servers give.
+        if req.method == "POST" and path.endswith("/chat/completions") and path.startswith("/v1"):
             with self._lock:
                 self._authorizations.append(req.headers.get("authorization", ""))
             try:
@@ -274,6 +281,13 @@ class ScriptedModelServer:
 
     async def _chat(self, body: dict[str, Any], resp: Responder,
                     reader: asyncio.StreamReader) -> None:
+        if self.strict or self.refuse_stream_options:
+            problem = strict_problem(body, messages=self.strict, stream_options=self.refuse_stream_options)
+            if problem is not None:
+                with self._lock:  # refused without consuming a reply, as a strict server does
+                    self._requests.append(("<refused>", body))
+                await resp.send(400, error_body(problem, "invalid_request_error", None), {"x-should-retry": "false"})
+                return
         key, reply, entry = self._take(body)
         status = None
         try:
@@ -298,6 +312,11 @@ class ScriptedModelServer:
             await asyncio.sleep(reply.ttft)
         if reply.fault == "status":
             return await self._status_fault(reply, resp)
+        if reply.raw is not None:  # a recorded stream, byte for byte
+            with self._lock:
+                entry.status = 200
+            await send_raw(resp, reply)
+            return 200
         payload = self._payload(body, reply)
         if not body.get("stream"):
             return await self._complete(payload, resp)
@@ -348,6 +367,10 @@ class ScriptedModelServer:
             ra = reply.retry_after
             headers["retry-after"] = str(int(ra)) if ra == int(ra) else str(ra)
             headers["retry-after-ms"] = str(round(ra * 1000))
+        if reply.body is not None:  # a real server's error body, whatever its shape
+            data, kind = verbatim_body(reply.body)
+            await resp.send(status, data, {**headers, "content-type": kind})
+            return status
         msg = reply.message or f"scripted model: HTTP {status} fault"
         await resp.send(status, status_error(status, msg), headers)
         return status

@@ -64,6 +64,12 @@ class Reply(BaseModel):
     status: int | None = Field(default=None, ge=400, le=599)
     retry_after: float | None = Field(default=None, ge=0)
     message: str | None = None
+    body: Any = None
+    """With fault "status": the error body sent verbatim (a str as text/plain, else as JSON)."""
+    raw: list[str] | None = None
+    """A whole SSE answer sent verbatim, one HTTP chunk per item (a real server's recording)."""
+    raw_split: int | None = Field(default=None, ge=1)
+    """With ``raw``: the bytes re-cut into chunks of this size (a UTF-8 character across chunks)."""
     repeat: int = Field(default=1, ge=1)
 
     @model_validator(mode="after")
@@ -74,6 +80,10 @@ class Reply(BaseModel):
             raise ValueError('fault "status" needs a "status" code (e.g. 429, 500, 503)')
         if self.fault != "status" and (self.status, self.retry_after) != (None, None):
             raise ValueError('"status"/"retry_after" only make sense with fault "status"')
+        if self.body is not None and self.fault != "status":
+            raise ValueError('"body" only makes sense with fault "status"')
+        if self.raw_split is not None and self.raw is None:
+            raise ValueError('"raw_split" only makes sense with "raw"')
         return self
 
     def effective_finish_reason(self) -> str:
@@ -194,6 +204,32 @@ class ReplyPayload:
         }
 
 
+def raw_chunks(reply: Reply) -> list[bytes]:
+    """The HTTP chunks of a verbatim (``raw``) answer."""
+    items = [item.encode("utf-8") for item in reply.raw or ()]
+    if reply.raw_split is None:
+        return items
+    data = b"".join(items)
+    return [data[i : i + reply.raw_split] for i in range(0, len(data), reply.raw_split)]
+
+
+async def send_raw(resp: Responder, reply: Reply) -> None:
+    """A verbatim (``raw``) SSE answer, chunk by chunk."""
+    await resp.head(200, {"content-type": "text/event-stream; charset=utf-8", "transfer-encoding": "chunked"})
+    for i, data in enumerate(raw_chunks(reply)):
+        if i and reply.chunk_delay:
+            await asyncio.sleep(reply.chunk_delay)
+        await resp.chunk(data)
+    await resp.write(b"0\r\n\r\n")
+
+
+def verbatim_body(body: Any) -> tuple[bytes, str]:
+    """An error body as a server sent it, with its content type."""
+    if isinstance(body, str):
+        return body.encode("utf-8"), "text/plain; charset=utf-8"
+    return json.dumps(body).encode(), "application/json"
+
+
 # -- minimal HTTP/1.1 over asyncio streams ---------------------------------------------
 @dataclass
 class HttpRequest:
@@ -228,6 +264,8 @@ async def read_request(reader: asyncio.StreamReader) -> HttpRequest | None:
     else:
         body = await reader.readexactly(int(headers.get("content-length", "0")))
     keep = version == "HTTP/1.1" and headers.get("connection", "").lower() != "close"
+    if target.startswith(("http://", "https://")):  # absolute form: we are someone's HTTP proxy
+        target = "/" + target.split("://", 1)[1].partition("/")[2]
     return HttpRequest(method.upper(), target.split("?", 1)[0], headers, body, keep)
 
 
