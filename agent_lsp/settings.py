@@ -77,6 +77,9 @@ class Settings(_Model):
     """LLM calls per sub-agent."""
     request_timeout: float = Field(120, gt=0)
     """Seconds one model call may take in all (connect, retries, the whole stream)."""
+    stream_usage: bool = True
+    """Ask for token usage at the end of each stream (`stream_options.include_usage`); false for a
+    server that refuses the field (the context fill is then estimated)."""
     context_window: int = Field(128000, ge=1000)
     """Tokens (estimated); compaction runs before the built context would exceed it."""
     tool_output_limit: int = Field(20000, ge=200)

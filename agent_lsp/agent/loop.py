@@ -213,6 +213,7 @@ class AgentLoop:
     async def call_model(self, messages: list[dict[str, Any]]) -> Reply:
         self.s.emit(Event("status", f"turn {self.turn}/{self.max_turns}: asking the model", {"turn": self.turn}, self.agent_id))
         on_text = (lambda delta: self.s.emit(Event("text", delta, {}, self.agent_id))) if self.is_main else (lambda _d: None)
+        on_thinking = (lambda delta: self.s.emit(Event("thinking", delta, {}, self.agent_id))) if self.is_main else None
         deadline = self.s.limits.request_timeout
         loop = asyncio.get_running_loop()
         ends = loop.time() + deadline
@@ -221,7 +222,8 @@ class AgentLoop:
                 for attempt in range(1, MODEL_ATTEMPTS + 1):
                     try:
                         reply = await self.s.model.complete(messages, self.schemas, on_text, agent_id=self.agent_id,
-                                                            turn=self.turn, timeout=max(1.0, ends - loop.time()))
+                                                            turn=self.turn, timeout=max(1.0, ends - loop.time()),
+                                                            on_thinking=on_thinking)
                         break
                     except ModelError as exc:
                         await self.s.transcript.write(self.agent_id, self.turn, "modelError", error=str(exc), attempt=attempt)

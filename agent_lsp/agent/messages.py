@@ -22,9 +22,13 @@ class ToolCall:
     name: str
     arguments: str  # raw JSON text, as the model sent it
     model_id: str | None = None  # the id the model gave, when it had to be made unique
+    extra_content: dict[str, Any] | None = None  # as received (Gemini 3's thought signature): sent back as is
 
     def to_message(self) -> dict[str, Any]:
-        return {"id": self.id, "type": "function", "function": {"name": self.name, "arguments": self.arguments}}
+        message: dict[str, Any] = {"id": self.id, "type": "function", "function": {"name": self.name, "arguments": self.arguments}}
+        if self.extra_content is not None:  # only a server that sent it gets it back (strict servers refuse unknown keys)
+            message["extra_content"] = self.extra_content
+        return message
 
 
 @dataclass
@@ -73,30 +77,42 @@ class Reply:
     finish_reason: str | None = None
     usage: Usage | None = None
     cut: ReplyCut | None = None
+    reasoning: str = ""  # the model's reasoning deltas (shown as `thinking`, never answer text)
+    reasoning_content: bool = False  # the endpoint streamed the `reasoning_content` field (DeepSeek)
 
     def to_message(self) -> dict[str, Any]:
         message: dict[str, Any] = {"role": "assistant", "content": self.text or None}
         if self.tool_calls:
             message["tool_calls"] = [c.to_message() for c in self.tool_calls]
+            if self.reasoning_content:
+                # DeepSeek's thinking mode refuses the next request without it (400); a server
+                # that never streamed the field never gets it (Groq refuses unknown properties).
+                message["reasoning_content"] = self.reasoning
         return message
 
     def to_record(self) -> dict[str, Any]:
         calls = []
         for c in self.tool_calls:
             calls.append({"id": c.id, "name": c.name, "arguments": c.arguments,
-                          **({"modelCallId": c.model_id} if c.model_id else {})})
-        record = {"text": self.text, "toolCalls": calls, "finishReason": self.finish_reason,
-                  "usage": self.usage.to_dict() if self.usage else None}
+                          **({"modelCallId": c.model_id} if c.model_id else {}),
+                          **({"extraContent": c.extra_content} if c.extra_content is not None else {})})
+        record: dict[str, Any] = {"text": self.text, "toolCalls": calls, "finishReason": self.finish_reason,
+                                  "usage": self.usage.to_dict() if self.usage else None}
+        if self.reasoning or self.reasoning_content:
+            record["reasoning"] = self.reasoning
+            record["reasoningContent"] = self.reasoning_content
         if self.cut:
             record["cut"] = str(self.cut)
         return record
 
     @classmethod
     def from_record(cls, record: dict[str, Any]) -> Reply:
-        calls = [ToolCall(c["id"], c["name"], c["arguments"]) for c in record.get("toolCalls", [])]
+        calls = [ToolCall(c["id"], c["name"], c["arguments"], extra_content=c.get("extraContent"))
+                 for c in record.get("toolCalls", [])]
         usage = Usage.from_dict(record["usage"]) if record.get("usage") else None
         cut = ReplyCut(record["cut"]) if record.get("cut") in ReplyCut.__members__.values() else None
-        return cls(record.get("text", ""), calls, record.get("finishReason"), usage, cut)
+        return cls(record.get("text", ""), calls, record.get("finishReason"), usage, cut,
+                   str(record.get("reasoning") or ""), bool(record.get("reasoningContent")))
 
 
 class Outcome(enum.StrEnum):

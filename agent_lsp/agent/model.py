@@ -7,20 +7,27 @@ import importlib
 import json
 import logging
 import os
+import re
 import sys
-import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Protocol
+from urllib.parse import urlparse
 
 from agent_lsp.agent import keyguard
-from agent_lsp.agent.messages import Reply, ReplyCut, ToolCall, Usage
+from agent_lsp.agent.messages import Reply, Usage
+from agent_lsp.agent.stream_assembly import (
+    MAX_ARGUMENT_CHARS,
+    MAX_REPLY_CHARS,
+    StreamAssembly,
+    StreamError,
+    TextSink,
+    describe_error,
+)
 
 log = logging.getLogger(__name__)
 
-TextSink = Callable[[str], None]
-MAX_ARGUMENT_CHARS = 1_000_000  # one tool call's arguments (CONTRACT Decision 6)
-MAX_REPLY_CHARS = 4_000_000  # one whole reply
+__all__ = ["MAX_ARGUMENT_CHARS", "MAX_REPLY_CHARS", "Model", "ModelError", "OpenAIModel", "ReplayModel", "TextSink", "make_model"]
 
 
 class ModelError(Exception):
@@ -46,6 +53,7 @@ class Model(Protocol):
         turn: int,
         purpose: str = "turn",
         timeout: float | None = None,
+        on_thinking: TextSink | None = None,
     ) -> Reply: ...
 
 
@@ -56,45 +64,6 @@ async def import_openai() -> Any:
     if module is not None and hasattr(module, "AsyncOpenAI"):  # not one still being imported
         return module
     return await asyncio.to_thread(importlib.import_module, "openai")
-
-
-class _Accumulator:
-    """A streamed reply put together; fragments are joined once at the end (a 10 MB argument
-    arriving in 10-byte deltas must not cost quadratic time)."""
-
-    def __init__(self) -> None:
-        self.text: list[str] = []
-        self.calls: dict[int, dict[str, Any]] = {}
-        self.size = 0
-        self.streamed = 0  # characters that reached the user (text and call deltas)
-        self.cut: ReplyCut | None = None
-
-    def add_text(self, text: str) -> None:
-        self.text.append(text)
-        self.size += len(text)
-        self.streamed += len(text)
-
-    def add_call(self, index: int, call_id: str | None, name: str | None, arguments: str | None) -> None:
-        acc = self.calls.setdefault(index, {"id": "", "name": [], "arguments": [], "size": 0})
-        if call_id:
-            acc["id"] = call_id
-        if name:
-            acc["name"].append(name)
-        if arguments:
-            acc["arguments"].append(arguments)
-            acc["size"] += len(arguments)
-            self.size += len(arguments)
-            if acc["size"] > MAX_ARGUMENT_CHARS:
-                self.cut = ReplyCut.ARGUMENT_CAP
-        self.streamed += 1
-        if self.size > MAX_REPLY_CHARS:
-            self.cut = ReplyCut.REPLY_CAP
-
-    def reply(self, finish: str | None, usage: Usage | None) -> Reply:
-        calls = [ToolCall(c["id"] or f"call_{uuid.uuid4().hex[:12]}", "".join(c["name"]),
-                          "" if self.cut else "".join(c["arguments"])) for _, c in sorted(self.calls.items())]
-        cut = self.cut or (ReplyCut.OUTPUT_LIMIT if finish == "length" else None)
-        return Reply("".join(self.text), calls, finish, usage, cut)
 
 
 def usage_of(raw: Any) -> Usage:
@@ -112,12 +81,14 @@ class OpenAIModel:
     """Streamed chat completions through the official SDK; the SDK retries 429/5xx itself,
     within one deadline for the whole call that the loop holds."""
 
-    def __init__(self, name: str, base_url: str | None, api_key: str | None, timeout: float, max_retries: int = 2):
+    def __init__(self, name: str, base_url: str | None, api_key: str | None, timeout: float, max_retries: int = 2,
+                 stream_usage: bool = True):
         self.name = name
         self._base_url = base_url
         self._api_key = api_key
         self._timeout = timeout
         self._max_retries = max_retries
+        self._stream_usage = stream_usage
         self._client: Any = None
         self.fast_path_calls = 0  # requests sent through the SDK's post() (tests check this)
 
@@ -156,41 +127,30 @@ class OpenAIModel:
         except openai.APIConnectionError as exc:
             raise ModelError(f"cannot connect to the model endpoint {self.endpoint}: {_connection_reason(exc)}") from None
 
-    async def complete(self, messages, tools, on_text, *, agent_id, turn, purpose="turn", timeout=None) -> Reply:
+    async def complete(self, messages, tools, on_text, *, agent_id, turn, purpose="turn", timeout=None,
+                       on_thinking=None) -> Reply:
         client = await self._get_client()
         openai = sys.modules["openai"]
-        body: dict[str, Any] = {"model": self.name, "messages": messages, "stream": True, "stream_options": {"include_usage": True}}
+        body: dict[str, Any] = {"model": self.name, "messages": self._wire(messages), "stream": True}
+        if self._stream_usage:  # some servers refuse the field (setting streamUsage: false)
+            body["stream_options"] = {"include_usage": True}
         if tools:
             body["tools"] = tools
-        acc = _Accumulator()
-        finish: str | None = None
-        usage: Usage | None = None
+        acc = StreamAssembly(on_text, on_thinking)
         received = False
         try:
             stream = await self._open_stream(client, openai, body, timeout)
             try:
                 async for chunk in stream:
                     received = True
-                    if chunk.usage:
-                        usage = usage_of(chunk.usage)
-                    if not chunk.choices:  # the usage chunk
-                        continue
-                    choice = chunk.choices[0]
-                    delta = choice.delta
-                    if delta is not None and delta.content:
-                        acc.add_text(delta.content)
-                        on_text(delta.content)
-                    for part in (delta.tool_calls if delta is not None else None) or []:
-                        function = part.function
-                        acc.add_call(part.index, part.id, function.name if function else None, function.arguments if function else None)
-                    if choice.finish_reason:
-                        finish = choice.finish_reason
+                    acc.feed(chunk, usage_of)
                     if acc.cut is not None:  # past a size cap: stop reading, run nothing of it
                         break
             finally:
                 await _close(stream)
         except openai.APIStatusError as exc:
-            raise ModelError(f"the model endpoint {self.endpoint} answered HTTP {exc.status_code}: {_status_message(exc)}") from None
+            raise ModelError(f"the model endpoint {self.endpoint} answered HTTP {exc.status_code}: {_status_message(exc)}"
+                             f"{self._path_hint(exc.status_code)}") from None
         except openai.APITimeoutError:
             raise ModelError(f"the model endpoint {self.endpoint} did not answer within requestTimeout ({self._timeout:g} s)", streamed=acc.streamed) from None
         except openai.APIConnectionError as exc:
@@ -198,13 +158,43 @@ class OpenAIModel:
                 raise ModelError(f"the stream from {self.endpoint} was cut mid-reply ({_connection_reason(exc)})",
                                  retryable=acc.streamed == 0, streamed=acc.streamed) from None
             raise ModelError(f"cannot connect to the model endpoint {self.endpoint}: {_connection_reason(exc)}") from None
+        except openai.APIError as exc:  # an `{"error": ...}` object inside the stream (OpenRouter, vLLM, OpenAI)
+            words = describe_error(exc.body) or describe_error(exc.message)
+            raise ModelError(f"the model endpoint {self.endpoint} sent an error in its stream: {words}", streamed=acc.streamed) from None
+        except StreamError as exc:
+            raise ModelError(f"the model endpoint {self.endpoint} sent an error in its stream: {exc}", streamed=acc.streamed) from None
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise ModelError(f"the model endpoint {self.endpoint} sent something that is not a valid completion stream: {exc}",
                              retryable=acc.streamed == 0, streamed=acc.streamed) from None
-        if finish is None and acc.cut is None:
+        if acc.finish is None and acc.cut is None:
             raise ModelError("the model's stream ended without a finish reason (cut short)", retryable=acc.streamed == 0,
                              streamed=acc.streamed)
-        return acc.reply(finish, usage)
+        return acc.reply()
+
+    def _wire(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The history as this endpoint takes it. Gemini refuses a tool message without the
+        function's `name`; xAI allows `name` only on user messages and Groq refuses unknown
+        properties, so only Google's hosts get it (CONTRACT Decision 45)."""
+        if not _is_google(self.endpoint):
+            return messages
+        names: dict[str, str] = {}
+        out = []
+        for message in messages:
+            for call in message.get("tool_calls") or ():
+                names[call.get("id", "")] = call.get("function", {}).get("name", "")
+            if message.get("role") == "tool" and "name" not in message and names.get(message.get("tool_call_id", "")):
+                message = {**message, "name": names[message["tool_call_id"]]}
+            out.append(message)
+        return out
+
+    def _path_hint(self, status: int) -> str:
+        """A 404 from a base URL without a version segment is nearly always a missing `/v1`."""
+        if status != 404:
+            return ""
+        path = urlparse(self.endpoint).path
+        if any(re.fullmatch(r"v\d+\w*", part) for part in path.split("/")):
+            return ""
+        return f" (the base URL has no /v1: most servers want {self.endpoint.rstrip('/')}/v1 as baseUrl)"
 
     async def _open_stream(self, client: Any, openai: Any, body: dict[str, Any], timeout: float | None) -> Any:
         """`chat.completions.create(**body)` minus its per-request walk over every message to
@@ -248,14 +238,21 @@ def _connection_reason(exc: Any) -> str:
 
 
 def _status_message(exc: Any) -> str:
-    body = getattr(exc, "body", None)
-    message = ""
-    if isinstance(body, dict):
-        inner = body.get("error", body)
-        if isinstance(inner, dict) and inner.get("message"):
-            message = str(inner["message"])
-    message = message or str(getattr(exc, "message", "")) or type(exc).__name__
-    return message.strip().rstrip(".")
+    """The server's own words, whatever the shape of its error body (the SDK's own message,
+    `Error code: 400`, says nothing)."""
+    words = describe_error(getattr(exc, "body", None))
+    if not words:
+        response = getattr(exc, "response", None)
+        try:
+            words = describe_error(response.text) if response is not None else ""
+        except Exception:  # a streamed body not read: nothing more to say
+            words = ""
+    return (words or str(getattr(exc, "message", "")) or type(exc).__name__).strip().rstrip(".")
+
+
+def _is_google(endpoint: str) -> bool:
+    host = (urlparse(endpoint).hostname or "").lower()
+    return host == "generativelanguage.googleapis.com" or "aiplatform" in host
 
 
 class ReplayModel:
@@ -285,7 +282,8 @@ class ReplayModel:
                 replies[key] = Reply.from_record(record["reply"])
         return replies
 
-    async def complete(self, messages, tools, on_text, *, agent_id, turn, purpose="turn", timeout=None) -> Reply:
+    async def complete(self, messages, tools, on_text, *, agent_id, turn, purpose="turn", timeout=None,
+                       on_thinking=None) -> Reply:
         if self._replies is None:  # read once, off the event loop
             self._replies = await asyncio.to_thread(self._load)
         reply = self._replies.get((agent_id, turn, purpose))
@@ -308,4 +306,5 @@ def make_model(settings: Any, env: dict[str, str] | None = None, name: str | Non
     name = name or settings.model
     if name.startswith("replay:"):
         return ReplayModel(Path(name.removeprefix("replay:")).expanduser(), delay=0.01)
-    return OpenAIModel(name, settings.base_url, source.get(settings.api_key_env), settings.request_timeout)
+    return OpenAIModel(name, settings.base_url, source.get(settings.api_key_env), settings.request_timeout,
+                       stream_usage=settings.stream_usage)

@@ -32,6 +32,7 @@ const WORKSPACE_KEYS = [
   'maxTurns',
   'delegateMaxTurns',
   'requestTimeout',
+  'streamUsage',
   'contextWindow',
   'toolOutputLimit',
   'pricing',
