@@ -68,8 +68,8 @@ class TerminalStream:
 
     def __call__(self, event: Event) -> None:
         s = self.style
-        if event.kind == "text":
-            self.out.write(event.text)
+        if event.kind in ("text", "thinking"):  # the model's reasoning dimmed, its answer plain
+            self.out.write(event.text if event.kind == "text" else s.dim(event.text))
             self.in_text = True
             self.out.flush()
             return

@@ -49,6 +49,7 @@ class Outbox:
         self.queue: asyncio.Queue[Any] = asyncio.Queue()
         self.text = TextCoalescer(lambda text: self._put(AgentMessageChunk(session_update="agent_message_chunk",
                                                                            content=text_block(text))))
+        self.thought = TextCoalescer(lambda text: self._put(thought(text)))
         self.task: asyncio.Task[None] | None = None
         self.broken = False
 
@@ -57,9 +58,16 @@ class Outbox:
         self._put(update)
 
     def send_text(self, text: str) -> None:
+        self.thought.flush()
         self.text.add(text)
 
+    def send_thought(self, text: str) -> None:
+        """The model's reasoning (a `thinking` event) as `agent_thought_chunk` (Decision 40)."""
+        self.text.flush()
+        self.thought.add(text)
+
     def flush_text(self) -> None:
+        self.thought.flush()
         self.text.flush()
 
     def _put(self, update: Any) -> None:
@@ -145,6 +153,10 @@ class RunEvents:
     def _on_text(self, event: Event) -> None:
         if event.agent_id == "main" and event.text:
             self.outbox.send_text(event.text)
+
+    def _on_thinking(self, event: Event) -> None:
+        if event.agent_id == "main" and event.text:
+            self.outbox.send_thought(event.text)
 
     def _on_toolCall(self, event: Event) -> None:  # noqa: N802 - the core's event kind
         data = event.data

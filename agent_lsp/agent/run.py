@@ -238,23 +238,26 @@ def _redacting(emit: EventSink, redact: Redactor) -> EventSink:
     two of them: the tail that could start a secret waits for the next delta (or event)."""
     if not redact.secrets:
         return emit
-    pending: dict[str, str] = {}  # agent id -> held-back text
+    pending: dict[tuple[str, str], str] = {}  # (kind, agent id) -> held-back text
 
-    def flush(agent_id: str) -> None:
-        if held := pending.pop(agent_id, ""):
-            emit(Event("text", redact(held), {}, agent_id))
+    def flush(key: tuple[str, str]) -> None:
+        if held := pending.pop(key, ""):
+            emit(Event(key[0], redact(held), {}, key[1]))
 
     def sink(event: Event) -> None:
-        if event.kind == "text":
-            text = redact(pending.pop(event.agent_id, "") + event.text)
+        if event.kind in ("text", "thinking"):  # both are streams of model deltas
+            key = (event.kind, event.agent_id)
+            for other in [k for k in pending if k != key]:
+                flush(other)
+            text = redact(pending.pop(key, "") + event.text)
             if keep := redact.held_back(text):
-                text, pending[event.agent_id] = text[:-keep], text[-keep:]
+                text, pending[key] = text[:-keep], text[-keep:]
             if text:
                 event.text = text
                 emit(event)
             return
-        for agent_id in list(pending):
-            flush(agent_id)
+        for key in list(pending):
+            flush(key)
         event.text = redact(event.text)
         event.data = redact.value(event.data)
         emit(event)

@@ -38,6 +38,7 @@ class RunStream:
         self.title = title
         self.seq = 0
         self._text = TextCoalescer(lambda text: self.send("text", text, {"agentId": "main"}))
+        self._thinking = TextCoalescer(lambda text: self.send("thinking", text, {"agentId": "main"}))
         self._progress = "off"  # off | creating | on | ended
         self._last_report: str | None = None
         self._usage = ""  # `ctx 31k/128k · $0.012`, appended to progress messages
@@ -46,7 +47,12 @@ class RunStream:
     # -- stream -----------------------------------------------------------------------------
     def __call__(self, event: Event) -> None:
         if event.kind == "text":
+            self._thinking.flush()
             self._text.add(event.text)
+            return
+        if event.kind == "thinking":  # coalesced like text (CONTRACT agentLsp/stream)
+            self._text.flush()
+            self._thinking.add(event.text)
             return
         self.flush_text()
         data = {**event.data, "agentId": event.agent_id}
@@ -57,6 +63,7 @@ class RunStream:
             self.report(event.text)
 
     def flush_text(self) -> None:
+        self._thinking.flush()
         self._text.flush()
 
     def send(self, kind: str, text: str, data: dict[str, Any]) -> None:
