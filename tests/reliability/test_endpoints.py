@@ -13,7 +13,18 @@ import pytest
 from agent_lsp.agent.messages import StopReason
 from agent_lsp.agent.sessions import SessionStore
 from agent_lsp.testing.scripted_model import ScriptedModelServer
-from tests.endpoints import azure, deepseek, gemini, groq, js_gateway, litellm, ollama, openrouter, vllm, xai
+from tests.endpoints import (
+    azure,
+    deepseek,
+    gemini,
+    groq,
+    js_gateway,
+    litellm,
+    ollama,
+    openrouter,
+    vllm,
+    xai,
+)
 from tests.unit.kit import assert_valid_conversation, last_tool_results, run, transcript_records
 
 pytestmark = pytest.mark.timeout(90)
