@@ -158,16 +158,19 @@ class StreamAssembly:
         """Which call a tool-call delta belongs to: by `index` while indexes tell calls apart, by
         `id` when several calls share one index (Ollama 0.20 sends every call as index 0) or come
         with none (Gemini's OpenAI layer, old Ollama)."""
-        if call_id and call_id in self._by_id:
-            return self._by_id[call_id]
-        current = self._by_index.get(index) if isinstance(index, int) else (self.calls[-1] if self.calls else None)
-        if current is not None:
-            if call_id and current.id and current.id != call_id:
-                current = None  # another call under the same (or no) index
-            elif not isinstance(index, int) and not call_id and name and current.has_name and "".join(current.name) != name:
-                current = None  # no index, no id: a new name starts a new call
-            elif not isinstance(index, int) and not call_id and name and current.has_name and current.arguments:
-                current = None  # no index, no id: a whole call after a whole call
+        current: _Call | None
+        if isinstance(index, int):
+            current = self._by_index.get(index)  # a new index is a new call, whatever its id
+            if current is not None and call_id and current.id and current.id != call_id:
+                current = None  # another call under the same index
+        elif call_id:
+            current = self._by_id.get(call_id)  # no index: the id tells calls apart
+            if current is None and self.calls and not self.calls[-1].id and not self.calls[-1].has_name:
+                current = self.calls[-1]  # fragments that came before their id
+        else:
+            current = self.calls[-1] if self.calls else None
+            if current is not None and name and current.has_name and ("".join(current.name) != name or current.arguments):
+                current = None  # no index, no id: a whole new call after a whole call
         if current is None:
             current = _Call()
             self.calls.append(current)
