@@ -274,3 +274,10 @@ def test_the_setting_is_declared_for_vs_code():
     settings = package["contributes"]["configuration"]
     props = settings["properties"] if isinstance(settings, dict) else {k: v for s in settings for k, v in s["properties"].items()}
     assert props["agentLsp.streamUsage"]["default"] is True
+
+
+def test_stream_usage_is_a_normal_setting_a_workspace_may_set():
+    from agent_lsp.settings import without_untrusted
+
+    kept, dropped = without_untrusted({"streamUsage": False})
+    assert kept == {"streamUsage": False} and not dropped
