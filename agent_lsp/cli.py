@@ -80,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command in (None, "serve"):
         return _serve(args)
-    logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="agent-lsp: %(message)s")
+    _log_to_terminal()
     if getattr(args, "workspace", None) is not None and not args.workspace.is_dir():
         print(f"agent-lsp {args.command}: --workspace {args.workspace} is not a directory", file=sys.stderr)
         return EXIT_USAGE
@@ -128,7 +128,7 @@ def _settings(args: argparse.Namespace, flags: dict[str, Any]) -> tuple[Settings
     user, problems = from_user_file(settings_file)
     settings, more = resolve(user, from_environment(), flags)
     for problem in problems + more:
-        print(f"agent-lsp {args.command}: {problem}", file=sys.stderr)
+        print(f"agent-lsp {args.command}: {_shown(problem)}", file=sys.stderr)
     return settings, 0
 
 
@@ -156,6 +156,26 @@ def _sessions(args: argparse.Namespace) -> int:
     else:
         print_sessions(items, sys.stdout)
     return 0
+
+
+def _shown(text: str) -> str:
+    from agent_lsp.agent.display import for_terminal
+
+    return for_terminal(text)
+
+
+class _TerminalFormatter(logging.Formatter):
+    """Log lines quote model output, file names and servers' errors: their control characters
+    are escaped before they reach the terminal."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return _shown(super().format(record))
+
+
+def _log_to_terminal() -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_TerminalFormatter("agent-lsp: %(message)s"))
+    logging.basicConfig(level=logging.WARNING, handlers=[handler])
 
 
 def _interruptible(coro: Coroutine[Any, Any, int]) -> int:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent_lsp.agent import keyguard
+from agent_lsp.agent.display import for_terminal
 from agent_lsp.settings import Settings
 from agent_lsp.terminal import Style
 
@@ -117,5 +118,6 @@ async def doctor_cli(args: argparse.Namespace, settings: Settings) -> int:
     else:
         s = Style.for_stream(sys.stdout)
         for check in checks:
-            print(f"{s.ok() if check.ok else s.bad()} {s.bold(check.name)}: {check.detail}")
+            # Names and details quote the endpoint and MCP servers: no control character passes.
+            print(f"{s.ok() if check.ok else s.bad()} {s.bold(for_terminal(check.name))}: {for_terminal(check.detail)}")
     return 0 if all(c.ok for c in checks) else 1

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from agent_lsp.agent.disk_workspace import DiskWorkspace
+from agent_lsp.agent.display import escape_invisible, for_terminal
 from agent_lsp.agent.host import AgentHost, RunPorts
 from agent_lsp.agent.messages import Event, RunReport, StopReason
 from agent_lsp.agent.ports import Answer, ApprovalRequest, Decision
@@ -21,6 +22,7 @@ from agent_lsp.terminal import Style, read_line_async
 
 EXIT_CODES = {StopReason.DONE: 0, StopReason.FATAL: 1, StopReason.MAX_TURNS: 3, StopReason.CANCELLED: 130}
 EXIT_USAGE = 2
+SHOWN_LINES = 40  # lines of an approval's detail shown before asking (v shows the rest)
 NOBODY = "no one could be asked (no terminal to ask on; pass --yes to approve side effects)"
 
 
@@ -33,7 +35,11 @@ class TerminalApprover:
 
     async def ask(self, request: ApprovalRequest) -> Answer:
         s = self.style
-        first = request.detail.splitlines()[0] if request.detail else request.tool
+        # The detail is escaped where it is made; escaped again here because a terminal must
+        # never get a control character, whoever built the request.
+        lines = for_terminal(request.detail).splitlines()
+        tool = for_terminal(request.tool)
+        first = lines[0] if lines else tool
         if self.yes and not request.must_ask:
             self.out.write(f"\n  {s.ok()} approved (--yes): {first}\n")
             return Answer(Decision.ALLOW)
@@ -41,25 +47,51 @@ class TerminalApprover:
             why = f"{NOBODY}; --yes does not cover it ({request.must_ask})" if request.must_ask else NOBODY
             self.out.write(f"\n  {s.bad()} denied: {why}: {first}\n")
             return Answer(Decision.DENY, why=why)
-        self.out.write(f"\n  {s('35;1', '?')} {s.bold(request.tool)} wants to:\n")
-        for line in request.detail.splitlines()[:40]:
+        self.out.write(f"\n  {s('35;1', '?')} {s.bold(tool)} wants to:\n")
+        full = _whole_detail(lines, request)
+        self._show(full[:SHOWN_LINES])
+        hidden = len(full) - SHOWN_LINES
+        if hidden > 0:
+            self.out.write(f"      {s.dim(f'… {hidden} more line(s) not shown (v shows them all)')}\n")
+        question = "    [a]llow / allow for [s]ession / [d]eny (d REASON to say why)"
+        while True:
+            # No time limit: a person is thinking (CONTRACT Decision 10).
+            answer = await read_line_async(question + (" / [v]iew all? " if hidden > 0 else "? "), self.out)
+            text = (answer or "d").strip()
+            choice = text.lower()[:1]
+            if choice == "v" and hidden > 0:
+                self.out.write(f"\n  {s.bold(tool)} wants to (all {len(full)} lines):\n")
+                self._show(full)
+                continue
+            if choice in ("a", "y"):
+                return Answer(Decision.ALLOW)
+            if choice == "s":
+                return Answer(Decision.ALLOW_SESSION)
+            reason = text[1:].strip() if choice == "d" and len(text) > 1 and text[1] == " " else None
+            return Answer(Decision.DENY, reason or None, "the user said no")
+
+    def _show(self, lines: list[str]) -> None:
+        s = self.style
+        for line in lines:
             color = "32" if line.startswith("+") else "31" if line.startswith("-") else "0"
             self.out.write(f"      {s(color, line)}\n")
-        # No time limit: a person is thinking (CONTRACT Decision 10).
-        answer = await read_line_async("    [a]llow / allow for [s]ession / [d]eny (d REASON to say why)? ", self.out)
-        text = (answer or "d").strip()
-        choice = text.lower()[:1]
-        if choice in ("a", "y"):
-            return Answer(Decision.ALLOW)
-        if choice == "s":
-            return Answer(Decision.ALLOW_SESSION)
-        reason = text[1:].strip() if choice == "d" and len(text) > 1 and text[1] == " " else None
-        return Answer(Decision.DENY, reason or None, "the user said no")
+
+
+def _whole_detail(lines: list[str], request: ApprovalRequest) -> list[str]:
+    """Every line a person may want before deciding: for an edit, its first line and the whole
+    diff (the detail holds a short one); otherwise the detail itself."""
+    if not request.diff:
+        return lines
+    diff = for_terminal(escape_invisible(request.diff)).splitlines()
+    cut = ["(the diff is cut at 1 MB)"] if request.diff_truncated else []
+    return [*lines[:1], *diff, *cut]
 
 
 class TerminalStream:
     """Model text as it comes; every other event as its own short line: ✓/✗ for results, the
-    last lines of a command's output, paths relative to the workspace."""
+    last lines of a command's output, paths relative to the workspace. Everything shown is
+    text the model, a file or a command wrote: its control characters are escaped (a raw
+    ESC would let it move the cursor, hide text or write the clipboard)."""
 
     def __init__(self, out: TextIO):
         self.out = out
@@ -69,7 +101,8 @@ class TerminalStream:
     def __call__(self, event: Event) -> None:
         s = self.style
         if event.kind in ("text", "thinking"):  # the model's reasoning dimmed, its answer plain
-            self.out.write(event.text if event.kind == "text" else s.dim(event.text))
+            text = for_terminal(event.text)
+            self.out.write(text if event.kind == "text" else s.dim(text))
             self.in_text = True
             self.out.flush()
             return
@@ -79,40 +112,41 @@ class TerminalStream:
         if self.in_text:
             self.out.write("\n")
             self.in_text = False
-        who = "" if event.agent_id == "main" else s.dim(f"[{event.agent_id}] ")
+        who = "" if event.agent_id == "main" else s.dim(f"[{for_terminal(event.agent_id)}] ")
         self.out.write(f"  {who}{line}\n")
         if event.kind == "toolResult" and event.data.get("tail"):
-            for tail in str(event.data["tail"]).splitlines():
+            for tail in for_terminal(str(event.data["tail"])).splitlines():
                 self.out.write(f"      {s.dim('│ ' + tail)}\n")
         self.out.flush()
 
     def _line(self, event: Event) -> str | None:
         s = self.style
+        text = for_terminal(event.text)
         if event.kind == "toolCall":
-            return f"{s('33', '▸')} {event.text}"
+            return f"{s('33', '▸')} {text}"
         if event.kind == "toolResult":
             mark = s.ok() if event.data.get("ok") else s.bad()
             extra = s.dim(" (truncated; the whole result is in a spill file)") if event.data.get("truncated") else ""
-            return f"{mark} {event.text}{extra}"
+            return f"{mark} {text}{extra}"
         if event.kind == "compaction":
-            return s.dim(f"⋯ {event.text}")
-        if event.kind == "status" and "asking the model" not in event.text:
-            return s.dim(f"· {event.text}")
+            return s.dim(f"⋯ {text}")
+        if event.kind == "status" and "asking the model" not in text:
+            return s.dim(f"· {text}")
         return None
 
 
 def print_report(report: RunReport, out: TextIO, paths: PathGuard | None = None) -> None:
     s = Style.for_stream(out)
     mark = s.ok() if report.stop_reason == StopReason.DONE else s.bad()
-    out.write(f"\n{mark} {s.bold(str(report.stop_reason))}: {report.summary}\n")
+    out.write(f"\n{mark} {s.bold(str(report.stop_reason))}: {for_terminal(report.summary)}\n")
     if report.edited_files:
-        out.write("edited: " + ", ".join(_relative(u, paths) for u in report.edited_files) + "\n")
+        out.write("edited: " + for_terminal(", ".join(_relative(u, paths) for u in report.edited_files)) + "\n")
     usage = report.usage
     cost = f", ${usage.cost_usd:.4f}" if usage.cost_usd is not None else ""
     cached = f" ({usage.cached_tokens} cached)" if usage.cached_tokens else ""
     out.write(s.dim(f"usage: {usage.prompt_tokens} prompt{cached} + {usage.completion_tokens} completion tokens{cost}; "
                     f"context {report.context_tokens}/{report.context_window}\n"))
-    out.write(s.dim(f"session: {report.session_id} · transcript: {report.transcript}\n"))
+    out.write(s.dim(for_terminal(f"session: {report.session_id} · transcript: {report.transcript}") + "\n"))
 
 
 def _relative(uri: str, paths: PathGuard | None) -> str:
@@ -135,7 +169,7 @@ async def run_headless(task: str, workspace: Path, settings: Settings, yes: bool
     try:
         session, store = await host.open_session(roots, session_id)
     except SessionError as exc:
-        (err or sys.stderr).write(f"agent-lsp run: {exc}\n")
+        (err or sys.stderr).write(f"agent-lsp run: {for_terminal(str(exc))}\n")
         return EXIT_USAGE
     ws = DiskWorkspace(roots)
     ports = RunPorts(ws, TerminalApprover(yes, stream_out, interactive=sys.stdin.isatty()), TerminalStream(stream_out))
@@ -180,5 +214,8 @@ def print_sessions(items: list[dict[str, Any]], out: TextIO) -> None:
         out.write("no sessions in this workspace yet\n")
         return
     for item in items:
-        stop = item["lastStop"] or "running"
-        out.write(f"{s.bold(item['sessionId'])}  {item['updated']}  {item['runs']} run(s), last: {stop}\n    {item['title']}\n")
+        # Every field comes from an index file in the state dir: shown, never obeyed.
+        stop = for_terminal(str(item["lastStop"] or "running"))
+        title = for_terminal(" ".join(str(item["title"]).split()))
+        out.write(f"{s.bold(for_terminal(str(item['sessionId'])))}  {for_terminal(str(item['updated']))}  "
+                  f"{item['runs']} run(s), last: {stop}\n    {title}\n")
