@@ -58,7 +58,15 @@ async def _serve() -> int:
         except (NotImplementedError, RuntimeError, ValueError):
             pass
     try:
-        await acp.run_agent(agent)
+        # Our own stdio streams, with a filter in front of the SDK's reader: a frame it cannot
+        # take (a batch, a scalar, not JSON) is answered here and the connection stays.
+        from acp.core import DEFAULT_STDIO_BUFFER_LIMIT_BYTES
+        from acp.stdio import stdio_streams
+
+        from agent_lsp.acp.frames import filtered
+
+        reader, writer = await stdio_streams(limit=DEFAULT_STDIO_BUFFER_LIMIT_BYTES)
+        await acp.run_agent(agent, writer, filtered(reader, writer, DEFAULT_STDIO_BUFFER_LIMIT_BYTES))
     except asyncio.CancelledError:
         pass
     finally:
