@@ -6,12 +6,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import weakref
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from agent_lsp.agent import keyguard
+from agent_lsp.agent.approval import SessionApprovals
 from agent_lsp.agent.checkpoints import CheckpointStore
 from agent_lsp.agent.messages import RunReport
 from agent_lsp.agent.model import Model, ModelError, make_model
@@ -25,6 +27,14 @@ from agent_lsp.agent.transcript import Redactor, Transcript
 from agent_lsp.settings import Settings, state_dir
 
 log = logging.getLogger(__name__)
+
+# A server runs all day: what it keeps in memory is bounded. Idle sessions past these bounds
+# are dropped from memory (they reload from their transcripts on next use); finished runs are
+# kept for the newest KEEP_FINISHED only.
+KEEP_LIVE_SESSIONS = 32
+IDLE_SECONDS = 30 * 60
+KEEP_FINISHED = 100
+SWEEP_SECONDS = 3600  # orphan spills and transcripts are looked for at most this often
 
 
 @dataclass
@@ -51,6 +61,7 @@ class HostedRun:
     store: SessionStore
     task: asyncio.Task[Any] | None = None
     report: RunReport | None = None
+    mcp: Any = None  # the McpManager whose tools the run got (kept open while the run goes)
 
 
 @dataclass
@@ -62,6 +73,21 @@ class AgentHost:
     mcp_hooks: McpHooks = field(default_factory=McpHooks)
     mcp: dict[tuple[Any, ...], Any] = field(default_factory=dict)  # (workspace, declarations) -> McpManager
     checkpoints: dict[Path, CheckpointStore] = field(default_factory=dict)  # first folder -> its store
+    keep_sessions: int = KEEP_LIVE_SESSIONS
+    idle_seconds: float = IDLE_SECONDS
+    keep_finished: int = KEEP_FINISHED
+    # "Allow for session" grants outlive a session's eviction from memory, for the server's life
+    # (CONTRACT Decision 46); a session of an earlier process still asks again (Decision 18).
+    grants: dict[str, SessionApprovals] = field(default_factory=dict)
+    _used: dict[str, float] = field(default_factory=dict)  # session id -> when it was last used (monotonic)
+    # Evicted sessions a front end may still hold (an ACP session object): found again rather
+    # than loaded a second time, so one session id never has two live objects.
+    _evicted: dict[str, tuple[weakref.ref[Session], SessionStore]] = field(default_factory=dict)
+    _loading: dict[tuple[Path, str], asyncio.Future[tuple[Session, SessionStore]]] = field(default_factory=dict)
+    _mcp_slots: dict[tuple[Any, ...], tuple[Any, ...]] = field(default_factory=dict)  # (workspace, extra) -> current key
+    _retired_mcp: list[Any] = field(default_factory=list)  # replaced managers, closed once no run uses them
+    _background: set[asyncio.Task[Any]] = field(default_factory=set)
+    _swept: float = 0.0
 
     def store(self, roots: list[Path]) -> SessionStore:
         return SessionStore(state_dir(), roots[0])
@@ -87,23 +113,72 @@ class AgentHost:
 
     async def open_session(self, roots: list[Path], session_id: str | None) -> tuple[Session, SessionStore]:
         """A new session, a live one, or one of an earlier process rebuilt from its transcripts.
-        SessionError (a ValueError) for an unknown, foreign, corrupt or busy session."""
+        SessionError (a ValueError) for an unknown, foreign, corrupt or busy session. One session
+        id has at most one Session object: concurrent opens of a persisted session share its load."""
         store = self.store(roots)
+        self.evict_idle()
         if session_id is None:
             session = Session()
-            self.sessions[session.id] = (session, store)
+            self._keep(session, store)
             return session, store
-        live = self.sessions.get(session_id)
+        live = self.live(session_id)
         if live is None:
-            session = await store.load(session_id)
-            self.sessions[session.id] = (session, store)
-        elif live[1].dir != store.dir:
+            live = await self._load_once(store, session_id)
+        if live[1].dir != store.dir:
             raise SessionError(f"session {session_id} belongs to another workspace ({live[1].root})")
-        else:
-            session = live[0]
+        session = live[0]
         if session.running:
             raise SessionError(f"session {session_id} is still running ({session.running}); wait for it or cancel it first")
+        self._keep(session, store)
         return session, store
+
+    def live(self, session_id: str) -> tuple[Session, SessionStore] | None:
+        """The session's object in this process, if any (kept, or evicted but still held)."""
+        kept = self.sessions.get(session_id)
+        if kept is not None:
+            return kept
+        evicted = self._evicted.get(session_id)
+        session = evicted[0]() if evicted is not None else None
+        return (session, evicted[1]) if session is not None and evicted is not None else None
+
+    async def _load_once(self, store: SessionStore, session_id: str) -> tuple[Session, SessionStore]:
+        key = (store.dir, session_id)
+        pending = self._loading.get(key)
+        if pending is None:
+            pending = asyncio.ensure_future(self._load(store, session_id))
+            self._loading[key] = pending
+            pending.add_done_callback(lambda done: (self._loading.pop(key, None), done.cancelled() or done.exception()))
+        return await asyncio.shield(pending)  # one waiter cancelled does not cancel the others' load
+
+    async def _load(self, store: SessionStore, session_id: str) -> tuple[Session, SessionStore]:
+        session = await store.load(session_id)
+        live = self.live(session_id)  # an eviction or a new run may have raced the load
+        if live is not None:
+            return live
+        self._keep(session, store)
+        return session, store
+
+    def _keep(self, session: Session, store: SessionStore) -> None:
+        session.approvals = self.grants.setdefault(session.id, session.approvals)
+        self.sessions[session.id] = (session, store)
+        self._evicted.pop(session.id, None)
+        self._used[session.id] = time.monotonic()
+
+    def evict_idle(self) -> list[str]:
+        """Drop idle sessions from memory past `keep_sessions` (least recently used first) or
+        idle for `idle_seconds`; a running one is never dropped. Returns the ids dropped."""
+        now = time.monotonic()
+        idle = sorted(((self._used.get(sid, 0.0), sid) for sid, (s, _) in self.sessions.items() if not s.running), reverse=True)
+        dropped = []
+        for rank, (used, sid) in enumerate(idle):
+            if rank >= self.keep_sessions or now - used > self.idle_seconds:
+                session, store = self.sessions.pop(sid)
+                self._evicted[sid] = (weakref.ref(session), store)
+                self._used.pop(sid, None)
+                dropped.append(sid)
+        for sid in [sid for sid, (ref, _) in self._evicted.items() if ref() is None]:
+            del self._evicted[sid]
+        return dropped
 
     async def mcp_manager(self, roots: list[Path], settings: Settings, extra: list[Any] | None = None) -> Any:
         """The MCP servers of a workspace: the user's (settings), the workspace's own files
@@ -115,8 +190,15 @@ class AgentHost:
         declared, more = await asyncio.to_thread(from_workspace, roots)
         declarations = [*user, *(extra or []), *declared]
         key = (str(roots[0]), tuple(d.fingerprint for d in declarations), settings.mcp.workspace_servers)
+        slot = (str(roots[0]), tuple(d.fingerprint for d in extra or []))
         manager = self.mcp.get(key)
         if manager is None:
+            replaced = self._mcp_slots.get(slot)
+            if replaced is not None and replaced != key and replaced in self.mcp:
+                # The declarations changed: the old manager's servers must not run until
+                # shutdown. It is closed once no running run still uses its tools.
+                self._retired_mcp.append(self.mcp.pop(replaced))
+                self._spawn(self._close_retired_mcp())
             for problem in problems + more:
                 log.warning("%s", problem)
             manager = McpManager(declarations, roots=roots, env=keyguard.environment(), api_key_env=settings.api_key_env,
@@ -124,7 +206,16 @@ class AgentHost:
                                  workspace_policy=settings.mcp.workspace_servers, ask_consent=self.mcp_hooks.ask_consent,  # type: ignore[arg-type]
                                  on_status=self.mcp_hooks.on_status, request_timeout=settings.request_timeout)
             self.mcp[key] = manager
+            self._mcp_slots[slot] = key
         return manager
+
+    async def _close_retired_mcp(self) -> None:
+        in_use = {id(run.mcp) for run in self.active.values() if run.mcp is not None}
+        done = [m for m in self._retired_mcp if id(m) not in in_use]
+        self._retired_mcp = [m for m in self._retired_mcp if id(m) in in_use]
+        for result in await asyncio.gather(*(m.aclose() for m in done), return_exceptions=True):
+            if isinstance(result, BaseException):
+                log.warning("closing the MCP servers of a replaced configuration failed: %s", result)
 
     async def mcp_status(self, roots: list[Path], settings: Settings) -> list[dict[str, Any]]:
         return (await self.mcp_manager(roots, settings)).status()
@@ -137,18 +228,22 @@ class AgentHost:
               title: str | None = None) -> HostedRun:
         """Start a run in the background (its session claimed at once)."""
         run_id = run_id or new_id("r")
+        if session.running:  # checked again here, where the claim is made (nothing awaits in between)
+            raise SessionError(f"session {session.id} is still running ({session.running}); wait for it or cancel it first")
         if model is not None:
             session.model = model  # for this run and the rest of its session
         hosted = HostedRun(run_id, session, store)
         session.running = run_id
         self.active[run_id] = hosted
 
-        async def save(s: Session, _record: RunRecord) -> None:
+        async def save(s: Session, record: RunRecord) -> None:
             await store.save(s)
+            if record.stop is not None:  # the run's end: old sessions go (CONTRACT Decision 19)
+                await self._prune_state(store)
 
         async def drive() -> None:
             try:
-                extra = await self._prelude(before, ports.workspace.roots, settings, mcp_servers)
+                extra = await self._prelude(before, ports.workspace.roots, settings, mcp_servers, hosted)
                 options = RunOptions(run_id=run_id, mode=mode, continue_hint=continue_hint, on_record=save, extra_tools=extra,
                                      checkpoints=self.checkpoint_store(ports.workspace.roots), title=title)
                 hosted.report = await run_task(prompt, session=session, settings=settings, workspace=ports.workspace,
@@ -157,7 +252,13 @@ class AgentHost:
             finally:
                 session.running = None
                 self.active.pop(run_id, None)
+                self._used[session.id] = time.monotonic()
                 self.finished[run_id] = hosted
+                while len(self.finished) > self.keep_finished:
+                    del self.finished[next(iter(self.finished))]
+                self.evict_idle()
+                if self._retired_mcp:
+                    self._spawn(self._close_retired_mcp())
                 if after is not None:
                     after(hosted)
 
@@ -165,14 +266,15 @@ class AgentHost:
         return hosted
 
     async def _prelude(self, before: Callable[[], Awaitable[None]] | None, roots: list[Path], settings: Settings,
-                       mcp_servers: list[Any] | None) -> list[Any]:
+                       mcp_servers: list[Any] | None, hosted: HostedRun) -> list[Any]:
         """What a run needs before its loop: the front end's own wait, then the MCP tools. A
         cancel arriving here is re-armed, so run_task meets it at its first await and still
         ends the run with its `cancelled` report; a failing MCP setup costs its tools only."""
         try:
             if before is not None:
                 await before()
-            return await (await self.mcp_manager(roots, settings, mcp_servers)).tools()
+            hosted.mcp = await self.mcp_manager(roots, settings, mcp_servers)
+            return list(await hosted.mcp.tools())
         except asyncio.CancelledError:
             task = asyncio.current_task()
             if task is not None:
@@ -194,7 +296,7 @@ class AgentHost:
             raise RewindError(str(exc)) from None
         if manifest is None:
             raise RewindError(f"unknown runId {run_id!r}: no checkpoint of that run in this workspace (a run that changed no file has none)")
-        live = self.sessions.get(manifest.session_id)
+        live = self.live(manifest.session_id)
         if run_id in self.active or (live is not None and live[0].running):
             raise RewindError(f"a run of session {manifest.session_id} is still running; wait for it or cancel it before rewinding")
         try:
@@ -207,9 +309,9 @@ class AgentHost:
     async def _forget_rewound(self, roots: list[Path], session_id: str, result: RewindResult) -> None:
         """The session's history drops the rewound run and every later one; a note tells the model."""
         sessions = self.store(roots)
-        live = self.sessions.get(session_id)
+        live = self.live(session_id)
         try:
-            session = live[0] if live is not None else await sessions.load(session_id)
+            session = live[0] if live is not None else (await self._load_once(sessions, session_id))[0]
         except SessionError as exc:
             log.info("rewind: the session %s is not resumable (%s); its files were restored anyway", session_id, exc)
             return
@@ -285,8 +387,47 @@ class AgentHost:
             out["error"] = str(exc)
         return out
 
+    def _spawn(self, coro: Awaitable[Any]) -> None:
+        """A background task kept referenced until done, its failure logged (never lost)."""
+        task = asyncio.ensure_future(coro)
+        self._background.add(task)
+
+        def done(t: asyncio.Task[Any]) -> None:
+            self._background.discard(t)
+            if not t.cancelled() and t.exception() is not None:
+                log.warning("background task failed: %r", t.exception(), exc_info=t.exception())
+
+        task.add_done_callback(done)
+
+    async def _prune_state(self, store: SessionStore) -> None:
+        """Sessions past 100 per workspace or 30 days go with their transcripts and spills; the
+        sessions this process holds are kept. Orphan spills and transcripts (of runs no session
+        index names) are swept at most once an hour. A failure costs the prune only."""
+        protect = set(self.sessions) | set(self._evicted) | {r.session.id for r in self.active.values()}
+        sweep = time.monotonic() - self._swept > SWEEP_SECONDS or not self._swept
+        if sweep:
+            self._swept = time.monotonic()
+        try:
+            dropped = await asyncio.to_thread(store.prune, protect=protect)
+            if sweep:
+                from agent_lsp.agent.sessions import sweep_orphans
+
+                await asyncio.to_thread(sweep_orphans, state_dir(), self._live_run_ids())
+        except OSError as exc:
+            log.warning("pruning old sessions failed: %s", exc)
+            return
+        for sid in dropped:
+            self.grants.pop(sid, None)
+
+    def _live_run_ids(self) -> set[str]:
+        ids = set(self.active)
+        for session, _ in [*self.sessions.values(), *filter(None, (self.live(sid) for sid in list(self._evicted)))]:
+            ids.update(r.run_id for r in session.runs)
+        return ids
+
     async def aclose(self) -> None:
-        managers, self.mcp = list(self.mcp.values()), {}
+        managers, self.mcp = [*self.mcp.values(), *self._retired_mcp], {}
+        self._retired_mcp = []
         await asyncio.gather(*(m.aclose() for m in managers), return_exceptions=True)
         for model in list(self.models.values()):
             close = getattr(model, "aclose", None)

@@ -8,6 +8,7 @@ import builtins
 import hashlib
 import json
 import logging
+import shutil
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -118,26 +119,81 @@ class SessionStore:
             return []
 
     def prune(self, keep: int = KEEP_SESSIONS, days: float = KEEP_DAYS, protect: set[str] | None = None) -> builtins.list[str]:
-        """Drop the oldest sessions past `keep` or older than `days` (their index and the
-        transcripts under the state dir); returns the ids dropped. Never a file outside."""
+        """Drop the oldest sessions past `keep` or older than `days` (their index, and their
+        runs' transcripts and spill folders under the state dir); returns the ids dropped.
+        Never a file outside the state dir."""
         now = time.time()
-        files = sorted(self._files(), key=lambda p: p.stat().st_mtime, reverse=True)
+        state = self.dir.parents[2]
+        files = sorted(self._files(), key=_mtime, reverse=True)
         dropped = []
         for index, path in enumerate(files):
             if path.stem in (protect or set()):
                 continue
-            if index >= keep or now - path.stat().st_mtime > days * 86400:
+            if index >= keep or now - _mtime(path) > days * 86400:
                 try:
                     data = json.loads(path.read_text(encoding="utf-8"))
                     for run in data.get("runs", []):
-                        transcript = Path(run.get("transcript", ""))
-                        if transcript.is_file() and transcript.is_relative_to(self.dir.parent.parent.parent):
-                            transcript.unlink()
-                except (OSError, ValueError):
-                    pass
+                        _remove_run_files(state, str(run.get("runId", "")), Path(run.get("transcript", "")))
+                except (OSError, ValueError, AttributeError) as exc:
+                    log.warning("session index %s: its runs' files could not all be removed (%s)", path, exc)
                 path.unlink(missing_ok=True)
                 dropped.append(path.stem)
+        if dropped:
+            log.info("pruned %d old session(s) of %s", len(dropped), self.root)
         return dropped
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return 0.0
+
+
+def _remove_run_files(state: Path, run_id: str, transcript: Path) -> None:
+    """A run's transcript and spill folder, when they lie under the state dir (a transcriptDir
+    the user chose elsewhere is theirs)."""
+    if transcript.name and transcript.is_relative_to(state) and transcript.is_file() and not transcript.is_symlink():
+        transcript.unlink()
+    if run_id and run_id.replace("-", "").replace("_", "").isalnum():
+        spill = state / "spill" / run_id
+        if spill.is_dir() and not spill.is_symlink():
+            shutil.rmtree(spill, ignore_errors=True)
+
+
+def sweep_orphans(state: Path, live_runs: set[str], days: float = KEEP_DAYS) -> int:
+    """Spill folders and transcripts under the state dir older than `days` that no session
+    index (of any workspace) names and no live run owns: left by runs whose session was never
+    saved or was deleted by hand. Returns how many were removed."""
+    named = set(live_runs)
+    for index in (state / "workspaces").glob("*/sessions/*.json"):
+        try:
+            data = json.loads(index.read_text(encoding="utf-8"))
+            named.update(str(r.get("runId", "")) for r in data.get("runs", []))
+        except (OSError, ValueError, AttributeError):
+            return 0  # an unreadable index may name anything: remove nothing
+    cutoff = time.time() - days * 86400
+    removed = 0
+    candidates = [*_children(state / "spill"), *(p for p in _children(state / "runs") if p.suffix == ".jsonl")]
+    for path in candidates:
+        run_id = path.name.removesuffix(".jsonl")
+        if run_id in named or _mtime(path) > cutoff or path.is_symlink():
+            continue
+        if path.is_dir():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
+        removed += 1
+    if removed:
+        log.info("removed %d old spill folder(s) and transcript(s) no session names", removed)
+    return removed
+
+
+def _children(folder: Path) -> builtins.list[Path]:
+    try:
+        return builtins.list(folder.iterdir())
+    except OSError:
+        return []
 
 
 def _save(path: Path, data: bytes) -> None:

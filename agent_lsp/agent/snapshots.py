@@ -10,19 +10,35 @@ they can be restored. Ignored files and `.git/` are never looked at (CONTRACT De
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import hashlib
 import logging
 import os
 import shutil
+import time
+import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agent_lsp.agent.gitsafe import Repository, find_repository, git_env, held, private_git_dir, run_git
+from agent_lsp.agent.gitsafe import (
+    Repository,
+    find_repository,
+    git_env,
+    held,
+    private_git_dir,
+    run_git,
+)
 from agent_lsp.agent.safeio import private_dir, read_regular_sync, write_private
 
 log = logging.getLogger(__name__)
 
 SMALL_FILE = 1_000_000  # outside git, files up to this size are kept before a command
+# The private git dir's own objects (every version of every untracked or changed file a snapshot
+# saw) grow with each command: past this size they are dropped with the private index, and the
+# next snapshot starts again from the repository's index. Nothing restorable is lost: a
+# checkpoint copies the old content of each changed file into its own blob store.
+MAX_GIT_OBJECTS = 256 * 1024 * 1024
+GIT_SIZE_CHECK_SECONDS = 300.0
 
 
 class BlobStore:
@@ -58,6 +74,21 @@ class Change:
 class Snapshot:
     git_trees: dict[Path, tuple[Repository, str]] = field(default_factory=dict)  # workspace root -> (repository, tree id)
     files: dict[Path, tuple[int, int, str | None]] = field(default_factory=dict)  # non-git: path -> (size, mtime_ns, sha)
+    # Shared locks on the private git dirs whose trees this snapshot names: while held, their
+    # objects are not dropped (by this process or another). Released by `changes`, or when the
+    # snapshot is collected.
+    leases: list[int] = field(default_factory=list)
+
+    def release(self) -> None:
+        _release(self.leases)
+
+
+def _release(leases: list[int]) -> None:
+    while leases:
+        try:
+            os.close(leases.pop())
+        except OSError:
+            pass
 
 
 class Snapshotter:
@@ -71,13 +102,20 @@ class Snapshotter:
         self._repos: dict[Path, Repository | None] = {}
         self._hashes: dict[Path, tuple[int, int, str]] = {}  # non-git stat cache
         self._lock = asyncio.Lock()
+        self.max_git_objects = MAX_GIT_OBJECTS
+        self.size_check_seconds = GIT_SIZE_CHECK_SECONDS
+        self._size_checked: dict[Path, float] = {}
 
     async def take(self) -> Snapshot:
         async with self._lock, held(self.state / "git" / "lock"):
             snap = Snapshot()
+            weakref.finalize(snap, _release, snap.leases)
             for root in self.roots:
                 repo = await self._repository(root)
                 if repo is not None:
+                    folder = self._git_dir(repo)
+                    await self._bound(folder)
+                    snap.leases.append(await asyncio.to_thread(_lease, folder))
                     snap.git_trees[root] = (repo, await self._write_tree(repo, root))
                 else:
                     await asyncio.to_thread(self._walk, root, snap)
@@ -90,13 +128,16 @@ class Snapshotter:
         found: list[Change] = []
         async with self._lock, held(self.state / "git" / "lock"):
             after = Snapshot()
-            for root in self.roots:
-                if root in before.git_trees:
-                    repo, tree = before.git_trees[root]
-                    await self._add(repo, root)
-                    found += await self._git_changes(repo, tree)
-                else:
-                    await asyncio.to_thread(self._walk, root, after)
+            try:
+                for root in self.roots:
+                    if root in before.git_trees:
+                        repo, tree = before.git_trees[root]
+                        await self._add(repo, root)
+                        found += await self._git_changes(repo, tree)
+                    else:
+                        await asyncio.to_thread(self._walk, root, after)
+            finally:
+                before.release()
         for path, (size, mtime, sha) in before.files.items():
             current = after.files.get(path)
             if sha is None:  # too big to have been kept: only its size and time tell
@@ -117,11 +158,27 @@ class Snapshotter:
             self._repos[root] = await asyncio.to_thread(find_repository, root)
         return self._repos[root]
 
+    def _git_dir(self, repo: Repository) -> Path:
+        return self.state / "git" / hashlib.sha256(str(repo.top).encode()).hexdigest()[:12]
+
     async def _git_env(self, repo: Repository) -> dict[str, str]:
         """Our own git dir for the repository (Decision 45): its config and hooks are never read."""
-        folder = self.state / "git" / hashlib.sha256(str(repo.top).encode()).hexdigest()[:12]
+        folder = self._git_dir(repo)
         await asyncio.to_thread(self._prepare_git_dir, folder, repo)
         return git_env(folder, repo.top)
+
+    async def _bound(self, folder: Path) -> None:
+        """Keep the private git dir's objects under `max_git_objects` (looked at most every
+        `size_check_seconds`). Called with the snapshot lock held, before a tree is written."""
+        now = time.monotonic()
+        if now - self._size_checked.get(folder, float("-inf")) < self.size_check_seconds:
+            return
+        self._size_checked[folder] = now
+        try:
+            if await asyncio.to_thread(_tree_size, folder / "objects") > self.max_git_objects:
+                await asyncio.to_thread(_drop_objects, folder, self.max_git_objects)
+        except OSError as exc:
+            log.warning("could not bound the snapshot objects in %s: %s", folder, exc)
 
     def _prepare_git_dir(self, folder: Path, repo: Repository) -> None:
         private_git_dir(folder, repo)
@@ -228,3 +285,43 @@ class Snapshotter:
             else:
                 sha = None
             snap.files[path] = (info.st_size, info.st_mtime_ns, sha)
+
+
+def _lease(folder: Path) -> int:
+    """A shared lock on the git dir's `in-use` file (see Snapshot.leases)."""
+    from agent_lsp.agent.safeio import open_private, private_dir
+
+    private_dir(folder)
+    fd = open_private(folder / "in-use", os.O_RDWR | os.O_CREAT)
+    fcntl.flock(fd, fcntl.LOCK_SH)
+    return fd
+
+
+def _tree_size(folder: Path) -> int:
+    total = 0
+    for parent, _dirs, files in os.walk(folder):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(parent, name)).st_blocks * 512
+            except OSError:
+                continue
+    return total
+
+
+def _drop_objects(folder: Path, bound: int) -> None:
+    """Delete the private objects and index, unless a snapshot still names a tree in them (its
+    lease is held, here or in another process): then it is left for a later check."""
+    from agent_lsp.agent.safeio import open_private
+
+    fd = open_private(folder / "in-use", os.O_RDWR | os.O_CREAT)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            log.info("snapshot objects in %s passed %d bytes but a snapshot still uses them: kept for now", folder, bound)
+            return
+        shutil.rmtree(folder / "objects")
+        (folder / "index").unlink(missing_ok=True)
+        log.info("snapshot objects in %s passed %d bytes: dropped (the next snapshot rebuilds its index)", folder, bound)
+    finally:
+        os.close(fd)

@@ -146,9 +146,14 @@ class RunRegistry:
                 stream.progress_task.cancel()
             self.streams.pop(run.id, None)
 
-        return self.host.start(prompt, session=session, store=store, settings=settings,
-                               ports=RunPorts(workspace, approver, stream), run_id=run_id, model=model, mode=mode,
-                               before=self._until_warm, after=after, title=request)
+        try:
+            return self.host.start(prompt, session=session, store=store, settings=settings,
+                                   ports=RunPorts(workspace, approver, stream), run_id=run_id, model=model, mode=mode,
+                                   before=self._until_warm, after=after, title=request)
+        except ValueError:  # the session was claimed meanwhile: this run never starts
+            stream.progress_task.cancel()
+            self.streams.pop(run_id, None)
+            raise
 
     @staticmethod
     def _waiting(stream: RunStream, request: ApprovalRequest) -> None:
