@@ -172,7 +172,9 @@ async def run_headless(task: str, workspace: Path, settings: Settings, yes: bool
         (err or sys.stderr).write(f"agent-lsp run: {for_terminal(str(exc))}\n")
         return EXIT_USAGE
     ws = DiskWorkspace(roots)
-    ports = RunPorts(ws, TerminalApprover(yes, stream_out, interactive=sys.stdin.isatty()), TerminalStream(stream_out))
+    interactive = sys.stdin.isatty()
+    await _mcp_on_the_terminal(host, roots, settings, stream_out, interactive)
+    ports = RunPorts(ws, TerminalApprover(yes, stream_out, interactive=interactive), TerminalStream(stream_out))
     hint = f"run `agent-lsp run --session {session.id} \"...\"` in {workspace} to continue"
     hosted = host.start(task, session=session, store=store, settings=settings, ports=ports, mode=mode, continue_hint=hint)
     loop = asyncio.get_running_loop()
@@ -206,6 +208,20 @@ async def run_headless(task: str, workspace: Path, settings: Settings, yes: bool
     else:
         print_report(report, stdout, PathGuard(roots))
     return EXIT_CODES[report.stop_reason]
+
+
+async def _mcp_on_the_terminal(host: AgentHost, roots: list[Path], settings: Settings, out: TextIO, interactive: bool) -> None:
+    """Workspace MCP servers ask consent on the terminal (none without one, and it says so);
+    those already denied are named before the run."""
+    from agent_lsp.agent.host import McpHooks
+    from agent_lsp.mcp.terminal import TerminalMcpHooks
+
+    hooks = TerminalMcpHooks(out, interactive)
+    host.mcp_hooks = McpHooks(ask_consent=hooks.ask_consent, on_status=hooks.on_status)
+    try:
+        hooks.show_initial(await host.mcp_status(roots, settings))
+    except Exception as exc:  # the run reports MCP problems itself; this is only a heads-up
+        out.write(f"  MCP servers could not be read: {exc}\n")
 
 
 def print_sessions(items: list[dict[str, Any]], out: TextIO) -> None:
