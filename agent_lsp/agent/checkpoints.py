@@ -211,14 +211,12 @@ class RunCheckpoint:
         self.store.edit_marks[str(path)] = (sha, self.manifest.run_id)
 
     async def record_late(self, path: Path, before: Document | None, after: str) -> None:
-        """An edit that landed after the run closed (a preview applied after a cancel)."""
+        """An edit that landed after the run closed (a preview applied after a cancel). OSError
+        when it cannot be kept: the caller tells the user."""
         async with self._lock:
             sha = await asyncio.to_thread(self.store.blobs.put, before.text.encode("utf-8")) if before is not None else None
             self.manifest.files[str(path)] = FileRecord(str(path), sha, content_sha(after.encode("utf-8")), via="edit")
-            try:
-                await asyncio.to_thread(self.store.save, self.manifest)
-            except OSError as exc:
-                log.warning("the late edit of %s could not be added to the checkpoint: %s", path, exc)
+            await asyncio.to_thread(self.store.save, self.manifest)
 
     async def before_command(self) -> Snapshot | None:
         try:

@@ -445,7 +445,8 @@ class AgentLoop:
     def _spiral(self) -> str | None:
         for (name, _, _), count in self._failures.items():
             if count >= REPEATED_FAILURE_STOP:
-                return f"the same {name} call failed {count} times in a row with the same result (a spiral guard: the turn budget is not spent on it)"
+                # Counted over the run, not consecutively (other calls may come in between).
+                return f"the same {name} call failed {count} times in this run with the same result (a spiral guard: the turn budget is not spent on it)"
         return None
 
     def close_dangling_calls(self, outcome: Outcome, why: str) -> None:

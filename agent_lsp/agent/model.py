@@ -9,7 +9,7 @@ import logging
 import os
 import re
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import urlparse
@@ -38,6 +38,23 @@ class ModelError(Exception):
         super().__init__(message)
         self.retryable = retryable
         self.streamed = streamed
+
+
+class _OwnBug(Exception):
+    """Our own code failed while handling a stream (the text sink that feeds the front ends, our
+    request call): not the endpoint's fault, so never reported as a bad stream nor sent again.
+    (The accumulator's failures stay data errors: they come from the shape of what was sent.)"""
+
+    def __init__(self, error: Exception):
+        super().__init__(str(error))
+        self.error = error
+
+
+def _ours(step: Callable[..., Any], *args: Any) -> Any:
+    try:
+        return step(*args)
+    except Exception as exc:
+        raise _OwnBug(exc) from exc
 
 
 class Model(Protocol):
@@ -136,10 +153,18 @@ class OpenAIModel:
             body["stream_options"] = {"include_usage": True}
         if tools:
             body["tools"] = tools
-        acc = StreamAssembly(on_text, on_thinking)
+        # The sinks are our code (the front ends' streams): their failures are bugs of ours,
+        # never the endpoint's bad data.
+        acc = StreamAssembly(lambda text: _ours(on_text, text),
+                             (lambda text: _ours(on_thinking, text)) if on_thinking is not None else None)
         received = False
         try:
-            stream = await self._open_stream(client, openai, body, timeout)
+            try:
+                stream = await self._open_stream(client, openai, body, timeout)
+            except openai.OpenAIError:
+                raise
+            except Exception as exc:  # nothing of the endpoint's data is read yet: a bug of ours
+                raise _OwnBug(exc) from exc
             try:
                 async for chunk in stream:
                     received = True
@@ -148,6 +173,9 @@ class OpenAIModel:
                         break
             finally:
                 await _close(stream)
+        except _OwnBug as bug:  # only errors of the stream's data are the endpoint's; this one is ours
+            log.error("internal error while reading the stream from %s", self.endpoint, exc_info=bug.error)
+            raise bug.error from None
         except openai.APIStatusError as exc:
             raise ModelError(f"the model endpoint {self.endpoint} answered HTTP {exc.status_code}: {_status_message(exc)}"
                              f"{self._path_hint(exc.status_code)}") from None

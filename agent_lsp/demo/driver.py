@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import difflib
+import logging
+import os
 import shutil
 import sys
 import tempfile
@@ -19,6 +21,8 @@ from agent_lsp.agent.keyguard import child_env
 from agent_lsp.demo import TASK
 from agent_lsp.demo.edits import apply_text_edits, plain
 from agent_lsp.terminal import Style, read_line_async
+
+log = logging.getLogger(__name__)
 
 HERE = Path(__file__).parent
 TERMINAL_APPROVAL_TIMEOUT = 10 * 365 * 86400.0
@@ -219,15 +223,23 @@ async def _demo(yes: bool) -> int:
             try:
                 await asyncio.wait_for(client.shutdown_async(None), 5)
                 client.exit(None)
-            except Exception:
-                pass
+            except Exception as exc:
+                _stop_problem("did not answer shutdown", exc)
             try:
                 await asyncio.wait_for(client.stop(), 5)
-            except Exception:
-                pass
+            except Exception as exc:
+                _stop_problem("could not be stopped", exc)
             drain.cancel()
         _show_diff(editor, root, original)
         return _show_report(editor)
+
+
+def _stop_problem(what: str, exc: BaseException) -> None:
+    """The demo's result is already shown; a server that did not end cleanly is said on stderr
+    (it may still be running) and logged, never swallowed."""
+    log.warning("demo: the server %s", what, exc_info=exc)
+    sys.stderr.write(f"agent-lsp demo: the demo's server {what} ({type(exc).__name__}: {exc}); "
+                     "if an agent-lsp process is left running, end it\n")
 
 
 def _show_diff(editor: DemoEditor, root: Path, original: dict[str, str]) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import difflib
+import logging
 from pathlib import Path
 
 from pydantic import Field
@@ -13,6 +14,8 @@ from pydantic import Field
 from agent_lsp.agent.ports import Document
 from agent_lsp.agent.tools.base import Args, EditRejected, Prepared, Tool, ToolContext, ToolError
 from agent_lsp.agent.tools.diagnostics import problems_after_edit
+
+log = logging.getLogger(__name__)
 
 SUMMARY_DIFF_LINES = 40
 
@@ -60,14 +63,40 @@ async def _current(ctx: ToolContext, path: Path) -> Document | None:
         raise ToolError(str(exc)) from None
 
 
+_LATE_RECORDS: set[asyncio.Task[None]] = set()  # referenced until done: never collected unseen
+
+
 def _applied_late(ctx: ToolContext, path: Path, before: Document | None, after: str) -> None:
     """The run was cancelled while the editor's preview was open, and the user applied the edit
-    afterwards: it goes into the run's checkpoint (rewindable) and the user is told."""
-    if ctx.checkpoint is not None:
-        asyncio.ensure_future(ctx.checkpoint.record_late(path, before, after))
-    if ctx.notify is not None:
-        ctx.notify(f"the edit to {ctx.paths.display(path)} was applied in the editor's preview after the run was cancelled; "
-                   "it is in the run's checkpoint (rewind can take it back)")
+    afterwards: it goes into the run's checkpoint (rewindable) and the user is told, or told
+    that it could not be recorded."""
+    shown = ctx.paths.display(path)
+
+    def tell(text: str) -> None:
+        if ctx.notify is not None:
+            ctx.notify(f"the edit to {shown} was applied in the editor's preview after the run was cancelled; {text}")
+
+    async def record() -> None:
+        if ctx.checkpoint is None:
+            tell("this run keeps no checkpoint, so rewind cannot take it back")
+            return
+        try:
+            await ctx.checkpoint.record_late(path, before, after)
+        except Exception as exc:
+            log.warning("the late edit of %s could not be added to the run's checkpoint", path, exc_info=True)
+            tell(f"it could not be added to the run's checkpoint ({exc}), so rewind cannot take it back")
+            return
+        tell("it is in the run's checkpoint (rewind can take it back)")
+
+    task = asyncio.ensure_future(record())
+    _LATE_RECORDS.add(task)
+    task.add_done_callback(_late_done)
+
+
+def _late_done(task: asyncio.Task[None]) -> None:
+    _LATE_RECORDS.discard(task)
+    if not task.cancelled() and task.exception() is not None:
+        log.error("recording a late edit failed", exc_info=task.exception())
 
 
 def _prepared(ctx: ToolContext, path: Path, before: Document | None, after: str) -> Prepared:

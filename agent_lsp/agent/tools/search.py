@@ -75,11 +75,14 @@ async def _search(args: SearchArgs, bases: list[Path], ctx: ToolContext) -> str:
     for base in on_disk:
         if not base.is_dir() and not base.is_file():  # a FIFO would block rg forever
             raise ToolError(f"{paths.display(base)} is not a regular file or a directory")
-    buffers = await _changed_buffers(ctx, bases)
+    buffers, unread = await _changed_buffers(ctx, bases)
     if not on_disk and not any(buffers.values()):
         raise ToolError(f"{args.path} does not exist")
     skip = {str(p) for found in buffers.values() for p, _ in found}
     problems: list[str] = []
+    if unread:
+        problems.append(f"the editor's open buffers could not be read ({unread}): these results come from the files on disk, "
+                        "without unsaved changes")
     try:
         # Every folder and the buffers at once, each disk search stopped once it has more
         # than the cap. rg's parallel walk prints in no fixed order, so when a search was
@@ -119,9 +122,10 @@ async def _search(args: SearchArgs, bases: list[Path], ctx: ToolContext) -> str:
     return "\n".join([out, *notes])
 
 
-async def _changed_buffers(ctx: ToolContext, bases: list[Path]) -> dict[str, list[tuple[Path, str]]]:
+async def _changed_buffers(ctx: ToolContext, bases: list[Path]) -> tuple[dict[str, list[tuple[Path, str]]], str | None]:
     """Open buffers under the searched bases whose text differs from disk (or that have no
-    file on disk), by kind: "edited" (the file exists) and "new".
+    file on disk), by kind: "edited" (the file exists) and "new"; and why the buffers could not
+    be read, when they could not.
 
     Batching: the editor reports every open buffer, most of them saved. A saved buffer is the
     disk file, which the disk search already covers, so only the buffers that differ get an rg
@@ -130,9 +134,10 @@ async def _changed_buffers(ctx: ToolContext, bases: list[Path]) -> dict[str, lis
     """
     try:
         texts = ctx.workspace.open_texts()
-    except Exception:  # a host without buffers
-        return {"edited": [], "new": []}
-    return await asyncio.to_thread(_compare_buffers, texts, bases) if texts else {"edited": [], "new": []}
+    except Exception as exc:  # the search goes on over the disk, and says so
+        log.warning("search: the editor's open buffers could not be read", exc_info=True)
+        return {"edited": [], "new": []}, f"{type(exc).__name__}: {exc}"
+    return (await asyncio.to_thread(_compare_buffers, texts, bases) if texts else {"edited": [], "new": []}), None
 
 
 def _compare_buffers(texts: dict[Path, str], bases: list[Path]) -> dict[str, list[tuple[Path, str]]]:
