@@ -342,14 +342,14 @@ async def test_non_utf8_content_and_names_and_binary_files(ws: Path):
     (ws / "long.txt").write_text("   needle " + "x" * 1000 + "\n")
     ctx = make_ctx(ws)
     lines = (await search(ctx, "needle")).splitlines()
-    assert lines == ["latin.txt:1: caf\ufffd needle", "long.txt:1: needle " + "x" * 293,
+    assert lines == ["latin.txt:1: caf\ufffd needle", "long.txt:1: needle " + "x" * 293 + ripgrep.CUT_MARK,
                      "n\ufffde.txt:1: needle in a badly named file"]
     assert "blob.bin" in await listing(ctx)  # listed, but not searched (binary)
 
 
 async def test_long_match_lines_are_read_whole_and_cut(ws: Path):
     (ws / "min.js").write_text("var a=1;" * 200_000 + "needle\n")  # one 1.6 MB line
-    assert await search(make_ctx(ws), "needle") == "min.js:1: " + ("var a=1;" * 200_000)[:300]
+    assert await search(make_ctx(ws), "needle") == "min.js:1: " + ("var a=1;" * 200_000)[:300] + ripgrep.CUT_MARK
 
 
 async def test_files_that_could_not_be_read_are_counted_not_hidden(ws: Path):

@@ -1,4 +1,4 @@
-"""ripgrep (`rg`) as a subprocess: find it, run it, read its `--json` / `--files` output.
+"""ripgrep (`rg`) as a subprocess: find it, run it, read its match records / `--files` output.
 
 No regex written by the model ever runs in this process: patterns go to rg (Rust regex,
 linear time). Every rg runs in its own session (process group), sits in the caller's
@@ -11,16 +11,18 @@ Ignore rules are rg's own, as Decisions 14 asks: `.gitignore` (nested, negations
 given last so a user glob cannot bring it back); no user or environment rg config
 (`--no-config`); symlinks not followed (no `--follow`: rg then skips symlinks met while walking,
 so a link pointing outside the workspace is neither listed nor searched). Binary files are
-skipped (rg's default).
+skipped (rg's default). A matching line is read as rg's preview of at most MAX_COLUMNS bytes
+and a pattern is at most MAX_PATTERN_BYTES, so what a search reads is bounded by the number of
+matches, not by the length of a line.
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
-import json
+import errno
 import os
+import re
 import shutil
 import signal
 import sys
@@ -34,6 +36,13 @@ from typing import Any
 from agent_lsp.agent.keyguard import child_env
 
 LINE_CHARS = 300  # characters of a matching line kept (after stripping)
+CUT_MARK = " [… line cut]"  # after a matching line shown in part
+# rg prints at most this many bytes of a matching line (then its own "[... omitted end of long
+# line]"), so one match costs the same to read whatever the line's length: a 100 MB minified
+# line is no longer copied through a pipe and parsed as one JSON string.
+MAX_COLUMNS = 2000
+MAX_PENDING = 1 << 20  # bytes of rg output without a record's end: rg misbehaves, stop reading
+MAX_PATTERN_BYTES = 65536  # a longer pattern is refused (the OS caps one argument at 128 KiB)
 ERROR_LINES_KEPT = 20  # stderr lines kept for the messages
 READ_SIZE = 1 << 20  # stdout is read in chunks of up to this many bytes
 
@@ -153,6 +162,9 @@ async def _spawn(argv: list[str], cwd: Path, processes: set[Any], stdin: bool) -
     except OSError as exc:
         if exc.filename is not None and os.fspath(exc.filename) == os.fspath(cwd):
             raise RipgrepError(f"cannot search in {cwd}: {exc.strerror or exc}") from None
+        if exc.errno == errno.E2BIG:  # rg is there: its command line was too long
+            raise RipgrepError("the pattern or glob is too long to pass to rg (the system's limit on one "
+                               "argument is 128 KiB): use a shorter one") from None
         raise RipgrepMissing(f"ripgrep (rg) could not be run ({argv[0]}: {exc.strerror or exc}); {INSTALL_HINT}") from None
     processes.add(proc)
     try:
@@ -216,19 +228,6 @@ async def _run(argv: list[str], cwd: Path, processes: set[Any], on_chunk: Callab
     return _Outcome(proc.returncode, problems, stopped)
 
 
-def _lines(on_line: Callable[[bytes], bool]) -> Callable[[bytes], bool]:
-    """A chunk reader calling on_line for each complete line (rg's output ends with one)."""
-    pending = b""
-
-    def on_chunk(chunk: bytes) -> bool:
-        nonlocal pending
-        lines = (pending + chunk).split(b"\n")
-        pending = lines.pop()
-        return all(map(on_line, lines))  # stops at the first False
-
-    return on_chunk
-
-
 # -- search ----------------------------------------------------------------------------------
 
 
@@ -236,7 +235,7 @@ def _lines(on_line: Callable[[bytes], bool]) -> Callable[[bytes], bool]:
 class Match:
     path: str  # as rg printed it (absolute here: we pass absolute paths); "" for stdin
     line: int
-    text: str  # stripped, cut to LINE_CHARS
+    text: str  # stripped, cut to LINE_CHARS (then CUT_MARK)
 
 
 @dataclass
@@ -246,26 +245,28 @@ class SearchResult:
     problems: Problems
 
 
-def _decode_path(value: dict[str, Any]) -> str:
-    if "text" in value:
-        return value["text"]
-    return os.fsdecode(base64.b64decode(value.get("bytes", "")))  # non-UTF-8 name: surrogateescape
+# rg's preview of a line longer than --max-columns ends with one of these.
+_RG_CUT = re.compile(r" ?\[\.\.\. (?:omitted end of long line|\d+ more match(?:es)?)\]$")
 
 
-def _decode_text(value: dict[str, Any]) -> str:
-    if "text" in value:
-        return value["text"]
-    return base64.b64decode(value.get("bytes", "")).decode("utf-8", "replace")
-
-
-def _cut(text: str) -> str:
+def _cut(raw: bytes) -> str:
+    text = raw.decode("utf-8", "replace")
+    text, cut_by_rg = _RG_CUT.subn("", text)
     text = text.strip()
-    return text[:LINE_CHARS]
+    if cut_by_rg or len(text) > LINE_CHARS:
+        return text[:LINE_CHARS] + CUT_MARK
+    return text
 
 
 def search_argv(pattern: str, target: str, *, glob: str | None, ignore_case: bool, sort: bool) -> list[str]:
-    """The rg command line of one search (target: a path, or "-" for stdin)."""
-    argv = [_rg(), "--json", *base_flags(glob)]
+    """The rg command line of one search (target: a path, or "-" for stdin). The output is rg's
+    standard one, `PATH NUL LINE:TEXT`, each line at most MAX_COLUMNS bytes (rg's --json prints
+    whole lines whatever --max-columns says), then the --stats block: rg ran to the end."""
+    if len(pattern.encode("utf-8", "surrogatepass")) > MAX_PATTERN_BYTES:
+        raise RipgrepError(f"the pattern is too long ({len(pattern)} characters; at most {MAX_PATTERN_BYTES} bytes): "
+                           "search for a shorter one, or a distinctive part of it")
+    argv = [_rg(), *base_flags(glob), "--null", "--line-number", "--with-filename", "--no-heading", "--color=never",
+            f"--max-columns={MAX_COLUMNS}", "--max-columns-preview", "--stats"]
     if ignore_case:
         argv.append("--ignore-case")
     if sort:
@@ -273,9 +274,36 @@ def search_argv(pattern: str, target: str, *, glob: str | None, ignore_case: boo
     return [*argv, f"--regexp={pattern}", "--", target]  # "=": a value never read as a flag
 
 
+class _Records:
+    """rg's output, record by record: `PATH NUL LINE:TEXT NEWLINE` (a path may hold a newline,
+    never a NUL; the text never holds a newline). What is left at the end holds no NUL: the
+    --stats block (and, for one binary file named on the command line, rg's note about it)."""
+
+    def __init__(self, on_match: Callable[[bytes, int, bytes], bool]):
+        self.on_match = on_match
+        self.pending = bytearray()
+        self.saw_stats = False
+
+    def feed(self, chunk: bytes) -> bool:
+        self.pending += chunk
+        while (nul := self.pending.find(b"\0")) >= 0:
+            end = self.pending.find(b"\n", nul)
+            if end < 0:
+                break
+            path, record = bytes(self.pending[:nul]), bytes(self.pending[nul + 1 : end])
+            del self.pending[: end + 1]
+            number, colon, text = record.partition(b":")
+            if colon and number.isdigit() and not self.on_match(path, int(number), text):
+                return False
+        return len(self.pending) <= MAX_PENDING  # bounded: a record is at most a path + MAX_COLUMNS
+
+    def finish(self) -> None:
+        self.saw_stats = b"\0" not in self.pending and b" files searched" in self.pending
+
+
 def _check(outcome: _Outcome) -> None:
     # A fatal error (bad regex, bad glob, bad flag) ends rg before any output: exit 2 and no
-    # summary. Per-file errors also exit 2, but after a summary.
+    # stats. Per-file errors also exit 2, but after the stats.
     if outcome.returncode == 2 and not outcome.saw_summary and not outcome.stopped:
         raise RipgrepError(outcome.problems.fatal_message())
 
@@ -288,47 +316,41 @@ async def search(pattern: str, base: Path, processes: set[Any], *, glob: str | N
 
     Raises RipgrepMissing (rg cannot run) or RipgrepError (rg refused the pattern or glob)."""
     matches: list[Match] = []
-    state = {"summary": False}
 
-    def on_line(line: bytes) -> bool:
-        if line.startswith(b'{"type":"match"'):
-            data = json.loads(line)["data"]
-            path = _decode_path(data["path"])
-            if path not in skip:
-                matches.append(Match(path, data["line_number"], _cut(_decode_text(data["lines"]))))
-                if limit is not None and len(matches) >= limit:
-                    return False
-        elif b'"type":"summary"' in line:  # cannot occur inside a JSON string (quotes are escaped)
-            state["summary"] = True
+    def on_match(raw_path: bytes, line: int, text: bytes) -> bool:
+        path = os.fsdecode(raw_path)  # a non-UTF-8 name: surrogateescape
+        if path not in skip:
+            matches.append(Match(path, line, _cut(text)))
+            if limit is not None and len(matches) >= limit:
+                return False
         return True
 
     cwd = base if base.is_dir() else base.parent  # globs match relative to rg's cwd
     argv = search_argv(pattern, str(base), glob=glob, ignore_case=ignore_case, sort=sort)
-    outcome = await _run(argv, cwd, processes, _lines(on_line))
-    outcome.saw_summary = state["summary"]
+    records = _Records(on_match)
+    outcome = await _run(argv, cwd, processes, records.feed)
+    records.finish()
+    outcome.saw_summary = records.saw_stats
     _check(outcome)
     return SearchResult(matches, not outcome.stopped, outcome.problems)
 
 
 async def search_text(pattern: str, text: str, processes: set[Any], *, ignore_case: bool = False,
                       limit: int | None = None, cwd: Path | None = None) -> list[Match]:
-    """Search one text (an editor buffer) with `rg --json ... -` on stdin; Match.path is ""."""
+    """Search one text (an editor buffer) with rg on stdin (never a regex in this process; a
+    long line costs what it costs on disk); Match.path is ""."""
     matches: list[Match] = []
-    state = {"summary": False}
 
-    def on_line(line: bytes) -> bool:
-        if line.startswith(b'{"type":"match"'):
-            data = json.loads(line)["data"]
-            matches.append(Match("", data["line_number"], _cut(_decode_text(data["lines"]))))
-            return limit is None or len(matches) < limit
-        if b'"type":"summary"' in line:
-            state["summary"] = True
-        return True
+    def on_match(_path: bytes, line: int, text: bytes) -> bool:
+        matches.append(Match("", line, _cut(text)))
+        return limit is None or len(matches) < limit
 
     argv = search_argv(pattern, "-", glob=None, ignore_case=ignore_case, sort=False)
-    outcome = await _run(argv, cwd or Path.cwd(), processes, _lines(on_line),
+    records = _Records(on_match)
+    outcome = await _run(argv, cwd or Path.cwd(), processes, records.feed,
                          stdin_data=text.encode("utf-8", "surrogatepass"))
-    outcome.saw_summary = state["summary"]
+    records.finish()
+    outcome.saw_summary = records.saw_stats
     _check(outcome)
     return matches
 

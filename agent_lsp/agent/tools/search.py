@@ -49,6 +49,9 @@ class Search(Tool):
     async def prepare(self, args: SearchArgs, ctx: ToolContext) -> Prepared:
         _no_nul(args.pattern, "pattern")
         _no_nul(args.glob, "glob")
+        if len(args.pattern.encode("utf-8", "surrogatepass")) > ripgrep.MAX_PATTERN_BYTES:
+            raise ToolError(f"the pattern is too long ({len(args.pattern)} characters; the limit is "
+                            f"{ripgrep.MAX_PATTERN_BYTES} bytes): search for a shorter, distinctive part of it")
         bases = _bases(args.path, ctx.paths)
         detail = f"search {args.pattern!r} in {args.path}" + (f" ({args.glob})" if args.glob else "")
 
