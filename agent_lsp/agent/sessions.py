@@ -8,13 +8,15 @@ import builtins
 import hashlib
 import json
 import logging
+import os
 import shutil
+import stat
 import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from agent_lsp.agent.safeio import private_dir, write_private
+from agent_lsp.agent.safeio import NotReadable, private_dir, read_regular_sync, write_private
 from agent_lsp.agent.session import Entry, RunRecord, Session, apply_history_record
 
 log = logging.getLogger(__name__)
@@ -22,6 +24,8 @@ log = logging.getLogger(__name__)
 KEEP_SESSIONS = 100
 KEEP_DAYS = 30
 TITLE_CHARS = 80
+INDEX_MAX_BYTES = 10_000_000
+TRANSCRIPT_MAX_BYTES = 512_000_000  # a transcript larger than this is not replayed (a tampered one, or a file never ours)
 
 
 class SessionError(ValueError):
@@ -51,6 +55,7 @@ class SessionStore:
     def __init__(self, state: Path, root: Path):
         self.root = root.resolve()
         self.dir = workspace_state(state, self.root) / "sessions"
+        self.spill_root = state / "spill"  # where every run's spill files are written
 
     def _index(self, session_id: str) -> Path:
         safe = "".join(c for c in session_id if c.isalnum() or c in "-_")
@@ -71,13 +76,15 @@ class SessionStore:
 
     def _load(self, session_id: str) -> Session:
         path = self._index(session_id)
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
+        if not path.exists() and not path.is_symlink():
             raise SessionError(f"unknown sessionId {session_id!r}: no such session in this workspace ({self.root}); "
-                               "omit it to start a new session") from None
+                               "omit it to start a new session")
+        try:
+            data = json.loads(_read_state_file(path, INDEX_MAX_BYTES))
         except (OSError, ValueError) as exc:
             raise SessionError(f"session {session_id} cannot be read ({exc}); its index is kept at {path}") from None
+        if not isinstance(data, dict):
+            raise SessionError(f"session {session_id} cannot be read (its index is not a JSON object); it is kept at {path}")
         if data.get("workspace") not in (None, str(self.root)):
             raise SessionError(f"session {session_id} belongs to another workspace ({data.get('workspace')})")
         session = Session(id=session_id, title=str(data.get("title", "")), created=float(data.get("created", 0)),
@@ -86,7 +93,7 @@ class SessionStore:
         for record in session.runs:
             if record.stop is None:  # the process ended while it ran
                 record.stop = "cancelled"
-            session.spill_files |= _replay(Path(record.transcript), session.history)
+            session.spill_files |= self._own_spills(_replay(Path(record.transcript), session.history))
             for uri in record.edited:
                 if not record.rewound and uri.startswith("file://"):
                     from urllib.parse import unquote, urlparse
@@ -94,12 +101,35 @@ class SessionStore:
                     session.edited.setdefault(Path(unquote(urlparse(uri).path)), None)
         return session
 
+    def _own_spills(self, named: set[Path]) -> set[Path]:
+        """The spill files a transcript names that read_file may read again: only regular files
+        inside the state dir's spill folder (a transcript is a file on disk; one naming
+        /etc/passwd or a link out of the folder must not make that file readable)."""
+        try:
+            folder = self.spill_root.resolve()
+        except (OSError, RuntimeError):
+            return set()
+        kept = set()
+        for path in named:
+            try:
+                resolved = path.resolve()
+                regular = resolved.is_relative_to(folder) and resolved != folder and stat.S_ISREG(os.lstat(resolved).st_mode)
+            except (OSError, RuntimeError, ValueError):
+                continue
+            if regular:
+                kept.add(resolved)
+            else:
+                log.warning("a transcript names %s as a spill file: not under %s, or not a regular file; not readable", path, folder)
+        return kept
+
     def list(self) -> builtins.list[dict[str, Any]]:
         """CONTRACT agentLsp.sessions items, newest `updated` first."""
         items = []
         for path in self._files():
             try:
-                data = json.loads(path.read_text(encoding="utf-8"))
+                data = json.loads(_read_state_file(path, INDEX_MAX_BYTES))
+                if not isinstance(data, dict):
+                    raise ValueError("not a JSON object")
             except (OSError, ValueError):
                 log.warning("session index %s is unreadable: skipped (kept on disk)", path)
                 continue
@@ -131,7 +161,7 @@ class SessionStore:
                 continue
             if index >= keep or now - _mtime(path) > days * 86400:
                 try:
-                    data = json.loads(path.read_text(encoding="utf-8"))
+                    data = json.loads(_read_state_file(path, INDEX_MAX_BYTES))
                     for run in data.get("runs", []):
                         _remove_run_files(state, str(run.get("runId", "")), Path(run.get("transcript", "")))
                 except (OSError, ValueError, AttributeError) as exc:
@@ -168,7 +198,7 @@ def sweep_orphans(state: Path, live_runs: set[str], days: float = KEEP_DAYS) -> 
     named = set(live_runs)
     for index in (state / "workspaces").glob("*/sessions/*.json"):
         try:
-            data = json.loads(index.read_text(encoding="utf-8"))
+            data = json.loads(_read_state_file(index, INDEX_MAX_BYTES))
             named.update(str(r.get("runId", "")) for r in data.get("runs", []))
         except (OSError, ValueError, AttributeError):
             return 0  # an unreadable index may name anything: remove nothing
@@ -194,6 +224,16 @@ def _children(folder: Path) -> builtins.list[Path]:
         return builtins.list(folder.iterdir())
     except OSError:
         return []
+def _read_state_file(path: Path, max_bytes: int) -> str:
+    """A state file's text, opened as a regular file only (O_NOFOLLOW|O_NONBLOCK, fstat: a FIFO,
+    a device or a link put in its place is refused at once, never waited on; Decision 45).
+    Raises NotReadable (a ValueError) or UnicodeDecodeError."""
+    try:
+        return read_regular_sync(path, max_bytes).decode("utf-8")
+    except NotReadable as exc:
+        if path.is_symlink():  # O_NOFOLLOW's ELOOP says "too many levels of symbolic links"
+            raise NotReadable(f"{path} is a symbolic link, not a regular file: only regular files are read") from None
+        raise NotReadable(str(exc).replace(path.name, str(path), 1)) from None
 
 
 def _save(path: Path, data: bytes) -> None:
@@ -206,11 +246,11 @@ def _replay(transcript: Path, history: list[Entry]) -> set[Path]:
     results named (read_file may read them). A cut last line (the process died mid-write) is
     skipped with a log line; any other damage is an error naming the file."""
     spills: set[Path] = set()
+    if not transcript.exists() and not transcript.is_symlink():
+        raise SessionError(f"the transcript {transcript} of this session is missing; the session cannot be resumed")
     try:
-        text = transcript.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise SessionError(f"the transcript {transcript} of this session is missing; the session cannot be resumed") from None
-    except (OSError, UnicodeDecodeError) as exc:
+        text = _read_state_file(transcript, TRANSCRIPT_MAX_BYTES)
+    except (OSError, ValueError) as exc:
         raise SessionError(f"the transcript {transcript} cannot be read ({exc}); it is kept as it is") from None
     lines = text.split("\n")
     last = max((i for i, line in enumerate(lines) if line.strip()), default=-1)
