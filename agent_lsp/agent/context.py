@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import stat
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,7 +35,12 @@ async def truncate_tool_output(text: str, limit: int, spill_dir: Path, call_id: 
     spill: Path | None = spill_dir / f"{safe_id}.txt"
     assert spill is not None
     try:
-        fd = open_private(spill, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        # O_NONBLOCK: a FIFO planted at the spill's path fails at once instead of blocking the
+        # event loop until a reader comes; anything but a regular file is refused (Decision 45).
+        fd = open_private(spill, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NONBLOCK)
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise OSError(errno.EINVAL, "the spill path is not a regular file")
         async with aiofiles.open(fd, "w", encoding="utf-8") as handle:
             await handle.write(redact(text))
         where = f"The whole result ({len(text)} characters, {text.count(chr(10)) + 1} lines) is saved at {spill}; read_file it with offset/limit to see the rest."

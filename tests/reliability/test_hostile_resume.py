@@ -17,7 +17,7 @@ import pytest
 from agent_lsp.agent.host import AgentHost
 from agent_lsp.agent.sessions import SessionError
 from tests.headless.test_run_cli import agent_run, report_of, run_cli
-from tests.unit.kit import call, last_tool_results, tools_reply
+from tests.unit.kit import call, last_tool_results, run, tools_reply
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -129,3 +129,25 @@ def test_sessions_listing_skips_an_index_that_is_a_fifo(model, workspace, tmp_pa
     listing = run_cli([sys.executable, "-m", "agent_lsp", "sessions", "--workspace", str(workspace), "--json"], timeout=30)
     assert listing.returncode == 0, listing.stderr
     assert [item["sessionId"] for item in json.loads(listing.stdout)] == [second["sessionId"]]
+
+
+@pytest.mark.parametrize("kind", ["fifo", "symlink"])
+async def test_a_spill_file_is_written_as_a_regular_file_only(model, workspace, tmp_path, state_dir, kind):
+    """A FIFO planted where a spill goes would block the event loop on open (no reader comes);
+    a link would send the write elsewhere. Either way the run goes on and the result says the
+    whole output could not be saved."""
+    spill = state_dir / "spill" / "r-planted" / "big.txt"
+    spill.parent.mkdir(parents=True)
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me\n")
+    if kind == "fifo":
+        os.mkfifo(spill)
+    else:
+        spill.symlink_to(victim)
+    model.add([tools_reply(call("run_command", id="big", command=f"{sys.executable} -c \"print('y' * 5000)\"")),
+               {"text": "done"}])
+    report, _, _ = await run("go", model, workspace, run_id="r-planted", toolOutputLimit=300)
+    assert str(report.stop_reason) == "done", report.error
+    result = last_tool_results(model.requests[-1])["big"]
+    assert "could not be saved" in result and "yyyy" in result
+    assert victim.read_text() == "keep me\n"
