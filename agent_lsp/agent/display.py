@@ -94,3 +94,15 @@ def for_terminal(text: str) -> str:
 def fits_title(text: str, limit: int = MAX_TITLE) -> bool:
     """True when text can be shown whole in one menu line (code-action titles)."""
     return "\n" not in text and len(text) <= limit
+
+
+def clip(text: str, limit: int) -> str:
+    """At most `limit` characters, cut at a word boundary with "…" when it is longer (a word
+    cut in half reads as a typo, and a log or a pipe has no terminal width to fill)."""
+    if len(text) <= limit:
+        return text
+    head = text[: limit - 1]
+    space = head.rfind(" ")
+    if space >= limit // 2:  # a long unbroken token (a path, a hash) is cut where it must be
+        head = head[:space]
+    return head.rstrip() + "…"

@@ -7,6 +7,7 @@ import asyncio
 import hashlib
 import logging
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,7 +20,7 @@ from agent_lsp.agent.compaction import (
     summary_entry,
 )
 from agent_lsp.agent.context import truncate_tool_output
-from agent_lsp.agent.display import escape_invisible
+from agent_lsp.agent.display import clip, escape_invisible
 from agent_lsp.agent.messages import (
     Event,
     Outcome,
@@ -212,8 +213,17 @@ class AgentLoop:
     # -- node 2: the streamed LLM call -------------------------------------------------------
     async def call_model(self, messages: list[dict[str, Any]]) -> Reply:
         self.s.emit(Event("status", f"turn {self.turn}/{self.max_turns}: asking the model", {"turn": self.turn}, self.agent_id))
-        on_text = (lambda delta: self.s.emit(Event("text", delta, {}, self.agent_id))) if self.is_main else (lambda _d: None)
-        on_thinking = (lambda delta: self.s.emit(Event("thinking", delta, {}, self.agent_id))) if self.is_main else None
+        stats = self.s.stats
+
+        def delta_of(kind: str) -> Callable[[str], None]:
+            def on_delta(delta: str) -> None:
+                stats.reached_model = True
+                if self.is_main:
+                    self.s.emit(Event(kind, delta, {}, self.agent_id))
+            return on_delta
+
+        on_text = delta_of("text")
+        on_thinking = delta_of("thinking") if self.is_main else None
         deadline = self.s.limits.request_timeout
         loop = asyncio.get_running_loop()
         ends = loop.time() + deadline
@@ -237,6 +247,7 @@ class AgentLoop:
             await self.s.transcript.write(self.agent_id, self.turn, "modelError", error="requestTimeout")
             raise StopRun(f"the model call took longer than requestTimeout ({deadline:g} s) in all, retries included; it was stopped and not sent again") from None
         self.model_calls += 1
+        stats.reached_model = True
         if reply.finish_reason == "content_filter":
             raise StopRun("the endpoint's content filter stopped the model's reply")
         self._unique_ids(reply.tool_calls)
@@ -318,14 +329,14 @@ class AgentLoop:
             tool = self.tools.get(call.name)
             prepared = await tool.prepare(tool.parse(parse_arguments(call)), self.s.tool_ctx)
         except (ToolError, PathRefused, ValueError) as exc:
-            await self._finish(call, Outcome.ERROR, f"error: {exc}")
+            await self._finish(call, Outcome.ERROR, str(exc))
             return None
         except Exception as exc:  # a tool (or the host behind it) failing unexpectedly is still a result
             log.exception("preparing %s failed", call.name)
-            await self._finish(call, Outcome.ERROR, f"error: internal error in {call.name}: {type(exc).__name__}: {exc}")
+            await self._finish(call, Outcome.ERROR, f"internal error in {call.name}: {type(exc).__name__}: {exc}")
             return None
         if self.s.redact.overwrites_secret(prepared.diff, prepared.new_text):
-            await self._finish(call, Outcome.ERROR, "error: this edit would replace the model's API key, which you see as "
+            await self._finish(call, Outcome.ERROR, "this edit would replace the model's API key, which you see as "
                                                     "[redacted], with the text [redacted]; nothing was changed. Leave the lines "
                                                     "holding it as they are (edit_file around them).")
             return None
@@ -356,7 +367,7 @@ class AgentLoop:
         reason = f"; the user's reason: {answer.reason}" if answer.reason else ""
         again = f" You have now proposed this exact call {self._denials[key]} times and it was denied each time." if self._denials[key] > 1 else ""
         first = prepared.detail.splitlines()[0] if prepared.detail else call.name
-        await self._finish(call, Outcome.DENIED, f"denied: {why}{reason}. The {call.name} call did not run ({first}).{again} "
+        await self._finish(call, Outcome.DENIED, f"{why}{reason}. The {call.name} call did not run ({first}).{again} "
                                                  "Do not repeat it; take a safer route or ask the user.")
 
     async def _ask(self, call: ToolCall, tool: Tool, prepared: Prepared) -> Answer:
@@ -389,7 +400,9 @@ class AgentLoop:
     def _approval_event(self, call: ToolCall, prepared: Prepared, state: str, note: str = "",
                         request: ApprovalRequest | None = None) -> None:
         detail = prepared.detail
-        text = f"approval {state}{' ' + note if note else ''}: {detail.splitlines()[0] if detail else call.name}"
+        # The state travels in data["state"] and every client labels the line with it
+        # ("[approval: pending] …"): the text is what is being approved, not the state again.
+        text = f"{detail.splitlines()[0] if detail else call.name}{f' ({note})' if note else ''}"
         data: dict[str, Any] = {"callId": call.id, "tool": call.name, "detail": detail, "state": state}
         if request is not None and request.uri is not None:
             data.update(uri=request.uri, diff=request.diff or "", newText=request.new_text or "")
@@ -408,28 +421,32 @@ class AgentLoop:
         except EditRejected as exc:
             await self._deny(call, prepared, Answer(Decision.DENY, why=str(exc) or "the user rejected the edit in the preview"))
         except (ToolError, PathRefused) as exc:
-            await self._finish(call, Outcome.ERROR, f"error: {exc}")
+            await self._finish(call, Outcome.ERROR, str(exc))
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # a failing tool is a result for the model, never fatal
             log.exception("tool %s failed", call.name)
-            await self._finish(call, Outcome.ERROR, f"error: internal error in {call.name}: {type(exc).__name__}: {exc}")
+            await self._finish(call, Outcome.ERROR, f"internal error in {call.name}: {type(exc).__name__}: {exc}")
 
     async def _finish(self, call: ToolCall, outcome: Outcome, text: str) -> None:
         # Every tool's result (a command's output, a file, a search, an MCP server's answer)
         # enters the history here: the model never reads the key, whatever printed it.
-        text = self.s.redact(text)
+        # A failure or a refusal is told to the model as "error: …" / "denied: …"; the prefix is
+        # added here only, so the event (which names the outcome itself) does not say it twice.
+        shown = self.s.redact(text)
+        text = f"{outcome}: {shown}" if outcome in (Outcome.ERROR, Outcome.DENIED) else shown
         if outcome == Outcome.ERROR:
             key = (call.name, _digest(call.arguments), _digest(text))
             self._failures[key] += 1
             if self._failures[key] >= REPEATED_FAILURE_NOTE:
-                text += f"\n(this identical call has now failed {self._failures[key]} times with the same result: change approach)"
+                note = f"\n(this identical call has now failed {self._failures[key]} times with the same result: change approach)"
+                text, shown = text + note, shown + note
         cut = await truncate_tool_output(text, self.s.limits.tool_output_limit, self.s.spill_dir, call.id, self.s.redact)
         if cut.spill_path is not None:
             self.s.tool_ctx.paths.extra_readable.add(cut.spill_path.resolve())
         result = ToolResult(call.id, outcome, cut.content, cut.truncated, str(cut.spill_path) if cut.spill_path else None)
         self._finished[call.id] = result
-        await self._report_result(call.name, result, text)
+        await self._report_result(call.name, result, shown)
 
     async def _report_result(self, tool: str, result: ToolResult, text: str) -> None:
         data: dict[str, Any] = {"callId": result.call_id, "ok": result.ok, "outcome": str(result.outcome), "truncated": result.truncated}
@@ -438,8 +455,8 @@ class AgentLoop:
         lines = text.splitlines()
         first = lines[0] if lines else ""
         if result.call_id in self._show_tail and len(lines) > 1:
-            data["tail"] = "\n".join(line[:300] for line in lines[1:][-TAIL_LINES:])
-        self.s.emit(Event("toolResult", f"{tool} {'ok' if result.ok else str(result.outcome)}: {first[:200]}", data, self.agent_id))
+            data["tail"] = "\n".join(clip(line, 300) for line in lines[1:][-TAIL_LINES:])
+        self.s.emit(Event("toolResult", f"{tool} {'ok' if result.ok else str(result.outcome)}: {clip(first, 200)}", data, self.agent_id))
         await self.s.transcript.write(self.agent_id, self.turn, "toolResult", **data, content=result.content)
 
     def _spiral(self) -> str | None:
@@ -500,8 +517,8 @@ def describe_call(call: ToolCall) -> str:
     if isinstance(args, dict):
         main = next((args[k] for k in ("path", "command", "pattern", "task", "note") if isinstance(args.get(k), str)), None)
         if main is not None:
-            return f"{call.name} {escape_invisible(' '.join(main.split()), keep_newlines=False)[:160]}"
-    return f"{call.name} {escape_invisible(call.arguments[:160], keep_newlines=False)}"
+            return f"{call.name} {clip(escape_invisible(' '.join(main.split()), keep_newlines=False), 160)}"
+    return f"{call.name} {clip(escape_invisible(call.arguments[:400], keep_newlines=False), 160)}"
 
 
 def _arguments(call: ToolCall) -> Any:

@@ -59,8 +59,10 @@ class RunStream:
         self.send(event.kind, event.text, data)
         if event.kind == "usage" and event.agent_id == "main":
             self._usage = event.text
-        if event.kind in ("status", "toolCall", "approval", "compaction"):
+        if event.kind in ("status", "toolCall", "compaction"):
             self.report(event.text)
+        elif event.kind == "approval":  # the progress line has no label: it names the state itself
+            self.report(f"approval {event.data.get('state', '')}: {event.text}")
 
     def flush_text(self) -> None:
         self._thinking.flush()
