@@ -1,13 +1,16 @@
 """`agent-lsp rewind RUN_ID`: a run's files put back on disk, as they were before it (exit 0
-restored without conflicts, 4 with conflicts, 2 for an unknown run)."""
+restored without conflicts, 4 with conflicts, 2 for an unknown or ambiguous run). RUN_ID may be
+a unique prefix of at least 4 characters (Decision 46)."""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import sys
 from pathlib import Path
 
+from agent_lsp.agent.checkpoints import CheckpointStore
 from agent_lsp.agent.disk_workspace import DiskWorkspace
 from agent_lsp.agent.display import for_terminal
 from agent_lsp.agent.host import AgentHost
@@ -16,20 +19,41 @@ from agent_lsp.terminal import Style
 
 EXIT_CONFLICTS = 4
 EXIT_USAGE = 2
+MIN_PREFIX = 4
+FORCE, INCLUDE_LATER = "--force", "--include-later"  # the hints name this command's own flags
+
+
+class Ambiguous(ValueError):
+    def __init__(self, prefix: str, matches: list[str]):
+        super().__init__(f"{prefix!r} is the start of {len(matches)} runs: " + ", ".join(matches) + "; give more of the id")
+
+
+def resolve_run_id(store: CheckpointStore, given: str) -> str:
+    """The whole id of the run (or rewind) that `given` names: itself when it is a whole id,
+    else the one id it starts (at least MIN_PREFIX characters). Ambiguous when several do; an
+    id nothing starts is passed on, and the rewind says it is unknown."""
+    ids = [m.run_id for m in store.all()]
+    if given in ids or len(given) < MIN_PREFIX:
+        return given
+    matches = [i for i in ids if i.startswith(given)]
+    if len(matches) > 1:
+        raise Ambiguous(given, matches)
+    return matches[0] if matches else given
 
 
 async def rewind_cli(args: argparse.Namespace) -> int:
     roots = [args.workspace.resolve()]
     host = AgentHost()
     try:
-        result = await host.rewind(roots, DiskWorkspace(roots), args.run_id, force=args.force, include_later=args.include_later)
-    except ValueError as exc:
+        run_id = await asyncio.to_thread(resolve_run_id, host.checkpoint_store(roots), args.run_id)
+        result = await host.rewind(roots, DiskWorkspace(roots), run_id, force=args.force, include_later=args.include_later)
+    except (ValueError, OSError) as exc:
         print(f"agent-lsp rewind: {for_terminal(str(exc))}", file=sys.stderr)
         return EXIT_USAGE
     finally:
         await host.aclose()
     if args.json:
-        print(json.dumps(result.to_dict()))
+        print(json.dumps(result.to_dict(force=FORCE, include_later=INCLUDE_LATER)))
     else:
         s = Style.for_stream(sys.stdout)
         paths = PathGuard(roots)
@@ -40,8 +64,12 @@ async def rewind_cli(args: argparse.Namespace) -> int:
         for path in result.restored:
             print(f"{s.ok()} restored {shown(path)}")
         for path, reason in result.conflicts:
-            print(f"{s.bad()} conflict {shown(path)}: {for_terminal(reason)}")
+            hint = result.conflict_hint(path, FORCE, INCLUDE_LATER)
+            print(f"{s.bad()} conflict {shown(path)}: {for_terminal(reason)}; {hint}")
         for path, reason in result.not_restorable:
             print(f"{s.bad()} not restorable {shown(path)}: {for_terminal(reason)}")
-        print(s.dim(f"rewind {result.rewind_id} (undo it with `agent-lsp rewind {result.rewind_id}`)"))
+        if result.restored:  # only then is there something to undo
+            print(s.dim(f"rewind {result.rewind_id} (undo it with `agent-lsp rewind {result.rewind_id}`)"))
+        else:
+            print(s.dim("nothing was restored"))
     return EXIT_CONFLICTS if result.conflicts else 0

@@ -180,7 +180,10 @@ class AcpSession:
                 return record.run_id
         return None
 
-    async def rewind(self, run_id: str | None, force: bool = False, include_later: bool = False) -> dict[str, Any]:
+    async def rewind(self, run_id: str | None, force: bool = False, include_later: bool = False,
+                     hints: tuple[str, str] = ("`force: true`", "`includeLater: true`")) -> dict[str, Any]:
+        """The rewind's result; each conflict's reason ends with how to take it anyway, in the
+        caller's words (`_agentLsp/rewind`'s arguments, or the /rewind command's flags)."""
         if self.run is not None:
             raise RequestError(-32602, f"session {self.id} is running a turn; cancel it or wait for it before rewinding")
         target = run_id or self.last_rewindable()
@@ -190,7 +193,7 @@ class AcpSession:
             result = await self.host.rewind(self.roots, self.workspace(), target, force=force, include_later=include_later, binary_ok=True)
         except ValueError as exc:
             raise RequestError(-32602, f"rewind: {exc}") from None
-        return result.to_dict()
+        return result.to_dict(force=hints[0], include_later=hints[1])
 
     async def _rewind_command(self, argument: str) -> PromptResponse:
         words = argument.split()
@@ -198,7 +201,7 @@ class AcpSession:
         later = "--include-later" in words
         run_id = next((w for w in words if not w.startswith("--")), None)
         try:
-            result = await self.rewind(run_id, force=force, include_later=later)
+            result = await self.rewind(run_id, force=force, include_later=later, hints=("`/rewind --force`", "`/rewind --include-later`"))
             message = describe_rewind(result, self.roots)
         except RequestError as exc:
             message = str(exc)
@@ -210,10 +213,13 @@ class AcpSession:
 def describe_rewind(result: dict[str, Any], roots: list[Path]) -> str:
     from agent_lsp.acp.content import shown
 
-    lines = [f"Rewound ({result['rewindId']}; `/rewind {result['rewindId']}` puts the files back)."]
-    if result["restored"]:
+    lines = []
+    if result["restored"]:  # an undo is offered only when something was restored (nothing else to undo)
+        lines.append(f"Rewound ({result['rewindId']}; `/rewind {result['rewindId']}` puts the files back).")
         lines.append("Restored: " + ", ".join(shown(u, roots) for u in result["restored"]))
-    for key, title in (("conflicts", "Not touched (changed since; /rewind --force overwrites)"), ("notRestorable", "Not restorable")):
+    else:
+        lines.append("Nothing was restored.")
+    for key, title in (("conflicts", "Not touched"), ("notRestorable", "Not restorable")):
         if result[key]:
             lines.append(f"{title}: " + "; ".join(f"{shown(i['uri'], roots)} ({i['reason']})" for i in result[key]))
     return "\n".join(lines)

@@ -60,6 +60,6 @@ async def rewind_anywhere(host: Any, roots: list[Path], run_id: str | None, forc
         except ValueError as exc:
             problems.append(str(exc))
             continue
-        return result.to_dict()
+        return result.to_dict(force="`force: true`", include_later="`includeLater: true`")  # this method's own arguments
     running = [p for p in problems if "still running" in p]
     raise RequestError(-32602, f"_agentLsp/rewind: {running[0] if running else f'unknown runId {run_id!r} in the workspaces known here; pass sessionId'}")

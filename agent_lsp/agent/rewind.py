@@ -52,11 +52,36 @@ class RewindResult:
     conflicts: list[tuple[Path, str]]
     not_restorable: list[tuple[Path, str]]
     runs: list[str]
+    later: set[Path] = field(default_factory=set)  # conflicting files that later runs of the session also changed
 
-    def to_dict(self) -> dict[str, Any]:
+    def conflict_hint(self, path: Path, force: str, include_later: str) -> str:
+        """What would take a conflict anyway, in a front end's own words (its flag or argument
+        names): the core's reason is neutral, each front end adds this."""
+        hint = f"use {force} to overwrite it"
+        return hint + (f", or {include_later} to rewind those runs too" if path in self.later else "")
+
+    def to_dict(self, force: str | None = None, include_later: str | None = None) -> dict[str, Any]:
+        """With `force`/`include_later` (how the front end spells those options) each conflict's
+        reason ends with the hint; without them it is the core's neutral reason."""
+        def reason(path: Path, text: str) -> str:
+            return f"{text}; {self.conflict_hint(path, force, include_later or 'includeLater')}" if force else text
+
         return {"rewindId": self.rewind_id, "restored": [p.as_uri() for p in self.restored],
-                "conflicts": [{"uri": p.as_uri(), "reason": r} for p, r in self.conflicts],
+                "conflicts": [{"uri": p.as_uri(), "reason": reason(p, r)} for p, r in self.conflicts],
                 "notRestorable": [{"uri": p.as_uri(), "reason": r} for p, r in self.not_restorable]}
+
+
+CHANGED_SINCE = "changed since the run left it (by you or by a later run)"
+
+
+def later_touched(store: CheckpointStore, run_id: str) -> set[str]:
+    """The files of run_id that later runs of its session changed too (what include_later would
+    rewind first)."""
+    target = store.load(run_id)
+    if target is None:
+        return set()
+    return {path for m in store.all() if m.created > target.created and m.session_id == target.session_id
+            and m.kind == "run" for path in m.files if path in target.files}
 
 
 def runs_to_rewind(store: CheckpointStore, run_id: str, include_later: bool) -> list[Manifest]:
@@ -104,7 +129,7 @@ async def rewind(store: CheckpointStore, workspace: Workspace, restorer: Restore
             current = await current_content(workspace, path)
             expected = later_files.get(record.path) or None
             if content_sha(current) != expected and not force:
-                _once(conflicts, path, "changed since the run left it (by you or by a later run); pass force to overwrite it")
+                _once(conflicts, path, CHANGED_SINCE)
                 continue
             try:
                 content = await asyncio.to_thread(store.blobs.get, record.before) if record.before else None
@@ -129,7 +154,9 @@ async def rewind(store: CheckpointStore, workspace: Workspace, restorer: Restore
         _once(not_restorable, path, reason)
     restored = outcome.restored + [p for p, r in plan.items() if p not in conflicted and r.content == r.current]
     await undo.close()
-    return RewindResult(rewind_id, restored, conflicts, not_restorable, [m.run_id for m in manifests])
+    later = set() if include_later or not conflicts else {Path(p) for p in await asyncio.to_thread(later_touched, store, run_id)}
+    return RewindResult(rewind_id, restored, conflicts, not_restorable, [m.run_id for m in manifests],
+                        later & {p for p, _ in conflicts})
 
 
 def _once(items: list[tuple[Path, str]], path: Path, reason: str) -> None:

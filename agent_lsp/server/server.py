@@ -196,7 +196,7 @@ def create_server() -> AgentServer:
                                                include_later=parsed.include_later, binary_ok=False)
         except ValueError as exc:
             raise commands.JsonRpcInvalidParams(f"agentLsp.rewind: {exc}") from None
-        return result.to_dict()
+        return result.to_dict(force="`force: true`", include_later="`includeLater: true`")  # this command's own arguments
 
     @server.command("agentLsp.mcpServers")
     async def mcp_servers(ls: AgentServer, *args: Any) -> list[dict[str, Any]]:
