@@ -44,9 +44,15 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--mode", choices=["plan"], help="plan: read-only tools, the answer is a plan")
     run.add_argument("--settings", type=Path, metavar="FILE", help="your settings file for this run (instead of the default one)")
     run.add_argument("--json", action="store_true", help="print only the run report, as JSON, on stdout")
-    sessions = sub.add_parser("sessions", help="list this workspace's sessions, newest first")
+    sessions = sub.add_parser("sessions", help="list this workspace's sessions and their runs, newest first")
     _workspace(sessions)
     sessions.add_argument("--json", action="store_true", help="print them as JSON")
+    sessions_sub = sessions.add_subparsers(dest="action")
+    delete = sessions_sub.add_parser("delete", help="delete sessions (their index and transcripts): by id, or by age")
+    delete.add_argument("ids", nargs="*", metavar="ID", help="session ids (see `agent-lsp sessions`)")
+    delete.add_argument("--older-than", metavar="AGE", help="every session last updated longer ago than AGE, e.g. 30d or 12h")
+    # SUPPRESS: the subcommand's own default must not overwrite a --workspace given before `delete`
+    delete.add_argument("--workspace", type=Path, default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     rewind = sub.add_parser("rewind", help="put back the files a run changed, as they were before it")
     rewind.add_argument("run_id", metavar="RUN_ID")
     _workspace(rewind)
@@ -64,7 +70,9 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _workspace(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--workspace", type=Path, default=Path.cwd(), help="workspace folder (default: the current directory)")
+    parser.add_argument("--workspace", type=Path, default=None,
+                        help="workspace folder (default: the nearest folder from here up that agent-lsp has state for, "
+                             "else the nearest with .agent-lsp/, else the git root, else the current directory)")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -81,6 +89,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.command in (None, "serve"):
         return _serve(args)
     _log_to_terminal()
+    if hasattr(args, "workspace") and args.workspace is None:
+        from agent_lsp.cli_workspace import find_workspace
+        from agent_lsp.settings import state_dir
+
+        args.workspace = find_workspace(Path.cwd(), state_dir())
     if getattr(args, "workspace", None) is not None and not args.workspace.is_dir():
         print(f"agent-lsp {args.command}: --workspace {args.workspace} is not a directory", file=sys.stderr)
         return EXIT_USAGE
@@ -150,6 +163,10 @@ def _sessions(args: argparse.Namespace) -> int:
     from agent_lsp.headless import print_sessions
     from agent_lsp.settings import state_dir
 
+    if args.action == "delete":
+        from agent_lsp.headless_sessions import delete_sessions
+
+        return delete_sessions(args)
     items = SessionStore(state_dir(), args.workspace.resolve()).list()
     if args.json:
         print(json.dumps(items))

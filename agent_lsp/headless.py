@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import signal
 import sys
 from pathlib import Path
 from typing import Any, TextIO
 
+from agent_lsp.agent.checkpoints import CheckpointStore
 from agent_lsp.agent.disk_workspace import DiskWorkspace
 from agent_lsp.agent.display import escape_invisible, for_terminal
 from agent_lsp.agent.host import AgentHost, RunPorts
@@ -18,11 +20,12 @@ from agent_lsp.agent.ports import Answer, ApprovalRequest, Decision
 from agent_lsp.agent.sessions import SessionError
 from agent_lsp.agent.tools.paths import PathGuard
 from agent_lsp.settings import Settings
-from agent_lsp.terminal import Style, read_line_async
+from agent_lsp.terminal import Style, isatty, read_line_async
 
 EXIT_CODES = {StopReason.DONE: 0, StopReason.FATAL: 1, StopReason.MAX_TURNS: 3, StopReason.CANCELLED: 130}
 EXIT_USAGE = 2
 SHOWN_LINES = 40  # lines of an approval's detail shown before asking (v shows the rest)
+SIGNAL_CAUSES = {signal.SIGTERM: "SIGTERM", signal.SIGHUP: "SIGHUP (the terminal closed)"}
 NOBODY = "no one could be asked (no terminal to ask on; pass --yes to approve side effects)"
 
 
@@ -93,31 +96,69 @@ class TerminalStream:
     text the model, a file or a command wrote: its control characters are escaped (a raw
     ESC would let it move the cursor, hide text or write the clipboard)."""
 
-    def __init__(self, out: TextIO):
+    def __init__(self, out: TextIO, endpoint: str = ""):
         self.out = out
         self.style = Style.for_stream(out)
+        self.tty = isatty(out)
+        self.endpoint = endpoint  # "m at http://…": said while waiting, so a slow or wrong endpoint shows
         self.in_text = False
+        self.waiting = False  # the transient "asking the model" line is on the screen (TTY only)
+        self.said_waiting = False  # without a TTY the wait is said once, as a line (nothing can erase it)
 
     def __call__(self, event: Event) -> None:
         s = self.style
         if event.kind in ("text", "thinking"):  # the model's reasoning dimmed, its answer plain
+            self._clear_waiting()
             text = for_terminal(event.text)
             self.out.write(text if event.kind == "text" else s.dim(text))
             self.in_text = True
             self.out.flush()
             return
+        if event.kind == "status" and event.agent_id == "main" and "asking the model" in event.text:
+            self._show_waiting()
+            return
+        if event.kind == "stop":  # the last streamed text ends its line (with --json, stderr's last line)
+            self._clear_waiting()
+            self._end_text()
+            self.out.flush()
+            return
         line = self._line(event)
         if line is None:
             return
-        if self.in_text:
-            self.out.write("\n")
-            self.in_text = False
+        self._clear_waiting()
+        self._end_text()
         who = "" if event.agent_id == "main" else s.dim(f"[{for_terminal(event.agent_id)}] ")
         self.out.write(f"  {who}{line}\n")
         if event.kind == "toolResult" and event.data.get("tail"):
             for tail in for_terminal(str(event.data["tail"])).splitlines():
                 self.out.write(f"      {s.dim('│ ' + tail)}\n")
         self.out.flush()
+
+    def _end_text(self) -> None:
+        if self.in_text:
+            self.out.write("\n")
+            self.in_text = False
+
+    def _show_waiting(self) -> None:
+        """Until the first token comes, say whom we wait for: on a TTY one line that the next
+        output replaces; elsewhere a plain line, once per run."""
+        what = "… asking the model" + (f" ({for_terminal(self.endpoint)})" if self.endpoint else "")
+        if not self.tty:
+            if not self.said_waiting:
+                self._end_text()
+                self.out.write(f"  {what}\n")
+                self.said_waiting = True
+                self.out.flush()
+            return
+        self._end_text()
+        self.out.write("\r\033[K  " + self.style.dim(what))
+        self.waiting = True
+        self.out.flush()
+
+    def _clear_waiting(self) -> None:
+        if self.waiting:
+            self.out.write("\r\033[K")
+            self.waiting = False
 
     def _line(self, event: Event) -> str | None:
         s = self.style
@@ -135,10 +176,13 @@ class TerminalStream:
         return None
 
 
-def print_report(report: RunReport, out: TextIO, paths: PathGuard | None = None) -> None:
+def print_report(report: RunReport, out: TextIO, paths: PathGuard | None = None, *, rewind_id: str | None = None,
+                 session_kept: bool = True) -> None:
+    """The report for a person: the summary (it starts with how the run stopped), the files,
+    the usage, then where to find the run again: its id, its session and how to rewind it."""
     s = Style.for_stream(out)
     mark = s.ok() if report.stop_reason == StopReason.DONE else s.bad()
-    out.write(f"\n{mark} {s.bold(str(report.stop_reason))}: {for_terminal(report.summary)}\n")
+    out.write(f"\n{mark} {for_terminal(report.summary)}\n")
     if report.edited_files:
         out.write("edited: " + for_terminal(", ".join(_relative(u, paths) for u in report.edited_files)) + "\n")
     usage = report.usage
@@ -146,7 +190,12 @@ def print_report(report: RunReport, out: TextIO, paths: PathGuard | None = None)
     cached = f" ({usage.cached_tokens} cached)" if usage.cached_tokens else ""
     out.write(s.dim(f"usage: {usage.prompt_tokens} prompt{cached} + {usage.completion_tokens} completion tokens{cost}; "
                     f"context {report.context_tokens}/{report.context_window}\n"))
-    out.write(s.dim(for_terminal(f"session: {report.session_id} · transcript: {report.transcript}") + "\n"))
+    session = f"session {report.session_id}" if session_kept else "no session kept (the model never answered)"
+    where = f"run {report.run_id} · {session}"
+    if report.rewindable:
+        where += f" · rewind with `agent-lsp rewind {rewind_id or report.run_id}`"
+    out.write(s.dim(for_terminal(where) + "\n"))
+    out.write(s.dim(for_terminal(f"transcript: {report.transcript}") + "\n"))
 
 
 def _relative(uri: str, paths: PathGuard | None) -> str:
@@ -174,15 +223,23 @@ async def run_headless(task: str, workspace: Path, settings: Settings, yes: bool
     ws = DiskWorkspace(roots)
     interactive = sys.stdin.isatty()
     await _mcp_on_the_terminal(host, roots, settings, stream_out, interactive)
-    ports = RunPorts(ws, TerminalApprover(yes, stream_out, interactive=interactive), TerminalStream(stream_out))
+    stream = TerminalStream(stream_out, endpoint_of(settings, session.model))
+    ports = RunPorts(ws, TerminalApprover(yes, stream_out, interactive=interactive), stream)
     hint = f"run `agent-lsp run --session {session.id} \"...\"` in {workspace} to continue"
     hosted = host.start(task, session=session, store=store, settings=settings, ports=ports, mode=mode, continue_hint=hint)
     loop = asyncio.get_running_loop()
     task_ = hosted.task
     assert task_ is not None
+    def stop(cause: str | None) -> None:
+        if hosted.cancel_cause is None:
+            hosted.cancel_cause = cause
+        task_.cancel()
+
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         try:
-            loop.add_signal_handler(signum, task_.cancel)
+            # Ctrl-C is the user's cancel; a SIGTERM or SIGHUP came from elsewhere and the
+            # report says which (Decision 24: a signal is not the user).
+            loop.add_signal_handler(signum, stop, SIGNAL_CAUSES.get(signum))
         except (NotImplementedError, RuntimeError, ValueError):
             pass
     try:
@@ -206,7 +263,9 @@ async def run_headless(task: str, workspace: Path, settings: Settings, yes: bool
         stdout.write(json.dumps(report.to_dict()) + "\n")
         stdout.flush()
     else:
-        print_report(report, stdout, PathGuard(roots))
+        kept = any(r.reached for r in session.runs if r.kind == "run")
+        short = await asyncio.to_thread(short_run_id, host.checkpoint_store(roots), report.run_id) if report.rewindable else None
+        print_report(report, stdout, PathGuard(roots), rewind_id=short, session_kept=kept)
     return EXIT_CODES[report.stop_reason]
 
 
@@ -224,6 +283,29 @@ async def _mcp_on_the_terminal(host: AgentHost, roots: list[Path], settings: Set
         out.write(f"  MCP servers could not be read: {exc}\n")
 
 
+def endpoint_of(settings: Settings, model: str | None) -> str:
+    """`m at http://host:port/v1` for the waiting line: the URL without its user, password or query."""
+    from urllib.parse import urlsplit
+
+    url = settings.base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1"
+    try:
+        parts = urlsplit(url)
+        shown = f"{parts.scheme}://{parts.hostname or ''}{f':{parts.port}' if parts.port else ''}{parts.path}" if parts.scheme else url
+    except ValueError:
+        shown = "the configured endpoint"
+    return f"{model or settings.model} at {shown}"
+
+
+def short_run_id(store: CheckpointStore, run_id: str) -> str:
+    """The shortest prefix of run_id (at least "r-" and 4 more characters) that no other run or
+    rewind of the workspace starts with: what `agent-lsp rewind` accepts."""
+    others = [m.run_id for m in store.all() if m.run_id != run_id]
+    for length in range(min(len(run_id), 6), len(run_id)):
+        if not any(o.startswith(run_id[:length]) for o in others):
+            return run_id[:length]
+    return run_id
+
+
 def print_sessions(items: list[dict[str, Any]], out: TextIO) -> None:
     s = Style.for_stream(out)
     if not items:
@@ -233,5 +315,10 @@ def print_sessions(items: list[dict[str, Any]], out: TextIO) -> None:
         # Every field comes from an index file in the state dir: shown, never obeyed.
         stop = for_terminal(str(item["lastStop"] or "running"))
         title = for_terminal(" ".join(str(item["title"]).split()))
+        runs = int(item["runs"])
         out.write(f"{s.bold(for_terminal(str(item['sessionId'])))}  {for_terminal(str(item['updated']))}  "
-                  f"{item['runs']} run(s), last: {stop}\n    {title}\n")
+                  f"{runs} run{'' if runs == 1 else 's'}, last: {stop}\n    {title}\n")
+        for run in item.get("runList", []):  # the ids `agent-lsp rewind` takes
+            files = len(run.get("editedFiles") or [])
+            edited = f", edited {files} file{'' if files == 1 else 's'}" if files else ""
+            out.write(s.dim(for_terminal(f"    run {run['runId']}  {run['started']}  {run['stopReason'] or 'running'}{edited}")) + "\n")

@@ -17,7 +17,7 @@ class Style:
 
     @classmethod
     def for_stream(cls, out: TextIO) -> Style:
-        return cls(_isatty(out) and "NO_COLOR" not in os.environ)
+        return cls(isatty(out) and "NO_COLOR" not in os.environ)
 
     def __call__(self, code: str, text: str) -> str:
         return f"\033[{code}m{text}\033[0m" if self.enabled else text
@@ -35,7 +35,7 @@ class Style:
         return self("31", text)
 
 
-def _isatty(out: TextIO) -> bool:
+def isatty(out: TextIO) -> bool:
     try:
         return out.isatty()
     except (AttributeError, ValueError):

@@ -62,6 +62,7 @@ class HostedRun:
     task: asyncio.Task[Any] | None = None
     report: RunReport | None = None
     mcp: Any = None  # the McpManager whose tools the run got (kept open while the run goes)
+    cancel_cause: str | None = None  # set before a cancel that was not the user's (e.g. "SIGTERM")
 
 
 @dataclass
@@ -237,6 +238,11 @@ class AgentHost:
         self.active[run_id] = hosted
 
         async def save(s: Session, record: RunRecord) -> None:
+            if record.stop is not None and not any(r.reached for r in s.runs if r.kind == "run"):
+                # No run of this session ever heard from the model (no key, a wrong URL): there
+                # is nothing to continue, so no session is kept (Decision 46).
+                await store.delete(s.id)
+                return
             await store.save(s)
             if record.stop is not None:  # the run's end: old sessions go (CONTRACT Decision 19)
                 await self._prune_state(store)
@@ -245,7 +251,8 @@ class AgentHost:
             try:
                 extra = await self._prelude(before, ports.workspace.roots, settings, mcp_servers, hosted)
                 options = RunOptions(run_id=run_id, mode=mode, continue_hint=continue_hint, on_record=save, extra_tools=extra,
-                                     checkpoints=self.checkpoint_store(ports.workspace.roots), title=title)
+                                     checkpoints=self.checkpoint_store(ports.workspace.roots), title=title,
+                                     cancelled_by=lambda: hosted.cancel_cause)
                 hosted.report = await run_task(prompt, session=session, settings=settings, workspace=ports.workspace,
                                                approver=ports.approver, emit=ports.emit,
                                                model=self.model_for(settings, session.model), options=options)

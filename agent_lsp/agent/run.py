@@ -64,6 +64,7 @@ class RunOptions:
     on_record: Callable[[Session, RunRecord], Awaitable[None]] | None = None  # persist the session's index
     checkpoints: CheckpointStore | None = None  # where the run's checkpoint goes (rewind)
     title: str | None = None  # the user's own words (the prompt may carry a file and a selection)
+    cancelled_by: Callable[[], str | None] | None = None  # who cancelled, when not the user (e.g. "SIGTERM")
 
 
 @dataclass
@@ -205,7 +206,8 @@ async def _close_run(run: _Run, main: AgentLoop | None, outcome: LoopOutcome, ow
         stop_reason=outcome.reason,
         turns=turns,
         final_text=redact(outcome.final_text),
-        summary=redact(explain_stop(outcome, run, turns, options.continue_hint)),
+        summary=redact(explain_stop(outcome, run, turns, options.continue_hint,
+                                    options.cancelled_by() if options.cancelled_by is not None else None)),
         edited_files=[p.as_uri() for p in changes],
         tool_calls=stats.tool_calls,
         denied=stats.denied,
@@ -222,6 +224,7 @@ async def _close_run(run: _Run, main: AgentLoop | None, outcome: LoopOutcome, ow
     await transcript.write("main", turns, "stop", report=report.to_dict())
     await transcript.close()
     run.record.stop = str(outcome.reason)
+    run.record.reached = stats.reached_model
     run.record.edited = list(report.edited_files)
     session.updated = time.time()
     if options.on_record is not None:
@@ -269,19 +272,26 @@ def _count(n: int, noun: str) -> str:
     return f"{n} {noun}" + ("" if n == 1 else "s")
 
 
-def explain_stop(outcome: LoopOutcome, run: _Run, turns: int, continue_hint: str) -> str:
-    """Every stop says what was done and, unless done, what was left."""
+def explain_stop(outcome: LoopOutcome, run: _Run, turns: int, continue_hint: str, cancelled_by: str | None = None) -> str:
+    """Every stop says what was done and, unless done, what was left. A run that never heard
+    from the model has nothing to continue: it says so instead of the continue hint (no
+    session is kept for it, Decision 46). `cancelled_by` names a cancel that was not the
+    user's (a signal)."""
     stats = run.services.stats
     edited = ", ".join(run.paths.display(p) for p in run.services.tool_ctx.changes) or "no files"
     done = f"{_count(turns, 'turn')}, {_count(stats.tool_calls, 'tool call')}" + (f" ({stats.denied} denied)" if stats.denied else "") + f", edited {edited}"
     usage = usage_line({**stats.usage.to_dict(), "contextTokens": stats.context_tokens, "contextWindow": run.settings.context_window})
     if outcome.reason == StopReason.DONE:
         return f"Done: {done} ({usage})."
-    left = f"the task is not finished; {continue_hint}"
+    if not run.services.stats.reached_model:
+        left = "the whole task: the model never answered, so nothing was done; run it again once the problem is fixed"
+    else:
+        left = f"the task is not finished; {continue_hint}"
     if outcome.reason == StopReason.MAX_TURNS:
         why = outcome.note or f"the turn limit ({run.settings.max_turns} turns, setting maxTurns) came before the model finished"
         return f"Stopped early: {why}. Done so far: {done}. Left: {left}."
     if outcome.reason == StopReason.CANCELLED:
-        return f"Cancelled by the user after {_count(turns, 'turn')}. Done so far: {done}; edits already applied are kept. Left: {left}."
+        who = f"Stopped by {cancelled_by}" if cancelled_by else "Cancelled by the user"
+        return f"{who} after {_count(turns, 'turn')}. Done so far: {done}; edits already applied are kept. Left: {left}."
     error = (outcome.error or "unknown error").rstrip(".")
     return f"Stopped by an error: {error}. Done so far: {done}. Left: {left}."

@@ -46,6 +46,7 @@ class RunStats:
     usage: Usage = field(default_factory=Usage)
     context_tokens: int = 0  # the main agent's last request
     call_ids: set[str] = field(default_factory=set)  # every tool-call id used in this run
+    reached_model: bool = False  # a reply (or a first streamed delta) came back: the endpoint answered as a model
 
 
 def call_cost(usage: Usage, pricing: Pricing | None) -> float | None:

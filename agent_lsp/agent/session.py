@@ -60,6 +60,7 @@ class RunRecord:
     edited: list[str] = field(default_factory=list)  # file URIs
     rewound: bool = False
     kind: str = "run"  # run | rewind
+    reached: bool = True  # False: the run ended before the model ever answered (not persisted: saved runs reached it)
 
     def to_dict(self) -> dict[str, Any]:
         return {"runId": self.run_id, "transcript": self.transcript, "started": self.started, "prompt": self.prompt,

@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from agent_lsp.agent.display import clip
 from agent_lsp.agent.safeio import NotReadable, private_dir, read_regular_sync, write_private
 from agent_lsp.agent.session import Entry, RunRecord, Session, apply_history_record
 
@@ -41,8 +42,7 @@ def workspace_state(state: Path, root: Path) -> Path:
 
 
 def title_of(prompt: str) -> str:
-    line = " ".join(prompt.split())
-    return line if len(line) <= TITLE_CHARS else line[: TITLE_CHARS - 1] + "…"
+    return clip(" ".join(prompt.split()), TITLE_CHARS)
 
 
 def iso(ts: float) -> str:
@@ -136,9 +136,12 @@ class SessionStore:
             runs = [r for r in data.get("runs", []) if r.get("kind", "run") == "run"]
             edited = list(dict.fromkeys(u for r in runs if not r.get("rewound") for u in r.get("edited", [])))
             last = runs[-1].get("stop") if runs else None
+            run_list = [{"runId": str(r.get("runId", "")), "started": iso(float(r.get("started", 0))), "stopReason": r.get("stop"),
+                         "editedFiles": list(r.get("edited") or [])} for r in runs]
             items.append({"sessionId": data.get("sessionId", path.stem), "title": title_of(str(data.get("title", ""))),
                           "created": iso(float(data.get("created", 0))), "updated": iso(float(data.get("updated", 0))),
-                          "runs": len(runs), "lastStop": last, "editedFiles": edited, "_updated": float(data.get("updated", 0))})
+                          "runs": len(runs), "runList": run_list, "lastStop": last, "editedFiles": edited,
+                          "_updated": float(data.get("updated", 0))})
         items.sort(key=lambda i: i.pop("_updated"), reverse=True)
         return items
 
@@ -153,24 +156,61 @@ class SessionStore:
         runs' transcripts and spill folders under the state dir); returns the ids dropped.
         Never a file outside the state dir."""
         now = time.time()
-        state = self.dir.parents[2]
         files = sorted(self._files(), key=_mtime, reverse=True)
         dropped = []
         for index, path in enumerate(files):
             if path.stem in (protect or set()):
                 continue
             if index >= keep or now - _mtime(path) > days * 86400:
-                try:
-                    data = json.loads(_read_state_file(path, INDEX_MAX_BYTES))
-                    for run in data.get("runs", []):
-                        _remove_run_files(state, str(run.get("runId", "")), Path(run.get("transcript", "")))
-                except (OSError, ValueError, AttributeError) as exc:
-                    log.warning("session index %s: its runs' files could not all be removed (%s)", path, exc)
-                path.unlink(missing_ok=True)
+                self._drop(path, transcripts=True)
                 dropped.append(path.stem)
         if dropped:
             log.info("pruned %d old session(s) of %s", len(dropped), self.root)
         return dropped
+
+    def exists(self, session_id: str) -> bool:
+        try:
+            return self._index(session_id).is_file()
+        except SessionError:
+            return False
+
+    def remove(self, session_id: str, transcripts: bool = True) -> bool:
+        """Delete one session: its index and (with transcripts) the transcripts of its runs
+        under the state dir. False when there is no such session."""
+        if not self.exists(session_id):
+            return False
+        self._drop(self._index(session_id), transcripts)
+        return True
+
+    async def delete(self, session_id: str) -> None:
+        """Forget a session that is not worth keeping (its runs never reached the model); its
+        transcripts stay, since the report names them and they say what went wrong."""
+        await asyncio.to_thread(self.remove, session_id, False)
+
+    def older_than(self, seconds: float) -> builtins.list[str]:
+        """The ids of the sessions last updated more than `seconds` ago."""
+        now = time.time()
+        found = []
+        for path in self._files():
+            try:
+                updated = float(json.loads(_read_state_file(path, INDEX_MAX_BYTES)).get("updated", 0))
+            except (OSError, ValueError, TypeError):
+                updated = _mtime(path)
+            if now - updated > seconds:
+                found.append(path.stem)
+        return found
+
+    def _drop(self, path: Path, transcripts: bool) -> None:
+        if transcripts:  # never a file outside the state dir, whatever the index says
+            state = self.dir.parents[2].resolve()
+            try:
+                data = json.loads(_read_state_file(path, INDEX_MAX_BYTES))
+                for run in data.get("runs", []):
+                    # resolved: no `..` out of the state dir
+                    _remove_run_files(state, str(run.get("runId", "")), Path(run.get("transcript", "")).resolve())
+            except (OSError, ValueError, AttributeError, TypeError) as exc:
+                log.warning("session index %s: its runs' files could not all be removed (%s)", path, exc)
+        path.unlink(missing_ok=True)
 
 
 def _mtime(path: Path) -> float:
@@ -224,6 +264,8 @@ def _children(folder: Path) -> builtins.list[Path]:
         return builtins.list(folder.iterdir())
     except OSError:
         return []
+
+
 def _read_state_file(path: Path, max_bytes: int) -> str:
     """A state file's text, opened as a regular file only (O_NOFOLLOW|O_NONBLOCK, fstat: a FIFO,
     a device or a link put in its place is refused at once, never waited on; Decision 45).

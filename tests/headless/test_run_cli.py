@@ -143,7 +143,7 @@ def test_without_a_tty_and_without_yes_side_effects_are_denied(model, workspace)
     assert "no one could be asked" in results["e"] and "the user said no" not in results["e"]
     # The human-readable report.
     assert "I was not allowed to change anything." in proc.stdout
-    assert "✗ done" not in proc.stdout and "✓ done" in proc.stdout
+    assert "✗ Done" not in proc.stdout and "✓ Done: " in proc.stdout and "done: Done:" not in proc.stdout
     assert "(2 denied)" in proc.stdout and "edited no files" in proc.stdout
     assert "transcript:" in proc.stdout and "\x1b[" not in proc.stdout, "no colour without a TTY"
 
