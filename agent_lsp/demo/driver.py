@@ -12,6 +12,7 @@ import difflib
 import logging
 import os
 import shutil
+import signal
 import sys
 import tempfile
 from pathlib import Path
@@ -26,6 +27,9 @@ log = logging.getLogger(__name__)
 
 HERE = Path(__file__).parent
 TERMINAL_APPROVAL_TIMEOUT = 10 * 365 * 86400.0
+EXIT_CANCELLED = 130
+SERVER_EXIT_DEADLINE = 3.0  # seconds the server gets to end after shutdown/exit before it is killed
+_server_pids: list[int] = []  # killed by run_demo if a second Ctrl-C cuts the cleanup short
 
 
 class DemoEditor:
@@ -39,11 +43,14 @@ class DemoEditor:
         self.report: dict[str, Any] | None = None
         self.stopped = asyncio.Event()
         self.in_text = False
+        self.muted = False  # after Ctrl-C: the user asked for quiet, the late stream is not shown
         self.stderr_tail: list[str] = []
         self.changed: list[tuple[str, int, str]] = []  # (uri, version, text) of buffers an edit changed
 
     # -- output -----------------------------------------------------------------------------
     def line(self, text: str = "") -> None:
+        if self.muted:
+            return
         if self.in_text:
             self.out.write("\n")
             self.in_text = False
@@ -53,7 +60,7 @@ class DemoEditor:
     def on_stream(self, event: dict[str, Any]) -> None:
         s = self.style
         kind = event.get("kind")
-        if kind == "text":
+        if kind == "text" and not self.muted:
             self.out.write(s("36", event["text"]))
             self.in_text = True
             self.out.flush()
@@ -186,13 +193,18 @@ async def _demo(yes: bool) -> int:
             pass
 
         env = {**child_env(), "AGENT_LSP_STATE_DIR": str(Path(tmp) / "state")}  # a replayed demo needs no key
-        await client.start_io(sys.executable, "-m", "agent_lsp", "serve", "--stdio", env=env)
+        # Its own session: the terminal's Ctrl-C goes to the demo alone, which then ends the
+        # run and the server in order (in our process group the server died mid-cancel).
+        await client.start_io(sys.executable, "-m", "agent_lsp", "serve", "--stdio", env=env, start_new_session=True)
+        if client._server is not None:
+            _server_pids.append(client._server.pid)
         drain = asyncio.ensure_future(_drain_stderr(client, editor))
         capabilities = types.ClientCapabilities(
             window=types.WindowClientCapabilities(work_done_progress=True, show_message=types.ShowMessageRequestClientCapabilities()),
             workspace=types.WorkspaceClientCapabilities(apply_edit=True, workspace_edit=types.WorkspaceEditClientCapabilities(
                 document_changes=True, resource_operations=[types.ResourceOperationKind.Create])),
         )
+        started: dict[str, Any] = {}
         try:
             await asyncio.wait_for(client.initialize_async(types.InitializeParams(
                 capabilities=capabilities, root_uri=root.as_uri(),
@@ -208,28 +220,20 @@ async def _demo(yes: bool) -> int:
                 uri=uri, language_id="python", version=1, text=editor.buffers[uri][1])))
             answer = await asyncio.wait_for(client.workspace_execute_command_async(types.ExecuteCommandParams(
                 command="agentLsp.run", arguments=[{"prompt": TASK, "textDocument": {"uri": uri}}])), 30)
-            started: dict[str, Any] = answer or {}
+            started = answer or {}
             editor.line(s.dim(f"[agentLsp.run] → runId {started['runId']}, sessionId {started['sessionId']} (answered at once; the run streams)"))
-            try:
-                await editor.stopped.wait()  # the run ends itself (maxTurns, requestTimeout); approvals wait for the user
-            except asyncio.CancelledError:
-                await client.workspace_execute_command_async(types.ExecuteCommandParams(command="agentLsp.cancel", arguments=[{"runId": started["runId"]}]))
-                await asyncio.wait_for(editor.stopped.wait(), 5)
+            await editor.stopped.wait()  # the run ends itself (maxTurns, requestTimeout); approvals wait for the user
+        except asyncio.CancelledError:  # Ctrl-C (asyncio.run cancels this task on the first SIGINT)
+            editor.muted = True
+            print("\nagent-lsp demo: cancelled", file=sys.stderr, flush=True)
+            await _end_server(client, drain, started.get("runId"))
+            return EXIT_CANCELLED
         except (TimeoutError, OSError) as exc:
             editor.line(s("31", f"demo failed: {exc!r}"))
             editor.line("\n".join(editor.stderr_tail[-20:]))
+            await _end_server(client, drain, None)
             return 1
-        finally:
-            try:
-                await asyncio.wait_for(client.shutdown_async(None), 5)
-                client.exit(None)
-            except Exception as exc:
-                _stop_problem("did not answer shutdown", exc)
-            try:
-                await asyncio.wait_for(client.stop(), 5)
-            except Exception as exc:
-                _stop_problem("could not be stopped", exc)
-            drain.cancel()
+        await _end_server(client, drain, None)
         _show_diff(editor, root, original)
         return _show_report(editor)
 
@@ -273,6 +277,39 @@ def _show_report(editor: DemoEditor) -> int:
     return 0 if report.get("stopReason") == "done" else 1
 
 
+async def _end_server(client: Any, drain: asyncio.Future[None], run_id: str | None) -> None:
+    """Cancel the run (if any), shut the server down as an editor does, and kill it if it is
+    still there after the deadline: the demo never leaves a server behind."""
+    from lsprotocol import types
+
+    server = getattr(client, "_server", None)
+    try:
+        if run_id:
+            await asyncio.wait_for(client.workspace_execute_command_async(types.ExecuteCommandParams(
+                command="agentLsp.cancel", arguments=[{"runId": run_id}])), SERVER_EXIT_DEADLINE)
+        await asyncio.wait_for(client.shutdown_async(None), SERVER_EXIT_DEADLINE)
+        client.exit(None)
+        await asyncio.wait_for(client.stop(), SERVER_EXIT_DEADLINE)
+    except Exception as exc:  # a dead or stuck server: said, and the kill below ends it
+        _stop_problem("did not shut down in time (it is killed)", exc)
+    finally:
+        _kill(server)
+        if server is not None and server.returncode is None:
+            try:
+                await asyncio.wait_for(server.wait(), SERVER_EXIT_DEADLINE)
+            except (TimeoutError, ProcessLookupError):
+                pass
+        drain.cancel()
+
+
+def _kill(server: Any) -> None:
+    if server is not None and server.returncode is None:
+        try:
+            server.kill()
+        except ProcessLookupError:
+            pass
+
+
 async def _drain_stderr(client: Any, editor: DemoEditor) -> None:
     """The server logs to stderr; read it so its pipe never fills, keep the tail for errors."""
     server = getattr(client, "_server", None)
@@ -285,5 +322,11 @@ async def _drain_stderr(client: Any, editor: DemoEditor) -> None:
 def run_demo(yes: bool = False) -> int:
     try:
         return asyncio.run(_demo(yes))
-    except KeyboardInterrupt:
-        return 130
+    except KeyboardInterrupt:  # a second Ctrl-C while the first one was being handled
+        for pid in _server_pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        print("\nagent-lsp demo: cancelled", file=sys.stderr, flush=True)
+        return EXIT_CANCELLED
