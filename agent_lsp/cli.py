@@ -66,6 +66,10 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("acp", help="serve the agent over the Agent Client Protocol on stdio (Zed, JetBrains, agent-shell)")
     demo = sub.add_parser("demo", help="a two-minute offline tour: the real server, a recorded session, no API key")
     demo.add_argument("--yes", action="store_true", help="approve every step without asking")
+    demo.add_argument("--serve-model", action="store_true",
+                      help="instead of the tour, serve the demo's recorded model as an OpenAI-compatible endpoint on 127.0.0.1 "
+                           "and print its base URL, to try `agent-lsp run` and the editors offline (until Ctrl-C)")
+    demo.add_argument("--port", type=int, default=0, metavar="N", help="with --serve-model: the port (default: any free one)")
     return parser
 
 
@@ -115,10 +119,21 @@ def main(argv: list[str] | None = None) -> int:
 
         return serve_acp()
     if args.command == "demo":
-        from agent_lsp.demo.driver import run_demo
-
-        return run_demo(yes=args.yes)
+        return _demo(args)
     return EXIT_USAGE
+
+
+def _demo(args: argparse.Namespace) -> int:
+    if args.serve_model:
+        from agent_lsp.demo.serve_model import serve_model
+
+        return serve_model(args.port)
+    if args.port:
+        print("agent-lsp demo: --port goes with --serve-model", file=sys.stderr)
+        return EXIT_USAGE
+    from agent_lsp.demo.driver import run_demo
+
+    return run_demo(yes=args.yes)
 
 
 def _serve(args: argparse.Namespace) -> int:

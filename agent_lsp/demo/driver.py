@@ -273,7 +273,9 @@ def _show_report(editor: DemoEditor) -> int:
         editor.line(s.dim("  note:       a recorded model does not hear your answers: it replays its script; a live one would adapt"))
     editor.line(f"  transcript: {s.dim(str(report.get('transcript')))} (deleted with the temp copy)")
     editor.line("")
-    editor.line(s.dim("Next: point your editor at `agent-lsp` (see README.md), or try `agent-lsp run \"...\"` with a real model."))
+    editor.line(s.dim("Next, still offline: `agent-lsp demo --serve-model` serves this recording as a model endpoint (it prints"))
+    editor.line(s.dim("how to point `agent-lsp run` and your editor at it). With a real model: set OPENAI_API_KEY, or pass"))
+    editor.line(s.dim("--base-url to a local server (Ollama, llama.cpp), then `agent-lsp run \"TASK\"` or your editor (README.md)."))
     return 0 if report.get("stopReason") == "done" else 1
 
 

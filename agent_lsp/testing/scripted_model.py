@@ -101,6 +101,7 @@ class ScriptedModelServer:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._conns: dict[asyncio.Task[Any], asyncio.StreamWriter] = {}
+        self._by_turn: list[Reply] | None = None
 
     # -- scripting ---------------------------------------------------------------------
     def add(self, key: str | Sequence[Mapping[str, Any] | Reply],
@@ -121,6 +122,19 @@ class ScriptedModelServer:
             parsed.append([reply, reply.repeat])
         with self._lock:
             self._queues.setdefault(key, deque()).extend(parsed)
+
+    def replay_each_prompt(self, replies: Sequence[Mapping[str, Any] | Reply]) -> None:
+        """Answer by position instead of from the queues: turn N of a prompt (N counting the
+        assistant messages since the last ``user`` message) gets ``replies[N-1]``, so every new
+        prompt, in any session, replays the whole recording; never used up (`demo --serve-model`)."""
+        parsed = [raw if isinstance(raw, Reply) else Reply.model_validate(raw) for raw in replies]
+        with self._lock:
+            self._by_turn = parsed
+
+    def add_model(self, name: str) -> None:
+        """List ``name`` in ``GET /v1/models`` (a health check asks whether the model exists)."""
+        with self._lock:
+            self._models[name] = None
 
     def remaining(self, key: str = "") -> int:
         """Requests the queue of ``key`` can still answer (an entry counts ``repeat`` times)."""
@@ -264,7 +278,11 @@ class ScriptedModelServer:
             key = max((k for k in self._queues if k in first_user), key=len, default="")
             queue = self._queues.get(key)
             reply = None
-            if queue:
+            if self._by_turn is not None:
+                turn = _turns_since_last_prompt(messages)
+                key = f"<recorded turn {turn + 1} of {len(self._by_turn)}>"
+                reply = self._by_turn[turn] if turn < len(self._by_turn) else None
+            elif queue:
                 reply = queue[0][0]
                 queue[0][1] -= 1
                 if queue[0][1] == 0:
@@ -390,6 +408,16 @@ class ScriptedModelServer:
         await resp.write(data[: len(data) // 2])
         resp.abort()
         return 200
+
+
+def _turns_since_last_prompt(messages: list[Any]) -> int:
+    turns = 0
+    for message in reversed(messages):
+        role = message.get("role") if isinstance(message, Mapping) else None
+        if role == "user":
+            break
+        turns += role == "assistant"
+    return turns
 
 
 def main(argv: Sequence[str] | None = None) -> int:

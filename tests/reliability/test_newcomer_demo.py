@@ -7,6 +7,7 @@ from __future__ import annotations
 import fcntl
 import os
 import select
+import shutil
 import signal
 import subprocess
 import sys
@@ -95,3 +96,45 @@ def test_ctrl_c_at_the_demos_first_approval_exits_130_with_one_line(tmp_path, ho
     while any(_alive(pid) for pid in servers) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not any(_alive(pid) for pid in servers), "the server subprocess outlived the demo"
+
+
+def _start_serve_model(env: dict[str, str]) -> tuple[subprocess.Popen[str], str]:
+    proc = subprocess.Popen([sys.executable, "-m", "agent_lsp", "demo", "--serve-model"], stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    assert proc.stdout is not None
+    ready, _, _ = select.select([proc.stdout], [], [], 30)
+    assert ready, "demo --serve-model printed no URL"
+    url = proc.stdout.readline().strip()
+    assert url.startswith("http://127.0.0.1:") and url.endswith("/v1"), url
+    return proc, url
+
+
+@pytest.mark.timeout(120)
+def test_demo_serve_model_lets_agent_lsp_run_fix_the_sample_offline_then_ctrl_c_exits_130(tmp_path):
+    """Decision 46: `agent-lsp demo --serve-model` prints a base URL that replays the demo's
+    recording; `agent-lsp run` pointed at it, with no API key, does what the demo does on a copy
+    of the sample (twice: each new prompt replays it from the start); Ctrl-C ends it, 130, quietly."""
+    import agent_lsp.demo
+
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "OPENAI_BASE_URL")}
+    env.update(HOME=str(tmp_path), NO_COLOR="1", AGENT_LSP_STATE_DIR=str(tmp_path / "state"))
+    sample = Path(agent_lsp.demo.__file__).parent / "sample"
+    proc, url = _start_serve_model(env)
+    try:
+        for attempt in ("first", "second"):
+            workspace = tmp_path / attempt
+            shutil.copytree(sample, workspace)
+            done = subprocess.run([sys.executable, "-m", "agent_lsp", "run", "The unit tests fail. Find out why and fix it.",
+                                   "--workspace", str(workspace), "--base-url", url, "--model", "agent-lsp-demo", "--yes"],
+                                  capture_output=True, text=True, timeout=90, env=env, stdin=subprocess.DEVNULL)
+            assert done.returncode == 0, done.stdout + done.stderr
+            assert "return sum(values) / len(values)" in (workspace / "stats.py").read_text()
+            tests = subprocess.run([sys.executable, "-m", "unittest", "-q"], cwd=workspace, capture_output=True, text=True, timeout=60)
+            assert tests.returncode == 0, tests.stderr
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=15)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
