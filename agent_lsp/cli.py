@@ -62,6 +62,8 @@ def _parser() -> argparse.ArgumentParser:
     doctor = sub.add_parser("doctor", help="check the key, the endpoint, the model, rg, bwrap and the MCP servers")
     _workspace(doctor)
     doctor.add_argument("--settings", type=Path, metavar="FILE", help="your settings file (instead of the default one)")
+    doctor.add_argument("--model", help="model name to check, as for `run`")
+    doctor.add_argument("--base-url", help="OpenAI-compatible endpoint to check, as for `run`")
     doctor.add_argument("--json", action="store_true", help="print the checks as JSON")
     sub.add_parser("acp", help="serve the agent over the Agent Client Protocol on stdio (Zed, JetBrains, agent-shell)")
     demo = sub.add_parser("demo", help="a two-minute offline tour: the real server, a recorded session, no API key")
@@ -110,10 +112,7 @@ def main(argv: list[str] | None = None) -> int:
 
         return _interruptible(rewind_cli(args))
     if args.command == "doctor":
-        from agent_lsp.doctor import doctor_cli
-
-        settings, code = _settings(args, {})
-        return code if settings is None else _interruptible(doctor_cli(args, settings))
+        return _doctor(args)
     if args.command == "acp":
         from agent_lsp.acp.main import serve_acp
 
@@ -121,6 +120,23 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "demo":
         return _demo(args)
     return EXIT_USAGE
+
+
+def _doctor(args: argparse.Namespace) -> int:
+    """Like `run`'s settings, but the file and every problem are checks of their own (listed
+    first), not stderr lines."""
+    from agent_lsp.doctor import SettingsSource, doctor_cli
+    from agent_lsp.settings import from_environment, from_user_file, resolve, user_settings_path
+
+    if args.settings is not None and not args.settings.is_file():
+        print(f"agent-lsp doctor: --settings {args.settings} is not a file", file=sys.stderr)
+        return EXIT_USAGE
+    path = args.settings or user_settings_path()
+    user, file_problems = from_user_file(path)
+    flags = {k: v for k, v in {"model": args.model, "baseUrl": args.base_url}.items() if v is not None}
+    settings, problems = resolve(user, from_environment(), flags)
+    source = SettingsSource(path, path.is_file(), file_problems, problems)
+    return _interruptible(doctor_cli(args, settings, source))
 
 
 def _demo(args: argparse.Namespace) -> int:

@@ -7,7 +7,8 @@ import argparse
 import json
 import os
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from agent_lsp.agent import keyguard
@@ -24,6 +25,26 @@ class Check:
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "ok": self.ok, "detail": self.detail}
+
+
+@dataclass
+class SettingsSource:
+    """What the settings came from: the user's file (found or not) and the problems met."""
+
+    path: Path
+    found: bool
+    file_problems: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+    def checks(self) -> list[Check]:
+        """First in the list: a file that is not JSON explains every check after it."""
+        if self.file_problems:
+            first = [Check("settings file", False, problem) for problem in self.file_problems]
+        elif self.found:
+            first = [Check("settings file", True, f"{self.path} (loaded)")]
+        else:
+            first = [Check("settings file", True, f"{self.path}: not found (the defaults and the environment apply)")]
+        return first + [Check("settings", False, problem) for problem in self.problems]
 
 
 async def run_checks(settings: Settings, roots: list[Any]) -> list[Check]:
@@ -111,8 +132,8 @@ async def _mcp(settings: Settings, roots: list[Any]) -> list[Check]:
         await host.aclose()
 
 
-async def doctor_cli(args: argparse.Namespace, settings: Settings) -> int:
-    checks = await run_checks(settings, [args.workspace.resolve()])
+async def doctor_cli(args: argparse.Namespace, settings: Settings, source: SettingsSource | None = None) -> int:
+    checks = (source.checks() if source else []) + await run_checks(settings, [args.workspace.resolve()])
     if args.json:
         print(json.dumps({"ok": all(c.ok for c in checks), "checks": [c.to_dict() for c in checks]}))
     else:

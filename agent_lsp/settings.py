@@ -4,10 +4,12 @@ configuration and a repository's."""
 
 from __future__ import annotations
 
+import difflib
 import json
 import logging
 import os
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -145,10 +147,19 @@ def from_user_file(path: Path | None = None) -> tuple[dict[str, Any], list[str]]
     except (OSError, UnicodeDecodeError) as exc:
         return {}, [f"cannot read the settings file {path}: {exc}"]
     except json.JSONDecodeError as exc:
-        return {}, [f"the settings file {path} is not valid JSON ({exc.msg} at line {exc.lineno}): ignored"]
+        return {}, [json_problem(path, exc)]
     if not isinstance(data, dict):
         return {}, [f"the settings file {path} must hold a JSON object, got {type(data).__name__}: ignored"]
     return data, []
+
+
+def json_problem(path: Path, exc: json.JSONDecodeError) -> str:
+    """Where the file stops being JSON, and what that costs: none of its settings apply."""
+    hint = ""
+    if exc.doc[exc.pos:exc.pos + 2] in ("//", "/*"):
+        hint = "; JSON has no comments: remove the `//` or `/* */` comment"
+    return (f"the settings file {path} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}{hint}. "
+            "The whole file is ignored: none of its settings apply (its sandbox and approval settings included)")
 
 
 def from_environment(env: Mapping[str, str] | None = None) -> dict[str, Any]:
@@ -187,7 +198,8 @@ def without_untrusted(layer: Any) -> tuple[dict[str, Any], list[str]]:
     for key, value in layer.items():
         name = field_for(key)
         if name is None:
-            continue  # unknown: ignored (logged by resolve when it reaches a trusted layer)
+            kept[key] = value  # unknown: resolve drops it and warns with the closest valid key
+            continue
         if name in TRUSTED_FIELDS or (name == "model" and is_replay(value)):
             dropped.append(str(key))
             continue
@@ -210,27 +222,93 @@ def _merge(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _canonical(layer: dict[str, Any], model: type[BaseModel] = Settings, prefix: str = "") -> dict[str, Any]:
+# Keys whose typo silently weakens the user's protection or sends the key elsewhere: their
+# unknown neighbours are warned about loudly, saying what is in force instead.
+SECURITY_KEYS = frozenset({"sandbox", "approval", "mcp", "mcpServers", "apiKeyEnv", "baseUrl"})
+
+
+@dataclass(frozen=True)
+class UnknownKey:
+    path: str  # dotted, the parents by their camelCase names: `sandbox.mdoe`
+    suggestion: str | None  # the closest valid key at that level, dotted: `sandbox.mode`
+    dotted: bool = False  # the key was written `"sandbox.mode": ...` where a nested object belongs
+
+
+def _closest(key: Any, model: type[BaseModel]) -> str | None:
+    if not isinstance(key, str):
+        return None
+    if "." in key:  # `sandbox.mode` written flat: the nested key it names, if there is one
+        head, _, rest = key.partition(".")
+        name = field_for(head, model)
+        info = model.model_fields[name] if name else None
+        sub = info.annotation if info and isinstance(info.annotation, type) and issubclass(info.annotation, BaseModel) else None
+        inner = field_for(rest, sub) if sub else None
+        if info and sub and inner:
+            return f"{info.alias or name}.{sub.model_fields[inner].alias or inner}"
+    names = {(info.alias or name).lower(): info.alias or name for name, info in model.model_fields.items()}
+    found = difflib.get_close_matches(key.lower(), list(names), n=1, cutoff=0.6)
+    return names[found[0]] if found else None
+
+
+def _canonical(layer: dict[str, Any], model: type[BaseModel] = Settings, prefix: str = "",
+               unknown: list[UnknownKey] | None = None) -> dict[str, Any]:
     """Keys re-spelled as their camelCase alias (so layers merge key by key whatever the
-    spelling); unknown keys are logged and dropped. Free-form maps (pricing, tools,
-    mcpServers) keep their own keys."""
+    spelling); unknown keys are dropped and collected in `unknown`. Free-form maps (pricing,
+    tools, mcpServers) keep their own keys."""
     out: dict[str, Any] = {}
     for key, value in layer.items():
         name = field_for(key, model)
         if name is None:
             log.info("ignoring unknown setting %r", f"{prefix}{key}")
+            if unknown is not None:
+                closest = _closest(key, model)
+                unknown.append(UnknownKey(f"{prefix}{key}", f"{prefix}{closest}" if closest else None,
+                                          dotted=bool(closest and "." in closest)))
             continue
         info = model.model_fields[name]
         sub = info.annotation if isinstance(info.annotation, type) and issubclass(info.annotation, BaseModel) else None
         if sub is not None and isinstance(value, dict):
-            value = _canonical(value, sub, f"{prefix}{info.alias or name}.")
+            value = _canonical(value, sub, f"{prefix}{info.alias or name}.", unknown)
         out[info.alias or name] = value
     return out
 
 
+def _in_force(settings: Settings, dotted: str) -> Any:
+    node: Any = settings.model_dump(by_alias=True)
+    for part in dotted.split("."):
+        node = node.get(part) if isinstance(node, dict) else None
+    return node
+
+
+def _shown_value(value: Any) -> str:
+    return "not set" if value is None else f"`{value}`" if isinstance(value, str) else f"`{json.dumps(value)}`"
+
+
+def unknown_key_problem(unknown: UnknownKey, settings: Settings) -> str:
+    """The warning for one unknown key: the closest valid key, and for a security key what is in
+    force instead (the sandbox OFF, the approval default, the endpoint)."""
+    mean = f" (did you mean `{unknown.suggestion}`?)" if unknown.suggestion else ""
+    if unknown.dotted and unknown.suggestion:
+        head, _, leaf = unknown.suggestion.rpartition(".")
+        mean = f" (settings nest: write {{\"{head}\": {{\"{leaf}\": ...}}}}, not \"{unknown.suggestion}\")"
+    roots = {unknown.path.split(".")[0], (unknown.suggestion or "").split(".")[0]}
+    if not roots & SECURITY_KEYS:
+        return f"unknown setting `{unknown.path}` ignored{mean}"
+    if "sandbox" in roots:
+        mode = settings.sandbox.mode
+        state = "the sandbox is OFF" if mode == "off" else f"the sandbox mode is `{mode}`"
+        if unknown.suggestion and unknown.suggestion.startswith("sandbox.") and unknown.suggestion != "sandbox.mode":
+            state += f", `{unknown.suggestion}` is {_shown_value(_in_force(settings, unknown.suggestion))}"
+    elif unknown.suggestion:
+        state = f"`{unknown.suggestion}` is {_shown_value(_in_force(settings, unknown.suggestion))}"
+    else:
+        state = f"the `{unknown.path.split('.')[0]}` settings in force are unchanged"
+    return f"SECURITY WARNING: unknown setting `{unknown.path}` had no effect{mean}: {state}"
+
+
 def _describe(error: Any) -> str:
     key = ".".join(str(p) for p in error["loc"])
-    return f"setting `{key}`: {error['msg']} (got {error.get('input')!r})"
+    return f"setting `{key}`: {error['msg']} (got {error.get('input')!r}); using the previous value"
 
 
 def resolve(*layers: dict[str, Any] | None) -> tuple[Settings, list[str]]:
@@ -240,6 +318,7 @@ def resolve(*layers: dict[str, Any] | None) -> tuple[Settings, list[str]]:
     whole: that key falls back to what the lower layers said.
     """
     problems: list[str] = []
+    unknown: list[UnknownKey] = []
     merged: dict[str, Any] = {}
     for layer in layers:
         if not layer:
@@ -247,7 +326,7 @@ def resolve(*layers: dict[str, Any] | None) -> tuple[Settings, list[str]]:
         if not isinstance(layer, dict):
             problems.append(f"settings must be an object, got {type(layer).__name__}: ignored")
             continue
-        layer = _canonical(layer)
+        layer = _canonical(layer, unknown=unknown)
         candidate = _merge(merged, layer)
         try:
             Settings.model_validate(candidate)
@@ -265,6 +344,9 @@ def resolve(*layers: dict[str, Any] | None) -> tuple[Settings, list[str]]:
         except ValidationError as exc:  # pragma: no cover - defensive: a shape we did not foresee
             problems += [_describe(e) for e in exc.errors()]
     settings = Settings.model_validate(merged)
+    # Clients forward only our own keys (Decision 47): whatever else arrives is a typo or a key
+    # from another tool, and says so, once per key even when several sources repeat it.
+    problems += [unknown_key_problem(u, settings) for u in dict.fromkeys(unknown)]
     # Every front end's settings pass here: once a source names the key's variable, a sealed
     # process takes it out of its environment block (a no-op in a test or library process).
     keyguard.protect(settings.api_key_env)

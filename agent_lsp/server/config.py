@@ -23,6 +23,7 @@ class SettingsState:
         self.workspace_config: dict[str, Any] = {}
         self.user_file, self.file_problems = from_user_file()  # the user's own settings file (trusted)
         self.settings = Settings()
+        self._last_problems: set[str] = set()
 
     def update(self, *, init_options: Any = None, workspace_config: Any = None) -> list[str]:
         """Re-merge after a source changed; returns the problems to show."""
@@ -42,4 +43,8 @@ class SettingsState:
                 problems.append(f"the `agentLsp` configuration section must be an object, got {type(workspace_config).__name__}: ignored")
         self.settings, more = resolve(self.user_file, from_environment(), self.init_options, self.workspace_config)
         problems, self.file_problems = self.file_problems + problems, []
-        return problems + more
+        # The same sources are merged again at `initialized` and after each configuration pull:
+        # a problem already shown by the previous merge is not shown again.
+        fresh = [p for p in problems + more if p not in self._last_problems]
+        self._last_problems = set(more)
+        return fresh

@@ -109,7 +109,7 @@ class AgentServer(LanguageServer):
         for problem in problems:
             log.warning("%s", problem)
             safe_notify(self, types.WINDOW_SHOW_MESSAGE, types.ShowMessageParams(
-                type=types.MessageType.Error, message=f"agent-lsp: {problem} (using the previous value)"))
+                type=types.MessageType.Error, message=f"agent-lsp: {problem}"))
 
     async def pull_configuration(self) -> None:
         if not self.caps.can_pull_configuration:

@@ -57,9 +57,10 @@ def test_a_replay_model_only_from_trusted_sources(model):
 
 def test_safe_keys_in_other_spellings_still_apply():
     kept, _ = without_untrusted({"max_turns": 3, "ContextWindow": 5000, "unknownKey": 1})
-    assert kept == {"maxTurns": 3, "contextWindow": 5000}
-    settings, _ = resolve(kept)
+    assert kept == {"maxTurns": 3, "contextWindow": 5000, "unknownKey": 1}  # unknown: left for resolve to warn about
+    settings, problems = resolve(kept)
     assert settings.max_turns == 3 and settings.context_window == 5000
+    assert problems == ["unknown setting `unknownKey` ignored"]
 
 
 async def test_over_lsp_a_repository_cannot_redirect_the_key_or_read_a_file_into_the_prompt(open_editor, model, workspace, tmp_path):

@@ -98,10 +98,13 @@ def test_a_layer_that_is_not_an_object_is_a_problem_not_a_crash():
     assert problems and "must be an object" in problems[0]
 
 
-def test_unknown_keys_are_ignored_with_a_log_line(caplog):
+def test_unknown_keys_are_ignored_with_a_log_line_and_a_warning(caplog):
     with caplog.at_level(logging.INFO, logger="agent_lsp.settings"):
         settings, problems = resolve({"modle": "typo", "maxTurns": 4, "approval": {"defualt": "allow"}})
-    assert problems == []
+    # Decision 47: each one is a problem shown to the user, naming the closest valid key
+    assert problems == ["unknown setting `modle` ignored (did you mean `model`?)",
+                        "SECURITY WARNING: unknown setting `approval.defualt` had no effect (did you mean `approval.default`?): "
+                        "`approval.default` is `ask`"]
     assert settings.max_turns == 4 and settings.model == "gpt-4.1-mini" and settings.approval.default == "ask"
     logged = caplog.text
     assert "modle" in logged and "approval.defualt" in logged
