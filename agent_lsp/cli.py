@@ -24,8 +24,46 @@ TTY_HINT = ("agent-lsp speaks the Language Server Protocol on stdin/stdout and i
             "(see README.md). In a terminal, try `agent-lsp run \"TASK\"` or `agent-lsp demo`. Ctrl-C exits.")
 
 
+START_HERE = """\
+start here:
+  agent-lsp demo                 a two-minute tour, offline: no API key, nothing to set up
+  agent-lsp demo --serve-model   then try `run` and your editor offline, on the demo's recording
+  agent-lsp run "TASK"           the agent in this terminal; needs OPENAI_API_KEY set, or
+                                 --base-url to a local OpenAI-compatible server (Ollama, llama.cpp,
+                                 LM Studio, vLLM): e.g. --base-url http://localhost:11434/v1
+  agent-lsp doctor               checks the key, the endpoint, the model, ripgrep and the sandbox
+
+Editors start `agent-lsp` (the language server) or `agent-lsp acp` themselves: see README.md."""
+
+ACP_DESCRIPTION = """\
+Serve the agent over the Agent Client Protocol (ACP) on stdin/stdout.
+
+ACP (https://agentclientprotocol.com) is how editors host a coding agent in a chat panel:
+Zed, JetBrains IDEs (AI Assistant), Emacs (agent-shell), Neovim (codecompanion.nvim, avante.nvim).
+The editor starts this command itself; typed into a terminal it only prints a hint.
+Settings come from your settings file ($AGENT_LSP_SETTINGS, else the user config dir's
+agent-lsp/settings.json: `agent-lsp doctor` names it) and the environment (OPENAI_API_KEY,
+OPENAI_BASE_URL, AGENT_LSP_MODEL)."""
+
+ACP_EPILOG = """\
+Zed: add to settings.json, then open the agent panel, + -> agent-lsp:
+  {
+    "agent_servers": {
+      "agent-lsp": {
+        "type": "custom",
+        "command": "agent-lsp",
+        "args": ["acp"],
+        "env": { "OPENAI_API_KEY": "sk-..." }
+      }
+    }
+  }
+Offline, with no key: run `agent-lsp demo --serve-model` and put its URL in the env as
+"OPENAI_BASE_URL" (and "AGENT_LSP_MODEL": "agent-lsp-demo") instead of the key."""
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="agent-lsp", description="An LLM coding agent served over the Language Server Protocol.")
+    parser = argparse.ArgumentParser(prog="agent-lsp", description="An LLM coding agent served over the Language Server Protocol.",
+                                     epilog=START_HERE, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"agent-lsp {__version__}")
     sub = parser.add_subparsers(dest="command")
     serve = sub.add_parser("serve", help="run the language server (default: on stdio)")
@@ -65,7 +103,8 @@ def _parser() -> argparse.ArgumentParser:
     doctor.add_argument("--model", help="model name to check, as for `run`")
     doctor.add_argument("--base-url", help="OpenAI-compatible endpoint to check, as for `run`")
     doctor.add_argument("--json", action="store_true", help="print the checks as JSON")
-    sub.add_parser("acp", help="serve the agent over the Agent Client Protocol on stdio (Zed, JetBrains, agent-shell)")
+    sub.add_parser("acp", help="serve the agent over the Agent Client Protocol on stdio (Zed, JetBrains, agent-shell)",
+                   description=ACP_DESCRIPTION, epilog=ACP_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     demo = sub.add_parser("demo", help="a two-minute offline tour: the real server, a recorded session, no API key")
     demo.add_argument("--yes", action="store_true", help="approve every step without asking")
     demo.add_argument("--serve-model", action="store_true",

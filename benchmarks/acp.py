@@ -1,4 +1,4 @@
-"""The ACP front end against the LSP one, in the same run (issue 16):
+"""The ACP front end (`agent-lsp acp`) against the LSP one (`agent-lsp serve`), in the same run:
 
     python benchmarks/acp.py            # medians of >= 5 runs, verdicts
     python benchmarks/acp.py --quick    # one run each, small sizes, no verdicts

@@ -1,4 +1,6 @@
-"""Run every benchmark (issue 5, and the Speed targets of issues 12-17) and compare each figure with its target.
+"""Run every benchmark and compare each figure with its target: what agent-lsp adds on top of the
+model (per turn, start-up, streaming, sub-agents, concurrency, sessions) and what checkpoints,
+rewind, search, diagnostics, session resume, ACP, MCP and the sandbox cost.
 
     python benchmarks/run.py            # full: medians of >= 5 runs, verdicts, writes RESULTS.md
     python benchmarks/run.py --quick    # smoke: one run each, no verdicts, < 1 minute

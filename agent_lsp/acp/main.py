@@ -11,7 +11,8 @@ import sys
 import threading
 
 TTY_HINT = ("agent-lsp acp speaks the Agent Client Protocol on stdin/stdout and is meant to be started by an editor "
-            "(Zed, JetBrains, agent-shell, codecompanion: see README.md). Ctrl-C exits.")
+            "(Zed, JetBrains, agent-shell, codecompanion: see `agent-lsp acp --help`). In a terminal, try "
+            "`agent-lsp run \"TASK\"` or `agent-lsp demo`. Ctrl-C exits.")
 EXIT_DEADLINE = 2.0  # once the client is gone, the process is gone within this
 
 
