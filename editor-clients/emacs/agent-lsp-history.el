@@ -35,7 +35,8 @@
             shown (if (> (length files) 3) ", ..." ""))))
 
 (defun agent-lsp--read-rewindable (prompt)
-  "Read the id of a rewindable run with PROMPT (the newest is the default)."
+  "Read the id of a rewindable run with PROMPT, a question without colon.
+The newest run is the default, named in the prompt: RET takes it."
   (let* ((runs (or (agent-lsp--rewindable-runs)
                    (user-error "agent-lsp: no run of this Emacs session can be \
 rewound (the code action \"Agent: rewind last run\" rewinds the last run of \
@@ -50,7 +51,12 @@ the project)")))
                                               :editedFiles)))
                           (agent-lsp--run-id run)))
                   runs))
-         (choice (completing-read prompt choices nil t nil nil (caar choices))))
+         (newest (car runs))
+         (choice (completing-read
+                  (format-prompt prompt (format "%s, %s" (agent-lsp--run-id newest)
+                                                (agent-lsp--one-line
+                                                 (or (agent-lsp--run-title newest) "") 40)))
+                  choices nil t nil nil (caar choices))))
     (or (cdr (assoc choice choices)) (cdar choices))))
 
 (defun agent-lsp--rewind-summary (server result)
@@ -100,7 +106,7 @@ Interactively, a choice among the runs of this Emacs session.  A file
 changed since the run is left alone and listed, unless you confirm, or
 FORCE (interactively, \\[universal-argument]).  Returns the server's
 answer: (:rewindId :restored :conflicts :notRestorable)."
-  (interactive (list (agent-lsp--read-rewindable "Rewind which agent run? ")
+  (interactive (list (agent-lsp--read-rewindable "Rewind which agent run")
                      current-prefix-arg))
   (let* ((run (agent-lsp--find-run run-id))
          (server (if run (agent-lsp--run-server run) (agent-lsp--ensure-server)))
@@ -151,8 +157,10 @@ remembering it.  Returns the chosen sessionId."
          (choices (or (mapcar (lambda (s) (cons (agent-lsp--session-label s) s))
                               sessions)
                       (user-error "agent-lsp: this project has no past session")))
-         (choice (completing-read "Resume which agent session? " choices nil t
-                                  nil nil (caar choices)))
+         (choice (completing-read (format-prompt "Resume which agent session"
+                                                 (agent-lsp--one-line
+                                                  (plist-get (cdar choices) :title) 40))
+                                  choices nil t nil nil (caar choices)))
          (session (cdr (assoc choice choices))))
     (puthash server (plist-get session :sessionId) agent-lsp--sessions)
     (message "agent-lsp: the next runs continue the session \"%s\""

@@ -90,10 +90,13 @@ Our server puts runId and callId in each action item."
   "(SERVER ID TAG) of the approval being asked, or nil.")
 
 (defun agent-lsp--ask (message titles)
-  "Ask MESSAGE, a choice among TITLES."
+  "Ask MESSAGE, a choice among TITLES; RET takes the first.
+The prompt names the choices and the default: completion hides them
+until TAB, and a person should not have to guess what RET does."
   (let ((enable-recursive-minibuffers t)
         (completion-ignore-case t))
-    (completing-read (format "[agent-lsp] %s\nChoose (C-g denies): " message)
+    (completing-read (format "[agent-lsp] %s\nChoose %s (RET = %s, C-g denies): "
+                             message (string-join titles " / ") (car titles))
                      titles nil t nil nil (car titles))))
 
 (defun agent-lsp--read-reason ()

@@ -596,6 +596,32 @@ def test_rewind_restores_the_buffer_and_the_file(tmp_path, workspace, model):
     assert (workspace / "a.py").read_text(encoding="utf-8") == expected
 
 
+def test_prompts_name_their_choices_and_their_default(tmp_path, workspace, model):
+    """Issue 21.29: the approval prompt lists the choices and says what RET does (Allow);
+    the rewind picker names its default, the newest rewindable run, and RET takes it."""
+    model.add("Add a module docstring", [  # the second run follows up in the same session
+        {"text": "Editing.", "tool_calls": [DOCSTRING_EDIT]}, {"text": "Done."},
+        {"tool_calls": [{"name": "write_file", "arguments": {"path": "notes.txt", "content": "n\n"}}]}, {"text": "Done."}])
+    res = run_emacs(tmp_path, workspace, model, r"""
+        (set-buffer t-buffer)
+        (setq t-approval-answer "Allow")
+        (agent-lsp-run "Add a module docstring to a.py")
+        (t-wait 20 #'t-stop-event "the first stop")
+        (agent-lsp-run "Create notes.txt")
+        (t-wait 20 (lambda () (= 2 (length (t-events "stop")))) "the second stop")
+        ;; RET on an empty minibuffer: completing-read's default
+        (setq t-completing-read-answer (lambda (_prompt _items) ""))
+        (t-set :rewound (call-interactively #'agent-lsp-rewind))
+    """)
+    assert not res.errors, res.explain()
+    approvals = [p["prompt"] for p in res.data["prompts"] if p["prompt"].startswith("[agent-lsp]")]
+    assert approvals and approvals[0].endswith("\nChoose Allow / Allow for session / Deny (RET = Allow, C-g denies): "), approvals
+    newest = res.events("stop")[1]["runId"]
+    picker = [p["prompt"] for p in res.data["prompts"] if "Rewind which" in p["prompt"]]
+    assert picker == [f"Rewind which agent run (default {newest}, Create notes.txt): "], picker
+    assert f"## rewind of {newest}" in res.data["stream"], res.data["stream"]  # RET took the newest run
+
+
 def test_resume_a_session_of_an_earlier_server(tmp_path, workspace, model):
     model.add("Remember the word PAPAYA", [{"text": "Noted: PAPAYA."}, {"text": "The word was PAPAYA."}])
     first = run_emacs(tmp_path, workspace, model, r"""
@@ -884,14 +910,14 @@ def test_screenshots_in_a_terminal(tmp_path, workspace, model):
         term.send_keys("agent-lsp-run", "Enter")
         assert term.wait_for("Agent task:", 10), term.screen()
         term.send_keys("Add a module docstring to a.py", "Enter")
-        assert term.wait_for("Choose (C-g denies)", 40) and term.wait_for("+++ b/a.py", 5), term.screen()
+        assert term.wait_for("(RET = Allow, C-g denies)", 40) and term.wait_for("+++ b/a.py", 5), term.screen()
         approval_text = term.screen()
         approval = term.screen(ansi=True)
         term.send_keys("Enter")  # the default: Allow
         assert term.wait_for("[stop: done]", 40), term.screen()
         term.send_keys("M-x")
         term.send_keys("agent-lsp-rewind", "Enter")
-        assert term.wait_for("Rewind which agent run?", 20), term.screen()
+        assert term.wait_for("Rewind which agent run (default r-", 20), term.screen()
         term.send_keys("Enter")
         # the whole frame redrawn: the stream's note and the file as it was
         assert term.wait_until(lambda screen: "## rewind of r-" in screen and "restored: a.py" in screen

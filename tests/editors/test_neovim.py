@@ -903,3 +903,21 @@ def test_screenshot_in_a_terminal(tmp_path, workspace, model):
         assert (tmp_path / name).stat().st_size > 10_000
         if os.environ.get("AGENT_LSP_UPDATE_SCREENSHOT") == "1":
             shutil.copy(tmp_path / name, nvim_harness.PLUGIN_DIR / name)
+
+
+@pytest.mark.parametrize("topic", ["agent_lsp", "agent-lsp"])
+def test_help_topic_opens_the_help_file_at_its_top(tmp_path, topic):
+    """Issue 21.29: `:help agent_lsp` opened mid-file (the nearest tag was a statusline
+    function): the file's own tag is at its top. The tags are generated in a copy, since
+    `doc/tags` is not part of the repository."""
+    import shutil
+    import subprocess
+
+    runtime = tmp_path / "rtp"
+    shutil.copytree(nvim_harness.PLUGIN_DIR / "doc", runtime / "doc")
+    env = {**os.environ, "HOME": str(tmp_path), **{f"XDG_{d}_HOME": str(tmp_path / d) for d in ("STATE", "CACHE", "DATA", "CONFIG")}}
+    done = subprocess.run([NVIM, "--headless", "--clean", "--cmd", f"set rtp^={runtime}", "-c", f"helptags {runtime / 'doc'}",
+                           "-c", f"help {topic}", "-c", "lua io.stdout:write(vim.fn.expand('%:t') .. ':' .. vim.fn.line('.'))",
+                           "-c", "qa!"], capture_output=True, text=True, timeout=60, env=env, stdin=subprocess.DEVNULL)
+    name, _, line = done.stdout.strip().rpartition(":")
+    assert name.endswith("agent_lsp.txt") and int(line) <= 3, done.stdout + done.stderr
