@@ -70,7 +70,7 @@ async def run_checks(settings: Settings, roots: list[Any]) -> list[Check]:
             checks.append(Check("endpoint", False, found["error"]))
         else:
             models = found["models"]
-            checks.append(Check("endpoint", True, f"{endpoint} answered GET /models ({len(models)} models)"))
+            checks.append(Check("endpoint", True, f"{endpoint} answered GET /models ({len(models)} model{'s' if len(models) != 1 else ''})"))
             known = settings.model in models
             checks.append(Check("model", known or not models,
                                 f"{settings.model} is served by the endpoint" if known else
