@@ -24,7 +24,8 @@ FLOOR_SYSTEM = "You are a coding agent. Use read_file to read files."
 @cache
 def tool_schemas() -> list[dict[str, Any]]:
     """Our seven tools' JSON schemas, computed once (outside any timing)."""
-    from agent_lsp.agent.tools import ToolBox, main_tools
+    from agent_lsp.agent.tools.base import ToolBox
+    from agent_lsp.agent.tools.toolsets import main_tools
 
     return ToolBox(main_tools()).schemas()
 

@@ -32,7 +32,7 @@ IMPORT_PROBE = """
 import sys, time
 {pre}
 t = time.perf_counter()
-import agent_lsp.mcp
+import agent_lsp.mcp.config, agent_lsp.mcp.manager  # what a run imports to get MCP tools
 took = time.perf_counter() - t
 assert "mcp" not in sys.modules and "mcp_types" not in sys.modules, "agent_lsp.mcp imported the SDK"
 print(took)
@@ -40,7 +40,7 @@ print(took)
 
 
 def import_ms(pre: str, runs: int = 7) -> float:
-    """Median wall time of `import agent_lsp.mcp` in a fresh interpreter, after `pre`."""
+    """Median wall time of importing the MCP client (config and manager) in a fresh interpreter, after `pre`."""
     samples = []
     for _ in range(runs):
         out = subprocess.run([sys.executable, "-c", IMPORT_PROBE.format(pre=pre)], capture_output=True, text=True, check=True)
@@ -52,7 +52,8 @@ async def measure(server: str, calls: int, warmup: int, errlog: TextIO) -> tuple
     from mcp import ClientSession, StdioServerParameters
     from mcp.client.stdio import stdio_client
 
-    from agent_lsp.mcp import McpManager, from_user_settings
+    from agent_lsp.mcp.config import from_user_settings
+    from agent_lsp.mcp.manager import McpManager
 
     command, args, tool_name, arguments = SERVERS[server]
     if not os.access(command, os.X_OK):

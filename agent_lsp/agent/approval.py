@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import os
 import shlex
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
+from agent_lsp.agent.session import SessionApprovals
 from agent_lsp.settings import ApprovalSettings
 
 if TYPE_CHECKING:
@@ -22,19 +23,6 @@ GIT_RISKY = ("-c", "--config-env", "-C", "--git-dir", "--work-tree", "--exec-pat
              "--output-directory", "--upload-pack", "--receive-pack", "--ext-diff")
 
 
-@dataclass
-class SessionApprovals:
-    """What "Allow for session" remembered: exact command lines (with their cwd), and tools.
-    One session, in memory only (a resumed session asks again)."""
-
-    commands: set[str] = field(default_factory=set)
-    tools: set[str] = field(default_factory=set)
-
-    def remember(self, tool: str, command: str | None) -> None:
-        if command is not None:
-            self.commands.add(command)
-        else:
-            self.tools.add(tool)
 
 
 @dataclass(frozen=True)

@@ -13,14 +13,13 @@ from pathlib import Path
 from typing import Any
 
 from agent_lsp.agent import keyguard
-from agent_lsp.agent.approval import SessionApprovals
 from agent_lsp.agent.checkpoints import CheckpointStore
 from agent_lsp.agent.messages import RunReport
 from agent_lsp.agent.model import Model, ModelError, make_model
 from agent_lsp.agent.ports import Approver, EventSink, Workspace
 from agent_lsp.agent.rewind import RewindError, RewindResult, rewind
 from agent_lsp.agent.run import RunOptions, run_task
-from agent_lsp.agent.session import Entry, RunRecord, Session, new_id
+from agent_lsp.agent.session import Entry, RunRecord, Session, SessionApprovals, new_id
 from agent_lsp.agent.sessions import SessionError, SessionStore
 from agent_lsp.agent.tools.paths import PathGuard
 from agent_lsp.agent.transcript import Redactor, Transcript
@@ -185,7 +184,9 @@ class AgentHost:
         """The MCP servers of a workspace: the user's (settings), the workspace's own files
         (behind consent) and those a front end passed (ACP's session/new). Built once per
         workspace and set of declarations; nothing starts until a run asks for tools."""
-        from agent_lsp.mcp import ConsentStore, McpManager, from_user_settings, from_workspace
+        from agent_lsp.mcp.config import from_user_settings, from_workspace
+        from agent_lsp.mcp.consent import ConsentStore
+        from agent_lsp.mcp.manager import McpManager
 
         user, problems = from_user_settings(settings.mcp_servers)
         declared, more = await asyncio.to_thread(from_workspace, roots)

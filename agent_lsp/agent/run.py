@@ -19,17 +19,10 @@ from agent_lsp.agent.ports import Approver, EventSink, Workspace
 from agent_lsp.agent.process import kill_group
 from agent_lsp.agent.services import Limits, LoopServices, RunStats
 from agent_lsp.agent.session import Entry, RunRecord, Session, new_id
-from agent_lsp.agent.tools import (
-    ToolBox,
-    ToolContext,
-    ToolError,
-    main_tools,
-    plan_tools,
-    subagent_tools,
-)
-from agent_lsp.agent.tools.base import RunChanges, Tool
+from agent_lsp.agent.tools.base import RunChanges, Tool, ToolBox, ToolContext, ToolError
 from agent_lsp.agent.tools.paths import PathGuard
 from agent_lsp.agent.tools.runner import CommandRunner
+from agent_lsp.agent.tools.toolsets import main_tools, plan_tools, subagent_tools
 from agent_lsp.agent.transcript import Redactor, Transcript
 from agent_lsp.settings import Settings, state_dir
 

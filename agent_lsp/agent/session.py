@@ -9,13 +9,27 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agent_lsp.agent.approval import SessionApprovals
 from agent_lsp.agent.context import TokenEstimator
 from agent_lsp.agent.messages import Outcome
 
 
 def new_id(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:12]}"
+
+
+@dataclass
+class SessionApprovals:
+    """What "Allow for session" remembered: exact command lines (with their cwd), and tools.
+    One session, in memory only (a resumed session asks again)."""
+
+    commands: set[str] = field(default_factory=set)
+    tools: set[str] = field(default_factory=set)
+
+    def remember(self, tool: str, command: str | None) -> None:
+        if command is not None:
+            self.commands.add(command)
+        else:
+            self.tools.add(tool)
 
 
 @dataclass

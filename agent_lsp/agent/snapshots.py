@@ -29,6 +29,7 @@ from agent_lsp.agent.gitsafe import (
     run_git,
 )
 from agent_lsp.agent.safeio import private_dir, read_regular_sync, write_private
+from agent_lsp.agent.tools.walk import fallback_walk
 
 log = logging.getLogger(__name__)
 
@@ -263,8 +264,6 @@ class Snapshotter:
 
     # -- outside git -------------------------------------------------------------------------
     def _walk(self, root: Path, snap: Snapshot) -> None:
-        from agent_lsp.agent.tools.search import fallback_walk
-
         for name in fallback_walk(root, None):
             path = Path(name)
             if any(path.is_relative_to(folder) for folder in self.exclude):

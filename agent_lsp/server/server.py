@@ -313,7 +313,8 @@ def warm_up_imports(modules: tuple[str, ...] = ("openai",)) -> concurrent.future
                 log.debug("warm-up import of %s failed: %s", name, exc)
         if "agent_lsp.agent.tools" in modules:  # the tool schemas (pydantic, ~5 ms a tool) are built once
             try:
-                from agent_lsp.agent.tools import ToolBox, main_tools
+                from agent_lsp.agent.tools.base import ToolBox
+                from agent_lsp.agent.tools.toolsets import main_tools
 
                 ToolBox(main_tools(diagnostics=True)).schemas()
             except Exception as exc:

@@ -138,7 +138,7 @@ async def test_a_server_that_fails_is_shown_once_with_its_stderr(open_editor, mo
 
 def test_the_workspace_file_shapes_users_have(tmp_path):
     """VS Code's .vscode/mcp.json shape with ${workspaceFolder}, and .mcp.json, both read."""
-    from agent_lsp.mcp import from_workspace
+    from agent_lsp.mcp.config import from_workspace
 
     (tmp_path / ".vscode").mkdir()
     (tmp_path / ".vscode/mcp.json").write_text('{"servers": {"fs": {"command": "x", "args": ["${workspaceFolder}"]}}}')

@@ -11,10 +11,15 @@ from pathlib import Path
 import pytest
 
 from agent_lsp.agent.tools.base import Tool
-from agent_lsp.mcp import McpTool, from_acp, from_user_settings, from_workspace, tool_aliases
-from agent_lsp.mcp.config import MAX_FILE_BYTES, strip_jsonc
+from agent_lsp.mcp.config import (
+    MAX_FILE_BYTES,
+    from_acp,
+    from_user_settings,
+    from_workspace,
+    strip_jsonc,
+)
 from agent_lsp.mcp.launch import LaunchError, resolve_launch
-from agent_lsp.mcp.tools import model_tool_name
+from agent_lsp.mcp.tools import McpTool, model_tool_name, tool_aliases
 
 KEY = "OPENAI_API_KEY"
 

@@ -12,7 +12,9 @@ from pathlib import Path
 import pytest
 
 from agent_lsp.agent.tools.base import ToolError
-from agent_lsp.mcp import McpManager, McpTool, from_user_settings
+from agent_lsp.mcp.config import from_user_settings
+from agent_lsp.mcp.manager import McpManager
+from agent_lsp.mcp.tools import McpTool
 from tests.mcp.conftest import alive, cmdline, descendants, group_members
 
 pytestmark = pytest.mark.timeout(60)

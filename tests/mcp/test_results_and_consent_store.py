@@ -21,15 +21,10 @@ from mcp.types import (
 )
 
 from agent_lsp.agent.tools.base import ToolError
-from agent_lsp.mcp import (
-    ConsentStore,
-    McpTool,
-    consent_prompt,
-    failure_message,
-    from_user_settings,
-    from_workspace,
-)
-from agent_lsp.mcp.tools import render_result
+from agent_lsp.mcp.config import from_user_settings, from_workspace
+from agent_lsp.mcp.consent import ConsentStore, consent_prompt
+from agent_lsp.mcp.display import failure_message
+from agent_lsp.mcp.tools import McpTool, render_result
 
 PNG = base64.b64encode(b"\x89PNG" + bytes(12341)).decode()
 

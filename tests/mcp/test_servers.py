@@ -10,7 +10,9 @@ import pytest
 import pytest_asyncio
 
 from agent_lsp.agent.tools.base import ToolError
-from agent_lsp.mcp import McpManager, McpTool, from_user_settings
+from agent_lsp.mcp.config import from_user_settings
+from agent_lsp.mcp.manager import McpManager
+from agent_lsp.mcp.tools import McpTool
 
 pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.timeout(60)]
 

@@ -7,13 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from agent_lsp.mcp import (
-    ConsentStore,
-    McpDeclaration,
-    McpManager,
-    from_user_settings,
-    from_workspace,
-)
+from agent_lsp.mcp.config import McpDeclaration, from_user_settings, from_workspace
+from agent_lsp.mcp.consent import ConsentStore
+from agent_lsp.mcp.manager import McpManager
 
 pytestmark = pytest.mark.timeout(60)
 KEY = "OPENAI_API_KEY"

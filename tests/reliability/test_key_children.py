@@ -21,7 +21,8 @@ import pytest
 from agent_lsp.agent.disk_workspace import DiskWorkspace
 from agent_lsp.agent.run import RunOptions, Session, run_task
 from agent_lsp.agent.tools.ripgrep import find_rg
-from agent_lsp.mcp import McpManager, from_user_settings, from_workspace
+from agent_lsp.mcp.config import from_user_settings, from_workspace
+from agent_lsp.mcp.manager import McpManager
 from tests.unit.kit import (
     API_KEY,
     Events,

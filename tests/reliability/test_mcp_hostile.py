@@ -28,7 +28,9 @@ from agent_lsp.agent.disk_workspace import DiskWorkspace
 from agent_lsp.agent.ports import Decision
 from agent_lsp.agent.run import RunOptions, Session, run_task
 from agent_lsp.agent.tools.base import ToolError
-from agent_lsp.mcp import McpManager, McpTool, from_user_settings, from_workspace
+from agent_lsp.mcp.config import from_user_settings, from_workspace
+from agent_lsp.mcp.manager import McpManager
+from agent_lsp.mcp.tools import McpTool
 from tests.unit.kit import (
     Events,
     ScriptedApprover,

@@ -37,6 +37,10 @@ def a_run_that_writes(model, workspace: Path, path: str = "sub/f.txt") -> str:
     return report["runId"]
 
 
+def git_init(workspace: Path) -> None:
+    subprocess.run(["git", "init", "-q"], cwd=workspace, check=True)
+
+
 def manifest_of(state: Path, run_id: str) -> Path:
     return next(state.rglob(f"checkpoints/runs/{run_id}.json"))
 
@@ -140,7 +144,7 @@ async def test_over_lsp_no_apply_edit_names_an_outside_uri(open_editor, model, w
 async def test_concurrent_runs_keep_their_own_changes_and_rewinds(open_editor, model, workspace):
     """Issue 21.15: run A's command is running while run B edits a file: B's edit is not one of
     A's changes, and rewinding A leaves B's work alone."""
-    subprocess.run(["git", "init", "-q"], cwd=workspace, check=True)
+    git_init(workspace)
     model.add("slow command", [{"tool_calls": [{"name": "run_command", "arguments": {"command": "sh -c 'sleep 1.5; echo a > a.txt'"}}]},
                                {"text": "done"}])
     model.add("quick edit", [{"tool_calls": [{"name": "edit_file", "arguments": {"path": "calc.py", "old_text": "a - b", "new_text": "a + b"}}]},

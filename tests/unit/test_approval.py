@@ -13,9 +13,9 @@ from agent_lsp.agent.display import show_command
 from agent_lsp.agent.messages import StopReason
 from agent_lsp.agent.ports import Decision
 from agent_lsp.agent.run import Session
-from agent_lsp.agent.tools import main_tools
 from agent_lsp.agent.tools.base import Prepared
 from agent_lsp.agent.tools.command import needs_shell
+from agent_lsp.agent.tools.toolsets import main_tools
 from agent_lsp.settings import ApprovalSettings
 from tests.unit.kit import ScriptedApprover, call, last_tool_results, run, tools_reply
 

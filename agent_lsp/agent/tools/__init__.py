@@ -1,33 +1,4 @@
 """The tools offered to the model (CONTRACT: read_file, list_files, search, diagnostics,
 edit_file, write_file, run_command, delegate, remember, and the MCP servers' tools)."""
 
-from agent_lsp.agent.tools.base import Tool, ToolBox, ToolContext, ToolError
-from agent_lsp.agent.tools.command import RunCommand
-from agent_lsp.agent.tools.delegate import Delegate
-from agent_lsp.agent.tools.diagnostics import Diagnostics
-from agent_lsp.agent.tools.edits import EditFile, WriteFile
-from agent_lsp.agent.tools.files import ReadFile
-from agent_lsp.agent.tools.remember import Remember
-from agent_lsp.agent.tools.search import ListFiles, Search
-
-
-def read_tools(diagnostics: bool = False) -> list[Tool]:
-    """`diagnostics` only when the editor can answer agentLsp/diagnostics."""
-    return [ReadFile(), ListFiles(), Search(), *([Diagnostics()] if diagnostics else [])]
-
-
-def main_tools(extra: list[Tool] | None = None, diagnostics: bool = False) -> list[Tool]:
-    return [*read_tools(diagnostics), EditFile(), WriteFile(), RunCommand(), Delegate(), Remember(), *(extra or [])]
-
-
-def plan_tools(extra: list[Tool] | None = None, diagnostics: bool = False) -> list[Tool]:
-    """Plan mode (CONTRACT Decision 21): the read-only tools, delegate, and extra tools that run
-    like read-only ones; not `remember`."""
-    return [*read_tools(diagnostics), Delegate(), *(t for t in extra or [] if t.read_only)]
-
-
-def subagent_tools(diagnostics: bool = False) -> list[Tool]:
-    return read_tools(diagnostics)
-
-
-__all__ = ["Tool", "ToolBox", "ToolContext", "ToolError", "main_tools", "plan_tools", "subagent_tools"]
+# Empty on purpose: importing one tool module must not import every other (no import cycles).

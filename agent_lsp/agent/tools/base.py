@@ -12,19 +12,15 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from agent_lsp.agent.ports import SubAgentSpawner, Workspace
+
+# Re-exported: a tool module imports its errors with the rest of the tool API.
+from agent_lsp.agent.tools.errors import EditRejected as EditRejected
+from agent_lsp.agent.tools.errors import ToolError as ToolError
 from agent_lsp.agent.tools.paths import PathGuard
 
 if TYPE_CHECKING:
     from agent_lsp.agent.checkpoints import RunCheckpoint
     from agent_lsp.agent.tools.runner import CommandRunner
-
-
-class ToolError(Exception):
-    """A failure the model should read and handle: never fatal to the run."""
-
-
-class EditRejected(ToolError):
-    """The user rejected the edit in the editor's preview: a denial, not a failure."""
 
 
 class Args(BaseModel):

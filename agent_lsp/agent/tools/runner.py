@@ -15,7 +15,7 @@ from agent_lsp.agent.process import (
     reaped,
     run_process,
 )
-from agent_lsp.agent.tools.base import ToolError
+from agent_lsp.agent.tools.errors import ToolError
 from agent_lsp.settings import SandboxSettings
 
 
