@@ -114,11 +114,11 @@ async def _mcp(settings: Settings, roots: list[Any]) -> list[Check]:
     (doctor never starts what the user has not allowed)."""
     if not roots:
         return []
-    from agent_lsp.agent.host import AgentHost
+    from agent_lsp.mcp.hub import McpHub
 
-    host = AgentHost()
+    hub = McpHub()
     try:
-        manager = await host.mcp_manager(roots, settings)
+        manager = await hub.toolset(roots, settings)
         await manager.tools()
         checks = []
         for item in manager.status():
@@ -129,7 +129,7 @@ async def _mcp(settings: Settings, roots: list[Any]) -> list[Check]:
         checks += [Check("MCP settings", False, problem) for problem in manager.problems]
         return checks
     finally:
-        await host.aclose()
+        await hub.aclose()
 
 
 async def doctor_cli(args: argparse.Namespace, settings: Settings, source: SettingsSource | None = None) -> int:

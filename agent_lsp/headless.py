@@ -272,11 +272,11 @@ async def run_headless(task: str, workspace: Path, settings: Settings, yes: bool
 async def _mcp_on_the_terminal(host: AgentHost, roots: list[Path], settings: Settings, out: TextIO, interactive: bool) -> None:
     """Workspace MCP servers ask consent on the terminal (none without one, and it says so);
     those already denied are named before the run."""
-    from agent_lsp.agent.host import McpHooks
+    from agent_lsp.mcp.hub import McpHooks, McpHub
     from agent_lsp.mcp.terminal import TerminalMcpHooks
 
     hooks = TerminalMcpHooks(out, interactive)
-    host.mcp_hooks = McpHooks(ask_consent=hooks.ask_consent, on_status=hooks.on_status)
+    host.tool_servers = McpHub(McpHooks(ask_consent=hooks.ask_consent, on_status=hooks.on_status))
     try:
         hooks.show_initial(await host.mcp_status(roots, settings))
     except Exception as exc:  # the run reports MCP problems itself; this is only a heads-up

@@ -103,7 +103,8 @@ class AcpAgent:
         if self._host is None:
             from agent_lsp.acp.approver import McpConsent
             from agent_lsp.acp.session import CURRENT
-            from agent_lsp.agent.host import AgentHost, McpHooks
+            from agent_lsp.agent.host import AgentHost
+            from agent_lsp.mcp.hub import McpHooks, McpHub
 
             def outbox() -> Any:
                 session = CURRENT.get()
@@ -117,8 +118,8 @@ class AcpAgent:
 
                     box.send(thought(f"[MCP] {message}"))
 
-            self._host = AgentHost()
-            self._host.mcp_hooks = McpHooks(McpConsent(self.client, outbox, self._approval_timeout()).ask, on_status)
+            hooks = McpHooks(McpConsent(self.client, outbox, self._approval_timeout()).ask, on_status)
+            self._host = AgentHost(tool_servers=McpHub(hooks))
         return self._host
 
     @staticmethod

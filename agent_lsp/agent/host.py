@@ -16,7 +16,7 @@ from agent_lsp.agent import keyguard
 from agent_lsp.agent.checkpoints import CheckpointStore
 from agent_lsp.agent.messages import RunReport
 from agent_lsp.agent.model import Model, ModelError, make_model
-from agent_lsp.agent.ports import Approver, EventSink, Workspace
+from agent_lsp.agent.ports import Approver, EventSink, ToolServers, ToolSet, Workspace
 from agent_lsp.agent.rewind import RewindError, RewindResult, rewind
 from agent_lsp.agent.run import RunOptions, run_task
 from agent_lsp.agent.session import Entry, RunRecord, Session, SessionApprovals, new_id
@@ -45,12 +45,6 @@ class RunPorts:
     emit: EventSink
 
 
-@dataclass
-class McpHooks:
-    """How a front end asks consent for a workspace-declared MCP server and shows server status."""
-
-    ask_consent: Callable[[Any, str], Awaitable[str | None]] | None = None
-    on_status: Callable[[str, str, str], None] | None = None
 
 
 @dataclass
@@ -60,7 +54,7 @@ class HostedRun:
     store: SessionStore
     task: asyncio.Task[Any] | None = None
     report: RunReport | None = None
-    mcp: Any = None  # the McpManager whose tools the run got (kept open while the run goes)
+    mcp: ToolSet | None = None  # the tool servers whose tools the run got (kept open while it goes)
     cancel_cause: str | None = None  # set before a cancel that was not the user's (e.g. "SIGTERM")
 
 
@@ -70,8 +64,7 @@ class AgentHost:
     active: dict[str, HostedRun] = field(default_factory=dict)
     models: dict[tuple[Any, ...], Model] = field(default_factory=dict)
     finished: dict[str, HostedRun] = field(default_factory=dict)  # recent runs, for rewind
-    mcp_hooks: McpHooks = field(default_factory=McpHooks)
-    mcp: dict[tuple[Any, ...], Any] = field(default_factory=dict)  # (workspace, declarations) -> McpManager
+    tool_servers: ToolServers | None = None  # MCP, plugged in by the front end (none: no such tools)
     checkpoints: dict[Path, CheckpointStore] = field(default_factory=dict)  # first folder -> its store
     keep_sessions: int = KEEP_LIVE_SESSIONS
     idle_seconds: float = IDLE_SECONDS
@@ -84,8 +77,6 @@ class AgentHost:
     # than loaded a second time, so one session id never has two live objects.
     _evicted: dict[str, tuple[weakref.ref[Session], SessionStore]] = field(default_factory=dict)
     _loading: dict[tuple[Path, str], asyncio.Future[tuple[Session, SessionStore]]] = field(default_factory=dict)
-    _mcp_slots: dict[tuple[Any, ...], tuple[Any, ...]] = field(default_factory=dict)  # (workspace, extra) -> current key
-    _retired_mcp: list[Any] = field(default_factory=list)  # replaced managers, closed once no run uses them
     _background: set[asyncio.Task[Any]] = field(default_factory=set)
     _swept: float = 0.0
 
@@ -180,47 +171,8 @@ class AgentHost:
             del self._evicted[sid]
         return dropped
 
-    async def mcp_manager(self, roots: list[Path], settings: Settings, extra: list[Any] | None = None) -> Any:
-        """The MCP servers of a workspace: the user's (settings), the workspace's own files
-        (behind consent) and those a front end passed (ACP's session/new). Built once per
-        workspace and set of declarations; nothing starts until a run asks for tools."""
-        from agent_lsp.mcp.config import from_user_settings, from_workspace
-        from agent_lsp.mcp.consent import ConsentStore
-        from agent_lsp.mcp.manager import McpManager
-
-        user, problems = from_user_settings(settings.mcp_servers)
-        declared, more = await asyncio.to_thread(from_workspace, roots)
-        declarations = [*user, *(extra or []), *declared]
-        key = (str(roots[0]), tuple(d.fingerprint for d in declarations), settings.mcp.workspace_servers)
-        slot = (str(roots[0]), tuple(d.fingerprint for d in extra or []))
-        manager = self.mcp.get(key)
-        if manager is None:
-            replaced = self._mcp_slots.get(slot)
-            if replaced is not None and replaced != key and replaced in self.mcp:
-                # The declarations changed: the old manager's servers must not run until
-                # shutdown. It is closed once no running run still uses its tools.
-                self._retired_mcp.append(self.mcp.pop(replaced))
-                self._spawn(self._close_retired_mcp())
-            for problem in problems + more:
-                log.warning("%s", problem)
-            manager = McpManager(declarations, roots=roots, env=keyguard.environment(), api_key_env=settings.api_key_env,
-                                 consent_store=ConsentStore(state_dir() / "mcp-consent.json"),
-                                 workspace_policy=settings.mcp.workspace_servers, ask_consent=self.mcp_hooks.ask_consent,  # type: ignore[arg-type]
-                                 on_status=self.mcp_hooks.on_status, request_timeout=settings.request_timeout)
-            self.mcp[key] = manager
-            self._mcp_slots[slot] = key
-        return manager
-
-    async def _close_retired_mcp(self) -> None:
-        in_use = {id(run.mcp) for run in self.active.values() if run.mcp is not None}
-        done = [m for m in self._retired_mcp if id(m) not in in_use]
-        self._retired_mcp = [m for m in self._retired_mcp if id(m) in in_use]
-        for result in await asyncio.gather(*(m.aclose() for m in done), return_exceptions=True):
-            if isinstance(result, BaseException):
-                log.warning("closing the MCP servers of a replaced configuration failed: %s", result)
-
     async def mcp_status(self, roots: list[Path], settings: Settings) -> list[dict[str, Any]]:
-        return (await self.mcp_manager(roots, settings)).status()
+        return await self.tool_servers.status(roots, settings) if self.tool_servers is not None else []
 
     def start(self, prompt: str, *, session: Session, store: SessionStore, settings: Settings, ports: RunPorts,
               run_id: str | None = None, model: str | None = None, mode: str | None = None,
@@ -265,8 +217,8 @@ class AgentHost:
                 while len(self.finished) > self.keep_finished:
                     del self.finished[next(iter(self.finished))]
                 self.evict_idle()
-                if self._retired_mcp:
-                    self._spawn(self._close_retired_mcp())
+                if self.tool_servers is not None:
+                    self._spawn(self.tool_servers.retire([r.mcp for r in self.active.values() if r.mcp is not None]))
                 if after is not None:
                     after(hosted)
 
@@ -281,7 +233,9 @@ class AgentHost:
         try:
             if before is not None:
                 await before()
-            hosted.mcp = await self.mcp_manager(roots, settings, mcp_servers)
+            if self.tool_servers is None:
+                return []
+            hosted.mcp = await self.tool_servers.toolset(roots, settings, mcp_servers)
             return list(await hosted.mcp.tools())
         except asyncio.CancelledError:
             task = asyncio.current_task()
@@ -434,9 +388,11 @@ class AgentHost:
         return ids
 
     async def aclose(self) -> None:
-        managers, self.mcp = [*self.mcp.values(), *self._retired_mcp], {}
-        self._retired_mcp = []
-        await asyncio.gather(*(m.aclose() for m in managers), return_exceptions=True)
+        if self.tool_servers is not None:
+            try:
+                await self.tool_servers.aclose()
+            except Exception as exc:
+                log.warning("closing the tool servers failed: %s", exc)
         for model in list(self.models.values()):
             close = getattr(model, "aclose", None)
             if close is not None:

@@ -102,3 +102,28 @@ EventSink = Callable[[Event], None]
 # deterministic for replay); the returned callable runs the sub-agent and gives its summary.
 SubAgentSpawner = Callable[[str], Callable[[], Awaitable[str]]]
 DiagnosticsSource = Callable[[list[Path] | None, dict[Path, int] | None], Awaitable[list[dict[str, Any]] | None]]
+
+
+class ToolSet(Protocol):
+    """One workspace's tool servers as a run sees them (an MCP manager)."""
+
+    async def tools(self) -> list[Any]: ...
+
+    def status(self) -> list[dict[str, Any]]: ...
+
+    async def aclose(self) -> None: ...
+
+
+class ToolServers(Protocol):
+    """Integrations that give runs more tools (MCP servers). A front end's composition code
+    plugs one into the host; the core imports no integration."""
+
+    async def toolset(self, roots: list[Path], settings: Any, extra: list[Any] | None = None) -> ToolSet: ...
+
+    async def status(self, roots: list[Path], settings: Any) -> list[dict[str, Any]]: ...
+
+    async def retire(self, in_use: list[Any]) -> None:
+        """Close what was replaced and no running run uses."""
+        ...
+
+    async def aclose(self) -> None: ...

@@ -53,13 +53,13 @@ class AgentServer(LanguageServer):
     @property
     def runs(self) -> RunRegistry:
         if self._runs is None:
-            from agent_lsp.agent.host import McpHooks
+            from agent_lsp.mcp.hub import McpHooks, McpHub
             from agent_lsp.server.mcp import LspMcpHooks
             from agent_lsp.server.runs import RunRegistry
 
             self._runs = RunRegistry(self)
             hooks = LspMcpHooks(self, self.caps, self._runs.streams, self.config.settings.approval.timeout)
-            self._runs.host.mcp_hooks = McpHooks(hooks.ask_consent, hooks.on_status)
+            self._runs.host.tool_servers = McpHub(McpHooks(hooks.ask_consent, hooks.on_status))
         return self._runs
 
     async def settings_ready(self) -> None:

@@ -24,6 +24,7 @@ from agent_lsp.agent.disk_workspace import DiskWorkspace
 from agent_lsp.agent.host import AgentHost, RunPorts
 from agent_lsp.agent.ports import Decision
 from agent_lsp.agent.sessions import SessionStore, sweep_orphans
+from agent_lsp.mcp.hub import McpHub
 from tests.e2e.harness import start_editor
 from tests.unit.kit import Events, ScriptedApprover, alive, call, make_settings, tools_reply
 
@@ -252,7 +253,7 @@ async def test_a_replaced_set_of_mcp_servers_is_closed(model, workspace, tmp_pat
     script.write_text(TINY_SERVER)
     model.add([{"text": "x", "repeat": 3}])
     roots = [workspace.resolve()]
-    host = AgentHost()
+    host = AgentHost(tool_servers=McpHub())  # as the front ends compose it
     try:
         one = make_settings(model, mcpServers={"one": {"command": sys.executable, "args": [str(script)]}})
         session, store = await host.open_session(roots, None)

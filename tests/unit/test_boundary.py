@@ -71,3 +71,108 @@ def test_importing_the_core_does_not_import_openai_or_the_protocol():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30, check=True)
     assert out.stdout.strip() == "[]", out.stdout
+
+
+# -- the import graph of the whole package (issue 22) -------------------------------------------
+PACKAGE = CORE.parent
+OUTSIDE_THE_CORE = ("server", "acp", "mcp", "headless", "headless_rewind", "terminal", "cli", "demo", "doctor", "testing")
+
+
+def _module_name(path: Path, root: Path) -> str:
+    parts = path.relative_to(root.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def import_graph(root: Path) -> dict[str, set[str]]:
+    """Module -> the package's modules it imports: every import (inside functions and
+    TYPE_CHECKING blocks too), relative ones resolved, and the parent packages whose __init__
+    an import runs."""
+    files = {_module_name(p, root): p for p in root.rglob("*.py")}
+    package = root.name
+
+    def known(name: str) -> str:
+        while name and name not in files:
+            name = name.rpartition(".")[0]
+        return name
+
+    graph: dict[str, set[str]] = {}
+    for name, path in files.items():
+        here = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        found: set[str] = set()
+        for node in ast.walk(_parse(path)):
+            if isinstance(node, ast.Import):
+                found.update(known(a.name) for a in node.names if a.name.split(".")[0] == package)
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    anchor = here
+                    for _ in range(node.level - 1):
+                        anchor = anchor.rpartition(".")[0]
+                    base = f"{anchor}.{base}" if base else anchor
+                if base.split(".")[0] == package:
+                    found.update(known(f"{base}.{a.name}") if f"{base}.{a.name}" in files else known(base) for a in node.names)
+        for target in list(found):
+            parts = target.split(".")
+            found.update(".".join(parts[:k]) for k in range(2, len(parts)))  # the parents' __init__ run first
+        found.discard(name)
+        found.discard("")
+        graph[name] = found
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph.get(v, ()):
+            if w not in graph:
+                continue
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_no_import_cycle_anywhere_in_the_package():
+    assert cycles(import_graph(PACKAGE)) == []
+
+
+def test_the_core_imports_no_front_end_and_no_integration():
+    graph = import_graph(PACKAGE)
+    outside = tuple(f"{PACKAGE.name}.{name}" for name in OUTSIDE_THE_CORE)
+    core = f"{PACKAGE.name}.{CORE.name}"
+    offenders = {m: sorted(d for d in deps if d.startswith(outside)) for m, deps in graph.items()
+                 if (m == core or m.startswith(core + ".")) and any(d.startswith(outside) for d in deps)}
+    assert offenders == {}
+
+
+def test_the_graph_checker_finds_a_cycle_through_a_package_init_and_a_type_only_import(tmp_path):
+    pkg = tmp_path / "pkg"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "sub" / "__init__.py").write_text("from pkg.sub import b\n")  # a re-exporting __init__
+    (pkg / "sub" / "b.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg import c\n")
+    (pkg / "c.py").write_text("def f():\n    from .sub.b import x\n")
+    (pkg / "d.py").write_text("import pkg.c\n")
+    assert cycles(import_graph(pkg)) == [["pkg.c", "pkg.sub", "pkg.sub.b"]]
