@@ -16,12 +16,32 @@
 (require 'jsonrpc)
 (require 'eglot)
 
-;; Eglot internals this package relies on (present from Eglot 1.9 on).
-(declare-function eglot--connect "eglot")
-(declare-function eglot--current-project "eglot")
-(declare-function eglot--path-to-uri "eglot")
-(declare-function eglot--uri-to-path "eglot")
-(declare-function eglot--signal-textDocument/didChange "eglot")
+;; Eglot internals this package still uses, each because Eglot offers no
+;; public way to do it (checked against Eglot 1.9 and the Eglot of Emacs
+;; 29 and 30); everything else goes through Eglot's public functions,
+;; hooks and generic functions.
+;; - `eglot--project': the project of a given server (slot accessor; Eglot
+;;   has a public reader for its nickname only).
+;; - `eglot--server-info': the serverInfo the server sent (slot accessor, no
+;;   public reader): tells an agent-lsp server started from a plain command.
+;; - `eglot--capabilities': a given server's capabilities (slot accessor;
+;;   `eglot-server-capable', Eglot >= 1.16, reads only the current
+;;   buffer's server): the position encoding the server chose.
+;; - `eglot--signal-textDocument/didChange': sends the pending changes now
+;;   (Eglot sends them on an idle timer only), before a run reads them.
+;; - `eglot--versioned-identifier': a managed buffer's LSP document version
+;;   (no public accessor), to answer `afterVersion'.
+;; - `eglot--path-to-uri', `eglot--uri-to-path': only on Eglot < 1.16; the
+;;   public `eglot-path-to-uri' and `eglot-uri-to-path' from 1.16 on.
+(declare-function eglot--project "eglot" (server))
+(declare-function eglot--server-info "eglot" (server))
+(declare-function eglot--capabilities "eglot" (server))
+(declare-function eglot--signal-textDocument/didChange "eglot" ())
+(declare-function eglot--path-to-uri "eglot" (path))
+(declare-function eglot--uri-to-path "eglot" (uri))
+(declare-function eglot-path-to-uri "eglot" (path))    ; Eglot >= 1.16
+(declare-function eglot-uri-to-path "eglot" (uri))     ; Eglot >= 1.16
+(defvar eglot-lsp-context)              ; public, documented in eglot.el
 
 
 ;;; Customization
@@ -224,11 +244,15 @@ Keys are camelCased, except with VERBATIM and below the keys in
   (or (agent-lsp--to-json (default-value 'agent-lsp-settings))
       (make-hash-table)))
 
-(cl-defmethod eglot-initialization-options ((server agent-lsp-server))
-  "SERVER's contact's `:initializationOptions', else `agent-lsp-settings'."
-  (if (plist-get (eglot--saved-initargs server) :initializationOptions)
-      (cl-call-next-method)
-    (agent-lsp-initialization-options)))
+(cl-defmethod eglot-initialization-options ((_server agent-lsp-server))
+  "The contact's `:initializationOptions', else `agent-lsp-settings'.
+Eglot's own method gives the contact's options, or {} without any."
+  (let ((contact-options (cl-call-next-method)))
+    (if (or (null contact-options)
+            (and (hash-table-p contact-options)
+                 (zerop (hash-table-count contact-options))))
+        (agent-lsp-initialization-options)
+      contact-options)))
 
 (cl-defmethod eglot-client-capabilities ((_server agent-lsp-server))
   "Eglot's capabilities plus `experimental.agentLsp.diagnostics'.
@@ -256,21 +280,49 @@ left as this Eglot describes it: the server asks approvals with
                   "agent-lsp"))
        (jsonrpc-running-p server)))
 
+(defvar agent-lsp--known-servers nil
+  "Eglot servers started since this package loaded, live ones only.
+Filled from `eglot-server-initialized-hook' (public), so that the
+agent-lsp servers among them can be found without Eglot's internal
+table of servers.")
+
+(defun agent-lsp--note-server (server)
+  "Remember SERVER, a new Eglot server (maybe agent-lsp: known later)."
+  (setq agent-lsp--known-servers
+        (cons server (seq-filter #'jsonrpc-running-p agent-lsp--known-servers))))
+
+;; Only records the server: no other server's behaviour changes.
+(add-hook 'eglot-server-initialized-hook #'agent-lsp--note-server)
+
 (defun agent-lsp--all-servers ()
-  "Every live agent-lsp server."
-  (let (all)
-    (maphash (lambda (_project servers)
-               (dolist (s servers) (when (agent-lsp--server-p s) (push s all))))
-             eglot--servers-by-project)
-    all))
+  "Every live agent-lsp server, newest first."
+  (seq-filter #'agent-lsp--server-p agent-lsp--known-servers))
+
+(defun agent-lsp--project ()
+  "The current buffer's project, found as Eglot finds it."
+  ;; `eglot-lsp-context' lets `project-find-functions' know it is for LSP
+  (let ((eglot-lsp-context t))
+    (or (project-current)
+        (cons 'transient (expand-file-name default-directory)))))
+
+(defun agent-lsp--root (project)
+  "PROJECT's root directory, as an absolute directory name, or nil."
+  (let ((root (ignore-errors (project-root project))))
+    (and root (file-name-as-directory (expand-file-name root)))))
+
+(defun agent-lsp--server-root (server)
+  "The root directory of SERVER's project, or nil."
+  (agent-lsp--root (ignore-errors (eglot--project server))))
 
 (defun agent-lsp--server ()
   "The agent-lsp server for the current buffer, or nil."
   (let ((current (eglot-current-server)))
     (cond
      ((agent-lsp--server-p current) current)
-     ((cl-find-if #'agent-lsp--server-p
-                  (gethash (eglot--current-project) eglot--servers-by-project)))
+     ((let ((root (agent-lsp--root (agent-lsp--project))))
+        (and root
+             (cl-find root (agent-lsp--all-servers)
+                      :key #'agent-lsp--server-root :test #'equal))))
      ((not buffer-file-name)
       ;; the stream buffer and other non-file buffers: the newest run's
       ;; server, or the only server
@@ -303,7 +355,7 @@ agent reads the files from disk."
                           (and other (jsonrpc-running-p other))))
              (server (agent-lsp--connect
                       (list (if sidecar agent-lsp--sidecar-mode major-mode))
-                      (eglot--current-project)
+                      (agent-lsp--project)
                       (if sidecar "plaintext" (agent-lsp--language-id)))))
         (when (and sidecar other)
           (message "agent-lsp: started beside %s, managing no buffers"
@@ -316,13 +368,13 @@ agent reads the files from disk."
          ;; wait for `initialize' (C-g gives up) instead of a few seconds,
          ;; so that a second command does not start a second server
          (eglot-sync-connect t)
-         ;; `eglot--connect', not `eglot', which would shut down the
-         ;; buffer's other server
-         (server (eglot--connect
-                  modes project (car contact) (cdr contact)
-                  ;; Eglot >= 1.16 takes a list of language ids
-                  (if (fboundp 'eglot--languages) (list language-id)
-                    language-id))))
+         ;; `eglot' from a buffer that no server manages: called from the
+         ;; file's buffer, Eglot <= 1.15 would shut down its other server.
+         ;; A single language id is taken by every Eglot (>= 1.16 makes a
+         ;; list of it).
+         (server (with-temp-buffer
+                   (eglot modes project (car contact) (cdr contact)
+                          language-id))))
     (when (cl-typep server 'agent-lsp-server)
       (setf (agent-lsp--start-args server) (list modes project language-id)))
     server))
@@ -347,7 +399,7 @@ Their runs are cancelled and their sessions forgotten."
 
 (defun agent-lsp--settings-changed ()
   "Restart the running agent-lsp servers: `agent-lsp-settings' changed."
-  (when (and (boundp 'eglot--servers-by-project) (agent-lsp--all-servers))
+  (when (agent-lsp--all-servers)
     (message "agent-lsp: settings changed, restarting the server")
     (agent-lsp-restart)))
 
@@ -395,10 +447,27 @@ Their runs are cancelled and their sessions forgotten."
              (error-message-string err)))
         (t (format "%s" err))))
 
+(defun agent-lsp--uri-to-path (uri)
+  "The file name of URI, a file: URI, as Eglot makes it."
+  (if (fboundp 'eglot-uri-to-path) (eglot-uri-to-path uri)
+    (eglot--uri-to-path uri)))          ; Eglot < 1.16: no public function
+
+(defun agent-lsp--path-to-uri (path)
+  "The file: URI of PATH, as Eglot makes it (the server compares them)."
+  (if (fboundp 'eglot-path-to-uri) (eglot-path-to-uri path)
+    (eglot--path-to-uri path)))         ; Eglot < 1.16: no public function
+
+(defun agent-lsp--managed-buffers (server)
+  "The buffers that SERVER manages."
+  (seq-filter (lambda (buffer)
+                (with-current-buffer buffer
+                  (and (eglot-managed-p) (eq (eglot-current-server) server))))
+              (buffer-list)))
+
 (defun agent-lsp--relative (uri server)
   "URI's file, relative to SERVER's project root when inside it."
-  (let ((path (if (string-prefix-p "file:" uri) (eglot--uri-to-path uri) uri))
-        (root (ignore-errors (project-root (eglot--project server)))))
+  (let ((path (if (string-prefix-p "file:" uri) (agent-lsp--uri-to-path uri) uri))
+        (root (agent-lsp--server-root server)))
     (if (and root (file-in-directory-p path root))
         (file-relative-name path root)
       (abbreviate-file-name path))))

@@ -19,6 +19,9 @@
 (require 'agent-lsp-rpc)
 
 (defvar flymake--recent-changes)        ; Flymake 1.x internal, Emacs >= 28
+;; Eglot keeps a managed buffer's document version here, with no public
+;; accessor (see the list in agent-lsp-base.el)
+(defvar eglot--versioned-identifier)
 (declare-function flymake--lookup-type-property "flymake")
 
 (defconst agent-lsp--diagnostics-wait 2.0
@@ -93,7 +96,7 @@
   (_server (_method (eql textDocument/publishDiagnostics)) &key uri
            &allow-other-keys)
   "Note when the diagnostics of URI's buffer were published."
-  (let ((buffer (and (stringp uri) (find-buffer-visiting (eglot--uri-to-path uri)))))
+  (let ((buffer (and (stringp uri) (find-buffer-visiting (agent-lsp--uri-to-path uri)))))
     (when buffer
       (with-current-buffer buffer
         (setq agent-lsp--published-tick (buffer-chars-modified-tick))))))
@@ -130,15 +133,15 @@ buffer no window shows."
   "(URI . BUFFER-OR-NIL) for URIS, or for SERVER's project buffers if nil."
   (if uris
       (mapcar (lambda (uri)
-                (cons uri (find-buffer-visiting (eglot--uri-to-path uri))))
+                (cons uri (find-buffer-visiting (agent-lsp--uri-to-path uri))))
               (append uris nil))
-    (let ((root (ignore-errors (project-root (eglot--project server)))))
+    (let ((root (agent-lsp--server-root server)))
       (delq nil
             (mapcar (lambda (buffer)
                       (let ((file (buffer-file-name buffer)))
                         (and file root (file-in-directory-p file root)
                              (buffer-local-value 'flymake-mode buffer)
-                             (cons (eglot--path-to-uri file) buffer))))
+                             (cons (agent-lsp--path-to-uri file) buffer))))
                     (buffer-list))))))
 
 (defun agent-lsp--diagnostics-answer (targets encoding)

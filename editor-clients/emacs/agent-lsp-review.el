@@ -18,7 +18,7 @@
 (require 'diff-mode)
 (require 'agent-lsp-rpc)
 
-(declare-function eglot--apply-workspace-edit "eglot")
+(defvar eglot-confirm-server-initiated-edits) ; Eglot <= 1.15
 (defvar eglot-confirm-server-edits)     ; Eglot >= 1.16
 
 
@@ -58,7 +58,7 @@ Our server puts runId and callId in each action item."
 (defun agent-lsp--show-diff (server review)
   "Show the diff of REVIEW, a pending edit of SERVER; return the window."
   (let ((buffer (get-buffer-create agent-lsp-diff-buffer-name))
-        (root (ignore-errors (project-root (eglot--project server)))))
+        (root (agent-lsp--server-root server)))
     (with-current-buffer buffer
       (let ((inhibit-read-only t))
         (erase-buffer)
@@ -184,14 +184,15 @@ Eglot's METHOD handler when SERVER is not agent-lsp."
   (cond
    ((not (agent-lsp--server-p server))
     (apply #'cl-call-next-method server method params))
-   ((null agent-lsp--request-id)
+   ((not (agent-lsp--deferrable-p server))
     (agent-lsp--answer-approval server message actions))
    (t
-    (setq agent-lsp--approval-queue
-          (append agent-lsp--approval-queue
-                  (list (list server agent-lsp--request-id message actions))))
-    (run-at-time 0 nil #'agent-lsp--next-approval)
-    (throw 'agent-lsp--answer-later nil))))
+    (agent-lsp--later
+     (lambda (id)
+       (setq agent-lsp--approval-queue
+             (append agent-lsp--approval-queue
+                     (list (list server id message actions))))
+       (run-at-time 0 nil #'agent-lsp--next-approval))))))
 
 (cl-defmethod eglot-handle-notification
   (server (_method (eql $/cancelRequest)) &key id &allow-other-keys)
@@ -212,7 +213,7 @@ Eglot's METHOD handler when SERVER is not agent-lsp."
       (push (or (plist-get (plist-get change :textDocument) :uri)
                 (plist-get change :uri))
             uris))
-    (delete-dups (mapcar #'eglot--uri-to-path (delq nil uris)))))
+    (delete-dups (mapcar #'agent-lsp--uri-to-path (delq nil uris)))))
 
 (defun agent-lsp--prepare-edit (edit)
   "EDIT without resource operations: `create' is a new buffer, others fail."
@@ -224,7 +225,7 @@ Eglot's METHOD handler when SERVER is not agent-lsp."
           (pcase (plist-get change :kind)
             ('nil (push change kept))
             ("create" (agent-lsp--visit
-                       (eglot--uri-to-path (plist-get change :uri))))
+                       (agent-lsp--uri-to-path (plist-get change :uri))))
             (kind (jsonrpc-error "agent-lsp: cannot %s files" kind))))
         (plist-put (copy-sequence edit) :documentChanges
                    (vconcat (nreverse kept)))))))
@@ -246,6 +247,20 @@ Eglot's METHOD handler when SERVER is not agent-lsp."
         (unless (file-directory-p dir) (make-directory dir t)))
       (save-buffer))))
 
+(defvar agent-lsp--edit-server nil
+  "The agent-lsp server whose edit `agent-lsp--apply-edit' applies.")
+
+(defvar agent-lsp--eglot-applies nil
+  "The edit that Eglot's own `workspace/applyEdit' handler is given, or nil.")
+
+(defun agent-lsp--eglot-apply (edit)
+  "Have Eglot's own `workspace/applyEdit' handler apply EDIT.
+Through the public generic function `eglot-handle-request', so Eglot
+checks the versions and edits the buffers as it does for any server."
+  (let ((agent-lsp--eglot-applies edit))
+    (eglot-handle-request (or agent-lsp--edit-server (agent-lsp--server))
+                          'workspace/applyEdit :edit edit)))
+
 (defun agent-lsp--apply-edit (edit)
   "Apply EDIT, the agent's WorkspaceEdit; an ApplyWorkspaceEditResult.
 A refused edit (a stale version, a declined confirmation) is
@@ -254,10 +269,11 @@ A refused edit (a stale version, a declined confirmation) is
       (let* ((paths (agent-lsp--edit-paths edit))
              ;; visit first: Eglot asks before touching unvisited files
              (buffers (mapcar #'agent-lsp--visit paths))
-             ;; Eglot >= 1.16 reads this option; Eglot 1.9 the argument below
+             ;; Eglot's handler asks y/n before an edit when these say so:
+             ;; Eglot <= 1.15 reads the first, Eglot >= 1.16 the second
+             (eglot-confirm-server-initiated-edits agent-lsp-confirm-edits)
              (eglot-confirm-server-edits (and agent-lsp-confirm-edits 'summary)))
-        (eglot--apply-workspace-edit (agent-lsp--prepare-edit edit)
-                                     agent-lsp-confirm-edits)
+        (agent-lsp--eglot-apply (agent-lsp--prepare-edit edit))
         ;; No flush of the didChange here: the server waits for it (eglot sends it when idle).
         (when agent-lsp-save-after-edit
           (mapc #'agent-lsp--save buffers))
@@ -273,10 +289,15 @@ A refused edit (a stale version, a declined confirmation) is
   (server (method (eql workspace/applyEdit))
           &rest params &key edit &allow-other-keys)
   "Apply SERVER's EDIT without Eglot's question, then save it.
-PARAMS go to Eglot's METHOD handler when SERVER is not agent-lsp."
-  (if (agent-lsp--server-p server)
-      (agent-lsp--answer-later server (lambda () (agent-lsp--apply-edit edit)))
-    (apply #'cl-call-next-method server method params)))
+PARAMS go to Eglot's METHOD handler when SERVER is not agent-lsp (and
+when `agent-lsp--eglot-apply' hands it an agent-lsp edit)."
+  (if (or (not (agent-lsp--server-p server))
+          (and edit (eq edit agent-lsp--eglot-applies)))
+      (apply #'cl-call-next-method server method params)
+    (agent-lsp--answer-later
+     server (lambda ()
+              (let ((agent-lsp--edit-server server))
+                (agent-lsp--apply-edit edit))))))
 
 (provide 'agent-lsp-review)
 ;;; agent-lsp-review.el ends here

@@ -51,8 +51,10 @@ messages unread after its synchronous answer."
 
 (defun agent-lsp--flush-changes (server)
   "Flush the pending didChange of the buffers SERVER manages."
-  (dolist (buffer (eglot--managed-buffers server))
-    (when (buffer-live-p buffer)
+  ;; Eglot has no public way to send the pending changes now (it sends
+  ;; them when idle): its internal function, present in every Eglot so far
+  (when (fboundp 'eglot--signal-textDocument/didChange)
+    (dolist (buffer (agent-lsp--managed-buffers server))
       (with-current-buffer buffer
         (eglot--signal-textDocument/didChange)))))
 
@@ -65,22 +67,45 @@ messages unread after its synchronous answer."
 ;; stream stops, and output arriving meanwhile re-enters jsonrpc 1.0.14's
 ;; filter, which loses or garbles messages.  So the approval, edit and
 ;; diagnostics handlers answer later instead, from a timer, once the filter
-;; is done: jsonrpc's dispatch is wrapped to know the request id and to let
-;; a handler leave without an answer.
+;; is done.
+;;
+;; No advice, nothing global: two methods specialised on `agent-lsp-server'
+;; (public generic functions of Eglot and jsonrpc), so that other servers
+;; never meet this code.  The `eglot-handle-request' method notes that one
+;; of our requests is being handled; a handler that answers later returns
+;; an `agent-lsp--later' object instead of its answer.  jsonrpc, from
+;; Eglot 1.9's to the newest, sends a handler's value with
+;; `jsonrpc-connection-send' (:id ID :result VALUE): our method there learns
+;; the request id, sends nothing, and starts the later answer.
 
-(defvar agent-lsp--request-id nil
-  "Id of the server request being dispatched, nil for other messages.")
+(cl-defstruct (agent-lsp--later (:constructor agent-lsp--later (start))
+                                (:copier nil))
+  "The value of a handler that answers later: START is called with the id."
+  start)
 
-(defun agent-lsp--dispatch (receive connection message &rest args)
-  "Around `jsonrpc-connection-receive' (RECEIVE) of CONNECTION's MESSAGE.
-Binds `agent-lsp--request-id' and lets a handler skip the answer by
-throwing `agent-lsp--answer-later'.  ARGS go along unchanged."
-  (let ((agent-lsp--request-id (and (plist-get message :method)
-                                    (plist-get message :id))))
-    (catch 'agent-lsp--answer-later
-      (apply receive connection message args))))
+(defvar agent-lsp--handling nil
+  "The agent-lsp server whose request is being handled, nil otherwise.")
 
-(advice-add 'jsonrpc-connection-receive :around #'agent-lsp--dispatch)
+(cl-defmethod eglot-handle-request :around ((server agent-lsp-server) _method
+                                            &rest _params)
+  "Note that SERVER's request is being handled (its handlers may answer later)."
+  (let ((agent-lsp--handling server))
+    (cl-call-next-method)))
+
+(cl-defmethod jsonrpc-connection-send :around ((_server agent-lsp-server)
+                                               &rest args)
+  "Send ARGS to the server, unless they answer with an `agent-lsp--later'.
+That answer is not sent: its start function gets the request id."
+  (let ((result (plist-get args :result)))
+    (if (agent-lsp--later-p result)
+        (funcall (agent-lsp--later-start result) (plist-get args :id))
+      (cl-call-next-method))))
+
+(defun agent-lsp--deferrable-p (server)
+  "Non-nil if SERVER's request being handled may be answered later.
+Only requests of an `agent-lsp-server' can: a connection of another
+class (agent-lsp started with a plain command) is answered at once."
+  (and server (eq server agent-lsp--handling)))
 
 (defun agent-lsp--send-answer (server id result &optional error-message)
   "Answer SERVER's request ID with RESULT, or an error with ERROR-MESSAGE."
@@ -103,24 +128,26 @@ throwing `agent-lsp--answer-later'.  ARGS go along unchanged."
     (agent-lsp--send-answer server id value failure)))
 
 (defun agent-lsp--answer-when (server ready timeout fn)
-  "Answer the request being dispatched from SERVER with FN's value, later.
+  "Answer the request being handled from SERVER with FN's value, later.
 FN runs from a timer, outside jsonrpc's process filter, once READY
 returns non-nil or TIMEOUT seconds passed (READY nil: at once).
-Returns FN's value at once instead when the request's id is unknown."
-  (let ((id agent-lsp--request-id)
-        (deadline (+ (float-time) (or timeout 0))))
-    (if (null id)
-        (funcall fn)
-      (letrec ((poll (lambda ()
-                       (if (or (null ready) (>= (float-time) deadline)
-                               (ignore-errors (funcall ready)))
-                           (agent-lsp--answer-now server id fn)
-                         (run-at-time 0.05 nil poll)))))
-        (run-at-time 0 nil poll))
-      (throw 'agent-lsp--answer-later nil))))
+Returns what the handler returns: an `agent-lsp--later', or FN's value
+at once when the request cannot be answered later."
+  (if (not (agent-lsp--deferrable-p server))
+      (funcall fn)
+    (let ((deadline (+ (float-time) (or timeout 0))))
+      (agent-lsp--later
+       (lambda (id)
+         (letrec ((poll (lambda ()
+                          (if (or (null ready) (>= (float-time) deadline)
+                                  (ignore-errors (funcall ready)))
+                              (agent-lsp--answer-now server id fn)
+                            (run-at-time 0.05 nil poll)))))
+           (run-at-time 0 nil poll)))))))
 
 (defun agent-lsp--answer-later (server fn)
-  "Answer the request being dispatched from SERVER with FN's value, later."
+  "Answer the request being handled from SERVER with FN's value, later.
+Returns what the handler returns (see `agent-lsp--answer-when')."
   (agent-lsp--answer-when server nil nil fn))
 
 (provide 'agent-lsp-rpc)

@@ -56,8 +56,6 @@
 (require 'agent-lsp-history)
 (require 'agent-lsp-health)
 
-(declare-function eglot--pos-to-lsp-position "eglot")
-
 
 ;;; Runs
 
@@ -127,7 +125,7 @@ is set on the retry without a session the server forgot (a restart)."
 (defun agent-lsp--text-document ()
   "The current buffer's TextDocumentIdentifier, nil if it visits no file."
   (when buffer-file-name
-    (list :uri (eglot--path-to-uri buffer-file-name))))
+    (list :uri (agent-lsp--path-to-uri buffer-file-name))))
 
 (defvar agent-lsp--history nil
   "Minibuffer history of agent tasks and questions.")
@@ -198,10 +196,13 @@ makes one"))))
                          (format "Carry out the plan of %s"
                                  (agent-lsp--run-id plan)))))
 
-(defun agent-lsp-region-range (beg end)
-  "The LSP range of BEG..END: 0-based lines, UTF-16 columns."
-  (list :start (eglot--pos-to-lsp-position beg)
-        :end (eglot--pos-to-lsp-position end)))
+(defun agent-lsp-region-range (beg end &optional server)
+  "The LSP range of BEG..END in SERVER's position encoding.
+0-based lines; columns in the encoding that SERVER (default: the
+current buffer's agent-lsp server) chose, UTF-16 unless it said otherwise."
+  (let ((encoding (agent-lsp--position-encoding (or server (agent-lsp--server)))))
+    (list :start (agent-lsp--lsp-position beg encoding)
+          :end (agent-lsp--lsp-position end encoding))))
 
 (defun agent-lsp--selection-prompt (question beg end range)
   "QUESTION followed by the text from BEG to END (at LSP RANGE), fenced."
@@ -234,7 +235,7 @@ NEW-SESSION (interactively, \\[universal-argument]) starts a new session."
          (end (max beg end))
          (server (agent-lsp--ensure-server))
          (doc (agent-lsp--text-document))
-         (range (agent-lsp-region-range beg end))
+         (range (agent-lsp-region-range beg end server))
          (prompt (agent-lsp--selection-prompt question beg end range)))
     (deactivate-mark)
     (agent-lsp--send-run
@@ -337,8 +338,8 @@ what was restored and offers to force."
       (cl-call-next-method))))
 
 (defun agent-lsp-unload-function ()
-  "Remove the advice, hooks and the mode-line entry of agent-lsp."
-  (advice-remove 'jsonrpc-connection-receive #'agent-lsp--dispatch)
+  "Remove the hooks and the mode-line entry of agent-lsp."
+  (remove-hook 'eglot-server-initialized-hook #'agent-lsp--note-server)
   (remove-hook 'agent-lsp-stream-functions #'agent-lsp--keep-review)
   (setq mode-line-misc-info (delete agent-lsp--mode-line-entry
                                     mode-line-misc-info))
