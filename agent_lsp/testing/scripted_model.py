@@ -32,14 +32,10 @@ only watched when stdin is a pipe, so ``stdin=DEVNULL`` does not stop it at once
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import dataclasses
 import itertools
 import json
-import os
-import signal
-import stat
 import sys
 import threading
 import time
@@ -61,9 +57,9 @@ from agent_lsp.testing.sse import (
     message_text,
     prompt_chars,
     read_request,
+    send_completion,
     send_raw,
-    status_error,
-    verbatim_body,
+    send_status_fault,
 )
 from agent_lsp.testing.strict import strict_problem
 
@@ -329,7 +325,7 @@ class ScriptedModelServer:
         if reply.ttft:
             await asyncio.sleep(reply.ttft)
         if reply.fault == "status":
-            return await self._status_fault(reply, resp)
+            return await send_status_fault(reply, resp)
         if reply.raw is not None:  # a recorded stream, byte for byte
             with self._lock:
                 entry.status = 200
@@ -337,7 +333,7 @@ class ScriptedModelServer:
             return 200
         payload = self._payload(body, reply)
         if not body.get("stream"):
-            return await self._complete(payload, resp)
+            return await send_completion(payload, resp)
         include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
         events = list(payload.content_events()) if reply.fault != "garbage" else [GARBAGE]
         if reply.fault not in ("no_finish", "garbage"):
@@ -378,37 +374,6 @@ class ScriptedModelServer:
         model = str(body["model"]) if isinstance(body.get("model"), str) else "scripted"
         return ReplyPayload(reply, f"chatcmpl-scripted-{n}", model, int(time.time()), call_ids, usage)
 
-    async def _status_fault(self, reply: Reply, resp: Responder) -> int:
-        status = reply.status or 500
-        headers = {}
-        if reply.retry_after is not None:
-            ra = reply.retry_after
-            headers["retry-after"] = str(int(ra)) if ra == int(ra) else str(ra)
-            headers["retry-after-ms"] = str(round(ra * 1000))
-        if reply.body is not None:  # a real server's error body, whatever its shape
-            data, kind = verbatim_body(reply.body)
-            await resp.send(status, data, {**headers, "content-type": kind})
-            return status
-        msg = reply.message or f"scripted model: HTTP {status} fault"
-        await resp.send(status, status_error(status, msg), headers)
-        return status
-
-    async def _complete(self, payload: ReplyPayload, resp: Responder) -> int:
-        reply = payload.reply
-        if reply.chunk_delay:
-            await asyncio.sleep(reply.chunk_delay * (sum(1 for _ in payload.content_events()) - 1))
-        if reply.fault == "garbage":
-            await resp.send(200, GARBAGE)
-            return 200
-        data = json.dumps(payload.completion(finish=reply.fault != "no_finish")).encode()
-        if reply.fault != "cut":
-            await resp.send(200, data)
-            return 200
-        await resp.head(200, {"content-type": "application/json", "content-length": str(len(data))})
-        await resp.write(data[: len(data) // 2])
-        resp.abort()
-        return 200
-
 
 def _turns_since_last_prompt(messages: list[Any]) -> int:
     turns = 0
@@ -421,32 +386,9 @@ def _turns_since_last_prompt(messages: list[Any]) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m agent_lsp.testing.scripted_model",
-                                     description="Serve a scripted OpenAI-compatible model.")
-    parser.add_argument("--script", required=True, type=Path,
-                        help='JSON: {"<key>": [replies...]} or a bare list for the default key')
-    parser.add_argument("--port", type=int, default=0)
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--record", type=Path, help="append each request body as a JSONL line")
-    args = parser.parse_args(argv)
-    script = json.loads(args.script.read_text(encoding="utf-8"))
-    srv = ScriptedModelServer(args.host, args.port, record=args.record)
-    for key, replies in (script.items() if isinstance(script, dict) else [("", script)]):
-        srv.add(key, replies)
-    done = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: done.set())
-    if stat.S_ISFIFO(os.fstat(0).st_mode) or stat.S_ISSOCK(os.fstat(0).st_mode):
-        def _watch_stdin() -> None:
-            while os.read(0, 65536):
-                pass
-            done.set()
-        threading.Thread(target=_watch_stdin, daemon=True).start()
-    with srv:
-        print(srv.base_url, flush=True)
-        while not done.wait(0.2):
-            pass
-    return 0
+    from agent_lsp.testing.serve import serve
+
+    return serve(argv)
 
 
 if __name__ == "__main__":

@@ -300,3 +300,36 @@ class Responder:
         self.writer.transport.abort()
 
 
+async def send_status_fault(reply: Reply, resp: Responder) -> int:
+    """An HTTP error answer: the reply's status, retry-after headers, and its body verbatim or a
+    standard error object."""
+    status = reply.status or 500
+    headers = {}
+    if reply.retry_after is not None:
+        ra = reply.retry_after
+        headers["retry-after"] = str(int(ra)) if ra == int(ra) else str(ra)
+        headers["retry-after-ms"] = str(round(ra * 1000))
+    if reply.body is not None:  # a real server's error body, whatever its shape
+        data, kind = verbatim_body(reply.body)
+        await resp.send(status, data, {**headers, "content-type": kind})
+        return status
+    msg = reply.message or f"scripted model: HTTP {status} fault"
+    await resp.send(status, status_error(status, msg), headers)
+    return status
+
+async def send_completion(payload: ReplyPayload, resp: Responder) -> int:
+    """A non-streamed completion, or one of its faults (garbage, no finish, a cut body)."""
+    reply = payload.reply
+    if reply.chunk_delay:
+        await asyncio.sleep(reply.chunk_delay * (sum(1 for _ in payload.content_events()) - 1))
+    if reply.fault == "garbage":
+        await resp.send(200, GARBAGE)
+        return 200
+    data = json.dumps(payload.completion(finish=reply.fault != "no_finish")).encode()
+    if reply.fault != "cut":
+        await resp.send(200, data)
+        return 200
+    await resp.head(200, {"content-type": "application/json", "content-length": str(len(data))})
+    await resp.write(data[: len(data) // 2])
+    resp.abort()
+    return 200
