@@ -15,7 +15,7 @@ from agent_lsp.agent.checkpoints import CheckpointStore
 from agent_lsp.agent.disk_workspace import DiskWorkspace
 from agent_lsp.agent.display import escape_invisible, for_terminal
 from agent_lsp.agent.host import AgentHost, RunPorts
-from agent_lsp.agent.messages import Event, RunReport, StopReason
+from agent_lsp.agent.messages import CancelCause, Event, RunReport, StopCause, StopReason
 from agent_lsp.agent.ports import Answer, ApprovalRequest, Decision
 from agent_lsp.agent.sessions import SessionError
 from agent_lsp.agent.tools.paths import PathGuard
@@ -25,7 +25,11 @@ from agent_lsp.terminal import Style, isatty, read_line_async
 EXIT_CODES = {StopReason.DONE: 0, StopReason.FATAL: 1, StopReason.MAX_TURNS: 3, StopReason.CANCELLED: 130}
 EXIT_USAGE = 2
 SHOWN_LINES = 40  # lines of an approval's detail shown before asking (v shows the rest)
-SIGNAL_CAUSES = {signal.SIGTERM: "SIGTERM", signal.SIGHUP: "SIGHUP (the terminal closed)"}
+SIGNAL_CAUSES = {  # Ctrl-C is the user; SIGTERM and SIGHUP came from elsewhere (Decision 24)
+    signal.SIGINT: CancelCause(StopCause.USER),
+    signal.SIGTERM: CancelCause(StopCause.SIGNAL, "SIGTERM"),
+    signal.SIGHUP: CancelCause(StopCause.SIGNAL, "SIGHUP (the terminal closed)"),
+}
 NOBODY = "no one could be asked (no terminal to ask on; pass --yes to approve side effects)"
 
 
@@ -114,7 +118,7 @@ class TerminalStream:
             self.in_text = True
             self.out.flush()
             return
-        if event.kind == "status" and event.agent_id == "main" and "asking the model" in event.text:
+        if event.kind == "status" and event.agent_id == "main" and event.data.get("waiting") == "model":
             self._show_waiting()
             return
         if event.kind == "stop":  # the last streamed text ends its line (with --json, stderr's last line)
@@ -171,7 +175,7 @@ class TerminalStream:
             return f"{mark} {text}{extra}"
         if event.kind == "compaction":
             return s.dim(f"⋯ {text}")
-        if event.kind == "status" and "asking the model" not in text:
+        if event.kind == "status" and event.data.get("waiting") != "model":
             return s.dim(f"· {text}")
         return None
 
@@ -230,16 +234,10 @@ async def run_headless(task: str, workspace: Path, settings: Settings, yes: bool
     loop = asyncio.get_running_loop()
     task_ = hosted.task
     assert task_ is not None
-    def stop(cause: str | None) -> None:
-        if hosted.cancel_cause is None:
-            hosted.cancel_cause = cause
-        task_.cancel()
-
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         try:
-            # Ctrl-C is the user's cancel; a SIGTERM or SIGHUP came from elsewhere and the
-            # report says which (Decision 24: a signal is not the user).
-            loop.add_signal_handler(signum, stop, SIGNAL_CAUSES.get(signum))
+            # The report's stopCause says which: `user` for Ctrl-C, `signal` for the others.
+            loop.add_signal_handler(signum, hosted.cancel, SIGNAL_CAUSES[signum])
         except (NotImplementedError, RuntimeError, ValueError):
             pass
     try:

@@ -247,11 +247,20 @@ class AcpAgent:
                                {"sessionId": session_id})
         return session
 
+    def signalled(self, name: str) -> None:
+        """SIGTERM or SIGHUP: every turn in flight is cancelled, its cause the signal."""
+        if self._host is not None:
+            from agent_lsp.agent.messages import CancelCause, StopCause
+
+            self._host.cancel_every(CancelCause(StopCause.SIGNAL, name))
+
     async def shutdown(self) -> None:
-        """The client went away: cancel every turn, end the MCP servers."""
+        """The client went away: cancel every turn (cause `shutdown`), end the MCP servers."""
         if self._host is None:
             return
-        await self._host.cancel_all(SHUTDOWN_DEADLINE)
+        from agent_lsp.agent.messages import CancelCause, StopCause
+
+        await self._host.cancel_all(SHUTDOWN_DEADLINE, CancelCause(StopCause.SHUTDOWN))
         try:
             await asyncio.wait_for(self._host.aclose(), SHUTDOWN_DEADLINE)
         except TimeoutError:

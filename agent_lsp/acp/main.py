@@ -53,9 +53,13 @@ async def _serve() -> int:
     agent = AcpAgent()
     loop = asyncio.get_running_loop()
     main = asyncio.current_task()
+    def on_signal(name: str) -> None:
+        agent.signalled(name)  # the turns in flight stop `signal`, not `shutdown`
+        main.cancel()  # type: ignore[union-attr]
+
     for signum in (signal.SIGTERM, signal.SIGHUP):
         try:
-            loop.add_signal_handler(signum, main.cancel)  # type: ignore[union-attr]
+            loop.add_signal_handler(signum, on_signal, signal.Signals(signum).name)
         except (NotImplementedError, RuntimeError, ValueError):
             pass
     try:

@@ -31,7 +31,7 @@ from agent_lsp.acp.updates import Outbox, RunEvents, text_block, thought
 from agent_lsp.acp.workspace import AcpWorkspace
 from agent_lsp.agent import keyguard
 from agent_lsp.agent.host import HostedRun, RunPorts
-from agent_lsp.agent.messages import RunReport, StopReason
+from agent_lsp.agent.messages import CancelCause, RunReport, StopCause, StopReason
 from agent_lsp.agent.session import new_id
 from agent_lsp.agent.sessions import iso, title_of
 from agent_lsp.agent.transcript import Redactor
@@ -56,18 +56,18 @@ def modes_state(current: str) -> SessionModeState:
         SessionMode(id=mode, name=name, description=description) for mode, (name, description) in MODES.items()])
 
 
+# ACP's stop reason, from the typed cause (Decision 24; never from the error's text): done ->
+# end_turn, max_turns -> max_turn_requests, cancelled -> cancelled; of the fatal stops, a reply
+# cut at the output limit is max_tokens and the endpoint's content filter is refusal.
+ACP_STOP = {StopCause.OUTPUT_LIMIT: "max_tokens", StopCause.CONTENT_FILTER: "refusal"}
+ACP_STOP_BY_REASON = {StopReason.DONE: "end_turn", StopReason.MAX_TURNS: "max_turn_requests", StopReason.CANCELLED: "cancelled"}
+
+
 def stop_response(report: RunReport) -> PromptResponse:
-    """done -> end_turn, max_turns -> max_turn_requests, cancelled -> cancelled; a fatal stop is
-    a JSON-RPC error with the readable message, except a reply cut at the output limit
-    (max_tokens) and the endpoint's content filter (refusal)."""
+    """The turn's ACP stop reason; any other fatal stop is a JSON-RPC error with the readable
+    message (the report, with its stopCause, in the error's data)."""
     meta = {"agentLsp": {"report": report.to_dict()}}
-    reason = {StopReason.DONE: "end_turn", StopReason.MAX_TURNS: "max_turn_requests",
-              StopReason.CANCELLED: "cancelled"}.get(report.stop_reason)
-    error = report.error or ""
-    if reason is None and "cut at its output limit" in error:
-        reason = "max_tokens"
-    elif reason is None and "content filter" in error:
-        reason = "refusal"
+    reason = ACP_STOP.get(report.stop_cause) or ACP_STOP_BY_REASON.get(report.stop_reason)
     if reason is None:
         raise RequestError(-32603, report.summary, meta["agentLsp"])
     return PromptResponse(stop_reason=reason, field_meta=meta)
@@ -153,7 +153,7 @@ class AcpSession:
         try:
             await asyncio.shield(hosted.task)
         except asyncio.CancelledError:  # our request was dropped (the connection closes)
-            self.host.cancel(run_id)
+            self.host.cancel(run_id, CancelCause(StopCause.SHUTDOWN))
             await asyncio.wait([hosted.task], timeout=CANCEL_WAIT)
             raise
         finally:

@@ -10,6 +10,7 @@ from typing import Any
 from acp import RequestError
 
 from agent_lsp.agent.disk_workspace import DiskWorkspace
+from agent_lsp.agent.rewind import RunNotFinished
 from agent_lsp.settings import state_dir
 
 
@@ -53,13 +54,14 @@ def rewind_params(params: Any) -> tuple[str | None, bool, bool, str | None]:
 
 async def rewind_anywhere(host: Any, roots: list[Path], run_id: str | None, force: bool, include_later: bool) -> dict[str, Any]:
     """A run of any known workspace, rewound on disk (no session: no editor to write through)."""
-    problems = []
+    running: list[str] = []  # a workspace that knows the run but cannot rewind it yet says why
     for root in roots:
         try:
             result = await host.rewind([root], DiskWorkspace([root]), run_id, force=force, include_later=include_later, binary_ok=True)
-        except ValueError as exc:
-            problems.append(str(exc))
+        except RunNotFinished as exc:
+            running.append(str(exc))
+            continue
+        except ValueError:
             continue
         return result.to_dict(force="`force: true`", include_later="`includeLater: true`")  # this method's own arguments
-    running = [p for p in problems if "still running" in p]
     raise RequestError(-32602, f"_agentLsp/rewind: {running[0] if running else f'unknown runId {run_id!r} in the workspaces known here; pass sessionId'}")

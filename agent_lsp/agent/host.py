@@ -14,10 +14,10 @@ from typing import Any
 
 from agent_lsp.agent import keyguard
 from agent_lsp.agent.checkpoints import CheckpointStore
-from agent_lsp.agent.messages import RunReport
+from agent_lsp.agent.messages import CancelCause, RunReport, StopCause
 from agent_lsp.agent.model import Model, ModelError, make_model
 from agent_lsp.agent.ports import Approver, EventSink, ToolServers, ToolSet, Workspace
-from agent_lsp.agent.rewind import RewindError, RewindResult, rewind
+from agent_lsp.agent.rewind import RewindError, RewindResult, RunNotFinished, rewind
 from agent_lsp.agent.run import RunOptions, run_task
 from agent_lsp.agent.session import Entry, RunRecord, Session, SessionApprovals, new_id
 from agent_lsp.agent.sessions import SessionError, SessionStore
@@ -34,6 +34,8 @@ KEEP_LIVE_SESSIONS = 32
 IDLE_SECONDS = 30 * 60
 KEEP_FINISHED = 100
 SWEEP_SECONDS = 3600  # orphan spills and transcripts are looked for at most this often
+BY_USER = CancelCause(StopCause.USER)  # agentLsp.cancel, a progress cancel, session/cancel
+BY_SHUTDOWN = CancelCause(StopCause.SHUTDOWN)  # the server shuts down, the client goes away
 
 
 @dataclass
@@ -55,7 +57,16 @@ class HostedRun:
     task: asyncio.Task[Any] | None = None
     report: RunReport | None = None
     mcp: ToolSet | None = None  # the tool servers whose tools the run got (kept open while it goes)
-    cancel_cause: str | None = None  # set before a cancel that was not the user's (e.g. "SIGTERM")
+    cancel_cause: CancelCause | None = None  # who cancelled it (the first cancel wins); none: the user
+
+    def cancel(self, cause: CancelCause) -> bool:
+        """Cancel the run, `cause` saying who (kept only if it is the first). False if it is over."""
+        if self.task is None or self.task.done():
+            return False
+        if self.cancel_cause is None:
+            self.cancel_cause = cause
+        self.task.cancel()
+        return True
 
 
 @dataclass
@@ -260,7 +271,7 @@ class AgentHost:
             raise RewindError(f"unknown runId {run_id!r}: no checkpoint of that run in this workspace (a run that changed no file has none)")
         live = self.live(manifest.session_id)
         if run_id in self.active or (live is not None and live[0].running):
-            raise RewindError(f"a run of session {manifest.session_id} is still running; wait for it or cancel it before rewinding")
+            raise RunNotFinished(f"a run of session {manifest.session_id} is still running; wait for it or cancel it before rewinding")
         try:
             result = await rewind(store, workspace, workspace, run_id, force=force, include_later=include_later, binary_ok=binary_ok)
         except OSError as exc:
@@ -319,19 +330,26 @@ class AgentHost:
                     return manifest.run_id, count
         return None
 
-    def cancel(self, run_id: str) -> bool:
+    def cancel(self, run_id: str, cause: CancelCause = BY_USER) -> bool:
         run = self.active.get(run_id)
         if run is None or run.task is None or run.task.done():
             return False
+        if run.cancel_cause is None:
+            run.cancel_cause = cause
         # call_soon: a run cancelled before its task first ran would skip run_task entirely
         # (and so its report); one loop iteration later it is inside run_task's handler.
         asyncio.get_running_loop().call_soon(run.task.cancel)
         return True
 
-    async def cancel_all(self, deadline: float) -> None:
-        tasks = [r.task for r in self.active.values() if r.task and not r.task.done()]
-        for task in tasks:
-            task.cancel()
+    def cancel_every(self, cause: CancelCause) -> list[asyncio.Task[Any]]:
+        """Cancel every run now (the server or the client is going away); returns their tasks."""
+        runs = [r for r in self.active.values() if r.task is not None and not r.task.done()]
+        for run in runs:
+            run.cancel(cause)
+        return [r.task for r in runs if r.task is not None]
+
+    async def cancel_all(self, deadline: float, cause: CancelCause = BY_SHUTDOWN) -> None:
+        tasks = self.cancel_every(cause)
         if tasks:
             await asyncio.wait(tasks, timeout=deadline)
 

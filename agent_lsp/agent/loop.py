@@ -26,6 +26,7 @@ from agent_lsp.agent.messages import (
     Outcome,
     Reply,
     ReplyCut,
+    StopCause,
     StopReason,
     ToolCall,
     ToolResult,
@@ -49,25 +50,33 @@ CAP_NOTES = {
     ReplyCut.ARGUMENT_CAP: "not run: one tool call's arguments passed the 1 MB cap, so the reply was cut off and nothing of it ran; send smaller calls (e.g. several edit_file calls instead of one huge write)",
     ReplyCut.REPLY_CAP: "not run: the whole reply passed the 4 MB cap, so it was cut off and nothing of it ran; send smaller calls",
 }
-CUT_STOPS = {
-    ReplyCut.OUTPUT_LIMIT: "the model's reply was cut at its output limit (twice in a row)",
-    ReplyCut.ARGUMENT_CAP: "the model's reply passed the 1 MB cap on one call's arguments twice in a row",
-    ReplyCut.REPLY_CAP: "the model's reply passed the 4 MB cap on one reply twice in a row",
+CUT_STOPS = {  # the message, and the typed cause front ends map from
+    ReplyCut.OUTPUT_LIMIT: ("the model's reply was cut at its output limit (twice in a row)", StopCause.OUTPUT_LIMIT),
+    ReplyCut.ARGUMENT_CAP: ("the model's reply passed the 1 MB cap on one call's arguments twice in a row", StopCause.ARGUMENT_CAP),
+    ReplyCut.REPLY_CAP: ("the model's reply passed the 4 MB cap on one reply twice in a row", StopCause.ARGUMENT_CAP),
 }
 CONTINUE_NOTE = "(Your last reply was cut at the output limit. Continue exactly where it stopped, more briefly.)"
 
 
 class StopRun(Exception):
-    """Typed loop control: the loop cannot go on (a fatal stop)."""
+    """Typed loop control: the loop cannot go on (a fatal stop); `cause` says why, typed."""
+
+    def __init__(self, message: str, cause: StopCause):
+        super().__init__(message)
+        self.cause = cause
 
 
 @dataclass
 class LoopOutcome:
-    reason: StopReason
+    cause: StopCause  # decided where the stop is; the reason follows from it
     final_text: str
     turns: int
     error: str | None = None
-    note: str | None = None  # why a max_turns stop came early (a repeated failing call)
+    note: str | None = None  # for the summary: why a max_turns stop came early (a spiral), who cancelled (a signal's name)
+
+    @property
+    def reason(self) -> StopReason:
+        return self.cause.reason
 
 
 class AgentLoop:
@@ -103,7 +112,7 @@ class AgentLoop:
             while True:
                 _cancel_if_asked()
                 if self.turn >= self.max_turns:  # append, then check the turn budget
-                    return LoopOutcome(StopReason.MAX_TURNS, self.last_text, self.turn)
+                    return LoopOutcome(StopCause.TURNS, self.last_text, self.turn)
                 self.turn += 1
                 messages = await self.build_context()  # node 1 (+ compaction)
                 reply = await self.call_model(messages)  # node 2 (streamed)
@@ -112,14 +121,14 @@ class AgentLoop:
                     self.refuse_cut_reply(reply)
                     continue
                 if not reply.tool_calls:  # node 3: the only fork
-                    return LoopOutcome(StopReason.DONE, reply.text, self.turn)  # node 4
+                    return LoopOutcome(StopCause.ANSWER, reply.text, self.turn)  # node 4
                 results = await self.execute_tools(reply.tool_calls)  # approve + execute
                 for result in results:  # append in order
                     self.append(Entry(result.to_message(), "tool", self.s.run_id, result.outcome))
                 if spiral := self._spiral():
-                    return LoopOutcome(StopReason.MAX_TURNS, self.last_text, self.turn, note=spiral)
+                    return LoopOutcome(StopCause.SPIRAL, self.last_text, self.turn, note=spiral)
         except StopRun as stop:
-            return LoopOutcome(StopReason.FATAL, self.last_text, self.turn, str(stop))
+            return LoopOutcome(stop.cause, self.last_text, self.turn, str(stop))
         except asyncio.CancelledError:
             self.close_dangling_calls(Outcome.CANCELLED, "cancelled: the user cancelled the run before this call finished")
             raise
@@ -140,7 +149,8 @@ class AgentLoop:
             await self.compact_history(self.s.limits.context_budget())
             messages = self._messages()
             if self._tokens(messages) > self.s.limits.context_budget():
-                raise StopRun(f"the context does not fit in contextWindow ({self.s.limits.context_window} tokens) even after compaction")
+                raise StopRun(f"the context does not fit in contextWindow ({self.s.limits.context_window} tokens) even after compaction",
+                              StopCause.MODEL)
         new = self.history[self.logged :]
         first = {"system": self.system_prompt, "tools": list(self.tools.tools)} if self.turn == 1 else {}
         await self.s.transcript.write(self.agent_id, self.turn, "request", messages=[e.message for e in new],
@@ -212,7 +222,9 @@ class AgentLoop:
 
     # -- node 2: the streamed LLM call -------------------------------------------------------
     async def call_model(self, messages: list[dict[str, Any]]) -> Reply:
-        self.s.emit(Event("status", f"turn {self.turn}/{self.max_turns}: asking the model", {"turn": self.turn}, self.agent_id))
+        # `waiting: model` is the typed form of the text: a front end shows its waiting line from it.
+        self.s.emit(Event("status", f"turn {self.turn}/{self.max_turns}: asking the model", {"turn": self.turn, "waiting": "model"},
+                          self.agent_id))
         stats = self.s.stats
 
         def delta_of(kind: str) -> Callable[[str], None]:
@@ -238,18 +250,20 @@ class AgentLoop:
                     except ModelError as exc:
                         await self.s.transcript.write(self.agent_id, self.turn, "modelError", error=str(exc), attempt=attempt)
                         if exc.streamed:
-                            raise StopRun(f"the model's stream was cut after {exc.streamed} characters had been shown ({exc})") from None
+                            raise StopRun(f"the model's stream was cut after {exc.streamed} characters had been shown ({exc})",
+                                          StopCause.MODEL) from None
                         if not exc.retryable or attempt == MODEL_ATTEMPTS:
-                            raise StopRun(f"model request failed: {exc}") from None
+                            raise StopRun(f"model request failed: {exc}", StopCause.MODEL) from None
                         self.s.emit(Event("status", f"the model's stream failed before it began ({exc}); sending it again ({attempt}/{MODEL_ATTEMPTS - 1})",
                                           {"turn": self.turn}, self.agent_id))
         except TimeoutError:
             await self.s.transcript.write(self.agent_id, self.turn, "modelError", error="requestTimeout")
-            raise StopRun(f"the model call took longer than requestTimeout ({deadline:g} s) in all, retries included; it was stopped and not sent again") from None
+            raise StopRun(f"the model call took longer than requestTimeout ({deadline:g} s) in all, retries included; it was stopped and not sent again",
+                          StopCause.MODEL) from None
         self.model_calls += 1
         stats.reached_model = True
         if reply.finish_reason == "content_filter":
-            raise StopRun("the endpoint's content filter stopped the model's reply")
+            raise StopRun("the endpoint's content filter stopped the model's reply", StopCause.CONTENT_FILTER)
         self._unique_ids(reply.tool_calls)
         self._count_usage(reply, messages, main_request=self.is_main, schema_chars=self._schema_chars)
         self.last_text = reply.text or self.last_text
@@ -286,7 +300,7 @@ class AgentLoop:
         the loop goes on; a second cut in a row stops the run."""
         self._cuts += 1
         if self._cuts >= 2:
-            raise StopRun(CUT_STOPS[reply.cut or ReplyCut.OUTPUT_LIMIT])
+            raise StopRun(*CUT_STOPS[reply.cut or ReplyCut.OUTPUT_LIMIT])
         note = CAP_NOTES.get(reply.cut or ReplyCut.OUTPUT_LIMIT, CUT_NOTE)
         self.s.emit(Event("status", f"turn {self.turn}: {note.removeprefix('not run: ')}", {"turn": self.turn}, self.agent_id))
         for call in reply.tool_calls:

@@ -16,6 +16,50 @@ class StopReason(enum.StrEnum):
     CANCELLED = "cancelled"
 
 
+class StopCause(enum.StrEnum):
+    """Why a run stopped, set where the stop is decided (CONTRACT Decision 24). Front ends map
+    from this, never from the error's text: a message is for people and may change."""
+
+    ANSWER = "answer"  # done: the model replied without calling a tool
+    TURNS = "turns"  # max_turns: the maxTurns budget ran out
+    SPIRAL = "spiral"  # max_turns: the same call kept failing the same way (the spiral guard)
+    BUDGET = "budget"  # max_turns: a token or cost budget (not built yet)
+    MODEL = "model"  # fatal: the model could not be asked or did not answer usably (an endpoint
+    # error, a broken or timed-out stream, no key, a context that does not fit its window)
+    OUTPUT_LIMIT = "output_limit"  # fatal: replies cut at the model's output limit, twice in a row
+    CONTENT_FILTER = "content_filter"  # fatal: the endpoint's content filter stopped the reply
+    ARGUMENT_CAP = "argument_cap"  # fatal: replies past our caps (1 MB a call, 4 MB a reply), twice in a row
+    SCHEMA = "schema"  # fatal: an answer that does not fit the asked-for schema (not built yet)
+    HOOK = "hook"  # fatal: a hook refused the prompt or said stop (not built yet)
+    INTERNAL = "internal"  # fatal: a bug of ours
+    USER = "user"  # cancelled: the user cancelled (Ctrl-C, agentLsp.cancel, session/cancel)
+    SIGNAL = "signal"  # cancelled: SIGTERM or SIGHUP, not the user
+    SHUTDOWN = "shutdown"  # cancelled: the server shut down or the client went away
+
+    @property
+    def reason(self) -> StopReason:
+        """The one stop reason this cause belongs to (exit codes follow the reason)."""
+        return _REASON_OF[self]
+
+
+_REASON_OF = {
+    StopCause.ANSWER: StopReason.DONE,
+    **dict.fromkeys((StopCause.TURNS, StopCause.SPIRAL, StopCause.BUDGET), StopReason.MAX_TURNS),
+    **dict.fromkeys((StopCause.MODEL, StopCause.OUTPUT_LIMIT, StopCause.CONTENT_FILTER, StopCause.ARGUMENT_CAP,
+                     StopCause.SCHEMA, StopCause.HOOK, StopCause.INTERNAL), StopReason.FATAL),
+    **dict.fromkeys((StopCause.USER, StopCause.SIGNAL, StopCause.SHUTDOWN), StopReason.CANCELLED),
+}
+
+
+@dataclass(frozen=True)
+class CancelCause:
+    """Who cancelled a run that was not cancelled by the user: the typed cause, and a name for
+    the summary only (e.g. "SIGTERM")."""
+
+    cause: StopCause
+    by: str | None = None
+
+
 @dataclass
 class ToolCall:
     id: str
@@ -156,6 +200,7 @@ class RunReport:
     run_id: str
     session_id: str
     stop_reason: StopReason
+    stop_cause: StopCause
     turns: int
     final_text: str
     summary: str
@@ -169,11 +214,16 @@ class RunReport:
     context_window: int = 0
     rewindable: bool = False
 
+    def __post_init__(self) -> None:
+        if self.stop_cause.reason != self.stop_reason:
+            raise ValueError(f"stop cause {self.stop_cause} does not belong to stop reason {self.stop_reason}")
+
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "runId": self.run_id,
             "sessionId": self.session_id,
             "stopReason": str(self.stop_reason),
+            "stopCause": str(self.stop_cause),
             "turns": self.turns,
             "finalText": self.final_text,
             "summary": self.summary,

@@ -13,7 +13,7 @@ from agent_lsp.agent.approval import ApprovalPolicy
 from agent_lsp.agent.checkpoints import CheckpointStore, RunCheckpoint
 from agent_lsp.agent.loop import AgentLoop, LoopOutcome, usage_line
 from agent_lsp.agent.memory import recall_memory
-from agent_lsp.agent.messages import Event, RunReport, StopReason
+from agent_lsp.agent.messages import CancelCause, Event, RunReport, StopCause, StopReason
 from agent_lsp.agent.model import Model, ModelError, make_model
 from agent_lsp.agent.ports import Approver, EventSink, Workspace
 from agent_lsp.agent.process import kill_group
@@ -57,7 +57,7 @@ class RunOptions:
     on_record: Callable[[Session, RunRecord], Awaitable[None]] | None = None  # persist the session's index
     checkpoints: CheckpointStore | None = None  # where the run's checkpoint goes (rewind)
     title: str | None = None  # the user's own words (the prompt may carry a file and a selection)
-    cancelled_by: Callable[[], str | None] | None = None  # who cancelled, when not the user (e.g. "SIGTERM")
+    cancelled_by: Callable[[], CancelCause | None] | None = None  # who cancelled, when not the user (a signal, a shutdown)
 
 
 @dataclass
@@ -149,12 +149,14 @@ async def run_task(prompt: str, *, session: Session, settings: Settings, workspa
             task = asyncio.current_task()
             if task is not None:
                 task.uncancel()
-            outcome = LoopOutcome(StopReason.CANCELLED, main.last_text if main else "", main.turn if main else 0)
-        except ModelError as exc:
-            outcome = LoopOutcome(StopReason.FATAL, "", 0, str(exc))
+            cancel = options.cancelled_by() if options.cancelled_by is not None else None
+            outcome = LoopOutcome(cancel.cause if cancel is not None else StopCause.USER,
+                                  main.last_text if main else "", main.turn if main else 0, note=cancel.by if cancel else None)
+        except ModelError as exc:  # no model client could be made (no key, a bad endpoint)
+            outcome = LoopOutcome(StopCause.MODEL, "", 0, str(exc))
         except Exception as exc:  # the loop must explain every stop, even a bug of ours
             log.exception("run %s failed", run_id)
-            outcome = LoopOutcome(StopReason.FATAL, main.last_text if main else "", main.turn if main else 0, f"internal error: {type(exc).__name__}: {exc}")
+            outcome = LoopOutcome(StopCause.INTERNAL, main.last_text if main else "", main.turn if main else 0, f"internal error: {type(exc).__name__}: {exc}")
     finally:
         for proc in list(tool_ctx.processes):  # e.g. an rg a cancel interrupted
             kill_group(proc)
@@ -197,10 +199,10 @@ async def _close_run(run: _Run, main: AgentLoop | None, outcome: LoopOutcome, ow
         run_id=services.run_id,
         session_id=session.id,
         stop_reason=outcome.reason,
+        stop_cause=outcome.cause,
         turns=turns,
         final_text=redact(outcome.final_text),
-        summary=redact(explain_stop(outcome, run, turns, options.continue_hint,
-                                    options.cancelled_by() if options.cancelled_by is not None else None)),
+        summary=redact(explain_stop(outcome, run, turns, options.continue_hint)),
         edited_files=[p.as_uri() for p in changes],
         tool_calls=stats.tool_calls,
         denied=stats.denied,
@@ -261,15 +263,21 @@ def _redacting(emit: EventSink, redact: Redactor) -> EventSink:
     return sink
 
 
+CANCELLED_BY = {  # how a cancelled stop's summary begins, by cause; `by` names the signal
+    StopCause.USER: "Cancelled by the user",
+    StopCause.SIGNAL: "Stopped by {by}",
+    StopCause.SHUTDOWN: "Stopped because the agent was shut down",
+}
+
+
 def _count(n: int, noun: str) -> str:
     return f"{n} {noun}" + ("" if n == 1 else "s")
 
 
-def explain_stop(outcome: LoopOutcome, run: _Run, turns: int, continue_hint: str, cancelled_by: str | None = None) -> str:
+def explain_stop(outcome: LoopOutcome, run: _Run, turns: int, continue_hint: str) -> str:
     """Every stop says what was done and, unless done, what was left. A run that never heard
     from the model has nothing to continue: it says so instead of the continue hint (no
-    session is kept for it, Decision 46). `cancelled_by` names a cancel that was not the
-    user's (a signal)."""
+    session is kept for it, Decision 46). Who cancelled follows from the typed cause."""
     stats = run.services.stats
     edited = ", ".join(run.paths.display(p) for p in run.services.tool_ctx.changes) or "no files"
     done = f"{_count(turns, 'turn')}, {_count(stats.tool_calls, 'tool call')}" + (f" ({stats.denied} denied)" if stats.denied else "") + f", edited {edited}"
@@ -284,7 +292,7 @@ def explain_stop(outcome: LoopOutcome, run: _Run, turns: int, continue_hint: str
         why = outcome.note or f"the turn limit ({run.settings.max_turns} turns, setting maxTurns) came before the model finished"
         return f"Stopped early: {why}. Done so far: {done}. Left: {left}."
     if outcome.reason == StopReason.CANCELLED:
-        who = f"Stopped by {cancelled_by}" if cancelled_by else "Cancelled by the user"
+        who = CANCELLED_BY[outcome.cause].format(by=outcome.note or "a signal")
         return f"{who} after {_count(turns, 'turn')}. Done so far: {done}; edits already applied are kept. Left: {left}."
     error = (outcome.error or "unknown error").rstrip(".")
     return f"Stopped by an error: {error}. Done so far: {done}. Left: {left}."

@@ -267,9 +267,10 @@ def create_server() -> AgentServer:
     @server.feature(types.EXIT)
     def exit_(ls: AgentServer, *args: Any) -> None:
         ls.connection_closed = True  # pygls closes stdout right after this handler
-        for run in list(ls.runs.active.values()) if ls._runs is not None else []:
-            if run.task:
-                run.task.cancel()
+        if ls._runs is not None:  # an exit without a shutdown first: the runs stop `shutdown` too
+            from agent_lsp.agent.messages import CancelCause, StopCause
+
+            ls.runs.host.cancel_every(CancelCause(StopCause.SHUTDOWN))
         exit_soon()
 
     return server

@@ -17,7 +17,7 @@ from acp.schema import ResourceContentBlock, TextContentBlock  # noqa: E402
 from agent_lsp.acp.content import plan_entries, prompt_text, slash_command  # noqa: E402
 from agent_lsp.acp.session import stop_response  # noqa: E402
 from agent_lsp.acp.tools import CallIds, tool_kind, tool_locations, tool_title  # noqa: E402
-from agent_lsp.agent.messages import RunReport, StopReason, Usage  # noqa: E402
+from agent_lsp.agent.messages import RunReport, StopCause, StopReason, Usage  # noqa: E402
 
 
 @pytest.mark.parametrize(("tool", "kind"), [
@@ -69,16 +69,26 @@ def test_slash_commands_and_plans():
     assert [e.content for e in plan_entries("- one\n* two")] == ["one", "two"]
 
 
-def report(reason: StopReason, error: str | None = None) -> RunReport:
-    return RunReport("r-1", "s-1", reason, 1, "", "summary", [], 0, 0, Usage(), "t.jsonl", error)
+def report(cause: StopCause, error: str | None = None) -> RunReport:
+    return RunReport("r-1", "s-1", cause.reason, cause, 1, "", "summary", [], 0, 0, Usage(), "t.jsonl", error)
 
 
-def test_stop_reasons():
-    assert stop_response(report(StopReason.DONE)).stop_reason == "end_turn"
-    assert stop_response(report(StopReason.MAX_TURNS)).stop_reason == "max_turn_requests"
-    assert stop_response(report(StopReason.CANCELLED)).stop_reason == "cancelled"
-    assert stop_response(report(StopReason.FATAL, "the model's reply was cut at its output limit (twice in a row)")).stop_reason == "max_tokens"
-    assert stop_response(report(StopReason.FATAL, "the endpoint's content filter stopped the model's reply")).stop_reason == "refusal"
+@pytest.mark.parametrize(("cause", "acp"), [
+    (StopCause.ANSWER, "end_turn"), (StopCause.TURNS, "max_turn_requests"), (StopCause.SPIRAL, "max_turn_requests"),
+    (StopCause.BUDGET, "max_turn_requests"), (StopCause.USER, "cancelled"), (StopCause.SIGNAL, "cancelled"),
+    (StopCause.SHUTDOWN, "cancelled"), (StopCause.OUTPUT_LIMIT, "max_tokens"), (StopCause.CONTENT_FILTER, "refusal"),
+])
+def test_stop_reasons_come_from_the_cause(cause, acp):
+    # Decision 24: the error's words play no part (these say nothing of limits or filters).
+    assert stop_response(report(cause, "zzz" if cause.reason == StopReason.FATAL else None)).stop_reason == acp
+
+
+@pytest.mark.parametrize("cause", [StopCause.MODEL, StopCause.ARGUMENT_CAP, StopCause.SCHEMA, StopCause.HOOK, StopCause.INTERNAL])
+def test_other_fatal_stops_are_errors_whatever_their_text_says(cause):
+    for text in ("the model's reply was cut at its output limit (twice in a row)", "the content filter stopped it"):
+        with pytest.raises(RequestError) as fatal:
+            stop_response(report(cause, text))
+        assert str(fatal.value) == "summary" and fatal.value.data["report"]["stopCause"] == str(cause)
     with pytest.raises(RequestError) as fatal:
-        stop_response(report(StopReason.FATAL, "model request failed: boom"))
+        stop_response(report(StopCause.MODEL, "model request failed: boom"))
     assert str(fatal.value) == "summary" and fatal.value.data["report"]["error"] == "model request failed: boom"

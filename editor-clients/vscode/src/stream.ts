@@ -7,6 +7,9 @@ export interface RunReport {
   runId?: string;
   sessionId?: string;
   stopReason?: string;
+  /** Why, typed (CONTRACT Decision 24): `answer`; `turns` `spiral` `budget`; `model` `output_limit`
+   * `content_filter` `argument_cap` `schema` `hook` `internal`; `user` `signal` `shutdown`. */
+  stopCause?: string;
   turns?: number;
   finalText?: string;
   summary?: string;
