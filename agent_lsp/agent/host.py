@@ -197,6 +197,9 @@ class AgentHost:
             raise SessionError(f"session {session.id} is still running ({session.running}); wait for it or cancel it first")
         if model is not None:
             session.model = model  # for this run and the rest of its session
+        # Every cancel a front end makes goes through cancel() or HostedRun.cancel(), which say
+        # who; a run cancelled without a cause was cancelled by its event loop ending (the editor
+        # or the client went away, the process is stopping): a shutdown, not the user.
         hosted = HostedRun(run_id, session, store)
         session.running = run_id
         self.active[run_id] = hosted
@@ -216,7 +219,7 @@ class AgentHost:
                 extra = await self._prelude(before, ports.workspace.roots, settings, mcp_servers, hosted)
                 options = RunOptions(run_id=run_id, mode=mode, continue_hint=continue_hint, on_record=save, extra_tools=extra,
                                      checkpoints=self.checkpoint_store(ports.workspace.roots), title=title,
-                                     cancelled_by=lambda: hosted.cancel_cause)
+                                     cancelled_by=lambda: hosted.cancel_cause or BY_SHUTDOWN)
                 hosted.report = await run_task(prompt, session=session, settings=settings, workspace=ports.workspace,
                                                approver=ports.approver, emit=ports.emit,
                                                model=self.model_for(settings, session.model), options=options)

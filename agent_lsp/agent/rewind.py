@@ -27,8 +27,8 @@ class RewindError(ValueError):
 
 
 class RunNotFinished(RewindError):
-    """The run (or a run of its session) has not finished: said as is, whichever workspace is
-    searched (a caller tells it from "unknown run" by its type, never by its words)."""
+    """A run of the session is still running in this process: said as is, whichever workspace
+    is searched (a caller tells it from an unknown run by its type, never by its words)."""
 
 
 @dataclass
@@ -96,7 +96,7 @@ def runs_to_rewind(store: CheckpointStore, run_id: str, include_later: bool) -> 
     if target is None:
         raise RewindError(f"unknown runId {run_id!r}: no checkpoint of that run in this workspace")
     if not target.finished:
-        raise RunNotFinished(f"run {run_id} has not finished; cancel it or wait for it before rewinding it")
+        raise RewindError(f"run {run_id} has not finished; cancel it or wait for it before rewinding it")
     chosen = [target]
     if include_later:
         touched = set(target.files)
