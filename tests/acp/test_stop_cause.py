@@ -17,6 +17,7 @@ from tests.acp.conftest import model_settings
 from tests.acp.driver import AGENT_ARGV, AcpError
 from tests.e2e.harness import find_processes, is_alive
 from tests.e2e.test_lifecycle import parent_of
+from tests.unit.kit import call, tools_reply
 
 
 def start(connect, model, workspace: Path, **settings):
@@ -101,3 +102,20 @@ def test_the_agent_going_away_mid_turn_says_why(connect, model, workspace: Path,
     stop = json.loads(transcripts[0].read_text().strip().splitlines()[-1])
     assert stop["type"] == "stop"
     assert (stop["report"]["stopReason"], stop["report"]["stopCause"]) == ("cancelled", cause)
+
+
+def test_rewinding_a_running_turn_by_run_id_says_it_is_still_running(connect, model, workspace: Path):
+    """`_agentLsp/rewind` without a sessionId tells a running run from an unknown one by the
+    error's type (it once matched the words "still running")."""
+    model.add("hold", [tools_reply(call("edit_file", "e1", path="calc.py", old_text="return a - b", new_text="return a + b")),
+                       {"text": "never shown", "ttft": 30}])
+    client, session_id = start(connect, model, workspace, approval={"default": "allow"}, requestTimeout=60)
+    pending = client.send("session/prompt", {"sessionId": session_id, "prompt": [{"type": "text", "text": "hold: fix add"}]})
+    wait_until(lambda: len(model.requests_for("hold")) == 2)  # the edit is made, the next model call is held
+    run_id = next(u for u in client.updates(session_id, "tool_call"))["_meta"]["agentLsp"]["runId"]
+    with pytest.raises(AcpError) as running:
+        client.request("_agentLsp/rewind", {"runId": run_id})
+    assert running.value.code == -32602 and "still running" in running.value.message
+    client.notify("session/cancel", {"sessionId": session_id})
+    assert client.response(pending, timeout=10)["stopReason"] == "cancelled"
+    client.close()

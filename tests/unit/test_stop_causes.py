@@ -13,7 +13,15 @@ from agent_lsp.agent.disk_workspace import DiskWorkspace
 from agent_lsp.agent.messages import Event, RunReport, StopCause, StopReason, Usage
 from agent_lsp.agent.run import Session, run_task
 from agent_lsp.settings import Settings
-from tests.unit.kit import Events, ScriptedApprover, call, make_settings, run, tools_reply, transcript_records
+from tests.unit.kit import (
+    Events,
+    ScriptedApprover,
+    call,
+    make_settings,
+    run,
+    tools_reply,
+    transcript_records,
+)
 
 pytestmark = pytest.mark.timeout(60)
 
