@@ -53,6 +53,7 @@ async def _serve() -> int:
     agent = AcpAgent()
     loop = asyncio.get_running_loop()
     main = asyncio.current_task()
+
     def on_signal(name: str) -> None:
         agent.signalled(name)  # the turns in flight stop `signal`, not `shutdown`
         main.cancel()  # type: ignore[union-attr]

@@ -57,7 +57,7 @@ class HostedRun:
     task: asyncio.Task[Any] | None = None
     report: RunReport | None = None
     mcp: ToolSet | None = None  # the tool servers whose tools the run got (kept open while it goes)
-    cancel_cause: CancelCause | None = None  # who cancelled it (the first cancel wins); none: the user
+    cancel_cause: CancelCause | None = None  # who cancelled it (the first cancel wins); none: its event loop ended
 
     def cancel(self, cause: CancelCause) -> bool:
         """Cancel the run, `cause` saying who (kept only if it is the first). False if it is over."""
