@@ -25,7 +25,7 @@ What the SDK (openai 3.x over httpx2) raises for each ``fault``, as observed by 
 * ``garbage``: streaming: ``json.JSONDecodeError`` (a ``ValueError``, NOT an ``OpenAIError``)
   from the SDK's SSE decoding; non-streaming: the same ``JSONDecodeError``.
 
-CLI: ``python -m agent_lsp.testing.scripted_model --script FILE [--port 0] [--record FILE]``
+CLI: ``python -m agent_lsp.testing.serve --script FILE [--port 0] [--record FILE]``
 prints ``http://127.0.0.1:PORT/v1`` then serves until SIGTERM/SIGINT or EOF on stdin (EOF is
 only watched when stdin is a pipe, so ``stdin=DEVNULL`` does not stop it at once).
 """
@@ -36,7 +36,6 @@ import asyncio
 import dataclasses
 import itertools
 import json
-import sys
 import threading
 import time
 from collections import deque
@@ -63,7 +62,7 @@ from agent_lsp.testing.sse import (
 )
 from agent_lsp.testing.strict import strict_problem
 
-__all__ = ["LogEntry", "Reply", "ScriptedModelServer", "main"]
+__all__ = ["LogEntry", "Reply", "ScriptedModelServer"]
 
 
 @dataclasses.dataclass
@@ -383,13 +382,3 @@ def _turns_since_last_prompt(messages: list[Any]) -> int:
             break
         turns += role == "assistant"
     return turns
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    from agent_lsp.testing.serve import serve
-
-    return serve(argv)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

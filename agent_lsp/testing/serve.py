@@ -1,4 +1,4 @@
-"""The scripted model server's command line (`python -m agent_lsp.testing.scripted_model`):
+"""The scripted model server's command line (`python -m agent_lsp.testing.serve`):
 serve a JSON script of replies on 127.0.0.1 until SIGTERM, SIGINT or the end of stdin."""
 
 from __future__ import annotations
@@ -8,6 +8,7 @@ import json
 import os
 import signal
 import stat
+import sys
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -16,7 +17,7 @@ from agent_lsp.testing.scripted_model import ScriptedModelServer
 
 
 def serve(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m agent_lsp.testing.scripted_model",
+    parser = argparse.ArgumentParser(prog="python -m agent_lsp.testing.serve",
                                      description="Serve a scripted OpenAI-compatible model.")
     parser.add_argument("--script", required=True, type=Path,
                         help='JSON: {"<key>": [replies...]} or a bare list for the default key')
@@ -42,3 +43,7 @@ def serve(argv: Sequence[str] | None = None) -> int:
         while not done.wait(0.2):
             pass
     return 0
+
+
+if __name__ == "__main__":
+    sys.exit(serve())

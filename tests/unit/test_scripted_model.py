@@ -293,7 +293,7 @@ def test_cli_prints_url_serves_and_records(tmp_path: Path) -> None:
     script.write_text(json.dumps({"cli task": [{"text": "from the cli"}]}))
     record = tmp_path / "requests.jsonl"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "agent_lsp.testing.scripted_model",
+        [sys.executable, "-m", "agent_lsp.testing.serve",
          "--script", str(script), "--port", "0", "--record", str(record)],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:

@@ -1,0 +1,271 @@
+"""The loop's fork, approve and execute nodes (shared/LOOP.md): each call validated and approved
+(by policy or by the user; a denial goes back to the model), read-only calls run in parallel and
+side effects in order, every result appended, repeated failures noted and a spiral stopped.
+A part of AgentLoop, kept apart from the turn itself."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+from collections import Counter
+from typing import TYPE_CHECKING, Any
+
+from agent_lsp.agent.context import truncate_tool_output
+from agent_lsp.agent.display import clip, escape_invisible
+from agent_lsp.agent.messages import Event, Outcome, ToolCall, ToolResult, parse_arguments
+from agent_lsp.agent.ports import Answer, ApprovalRequest, Decision, as_answer
+from agent_lsp.agent.session import Entry
+from agent_lsp.agent.tools.base import EditRejected, Prepared, Tool, ToolBox, ToolError
+from agent_lsp.agent.tools.paths import PathRefused
+
+if TYPE_CHECKING:
+    from agent_lsp.agent.services import LoopServices
+
+log = logging.getLogger(__name__)
+
+REPEATED_FAILURE_NOTE = 3
+REPEATED_FAILURE_STOP = 5
+TAIL_LINES = 12  # of a command's output, shown to the user
+
+
+class ToolCalls:
+    """AgentLoop's tool-call nodes; the state they use is the loop's own."""
+
+    s: LoopServices
+    agent_id: str
+    turn: int
+    tools: ToolBox
+    _finished: dict[str, ToolResult]
+    _failures: Counter[tuple[str, str, str]]
+    _denials: Counter[tuple[str, str]]
+    _show_tail: set[str]
+    closed: list[Entry]
+    history: list[Entry]
+
+    async def execute_tools(self, calls: list[ToolCall]) -> list[ToolResult]:
+        self._cuts = 0
+        self._finished = {}
+        batch: list[tuple[ToolCall, Prepared, Answer]] = []
+        for call in calls:
+            tool = self.tools.tools.get(call.name)
+            if tool is not None and not tool.read_only:
+                await self._run_batch(batch)
+                batch = []
+                admitted = await self.admit(call)
+                if admitted is not None:
+                    await self._execute(call, *admitted)
+            else:
+                admitted = await self.admit(call)
+                if admitted is not None:
+                    batch.append((call, *admitted))
+        await self._run_batch(batch)
+        return [self._finished[c.id] for c in calls]
+
+    async def _run_batch(self, batch: list[tuple[ToolCall, Prepared, Answer]]) -> None:
+        if batch:
+            await asyncio.gather(*(self._execute(call, prepared, answer) for call, prepared, answer in batch))
+
+    async def admit(self, call: ToolCall) -> tuple[Prepared, Answer] | None:
+        """Validate and approve one call; a refusal becomes its result and None is returned."""
+        self.s.stats.tool_calls += 1
+        data = {"callId": call.id, "tool": call.name, "arguments": _arguments(call)}
+        self.s.emit(Event("toolCall", describe_call(call), data, self.agent_id))
+        await self.s.transcript.write(self.agent_id, self.turn, "toolCall", callId=call.id, tool=call.name, arguments=call.arguments,
+                                      **({"modelCallId": call.model_id} if call.model_id else {}))
+        try:
+            tool = self.tools.get(call.name)
+            prepared = await tool.prepare(tool.parse(parse_arguments(call)), self.s.tool_ctx)
+        except (ToolError, PathRefused, ValueError) as exc:
+            await self._finish(call, Outcome.ERROR, str(exc))
+            return None
+        except Exception as exc:  # a tool (or the host behind it) failing unexpectedly is still a result
+            log.exception("preparing %s failed", call.name)
+            await self._finish(call, Outcome.ERROR, f"internal error in {call.name}: {type(exc).__name__}: {exc}")
+            return None
+        if self.s.redact.overwrites_secret(prepared.diff, prepared.new_text):
+            await self._finish(call, Outcome.ERROR, "this edit would replace the model's API key, which you see as "
+                                                    "[redacted], with the text [redacted]; nothing was changed. Leave the lines "
+                                                    "holding it as they are (edit_file around them).")
+            return None
+        prepared.detail = self.s.redact(escape_invisible(prepared.detail))
+        policy = self.s.policy.decide(tool, prepared)
+        if policy.verdict == "allow":
+            answer = Answer(Decision.ALLOW)
+        elif policy.verdict == "deny":
+            answer = Answer(Decision.DENY, why="the policy denies it")
+            self._approval_event(call, prepared, "denied", "by policy")
+        else:
+            answer = await self._ask(call, tool, prepared)
+        await self.s.transcript.write(self.agent_id, self.turn, "approval", callId=call.id, tool=call.name, detail=prepared.detail,
+                                      decision=str(answer.decision), byPolicy=policy.verdict != "ask", rule=policy.why,
+                                      **({"reason": answer.reason} if answer.reason else {}))
+        if answer.decision in (Decision.ALLOW, Decision.ALLOW_SESSION, Decision.PREVIEW):
+            if answer.decision == Decision.ALLOW_SESSION:
+                self.s.policy.session.remember(tool.grant_key, prepared.remember if prepared.command is not None else None)
+            return prepared, answer
+        await self._deny(call, prepared, answer)
+        return None
+
+    async def _deny(self, call: ToolCall, prepared: Prepared, answer: Answer) -> None:
+        self.s.stats.denied += 1
+        key = (call.name, _digest(call.arguments))
+        self._denials[key] += 1
+        why = answer.why or ("the approval request went unanswered" if answer.decision == Decision.WITHDRAWN else "the user said no")
+        reason = f"; the user's reason: {answer.reason}" if answer.reason else ""
+        again = f" You have now proposed this exact call {self._denials[key]} times and it was denied each time." if self._denials[key] > 1 else ""
+        first = prepared.detail.splitlines()[0] if prepared.detail else call.name
+        await self._finish(call, Outcome.DENIED, f"{why}{reason}. The {call.name} call did not run ({first}).{again} "
+                                                 "Do not repeat it; take a safer route or ask the user.")
+
+    async def _ask(self, call: ToolCall, tool: Tool, prepared: Prepared) -> Answer:
+        request = ApprovalRequest(call.id, call.name, prepared.detail, self.agent_id, prepared.uri,
+                                  self.s.redact(prepared.diff) if prepared.diff is not None else None,
+                                  bool(prepared.diff and len(prepared.diff) > 1_000_000),
+                                  self.s.redact(prepared.new_text) if prepared.new_text is not None else None,
+                                  can_preview=prepared.preview is not None, must_ask=prepared.must_ask)
+        if request.diff and request.diff_truncated:
+            request.diff = request.diff[:1_000_000]
+        self._approval_event(call, prepared, "pending", request=request)
+        try:
+            answer = as_answer(await self.s.approver.ask(request))
+            cancel_if_asked()
+        except asyncio.CancelledError:
+            self._approval_event(call, prepared, "withdrawn")
+            raise
+        except Exception as exc:  # an approver that fails must not crash the run: it is a no
+            log.warning("approval for %s failed: %s", call.id, exc)
+            answer = Answer(Decision.WITHDRAWN, why="no one could be asked (the approval failed)")
+        if answer.decision == Decision.PREVIEW and prepared.preview is None:
+            answer = Answer(Decision.WITHDRAWN, why="no one could be asked")
+        if answer.decision == Decision.WITHDRAWN and answer.why is None:
+            answer.why = f"unanswered after {self.s.approval_timeout:g} s"
+        state = {Decision.ALLOW: "allowed", Decision.ALLOW_SESSION: "allowed", Decision.DENY: "denied",
+                 Decision.PREVIEW: "preview"}.get(answer.decision, "withdrawn")
+        self._approval_event(call, prepared, state)
+        return answer
+
+    def _approval_event(self, call: ToolCall, prepared: Prepared, state: str, note: str = "",
+                        request: ApprovalRequest | None = None) -> None:
+        detail = prepared.detail
+        # The state travels in data["state"] and every client labels the line with it
+        # ("[approval: pending] …"): the text is what is being approved, not the state again.
+        text = f"{detail.splitlines()[0] if detail else call.name}{f' ({note})' if note else ''}"
+        data: dict[str, Any] = {"callId": call.id, "tool": call.name, "detail": detail, "state": state}
+        if request is not None and request.uri is not None:
+            data.update(uri=request.uri, diff=request.diff or "", newText=request.new_text or "")
+            if request.diff_truncated:
+                data["diffTruncated"] = True
+        self.s.emit(Event("approval", text, data, self.agent_id))
+
+    async def _execute(self, call: ToolCall, prepared: Prepared, answer: Answer) -> None:
+        first = prepared.detail.splitlines()[0] if prepared.detail else call.name
+        self.s.emit(Event("status", f"turn {self.turn}: {first}", {"turn": self.turn}, self.agent_id))
+        run = prepared.preview if answer.decision == Decision.PREVIEW and prepared.preview else prepared.execute
+        if prepared.show_tail:
+            self._show_tail.add(call.id)
+        try:
+            await self._finish(call, Outcome.OK, await run())
+        except EditRejected as exc:
+            await self._deny(call, prepared, Answer(Decision.DENY, why=str(exc) or "the user rejected the edit in the preview"))
+        except (ToolError, PathRefused) as exc:
+            await self._finish(call, Outcome.ERROR, str(exc))
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a failing tool is a result for the model, never fatal
+            log.exception("tool %s failed", call.name)
+            await self._finish(call, Outcome.ERROR, f"internal error in {call.name}: {type(exc).__name__}: {exc}")
+
+    async def _finish(self, call: ToolCall, outcome: Outcome, text: str) -> None:
+        # Every tool's result (a command's output, a file, a search, an MCP server's answer)
+        # enters the history here: the model never reads the key, whatever printed it.
+        # A failure or a refusal is told to the model as "error: …" / "denied: …"; the prefix is
+        # added here only, so the event (which names the outcome itself) does not say it twice.
+        shown = self.s.redact(text)
+        text = f"{outcome}: {shown}" if outcome in (Outcome.ERROR, Outcome.DENIED) else shown
+        if outcome == Outcome.ERROR:
+            key = (call.name, _digest(call.arguments), _digest(text))
+            self._failures[key] += 1
+            if self._failures[key] >= REPEATED_FAILURE_NOTE:
+                note = f"\n(this identical call has now failed {self._failures[key]} times with the same result: change approach)"
+                text, shown = text + note, shown + note
+        cut = await truncate_tool_output(text, self.s.limits.tool_output_limit, self.s.spill_dir, call.id, self.s.redact)
+        if cut.spill_path is not None:
+            self.s.tool_ctx.paths.extra_readable.add(cut.spill_path.resolve())
+        result = ToolResult(call.id, outcome, cut.content, cut.truncated, str(cut.spill_path) if cut.spill_path else None)
+        self._finished[call.id] = result
+        await self._report_result(call.name, result, shown)
+
+    async def _report_result(self, tool: str, result: ToolResult, text: str) -> None:
+        data: dict[str, Any] = {"callId": result.call_id, "ok": result.ok, "outcome": str(result.outcome), "truncated": result.truncated}
+        if result.spill_path:
+            data["spillPath"] = result.spill_path
+        lines = text.splitlines()
+        first = lines[0] if lines else ""
+        if result.call_id in self._show_tail and len(lines) > 1:
+            data["tail"] = "\n".join(clip(line, 300) for line in lines[1:][-TAIL_LINES:])
+        self.s.emit(Event("toolResult", f"{tool} {'ok' if result.ok else str(result.outcome)}: {clip(first, 200)}", data, self.agent_id))
+        await self.s.transcript.write(self.agent_id, self.turn, "toolResult", **data, content=result.content)
+
+    def _spiral(self) -> str | None:
+        for (name, _, _), count in self._failures.items():
+            if count >= REPEATED_FAILURE_STOP:
+                # Counted over the run, not consecutively (other calls may come in between).
+                return f"the same {name} call failed {count} times in this run with the same result (a spiral guard: the turn budget is not spent on it)"
+        return None
+
+    def close_dangling_calls(self, outcome: Outcome, why: str) -> None:
+        """After a cancel, give every tool call of the last reply a result (finished or
+        `why`), so a follow-up in this session never sends a dangling tool call."""
+        for index in range(len(self.history) - 1, -1, -1):
+            message = self.history[index].message
+            if message.get("role") == "assistant" and message.get("tool_calls"):
+                answered = {e.message.get("tool_call_id") for e in self.history[index + 1 :] if e.kind == "tool"}
+                for call in message["tool_calls"]:
+                    if call["id"] not in answered:
+                        done = self._finished.get(call["id"])
+                        result = done or ToolResult(call["id"], outcome, why)
+                        entry = Entry(result.to_message(), "tool", self.s.run_id, result.outcome)
+                        self.history.append(entry)
+                        if done is None:
+                            self.closed.append(entry)
+                return
+            if message.get("role") == "user":
+                return
+
+    async def record_closed(self) -> None:
+        """The synthetic results of close_dangling_calls, in the transcript like any result."""
+        for entry in self.closed:
+            await self.s.transcript.write(self.agent_id, self.turn, "toolResult", callId=entry.message["tool_call_id"], ok=False,
+                                          outcome=str(entry.outcome), truncated=False, content=entry.message["content"])
+        self.closed = []
+
+
+def cancel_if_asked() -> None:
+    """Raise the cancel a finished wait swallowed: on Python 3.11, asyncio.wait_for returns the
+    result when the awaited answer and a cancel arrive together (an approval answered
+    "cancelled" right after session/cancel), and the run would go on as if never cancelled."""
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError
+
+
+def describe_call(call: ToolCall) -> str:
+    """`edit_file calc.py`, `run_command pytest -x`: the call in a line (progress, terminal)."""
+    args = _arguments(call)
+    if isinstance(args, dict):
+        main = next((args[k] for k in ("path", "command", "pattern", "task", "note") if isinstance(args.get(k), str)), None)
+        if main is not None:
+            return f"{call.name} {clip(escape_invisible(' '.join(main.split()), keep_newlines=False), 160)}"
+    return f"{call.name} {clip(escape_invisible(call.arguments[:400], keep_newlines=False), 160)}"
+
+
+def _arguments(call: ToolCall) -> Any:
+    try:
+        return parse_arguments(call)
+    except ValueError:
+        return call.arguments
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", errors="replace")).hexdigest()[:16]
