@@ -10,31 +10,14 @@ from pygls.lsp.server import LanguageServer
 
 from agent_lsp.agent.display import fits_title
 from agent_lsp.server.approvals import PendingApproval, PendingApprovals
-from agent_lsp.server.workspace import lsp_lines
+from agent_lsp.server.run_prompt import range_text, shown_name
+from agent_lsp.server.wording import selection_prompt
 
 SELECTION_ACTIONS = [
     ("Ask agent about selection", "Answer my question about this code.", True),
     ("Agent: explain", "Explain what this code does, briefly and exactly.", False),
     ("Agent: fix", "Find and fix the bugs in this code. Keep the change minimal.", False),
 ]
-
-
-def range_text(ls: LanguageServer, text: str, rng: Any) -> str:
-    """The exact text of an LSP range (positions in the negotiated encoding)."""
-    lines = lsp_lines(text)
-    codec = ls.workspace.position_codec
-    start = codec.position_from_client_units(lines, types.Position(line=rng.start.line, character=rng.start.character))
-    end = codec.position_from_client_units(lines, types.Position(line=rng.end.line, character=rng.end.character))
-    offsets = [0]
-    for line in lines:
-        offsets.append(offsets[-1] + len(line))
-
-    def offset(pos: Any) -> int:
-        if pos.line >= len(lines):
-            return len(text)
-        return min(offsets[pos.line] + pos.character, offsets[pos.line + 1])
-
-    return text[offset(start) : offset(end)]
 
 
 def approval_actions(pending: PendingApproval) -> list[types.CodeAction]:
@@ -67,9 +50,13 @@ def code_actions(ls: LanguageServer, params: types.CodeActionParams, approvals: 
     if rng.start != rng.end:
         doc = ls.workspace.text_documents.get(uri)
         text = range_text(ls, doc.source, rng) if doc is not None else ""
-        if text.strip():
+        if doc is not None and text.strip():
+            where = shown_name(ls, uri)
             for title, instruction, ask in SELECTION_ACTIONS:
-                args: dict[str, Any] = {"prompt": f"{instruction}\n\n```\n{text}\n```", "textDocument": {"uri": uri},
+                # Worded as a `question` run is (one builder); our clients turn the "Ask" action
+                # into `{question, textDocument, range}`, a stock client runs this prompt.
+                prompt = selection_prompt(instruction, where, rng, text, doc.language_id or "")
+                args: dict[str, Any] = {"prompt": prompt, "textDocument": {"uri": uri},
                                         "range": _range_dict(rng), "selectionInPrompt": True}
                 if ask:
                     args["ask"] = True

@@ -4,13 +4,29 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pygls.exceptions import JsonRpcInvalidParams
 
+from agent_lsp.server.wording import fenced
 from agent_lsp.settings import is_replay
 
 MAX_PROMPT = 1_000_000
-MAX_SELECTION = 50_000
+WHAT_TO_DO = ("give `prompt` (the task), or `question` with `textDocument` and `range` (a question about that "
+              "selection), or `carryOutPlan: true` with the plan's `sessionId`")
+
+
+def not_replay(model: str | None) -> str | None:
+    if model is not None and is_replay(model):
+        raise ValueError("a replay: model can only come from your own settings, not from a command's arguments")
+    return model
 
 
 class _Args(BaseModel):
@@ -32,7 +48,12 @@ class DocumentRef(_Args):
 
 
 class RunArgs(_Args):
-    prompt: str = Field(min_length=1, max_length=MAX_PROMPT)
+    """What a run is asked to do: exactly one of `prompt`, `question` (about the selection at
+    `textDocument` + `range`; the server words the prompt) or `carryOutPlan` (CONTRACT Decision 47)."""
+
+    prompt: str | None = Field(None, min_length=1, max_length=MAX_PROMPT)
+    question: str | None = Field(None, min_length=1, max_length=MAX_PROMPT)
+    carry_out_plan: StrictBool = Field(False, alias="carryOutPlan")
     text_document: DocumentRef | None = Field(None, alias="textDocument")
     range: Range | None = None
     session_id: str | None = Field(None, alias="sessionId")
@@ -40,19 +61,41 @@ class RunArgs(_Args):
     mode: Literal["plan"] | None = None
     selection_in_prompt: bool = Field(False, alias="selectionInPrompt")  # our code actions' prompts hold it
 
-    @field_validator("prompt")
+    @field_validator("prompt", "question")
     @classmethod
-    def _not_blank(cls, prompt: str) -> str:
-        if not prompt.strip():
-            raise ValueError("the prompt is blank; say what the agent should do")
-        return prompt
+    def _not_blank(cls, text: str | None) -> str | None:
+        if text is not None and not text.strip():
+            raise ValueError("it is blank; say what the agent should do")
+        return text
+
+    @model_validator(mode="after")
+    def _one_request(self) -> RunArgs:
+        given = [name for name, value in (("prompt", self.prompt), ("question", self.question),
+                                          ("carryOutPlan", self.carry_out_plan)) if value]
+        if not given:
+            raise ValueError(f"nothing to do: {WHAT_TO_DO}")
+        if len(given) > 1:
+            raise ValueError(f"{' and '.join(f'`{name}`' for name in given)} were both given; {WHAT_TO_DO}")
+        if self.question is not None and (self.text_document is None or self.range is None):
+            raise ValueError("`question` asks about a selection: it needs `textDocument` and `range` "
+                             "(a question about no selection goes in `prompt`)")
+        if self.carry_out_plan and self.session_id is None:
+            raise ValueError("`carryOutPlan` follows up a plan: it needs the plan's `sessionId`")
+        if self.carry_out_plan and self.mode == "plan":
+            raise ValueError('`carryOutPlan` carries a plan out with every tool: it cannot go with `mode: "plan"`')
+        return self
+
+    @property
+    def typed(self) -> str:
+        """What the user asked, as typed (the session title, the progress title, hooks)."""
+        from agent_lsp.server.wording import CARRY_OUT_PLAN
+
+        return self.prompt or self.question or CARRY_OUT_PLAN
 
     @field_validator("model")
     @classmethod
     def _not_replay(cls, model: str | None) -> str | None:
-        if model is not None and is_replay(model):
-            raise ValueError("a replay: model can only come from your own settings, not from a run's arguments")
-        return model
+        return not_replay(model)
 
 
 class CancelArgs(_Args):
@@ -81,6 +124,18 @@ class NoArgs(_Args):
     pass
 
 
+class HealthArgs(_Args):
+    """`agentLsp.health {model?}`: `model` is the one the client's next runs use (picked in the
+    client), checked instead of the setting's."""
+
+    model: str | None = Field(None, min_length=1, max_length=200)
+
+    @field_validator("model")
+    @classmethod
+    def _not_replay(cls, model: str | None) -> str | None:
+        return not_replay(model)
+
+
 def parse_args(model: type[_Args], command: str, args: tuple[Any, ...]) -> Any:
     """One object argument, validated; a clear JSON-RPC InvalidParams error otherwise."""
     if model is NoArgs and not args:
@@ -105,12 +160,13 @@ def example(command: str) -> str:
 
 
 def compose_prompt(args: RunArgs, shown: str | None, selection: str | None) -> str:
-    """The user's message: the prompt plus the file and the selected text it is about (added
-    once: our own code actions already put it in the prompt)."""
-    if args.text_document is None:
-        return args.prompt
-    parts = [args.prompt, f"\nFile: {shown or args.text_document.uri}"]
+    """The user's message of a `prompt` run: the prompt plus the file and the selected text it
+    is about (added once: our own code actions already put it in the prompt)."""
+    prompt = args.typed
+    if args.text_document is None or (args.selection_in_prompt and args.range is not None):
+        return prompt  # our code actions' prompts already quote the selection and name its file
+    parts = [prompt, f"\nFile: {shown or args.text_document.uri}"]
     if args.range is not None and selection and not args.selection_in_prompt:
         first, last = args.range.start.line, args.range.end.line
-        parts.append(f"Selection (lines {first + 1}-{last + 1}):\n```\n{selection[:MAX_SELECTION]}\n```")
+        parts.append(f"Selection (lines {first + 1}-{last + 1}):\n{fenced(selection)}")
     return "\n".join(parts)

@@ -11,6 +11,7 @@ from agent_lsp.settings import (
     from_environment,
     from_user_file,
     resolve,
+    user_settings_path,
     without_untrusted,
 )
 
@@ -21,8 +22,11 @@ class SettingsState:
     def __init__(self) -> None:
         self.init_options: dict[str, Any] = {}
         self.workspace_config: dict[str, Any] = {}
-        self.user_file, self.file_problems = from_user_file()  # the user's own settings file (trusted)
+        self.user_path = user_settings_path()
+        self.user_file, self.file_problems = from_user_file(self.user_path)  # the user's own settings file (trusted)
+        self.user_file_problems = list(self.file_problems)  # kept for agentLsp.health
         self.settings = Settings()
+        self.standing_problems: list[str] = []  # of the last merge (agentLsp.health lists them)
         self._last_problems: set[str] = set()
 
     def update(self, *, init_options: Any = None, workspace_config: Any = None) -> list[str]:
@@ -47,4 +51,5 @@ class SettingsState:
         # a problem already shown by the previous merge is not shown again.
         fresh = [p for p in problems + more if p not in self._last_problems]
         self._last_problems = set(more)
+        self.standing_problems = list(more)
         return fresh

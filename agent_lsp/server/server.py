@@ -26,6 +26,7 @@ log = logging.getLogger(__name__)
 
 SHUTDOWN_DEADLINE = 1.5
 CONFIG_WAIT = 2.0  # CONTRACT Decision 8
+HEALTH_ENDPOINT_TIMEOUT = 6.0  # agentLsp.health answers within Emacs's 10 s command timeout
 
 
 class AgentServer(LanguageServer):
@@ -69,41 +70,6 @@ class AgentServer(LanguageServer):
                 await asyncio.wait_for(self._configured.wait(), CONFIG_WAIT)
             except TimeoutError:
                 log.info("workspace/configuration not answered within %ss: the run uses the settings it has", CONFIG_WAIT)
-
-    async def document_context(self, parsed: Any) -> tuple[str | None, str | None]:
-        """How a run's textDocument is shown (workspace-relative) and its selected text, read
-        from the editor's buffer or, off the event loop, from disk. InvalidParams for a file
-        outside every workspace folder (CONTRACT Decision 8)."""
-        from agent_lsp.agent.disk_workspace import read_disk_text
-        from agent_lsp.agent.tools.paths import PathGuard
-        from agent_lsp.server.code_actions import range_text
-        from agent_lsp.server.commands import JsonRpcInvalidParams
-        from agent_lsp.server.workspace import uri_to_path, workspace_folders
-
-        if parsed.text_document is None:
-            return None, None
-        uri = parsed.text_document.uri
-        roots, names = workspace_folders(self)
-        guard = PathGuard(roots, names)
-        path = uri_to_path(uri) if uri.startswith("file:") else None
-        if uri.startswith("file:"):
-            if path is None or guard.root_of(path) is None:
-                raise JsonRpcInvalidParams(f"agentLsp.run: textDocument {uri} is outside the workspace folders "
-                                           f"({', '.join(map(str, roots))}); no run was started")
-        shown = guard.display(path) if path is not None else uri
-        if parsed.range is None or parsed.selection_in_prompt:
-            return shown, None
-        doc = self.workspace.text_documents.get(uri)
-        if doc is not None:
-            text = doc.source
-        elif path is not None:
-            try:
-                text = (await read_disk_text(path))[0]
-            except (ValueError, OSError):  # unreadable: the prompt goes without the selection
-                return shown, None
-        else:
-            return shown, None
-        return shown, range_text(self, text, parsed.range)
 
     def show_problems(self, problems: list[str]) -> None:
         for problem in problems:
@@ -154,15 +120,15 @@ def create_server() -> AgentServer:
     @server.command("agentLsp.run")
     async def run(ls: AgentServer, *args: Any) -> dict[str, str]:
         from agent_lsp.server import commands
+        from agent_lsp.server.run_prompt import build_run_prompt
 
         parsed = commands.parse_args(commands.RunArgs, "agentLsp.run", args)
         await ls.settings_ready()  # CONTRACT Decision 8: the first run sees the workspace's settings
-        shown, selection = await ls.document_context(parsed)
-        prompt = commands.compose_prompt(parsed, shown, selection)
-        title = "Agent: " + parsed.prompt.strip().splitlines()[0][:60]
+        prompt = await build_run_prompt(ls, parsed)
+        title = "Agent: " + parsed.typed.strip().splitlines()[0][:60]
         try:
             started = await ls.runs.start(prompt, title, parsed.session_id, ls.config.settings, ls.caps,
-                                          model=parsed.model, mode=parsed.mode, request=parsed.prompt)
+                                          model=parsed.model, mode=parsed.mode, request=parsed.typed)
         except ValueError as exc:
             raise commands.JsonRpcInvalidParams(str(exc)) from None
         return {"runId": started.id, "sessionId": started.session.id}
@@ -197,6 +163,23 @@ def create_server() -> AgentServer:
         except ValueError as exc:
             raise commands.JsonRpcInvalidParams(f"agentLsp.rewind: {exc}") from None
         return result.to_dict(force="`force: true`", include_later="`includeLater: true`")  # this command's own arguments
+
+    @server.command("agentLsp.health")
+    async def health(ls: AgentServer, *args: Any) -> dict[str, Any]:
+        """CONTRACT Decision 47: the checks `doctor` prints, as JSON; starts no MCP server."""
+        from agent_lsp import health
+        from agent_lsp.server import commands
+        from agent_lsp.server.workspace import workspace_roots
+
+        parsed = commands.parse_args(commands.HealthArgs, "agentLsp.health", args or ({},))
+        await ls.settings_ready()
+        config = ls.config
+        settings = config.settings if parsed.model is None else config.settings.model_copy(update={"model": parsed.model})
+        source = health.SettingsSource(config.user_path, await asyncio.to_thread(config.user_path.is_file),
+                                       config.user_file_problems, config.standing_problems)
+        checks = source.checks() + await health.run_checks(settings, workspace_roots(ls), host=ls.runs.host, start_mcp=False,
+                                                           endpoint_timeout=HEALTH_ENDPOINT_TIMEOUT)
+        return health.report(checks)
 
     @server.command("agentLsp.mcpServers")
     async def mcp_servers(ls: AgentServer, *args: Any) -> list[dict[str, Any]]:
@@ -296,7 +279,7 @@ class EditorLogHandler(logging.Handler):
 
 
 CORE_MODULES = ("agent_lsp.server.config", "agent_lsp.server.runs", "agent_lsp.server.commands",
-                "agent_lsp.server.code_actions", "agent_lsp.mcp", "agent_lsp.agent.tools")
+                "agent_lsp.server.code_actions", "agent_lsp.server.run_prompt", "agent_lsp.mcp", "agent_lsp.agent.tools")
 SDK_MODULES = ("openai", "httpcore2", "httpcore")
 
 

@@ -68,7 +68,7 @@ async def test_selection_inside_a_line_after_an_emoji(open_editor, caps):
     actions = await code_actions(editor, uri, span(0, start, 0, start + len("y = add(1, 2)")))
     assert actions, "no code actions for the selection"
     prompt = actions[0].command.arguments[0]["prompt"]
-    assert "```\ny = add(1, 2)\n```" in prompt, prompt
+    assert "(line 1):\n```python\ny = add(1, 2)\n```" in prompt, prompt
 
 
 @pytest.mark.parametrize("caps", EDITORS)

@@ -1,0 +1,116 @@
+"""The health checks of a setup, computed in one place for `agent-lsp doctor` and the LSP
+command `agentLsp.health` (CONTRACT Decision 47): the settings file, the API key, the endpoint
+(GET /models), the model, ripgrep, the sandbox (bwrap and namespaces) and the MCP servers."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from agent_lsp.agent import keyguard
+from agent_lsp.settings import Settings
+
+if TYPE_CHECKING:
+    from agent_lsp.agent.host import AgentHost
+
+
+@dataclass
+class Check:
+    name: str
+    ok: bool
+    detail: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "ok": self.ok, "detail": self.detail}
+
+
+@dataclass
+class SettingsSource:
+    """What the settings came from: the user's file (found or not) and the problems met."""
+
+    path: Path
+    found: bool
+    file_problems: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+    def checks(self) -> list[Check]:
+        """First in the list: a file that is not JSON explains every check after it."""
+        if self.file_problems:
+            first = [Check("settings file", False, problem) for problem in self.file_problems]
+        elif self.found:
+            first = [Check("settings file", True, f"{self.path} (loaded)")]
+        else:
+            first = [Check("settings file", True, f"{self.path}: not found (the defaults and the environment apply)")]
+        return first + [Check("settings", False, problem) for problem in self.problems]
+
+
+async def run_checks(settings: Settings, roots: list[Any], *, host: AgentHost | None = None, start_mcp: bool = True,
+                     endpoint_timeout: float | None = None) -> list[Check]:
+    """Every check, in a fixed order. `host`: the server's own (its model client and MCP servers;
+    nothing is closed), else a private one. `start_mcp: False` (the LSP command) only reports what
+    the MCP servers are doing, starting none. `endpoint_timeout` bounds GET /models."""
+    # The slow checks (the endpoint, the sandbox probe, rg, the MCP servers) go at once.
+    offline = settings.model.startswith("replay:")
+    models = None if offline else asyncio.ensure_future(_models(settings, host, endpoint_timeout))
+    others = asyncio.gather(_ripgrep(), _sandbox(settings), _mcp(settings, roots, host, start_mcp))
+    checks: list[Check] = []
+    key = keyguard.environment().get(settings.api_key_env)
+    local = bool(settings.base_url or os.environ.get("OPENAI_BASE_URL"))
+    if models is None:
+        checks.append(Check("model", True, f"{settings.model} (offline replay: no endpoint needed)"))
+    else:
+        checks.append(Check("API key", bool(key) or local,
+                            f"{settings.api_key_env} is set" if key else
+                            f"{settings.api_key_env} is not set; fine for a local server at {settings.base_url or os.environ.get('OPENAI_BASE_URL')}"
+                            if local else f"{settings.api_key_env} is not set: export it, or set apiKeyEnv / baseUrl"))
+        checks += _endpoint_checks(settings, await models)
+    rg, sandbox, mcp = await others
+    return [*checks, rg, sandbox, *mcp]
+
+
+def _endpoint_checks(settings: Settings, found: dict[str, Any]) -> list[Check]:
+    endpoint = settings.base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1"
+    if found.get("error"):
+        return [Check("endpoint", False, found["error"])]
+    models = found["models"]
+    known = settings.model in models
+    return [Check("endpoint", True, f"{endpoint} answered GET /models ({len(models)} model{'s' if len(models) != 1 else ''})"),
+            Check("model", known or not models,
+                  f"{settings.model} is served by the endpoint" if known else
+                  f"the endpoint lists no models; {settings.model} is assumed" if not models else
+                  f"{settings.model} is not among the endpoint's models (e.g. {', '.join(models[:5])}): set `model`")]
+
+
+async def _models(settings: Settings, host: AgentHost | None, timeout: float | None) -> dict[str, Any]:
+    """The endpoint's GET /models (`{current, models, error?}`), within `timeout` seconds."""
+    from agent_lsp.mcp.hub import McpHub
+
+    servers = host.tool_servers if host is not None else None
+    own = servers is None
+    hub = McpHub() if servers is None else servers
+    try:
+        manager = await hub.toolset(roots, settings)
+        if start:
+            await manager.tools()
+        checks = []
+        for item in manager.status():
+            ok = item["state"] in ("running", "needs-consent", "denied", "idle", "starting")
+            detail = {"running": f"running, {len(item['tools'])} tools", "needs-consent": "declared by the workspace; asks before it starts",
+                      "denied": f"not started: {item.get('error', 'denied')}", "idle": "not started yet: starts with the first run that needs it",
+                      "starting": "starting"}.get(item["state"], item.get("error") or item["state"])
+            checks.append(Check(f"MCP {item['name']} ({item['source']})", ok, detail))
+        checks += [Check("MCP settings", False, problem) for problem in getattr(manager, "problems", [])]
+        return checks
+    finally:
+        if own:
+            await hub.aclose()
+
+
+def report(checks: list[Check]) -> dict[str, Any]:
+    """`{ok, checks: [{name, ok, detail}]}`: what `agentLsp.health` and `doctor --json` answer."""
+    return {"ok": all(c.ok for c in checks), "checks": [c.to_dict() for c in checks]}
+
+
