@@ -364,7 +364,7 @@ T.data.lines = T.lines(T.buf)
     runs = [c["params"]["arguments"][0] for c in res.data["data"]["commands"] if c["params"]["command"] == "agentLsp.run"]
     assert runs[0]["mode"] == "plan" and runs[0]["prompt"] == "Plan a docstring for a.py", runs
     plan_session = res.stream_events("stop")[0]["report"]["sessionId"]
-    assert runs[1] == {"prompt": "Carry out the plan above.", "sessionId": plan_session}, runs
+    assert runs[1] == {"carryOutPlan": True, "sessionId": plan_session}, runs  # the server words the follow-up
     assert any("the plan is ready" in n["msg"] for n in res.data["notifications"])
 
     def tools(body):
@@ -608,11 +608,11 @@ T.wait(T.RUN_MS, function() return #vim.tbl_filter(function(e) return e.kind == 
     }, args
     assert args["textDocument"]["uri"] == (workspace / "a.py").as_uri()
     selected = "+ name\n    return message"
-    assert args["prompt"].startswith("What does this code do?")
-    assert selected in args["prompt"]
-    # the model saw the question and the selected text
-    seen = user_texts(model)
-    assert "What does this code do?" in seen and selected in seen, seen
+    assert args["question"] == "What does this code do?" and "prompt" not in args, args
+    # the model saw the question and the selected text, as the server quotes it
+    first = next(m["content"] for m in model.requests[0]["messages"] if m["role"] == "user")
+    assert first.startswith("What does this code do?\n\nSelected text in a.py (lines 2-3):\n```"), first
+    assert f"\n{selected}\n```" in first, first
     assert "It builds a greeting and returns it." in res.data["stream"]
 
     linewise = res.data["data"]["commands"][1]["params"]["arguments"][0]
@@ -620,8 +620,10 @@ T.wait(T.RUN_MS, function() return #vim.tbl_filter(function(e) return e.kind == 
         "start": {"line": 0, "character": 0},
         "end": {"line": 1, "character": units(lines[1])},
     }, linewise
-    assert linewise["prompt"].startswith("Explain these lines")
-    assert lines[0] + "\n" + lines[1] in linewise["prompt"]
+    assert linewise["question"] == "Explain these lines" and "prompt" not in linewise, linewise
+    second = [m["content"] for m in model.requests[-1]["messages"] if m["role"] == "user"][-1]  # same session
+    assert second.startswith("Explain these lines\n\nSelected text in a.py (lines 1-2):"), second
+    assert f"\n{lines[0]}\n{lines[1]}\n```" in second, second
     assert res.data["data"]["mode_after"] == "n"
 
 
@@ -684,9 +686,12 @@ T.wait_run_end(T.RUN_MS)
     assert "Ask agent about selection" in res.data["data"]["actions"], res.data["data"]["actions"]
     assert res.data["data"]["input_prompt"] == "Ask the agent: "
     args = res.data["data"]["commands"][0]["params"]["arguments"][0]
-    assert args["prompt"].startswith("Why the emoji?\n\n") and "ask" not in args, args
-    assert 'message = "héllo 😀 " + name' in args["prompt"]
+    assert args["question"] == "Why the emoji?" and "ask" not in args and "prompt" not in args, args
+    assert "selectionInPrompt" not in args, args
     assert "range" in args and args["textDocument"]["uri"] == (workspace / "a.py").as_uri()
+    seen = next(m["content"] for m in model.requests[0]["messages"] if m["role"] == "user")
+    assert seen.startswith("Why the emoji?\n\nSelected text in a.py (line 2):"), seen  # worded by the server
+    assert 'message = "héllo 😀 " + name' in seen, seen
     assert "For a friendly greeting." in res.data["stream"]
 
 
@@ -735,13 +740,15 @@ T.data.health_unknown = table.concat(vim.api.nvim_buf_get_lines(0, 0, -1, false)
     assert "ERROR" not in health and "WARNING" not in health, health
     for line in ("OK Neovim 0.11", "OK options are valid", "OK server executable:",
                  "OK version:", "OK vim.lsp.enable('agent_lsp') is on",
-                 "OK model endpoint answers GET /models (1 model), including `scripted`",
-                 "no MCP servers configured"):
+                 f"OK endpoint: {model.base_url} answered GET /models (1 model)",
+                 "OK model: scripted is served by the endpoint", "OK ripgrep:", "OK sandbox:",
+                 "OK settings file:", "OK API key: OPENAI_API_KEY is set"):
         assert line in health, health
     # a model setting is not a trusted one: no restart, the same server took it
     assert res.data["data"]["same_client"] is True
     unknown = res.data["data"]["health_unknown"]
-    assert "ERROR the model `nope` is not among the 1 models the endpoint lists (scripted)" in unknown, unknown
+    assert "ERROR model: nope is not among the endpoint's models (e.g. scripted): set `model`" in unknown, unknown
+    assert ":AgentModel" in unknown, unknown
 
 
 def test_checkhealth_names_an_unreachable_endpoint(tmp_path, workspace):
@@ -755,8 +762,7 @@ T.wait(5000, function() return #vim.lsp.get_clients({ name = 'agent_lsp' }) == 0
     assert not res.errors, res.explain()
     health = res.data["data"]["health"]
     assert "started one for this check" in health, health
-    assert "ERROR model endpoint: cannot connect to the model endpoint http://127.0.0.1:9/v1" in health, health
-    assert "is the endpoint running? baseUrl is http://127.0.0.1:9/v1" in health, health
+    assert "ERROR endpoint: cannot connect to the model endpoint http://127.0.0.1:9/v1" in health, health
 
 
 def test_checkhealth_and_notify_name_a_bad_option(tmp_path, workspace):

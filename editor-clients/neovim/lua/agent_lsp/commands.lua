@@ -20,14 +20,17 @@ local function one_line(text)
   return line
 end
 
+--- One of `prompt`, `question` (with textDocument and range: the server quotes the selection) or
+--- `carryOutPlan` (the server's own follow-up): the server words the prompt (CONTRACT Decision 47).
 ---@class agent_lsp.RunArgs
----@field prompt string
+---@field prompt? string
+---@field question? string
+---@field carryOutPlan? boolean
 ---@field textDocument? { uri: string }
 ---@field range? lsp.Range
 ---@field sessionId? string
 ---@field model? string
 ---@field mode? 'plan'
----@field selectionInPrompt? boolean the prompt already holds the selected text
 
 ---@class agent_lsp.StartOpts
 ---@field bufnr? integer buffer whose pending changes are flushed to the server first
@@ -56,7 +59,7 @@ function M.start(client, args, opts)
   if args.model == nil then
     args.model = workspace.model(root)
   end
-  local title = one_line(opts.title or args.prompt or '')
+  local title = one_line(opts.title or args.prompt or args.question or '')
   local bufnr = opts.bufnr
   if bufnr and not vim.lsp.buf_is_attached(bufnr, client.id) then
     bufnr = nil
@@ -139,8 +142,8 @@ function M.run(task, new_session)
   end)
 end
 
---- :AgentAsk {question}, on a range or visual selection: the range goes along and the selected
---- text goes into the prompt.
+--- :AgentAsk {question}, on a range or visual selection: the question and the range go along
+--- and the server quotes the selected text it holds (no selection: the question is the prompt).
 ---@param question string
 ---@param cmd_opts? { range: integer, line1: integer, line2: integer }
 function M.ask(question, cmd_opts)
@@ -152,10 +155,8 @@ function M.ask(question, cmd_opts)
     workspace.with_client(bufnr, function(client)
       local args = { prompt = text, textDocument = text_document(bufnr) }
       if sel and args.textDocument then
-        local range, body = selection.to_lsp(bufnr, sel, client.offset_encoding)
-        args.range = range
-        args.prompt = selection.prompt(bufnr, text, range, body)
-        args.selectionInPrompt = true -- so the server does not add it a second time
+        args.range = selection.to_lsp(bufnr, sel, client.offset_encoding)
+        args.prompt, args.question = nil, text
       end
       M.start(client, args, { bufnr = bufnr, title = text })
     end)
@@ -176,8 +177,6 @@ function M.plan(task)
   end)
 end
 
-M.carry_out_prompt = 'Carry out the plan above.'
-
 --- :AgentCarryOut: a follow-up run, with every tool, in the session of the workspace's last
 --- finished plan.
 function M.carry_out()
@@ -187,7 +186,7 @@ function M.carry_out()
       notify('no finished plan in this workspace: make one with :AgentPlan {task}', vim.log.levels.WARN)
       return
     end
-    M.start(client, { prompt = M.carry_out_prompt, sessionId = plan.session_id }, {
+    M.start(client, { carryOutPlan = true, sessionId = plan.session_id }, {
       bufnr = bufnr,
       title = 'carry out: ' .. plan.title:gsub('^plan: ', ''),
     })

@@ -149,7 +149,7 @@ function M.apply_edit(err, params, ctx)
 end
 
 --- Client-side `agentLsp.run` (code actions): asks the question of an `ask: true` action
---- first, then starts the run like `:AgentRun` does.
+--- first (sent as `question` with the action's range), then starts the run like `:AgentRun` does.
 ---@param command lsp.Command
 ---@param ctx { bufnr: integer, client_id: integer }
 function M.run_command(command, ctx)
@@ -165,7 +165,12 @@ function M.run_command(command, ctx)
       if not question or vim.trim(question) == '' then
         return
       end
-      args.prompt = question .. '\n\n' .. (args.prompt or '')
+      if args.textDocument and args.range then
+        -- the server words the prompt about the selection (CONTRACT Decision 47)
+        args.prompt, args.selectionInPrompt, args.question = nil, nil, question
+      else
+        args.prompt = question .. '\n\n' .. (args.prompt or '')
+      end
       commands.start(client, args, { bufnr = ctx.bufnr, title = question })
     end)
     return

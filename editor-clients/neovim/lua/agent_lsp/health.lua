@@ -1,5 +1,5 @@
---- :checkhealth agent_lsp: Neovim version, options, the server executable and its version, and
---- through the server the model endpoint (`agentLsp.models`) and the MCP servers.
+--- :checkhealth agent_lsp: what only Neovim knows (its version, the options, the server executable
+--- and its version), then the server's own checks (`agentLsp.health`): the server computes them.
 
 local M = {}
 
@@ -41,105 +41,31 @@ local function get_client()
   return client, true
 end
 
+--- The server's own checks (`agentLsp.health`, the ones `agent-lsp doctor` prints): the settings
+--- file, the API key, the model endpoint (GET /models) and the model the next runs use, ripgrep,
+--- the sandbox, the MCP servers (none is started by the check).
 ---@param client vim.lsp.Client
----@param command string
----@return any result
----@return string? err
-local function execute(client, command)
-  local resp, err = client:request_sync('workspace/executeCommand', {
-    command = command,
-    arguments = { vim.empty_dict() },
-  }, TIMEOUT_MS)
-  if not resp then
-    return nil, ('%s: %s'):format(command, err or 'no answer')
-  end
-  if resp.err then
-    return nil, ('%s failed: %s'):format(command, resp.err.message or vim.inspect(resp.err))
-  end
-  return resp.result
-end
-
---- What to do about an endpoint error, by what it says.
----@param message string
----@param settings table
----@return string[]
-local function advice(message, settings)
-  local key_env = settings.apiKeyEnv or 'OPENAI_API_KEY'
-  if message:find('API key', 1, true) or message:find('HTTP 401', 1, true) or message:find('HTTP 403', 1, true) then
-    return {
-      ('export %s before starting Neovim (the server inherits its environment)'):format(key_env),
-      'or point baseUrl at a local OpenAI-compatible server (Ollama, vLLM, LM Studio)',
-    }
-  end
-  if message:find('connect', 1, true) or message:find('in time', 1, true) then
-    return { ('is the endpoint running? baseUrl is %s'):format(settings.baseUrl or vim.env.OPENAI_BASE_URL or 'not set') }
-  end
-  return { 'check baseUrl and the API key in vim.g.agent_lsp_settings' }
-end
-
---- The model endpoint, reached by the server as a run would (`GET /models`).
----@param client vim.lsp.Client
----@param settings table
-local function check_endpoint(client, settings)
+local function check_server(client)
   local health = vim.health
-  local result, err = execute(client, 'agentLsp.models')
-  if err then
-    health.error(err)
-    return
-  end
-  result = type(result) == 'table' and result or {}
-  local models = result.models or {}
-  local current = result.current
-  if type(result.error) == 'string' then
-    health.error('model endpoint: ' .. result.error, advice(result.error, settings))
-    return
-  end
-  if #models == 0 then
-    health.warn('the model endpoint lists no models: cannot tell whether `' .. tostring(current) .. '` exists')
-    return
-  end
-  if not vim.tbl_contains(models, current) then
-    local shown = table.concat(vim.list_slice(models, 1, 8), ', ') .. (#models > 8 and ', …' or '')
-    health.error(('the model `%s` is not among the %d models the endpoint lists (%s)'):format(current, #models, shown), {
-      'set `model` in vim.g.agent_lsp_settings to one of them, or pick one with :AgentModel',
+  local model = require('agent_lsp.workspace').model(require('agent_lsp.workspace').client_root(client))
+  local resp, err = client:request_sync('workspace/executeCommand', {
+    command = 'agentLsp.health',
+    arguments = { model and { model = model } or vim.empty_dict() },
+  }, TIMEOUT_MS)
+  if not resp or resp.err then
+    health.error('agentLsp.health failed: ' .. (resp and resp.err and resp.err.message or err or 'no answer'), {
+      'an older agent-lsp? upgrade it: pip install -U agent-lsp-server',
     })
     return
   end
-  health.ok(('model endpoint answers GET /models (%d model%s), including `%s`'):format(
-    #models,
-    #models == 1 and '' or 's',
-    current
-  ))
-end
-
---- The MCP servers the agent may use (`agentLsp.mcpServers`); they start with the first run.
----@param client vim.lsp.Client
-local function check_mcp(client)
-  local health = vim.health
-  local list, err = execute(client, 'agentLsp.mcpServers')
-  if err then
-    health.warn(err)
-    return
-  end
-  if type(list) ~= 'table' or #list == 0 then
-    health.info('no MCP servers configured (setting `mcpServers`)')
-    return
-  end
-  for _, server in ipairs(list) do
-    local line = ('MCP server `%s` (%s): %s%s'):format(
-      server.name,
-      server.source,
-      server.state,
-      type(server.tools) == 'table' and #server.tools > 0 and (', %d tools'):format(#server.tools) or ''
-    )
-    if server.state == 'failed' then
-      health.error(line .. ': ' .. tostring(server.error))
-    elseif server.state == 'needs-consent' or server.state == 'denied' then
-      health.warn(line, { 'a server declared by the workspace starts once you allow it (setting mcp.workspaceServers)' })
-    elseif server.state == 'running' then
+  for _, check in ipairs(type(resp.result) == 'table' and resp.result.checks or {}) do
+    local line = ('%s: %s'):format(check.name, check.detail)
+    if check.ok then
       health.ok(line)
+    elseif check.name == 'model' then
+      health.error(line, { 'set `model` in vim.g.agent_lsp_settings, or pick one with :AgentModel' })
     else
-      health.info(line .. ' (starts with the first run that needs it)')
+      health.error(line)
     end
   end
 end
@@ -216,7 +142,7 @@ function M.check()
     health.info(('client %d running for %s'):format(client.id, require('agent_lsp.workspace').client_root(client)))
   end
 
-  health.start('agent-lsp: model endpoint and MCP servers (through the server)')
+  health.start('agent-lsp: the server\'s checks (as `agent-lsp doctor`)')
   local client, temporary, why = get_client()
   if not client then
     health.error('cannot ask the server: ' .. why)
@@ -225,8 +151,7 @@ function M.check()
   if temporary then
     health.info('no agent-lsp client was running: started one for this check')
   end
-  check_endpoint(client, opts.settings)
-  check_mcp(client)
+  check_server(client)
   if temporary then
     client:stop()
   end

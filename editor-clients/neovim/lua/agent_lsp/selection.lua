@@ -68,41 +68,17 @@ function M.get(bufnr, cmd_opts)
   return from_positions(bufnr, 'V', { cmd_opts.line1, 0 }, { cmd_opts.line2, 0 })
 end
 
---- The LSP range and the selected text.
+--- The LSP range of a selection (the server reads the text itself).
 ---@param bufnr integer
 ---@param sel agent_lsp.Selection
 ---@param encoding string 'utf-8', 'utf-16' or 'utf-32'
 ---@return lsp.Range range
----@return string text
 function M.to_lsp(bufnr, sel, encoding)
   local first, last = line(bufnr, sel.srow), line(bufnr, sel.erow)
-  local range = {
+  return {
     start = { line = sel.srow - 1, character = vim.str_utfindex(first, encoding, sel.scol, false) },
     ['end'] = { line = sel.erow - 1, character = vim.str_utfindex(last, encoding, sel.ecol, false) },
   }
-  local text = vim.api.nvim_buf_get_text(bufnr, sel.srow - 1, sel.scol, sel.erow - 1, sel.ecol, {})
-  return range, table.concat(text, '\n')
-end
-
---- The prompt of :AgentAsk: the question, then the selected text and where it is.
----@param bufnr integer
----@param question string
----@param range lsp.Range
----@param text string
----@return string
-function M.prompt(bufnr, question, range, text)
-  local name = vim.fn.fnamemodify(vim.api.nvim_buf_get_name(bufnr), ':~:.')
-  local fence = text:find('```', 1, true) and '~~~~' or '```'
-  return ('%s\n\nSelected text in %s (lines %d-%d):\n%s%s\n%s\n%s'):format(
-    question,
-    name,
-    range.start.line + 1,
-    range['end'].line + 1,
-    fence,
-    vim.bo[bufnr].filetype,
-    text,
-    fence
-  )
 end
 
 return M
