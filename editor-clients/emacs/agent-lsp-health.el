@@ -6,10 +6,11 @@
 
 ;; `agent-lsp-pick-model' chooses among the models the endpoint lists
 ;; (`agentLsp.models', its GET /models) the one the next runs use.
-;; `agent-lsp-check-health' checks what a run needs, reaching the model
-;; endpoint through the server, and says precisely what is wrong: the
-;; server program missing, no API key, an unreachable URL, an HTTP error,
-;; the configured model not offered, an MCP server that failed.  Load
+;; `agent-lsp-check-health' checks what a run needs and says precisely
+;; what is wrong: what only Emacs knows (the server program, Emacs and
+;; Eglot), then the server's own checks (`agentLsp.health', those
+;; `agent-lsp doctor' prints: the settings file, the API key, the model
+;; endpoint, the model, ripgrep, the sandbox, the MCP servers).  Load
 ;; `agent-lsp', not this file.
 
 ;;; Code:
@@ -84,54 +85,23 @@ may be typed, and an empty one goes back to the `:model' setting."
 \"pip install agent-lsp-server\" (or \"pip install -e .\" in a checkout), \
 or set `agent-lsp-server-command'" program)))))
 
-(defun agent-lsp--check-models (server)
-  "Findings about the model endpoint and the model, asked through SERVER."
-  (let* ((answer (agent-lsp--models server))
-         (models (append (plist-get answer :models) nil))
-         (err (plist-get answer :error))
-         (model (or (gethash server agent-lsp--models)
-                    (plist-get answer :current))))
-    (cond
-     (err (list (agent-lsp--check 'fail "model endpoint" err)))
-     ((null models)
-      (list (agent-lsp--check 'ok "model endpoint" "answers, listing no models")
-            (agent-lsp--check 'warn "model"
-                              (format "%s cannot be checked: the endpoint \
-lists no models" model))))
-     (t
-      (list (agent-lsp--check 'ok "model endpoint"
-                              (format "answers, %d model%s" (length models)
-                                      (if (cdr models) "s" "")))
-            (if (member model models)
-                (agent-lsp--check 'ok "model" (format "%s is offered" model))
-              (agent-lsp--check
-               'fail "model"
-               (format "%s is not among the endpoint's models (%s%s): set \
-:model in `agent-lsp-settings' or M-x agent-lsp-pick-model"
-                       model (string-join (seq-take models 8) ", ")
-                       (if (> (length models) 8) ", ..." "")))))))))
-
-(defun agent-lsp--check-mcp (server)
-  "Findings about the MCP servers SERVER knows."
-  (mapcar (lambda (mcp)
-            (let ((state (plist-get mcp :state))
-                  (name (format "MCP server %s (%s)" (plist-get mcp :name)
-                                (plist-get mcp :source))))
-              (pcase state
-                ("failed" (agent-lsp--check 'fail name
-                                            (or (plist-get mcp :error) "failed")))
-                ((or "needs-consent" "denied")
-                 (agent-lsp--check 'warn name
-                                   (format "%s%s" state
-                                           (if (plist-get mcp :error)
-                                               (format ": %s" (plist-get mcp :error))
-                                             ""))))
-                (_ (agent-lsp--check
-                    'ok name (format "%s, %d tool%s" state
-                                     (length (plist-get mcp :tools))
-                                     (if (= 1 (length (plist-get mcp :tools)))
-                                         "" "s")))))))
-          (append (agent-lsp--call server "agentLsp.mcpServers") nil)))
+(defun agent-lsp--check-server (server)
+  "The server's own checks (`agentLsp.health', those `agent-lsp doctor' prints).
+The model checked is the one SERVER's next runs use (picked with
+`agent-lsp-pick-model'), else the setting's."
+  (let* ((picked (gethash server agent-lsp--models))
+         (answer (agent-lsp--call server "agentLsp.health"
+                                  (and picked (list :model picked)))))
+    (mapcar (lambda (check)
+              (let ((ok (eq (plist-get check :ok) t))
+                    (name (plist-get check :name)))
+                (agent-lsp--check
+                 (if ok 'ok 'fail) name
+                 (if (or ok (not (equal name "model")))
+                     (plist-get check :detail)
+                   (concat (plist-get check :detail)
+                           " (in `agent-lsp-settings', or M-x agent-lsp-pick-model)")))))
+            (append (plist-get answer :checks) nil))))
 
 (defun agent-lsp--health-findings ()
   "Every health-check finding for the current buffer's project."
@@ -152,11 +122,9 @@ lists no models" model))))
                                      (format "%s %s running"
                                              (or (plist-get info :name) "agent-lsp")
                                              (or (plist-get info :version) ""))))
-             (condition-case err (agent-lsp--check-models server)
-               (error (list (agent-lsp--check 'fail "model endpoint"
+             (condition-case err (agent-lsp--check-server server)
+               (error (list (agent-lsp--check 'fail "server checks"
                                               (error-message-string err)))))
-             (condition-case nil (agent-lsp--check-mcp server)
-               (error nil))
              (list (agent-lsp--check
                     'info "diagnostics"
                     "the agent sees Flymake's diagnostics (agentLsp/diagnostics)")))))))))
@@ -181,9 +149,11 @@ lists no models" model))))
 ;;;###autoload
 (defun agent-lsp-check-health ()
   "Check what an agent run needs and say precisely what is wrong.
-The server program, the server, the model endpoint (reached through
-the server: no API key, an unreachable URL, an HTTP error), the model
-\(offered by the endpoint or not) and the MCP servers.  The findings go
+The server program and the server, then the server's own checks
+\(`agentLsp.health', as `agent-lsp doctor'): the settings file, the API
+key, the model endpoint (no key, an unreachable URL, an HTTP error), the
+model (offered by the endpoint or not), ripgrep, the sandbox and the MCP
+servers.  The findings go
 to the *agent-lsp health* buffer; returns them, a list of plists
 \(:level ok|info|warn|fail :what :detail)."
   (interactive)

@@ -170,9 +170,6 @@ starts a new session."
                                    ,@(and doc `(:textDocument ,doc))
                                    ,@(and new-session '(:sessionId nil))))))
 
-(defconst agent-lsp-carry-out-prompt "Carry out the plan above."
-  "The follow-up prompt of `agent-lsp-carry-out-plan'.")
-
 (defun agent-lsp--last-plan ()
   "The newest plan of this Emacs session that finished (`done'), or nil."
   (seq-find (lambda (run)
@@ -185,13 +182,14 @@ starts a new session."
 ;;;###autoload
 (defun agent-lsp-carry-out-plan ()
   "Have the agent carry out the newest finished plan, with every tool.
-A follow-up run in the plan's session: the agent has the plan before it."
+A follow-up run in the plan's session: the agent has the plan before it.
+The server words the follow-up (`carryOutPlan')."
   (interactive)
   (let ((plan (or (agent-lsp--last-plan)
                   (user-error "agent-lsp: no finished plan; M-x agent-lsp-plan \
 makes one"))))
     (agent-lsp--send-run (agent-lsp--run-server plan)
-                         (list :prompt agent-lsp-carry-out-prompt
+                         (list :carryOutPlan t
                                :sessionId (agent-lsp--run-session plan))
                          (format "Carry out the plan of %s"
                                  (agent-lsp--run-id plan)))))
@@ -204,23 +202,12 @@ current buffer's agent-lsp server) chose, UTF-16 unless it said otherwise."
     (list :start (agent-lsp--lsp-position beg encoding)
           :end (agent-lsp--lsp-position end encoding))))
 
-(defun agent-lsp--selection-prompt (question beg end range)
-  "QUESTION followed by the text from BEG to END (at LSP RANGE), fenced."
-  (let* ((text (buffer-substring-no-properties beg end))
-         (fence (if (string-match-p "```" text) "~~~~" "```"))
-         (name (if buffer-file-name (file-relative-name buffer-file-name)
-                 (buffer-name))))
-    (format "%s\n\nSelected text in %s (lines %d-%d):\n%s%s\n%s\n%s"
-            question name
-            (1+ (plist-get (plist-get range :start) :line))
-            (1+ (plist-get (plist-get range :end) :line))
-            fence (agent-lsp--language-id)
-            (string-trim-right text "\n") fence)))
-
 ;;;###autoload
 (defun agent-lsp-ask-region (beg end question &optional new-session)
   "Ask the agent QUESTION about the region from BEG to END.
-The region's LSP range and its text go along with the question.
+The question and the region's LSP range go along; the server quotes the
+region's text (as Eglot has sent it) in the prompt.  Outside a file, the
+question goes alone.
 NEW-SESSION (interactively, \\[universal-argument]) starts a new session."
   (interactive
    (if (use-region-p)
@@ -235,16 +222,13 @@ NEW-SESSION (interactively, \\[universal-argument]) starts a new session."
          (end (max beg end))
          (server (agent-lsp--ensure-server))
          (doc (agent-lsp--text-document))
-         (range (agent-lsp-region-range beg end server))
-         (prompt (agent-lsp--selection-prompt question beg end range)))
+         (range (agent-lsp-region-range beg end server)))
     (deactivate-mark)
     (agent-lsp--send-run
      server
-     `(:prompt ,prompt
-               ,@(and doc `(:textDocument ,doc :range ,range
-                                          ;; the server need not quote it again
-                                          :selectionInPrompt t))
-               ,@(and new-session '(:sessionId nil)))
+     `(,@(if doc `(:question ,question :textDocument ,doc :range ,range)
+           `(:prompt ,question))
+       ,@(and new-session '(:sessionId nil)))
      question)))
 
 (defun agent-lsp--read-run (prompt)
@@ -293,24 +277,22 @@ Interactively, the newest running run, or a choice when several run."
 
 (defun agent-lsp--code-action-run (server arguments)
   "Start a code action's `agentLsp.run' with ARGUMENTS on SERVER.
-\"Ask agent about selection\" (`ask: true') asks for the question first;
+\"Ask agent about selection\" (`ask: true') asks for the question first,
+sent as `question' with the action's range (the server words the prompt);
 code-action runs are tracked like the others."
-  (let* ((args (copy-sequence (elt arguments 0)))
-         (prompt (or (plist-get args :prompt) ""))
-         (default "Answer my question about this code.")
+  (let* ((args (agent-lsp--plist-without (copy-sequence (elt arguments 0)) :ask))
          (title nil))
-    (when (eq (plist-get args :ask) t)
+    (when (eq (plist-get (elt arguments 0) :ask) t)
       (let ((question (read-string "Ask the agent about the selection: "
                                    nil 'agent-lsp--history)))
         (when (string-empty-p (string-trim question))
           (user-error "agent-lsp: empty question"))
         (setq title question
-              prompt (if (string-prefix-p default prompt)
-                         (concat question (substring prompt (length default)))
-                       (concat question "\n\n" prompt)))))
-    (agent-lsp--send-run
-     server (plist-put (agent-lsp--plist-without args :ask) :prompt prompt)
-     title)))
+              args (append (agent-lsp--plist-without
+                            (agent-lsp--plist-without args :prompt)
+                            :selectionInPrompt)
+                           (list :question question)))))
+    (agent-lsp--send-run server args title)))
 
 (defun agent-lsp--execute (server command arguments)
   "Run our code action's COMMAND with ARGUMENTS on SERVER; nil if not ours.

@@ -516,15 +516,20 @@ def test_ask_region_sends_the_range_in_utf16(tmp_path, workspace, model):
     assert args["range"] == {"start": {"line": 1, "character": col},
                              "end": {"line": 2, "character": len("    return")}}, args
     assert args["textDocument"]["uri"] == (workspace / "a.py").as_uri()
-    assert args["prompt"].startswith("What does this line do?")
-    assert ' " + name\n    return' in args["prompt"], args["prompt"]
-    assert "What does this line do?" in user_texts(model)
+    assert args["question"] == "What does this line do?" and "prompt" not in args, args
+    # the server quoted the region it holds (Eglot's copy of the buffer)
+    first = [m["content"] for m in model.requests[0]["messages"] if m["role"] == "user"][-1]
+    assert first.startswith("What does this line do?\n\nSelected text in a.py (lines 2-3):\n```python\n"), first
+    assert ' " + name\n    return\n```' in first, first
     assert "## run " in res.data["stream"] and ": What does this line do?" in res.data["stream"]
     assert "It builds the greeting." in res.data["stream"]
-    # the code action: its prompt now leads with the question, the selection follows
+    # the code action: the question goes as `question` with the action's range; the server words it
     action = res.data["commands"][1]["arguments"][0]
-    assert action["prompt"].startswith("Why the emoji?\n\n```"), action
-    assert "😀" in action["prompt"] and "ask" not in action
+    assert action["question"] == "Why the emoji?" and "prompt" not in action, action
+    assert "ask" not in action and "selectionInPrompt" not in action, action
+    second = [m["content"] for m in model.requests[-1]["messages"] if m["role"] == "user"][-1]
+    assert second.startswith("Why the emoji?\n\nSelected text in a.py (line 2):\n```python\n"), second
+    assert "😀" in second, second
     assert action["range"]["start"] == {"line": 1, "character": 0}
     assert ": Why the emoji?" in res.data["stream"] and "Code action answer." in res.data["stream"]
 
@@ -669,8 +674,10 @@ def test_picked_model_is_used_by_the_next_run(tmp_path, workspace, model):
     assert not res.errors, res.explain()
     # the configured model ("m") is not offered by the endpoint: the health check says so
     before = {f["what"]: f for f in res.values["health-before"]}
-    assert before["model endpoint"]["level"] == "ok", before
-    assert before["model"]["level"] == "fail" and "m is not among the endpoint's models (scripted)" in before["model"]["detail"], before
+    assert before["endpoint"]["level"] == "ok", before  # the server's checks (agentLsp.health)
+    assert before["model"]["level"] == "fail" and "m is not among the endpoint's models (e.g. scripted)" in before["model"]["detail"], before
+    assert "agent-lsp-pick-model" in before["model"]["detail"], before
+    assert {"settings file", "API key", "ripgrep", "sandbox"} <= set(before), before
     picker = [p for p in res.data["prompts"] if "Model for the next" in p["prompt"]]
     assert picker[0]["items"] == ["scripted"] and "(now m)" in picker[0]["prompt"], picker
     assert res.values["picked"] == "scripted"
@@ -691,10 +698,10 @@ def test_health_check_names_an_unreachable_endpoint(tmp_path, workspace, model):
     assert not res.errors, res.explain()
     findings = {f["what"]: f for f in res.values["findings"]}
     assert findings["server program"]["level"] == "ok" and findings["server"]["level"] == "ok", findings
-    endpoint = findings["model endpoint"]
+    endpoint = findings["endpoint"]
     assert endpoint["level"] == "fail" and "127.0.0.1:9" in endpoint["detail"], endpoint
-    assert "FAIL  model endpoint: " in res.values["report"], res.values["report"]
-    assert re.search(r"agent-lsp health: model endpoint: .*127\.0\.0\.1:9", res.data["messages"]), res.data["messages"]
+    assert "FAIL  endpoint: " in res.values["report"], res.values["report"]
+    assert re.search(r"agent-lsp health: endpoint: .*127\.0\.0\.1:9", res.data["messages"]), res.data["messages"]
 
 
 def test_plan_then_carry_out(tmp_path, workspace, model):
@@ -719,7 +726,9 @@ def test_plan_then_carry_out(tmp_path, workspace, model):
     assert plan_stop["report"]["stopReason"] == "done" and follow_stop["report"]["stopReason"] == "done", res.explain()
     runs = [c["arguments"][0] for c in res.data["commands"] if c["command"] == "agentLsp.run"]
     assert runs[0]["mode"] == "plan" and runs[0]["prompt"] == "Plan a module docstring for a.py", runs
-    assert runs[1] == {"prompt": "Carry out the plan above.", "sessionId": plan_stop["report"]["sessionId"]}, runs
+    assert runs[1] == {"carryOutPlan": True, "sessionId": plan_stop["report"]["sessionId"]}, runs
+    carried = [m["content"] for m in model.requests[1]["messages"] if m["role"] == "user"][-1]
+    assert carried == "Carry out the plan above.", carried  # the server's follow-up reached the model
     # the plan run offers no edit or command tools; the follow-up offers them all
     plan_tools, follow_tools = request_tools(model.requests[0]), request_tools(model.requests[1])
     assert "read_file" in plan_tools and not plan_tools & {"edit_file", "write_file", "run_command", "remember"}, plan_tools
