@@ -18,7 +18,6 @@ const SERVER_CANCEL = 'agentLsp.cancel';
  * safety net for a lost notification, not the path; long enough for a loaded machine.
  */
 const CANCEL_FALLBACK_MS = 15000;
-export const CARRY_OUT_PROMPT = 'Carry out the plan above.';
 /** Context key: a plan finished and can be carried out (shows the command in the palette). */
 const PLAN_READY = 'agentLsp.planReady';
 
@@ -63,7 +62,7 @@ export class AgentCommands {
           if (question === undefined) {
             return undefined;
           }
-          runArgs = { ...given, prompt: await this.askPrompt(question, given) };
+          runArgs = askArgs(question, given);
         }
         try {
           return await this.startRun(runArgs, (a) => Promise.resolve(next(command, [a])));
@@ -122,7 +121,7 @@ export class AgentCommands {
       void vscode.window.showInformationMessage('Agent: no finished plan in this window yet (run "Agent: Plan…" first).');
       return;
     }
-    await this.startRun({ prompt: CARRY_OUT_PROMPT, sessionId: plan.sessionId });
+    await this.startRun({ carryOutPlan: true, sessionId: plan.sessionId }, undefined, `carry out: ${plan.title}`);
     this.plan = undefined;
     void vscode.commands.executeCommand('setContext', PLAN_READY, false);
   }
@@ -154,8 +153,9 @@ export class AgentCommands {
       return;
     }
     const c2p = (await this.client()).code2ProtocolConverter;
+    // The server quotes the selected text it holds (the language client syncs the document first).
     await this.startRun({
-      prompt: selectionPrompt(question, editor.document, editor.selection),
+      question,
       textDocument: { uri: c2p.asUri(editor.document.uri) },
       range: c2p.asRange(editor.selection),
     });
@@ -215,7 +215,7 @@ export class AgentCommands {
    * Starts a run that continues the current session unless that session is busy.
    * `send` defaults to the server's `agentLsp.run` over `workspace/executeCommand`.
    */
-  private async startRun(args: RunArgs, send?: SendRun): Promise<RunStarted | undefined> {
+  private async startRun(args: RunArgs, send?: SendRun, title?: string): Promise<RunStarted | undefined> {
     const sendRun: SendRun =
       send ??
       (async (a) =>
@@ -238,24 +238,11 @@ export class AgentCommands {
     if (!isRunStarted(result)) {
       throw new Error(`the server answered agentLsp.run with ${JSON.stringify(result)}`);
     }
-    this.runs.started(result, shortTitle(args.prompt), args.mode);
-    this.stream.runStarted(result.runId, args.mode === 'plan' ? `[plan] ${args.prompt}` : args.prompt);
+    const shown = title ?? args.question ?? args.prompt ?? 'carry out the plan';
+    this.runs.started(result, shortTitle(shown), args.mode);
+    this.stream.runStarted(result.runId, args.mode === 'plan' ? `[plan] ${shown}` : shown);
     this.stream.reveal();
     return result;
-  }
-
-  private async askPrompt(question: string, args: RunArgs): Promise<string> {
-    const uri = args.textDocument?.uri;
-    if (uri && args.range) {
-      const p2c = (await this.client()).protocol2CodeConverter;
-      const target = p2c.asUri(uri).toString();
-      const doc = vscode.workspace.textDocuments.find((d) => d.uri.toString() === target);
-      if (doc) {
-        const range = p2c.asRange(args.range);
-        return selectionPrompt(question, doc, range);
-      }
-    }
-    return `${question}\n\n${args.prompt}`;
   }
 
   private async guard(action: () => Promise<void>): Promise<void> {
@@ -279,10 +266,16 @@ function askQuestion(): Thenable<string | undefined> {
     .then((q) => (q?.trim() ? q : undefined));
 }
 
-function selectionPrompt(question: string, doc: vscode.TextDocument, range: vscode.Range): string {
-  const where = vscode.workspace.asRelativePath(doc.uri);
-  const lines = `${range.start.line + 1}-${range.end.line + 1}`;
-  return `${question}\n\nSelected text in ${where} (lines ${lines}):\n\`\`\`${doc.languageId}\n${doc.getText(range)}\n\`\`\``;
+/**
+ * The "Ask agent about selection" code action once the question is known: `question` with the
+ * action's document and range (the server words the prompt and quotes the selection).
+ */
+function askArgs(question: string, given: RunArgs): RunArgs {
+  const { prompt, selectionInPrompt: _quoted, ...rest } = given;
+  if (rest.textDocument && rest.range) {
+    return { ...rest, question };
+  }
+  return { ...rest, prompt: prompt ? `${question}\n\n${prompt}` : question };
 }
 
 function isAgentDocument(doc: vscode.TextDocument): boolean {

@@ -1,51 +1,62 @@
 /**
- * `Agent: Check Health`: reaches the model endpoint through the server (`agentLsp.models`,
- * the endpoint's GET /models) and says precisely what is wrong: no key, unreachable URL,
- * an HTTP error, or a model the endpoint does not offer.
+ * `Agent: Check Health`: shows the server's own checks (`agentLsp.health`, the ones
+ * `agent-lsp doctor` prints: settings file, API key, the endpoint's GET /models, the model,
+ * ripgrep, sandbox, MCP servers). The server computes them; what only the extension knows
+ * (its version, the server command it started) is logged beside them.
  */
 import * as vscode from 'vscode';
 import { callServer, GetClient } from './callServer';
 import { describeError, log } from './logger';
-import type { ModelList } from './pickers';
 import { RunRegistry } from './runs';
 import * as settings from './settings';
 
 const OPEN_SETTINGS = 'Open Settings';
 const PICK_MODEL = 'Pick Model…';
 
+export interface HealthCheck {
+  name: string;
+  ok: boolean;
+  detail: string;
+}
+
+export interface HealthReport {
+  ok: boolean;
+  checks: HealthCheck[];
+}
+
 /** `quiet`: the start-up check, which only speaks up about a problem. */
 export async function checkHealth(getClient: GetClient, runs: RunRegistry, quiet: boolean): Promise<void> {
-  const endpoint = settings.baseUrl() ?? 'the default endpoint (OPENAI_BASE_URL or the SDK default)';
-  let list: ModelList;
+  let report: HealthReport;
   try {
-    list = await callServer<ModelList>(await getClient(), 'agentLsp.models', {});
+    // The model the next runs use (picked in this window) is the one checked.
+    report = await callServer<HealthReport>(await getClient(), 'agentLsp.health', runs.model ? { model: runs.model } : {});
   } catch (err) {
     if (!quiet) {
       void vscode.window.showErrorMessage(`Agent: health check failed: ${describeError(err)}`);
     }
     return;
   }
-  const model = runs.model ?? list.current;
-  let problem: string | undefined;
-  let action = OPEN_SETTINGS;
-  if (list.error) {
-    problem = `the model endpoint cannot be used: ${list.error}`;
-  } else if (list.models.length === 0) {
-    problem = `${endpoint} lists no models (GET /models answered an empty list)`;
-  } else if (!list.models.includes(model)) {
-    const offered = list.models.slice(0, 10).join(', ') + (list.models.length > 10 ? ', …' : '');
-    problem = `the model "${model}" is not offered by ${endpoint}; it offers: ${offered}`;
-    action = PICK_MODEL;
+  const version: string = vscode.extensions.getExtension('agent-lsp.agent-lsp')?.packageJSON?.version ?? '?';
+  log.info(`health check: extension ${version}, server command ${settings.serverPath()}`);
+  for (const check of report.checks) {
+    if (check.ok) {
+      log.info(`health check: ok ${check.name}: ${check.detail}`);
+    } else {
+      log.warn(`health check: FAILED ${check.name}: ${check.detail}`);
+    }
   }
-  if (problem === undefined) {
-    log.info(`health check: ${endpoint} answers, model ${model} is offered`);
+  const failed = report.checks.filter((c) => !c.ok);
+  if (failed.length === 0) {
     if (!quiet) {
-      void vscode.window.showInformationMessage(`Agent: ${endpoint} answers and offers the model "${model}".`);
+      const names = report.checks.map((c) => c.name).join(', ');
+      void vscode.window.showInformationMessage(`Agent: all ${report.checks.length} checks pass (${names}); details in the Agent log.`);
     }
     return;
   }
-  log.warn(`health check: ${problem}`);
-  const choice = await vscode.window.showErrorMessage(`Agent: ${problem}`, action);
+  const [first, ...rest] = failed;
+  const more = rest.length ? ` (also: ${rest.map((c) => c.name).join(', ')}; see the Agent log)` : '';
+  const action = failed.some((c) => c.name === 'model') ? PICK_MODEL : OPEN_SETTINGS;
+  const choice = await vscode.window.showErrorMessage(`Agent: ${first.name}: ${first.detail}${more}`, action);
   if (choice === OPEN_SETTINGS) {
     void vscode.commands.executeCommand('workbench.action.openSettings', '@ext:agent-lsp.agent-lsp');
   } else if (choice === PICK_MODEL) {

@@ -17,8 +17,15 @@ export interface RunInfo {
 }
 
 /** The arguments of the server's `agentLsp.run` command (CONTRACT "LSP surface"). */
+/**
+ * One of `prompt`, `question` (with `textDocument` and `range`: the server quotes the selection)
+ * or `carryOutPlan` (the server's own follow-up): the server words the prompt (Decision 47).
+ */
 export interface RunArgs {
-  prompt: string;
+  prompt?: string;
+  question?: string;
+  carryOutPlan?: boolean;
+  selectionInPrompt?: boolean;
   textDocument?: { uri: string };
   range?: { start: { line: number; character: number }; end: { line: number; character: number } };
   sessionId?: string;

@@ -33,7 +33,7 @@ function editMachineSettings(dirs, change) {
 
 /** The start-up health check: the configured model is not one the endpoint lists. */
 export async function startupHealth({ page }) {
-  const found = await step('start-up health toast', () => toastWithButton(page, 'is not offered', 'Pick Model…', 60_000));
+  const found = await step('start-up health toast', () => toastWithButton(page, "is not among the endpoint's models", 'Pick Model…', 60_000));
   const r = { text: plain(await found.innerText()) };
   await clearNotifications(page);
   return r;
