@@ -86,6 +86,57 @@ def _endpoint_checks(settings: Settings, found: dict[str, Any]) -> list[Check]:
 
 async def _models(settings: Settings, host: AgentHost | None, timeout: float | None) -> dict[str, Any]:
     """The endpoint's GET /models (`{current, models, error?}`), within `timeout` seconds."""
+    from agent_lsp.agent.host import AgentHost
+
+    own = host is None
+    lister = AgentHost() if host is None else host
+    try:
+        return await asyncio.wait_for(lister.list_models(settings), timeout)
+    except TimeoutError:
+        endpoint = settings.base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1"
+        return {"current": settings.model, "models": [], "error": f"{endpoint} did not answer GET /models within {timeout:g} s"}
+    finally:
+        if own:
+            await lister.aclose()
+
+
+async def _ripgrep() -> Check:
+    return await asyncio.to_thread(_ripgrep_check)  # runs `rg --version`: never on the event loop
+
+
+def _ripgrep_check() -> Check:
+    import subprocess
+
+    from agent_lsp.agent.tools import ripgrep
+
+    rg = ripgrep.find_rg()
+    if rg is None:
+        return Check("ripgrep", False, f"`rg` was not found: {ripgrep.INSTALL_HINT}")
+    try:
+        version = subprocess.run([rg, "--version"], capture_output=True, text=True, timeout=10, env=keyguard.child_env()).stdout.splitlines()[0]
+    except (OSError, subprocess.SubprocessError, IndexError) as exc:
+        return Check("ripgrep", False, f"{rg} does not run ({exc}): {ripgrep.INSTALL_HINT}")
+    return Check("ripgrep", True, f"{version} at {rg}")
+
+
+async def _sandbox(settings: Settings) -> Check:
+    from agent_lsp.agent import sandbox
+
+    problem = await sandbox.probe()
+    if settings.sandbox.mode == "off":
+        return Check("sandbox", True, "sandbox.mode is off (commands run unconfined, after approval)"
+                     + ("" if problem is None else f"; to turn it on: {problem}"))
+    if problem is not None:
+        return Check("sandbox", False, f"sandbox.mode is {settings.sandbox.mode}, but {problem}: every run_command is refused")
+    return Check("sandbox", True, f"bubblewrap works here ({settings.sandbox.mode}, network {'on' if settings.sandbox.network else 'off'})")
+
+
+async def _mcp(settings: Settings, roots: list[Any], host: AgentHost | None, start: bool) -> list[Check]:
+    """doctor starts the user's own MCP servers and lists their tools; workspace servers are only
+    listed (doctor never starts what the user has not allowed). The LSP command starts none: a
+    server not started yet is "starts with the first run that needs it"."""
+    if not roots:
+        return []
     from agent_lsp.mcp.hub import McpHub
 
     servers = host.tool_servers if host is not None else None
