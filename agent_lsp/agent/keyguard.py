@@ -11,7 +11,7 @@ import ctypes
 import logging
 import os
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 log = logging.getLogger(__name__)
 
@@ -125,7 +125,7 @@ def _set_non_dumpable() -> None:
         log.warning("could not make the process non-dumpable (errno %d)", ctypes.get_errno())
 
 
-def _wipe_environ_block(wipe) -> None:
+def _wipe_environ_block(wipe: Callable[[str, str], bool]) -> None:
     """Zero, in place, the values of the matching `NAME=value` strings of the block the kernel
     shows as /proc/self/environ (env_start..env_end of /proc/self/stat). `os.unsetenv` only
     drops libc's pointer; the bytes stay there. Unset them first: a wiped value still in

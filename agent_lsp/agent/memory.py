@@ -50,5 +50,5 @@ async def _head(path: Path) -> str:
     """The start of a memory file (it is capped anyway); a regular file only."""
     fd, _ = open_regular(path, max_bytes=1 << 62)
     async with aiofiles.open(fd, "rb") as handle:
-        data = await handle.read(4 * MAX_MEMORY_CHARS)
+        data: bytes = await handle.read(4 * MAX_MEMORY_CHARS)
     return data.decode("utf-8", errors="replace")

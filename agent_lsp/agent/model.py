@@ -144,8 +144,9 @@ class OpenAIModel:
         except openai.APIConnectionError as exc:
             raise ModelError(f"cannot connect to the model endpoint {self.endpoint}: {_connection_reason(exc)}") from None
 
-    async def complete(self, messages, tools, on_text, *, agent_id, turn, purpose="turn", timeout=None,
-                       on_thinking=None) -> Reply:
+    async def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], on_text: TextSink, *,
+                       agent_id: str, turn: int, purpose: str = "turn", timeout: float | None = None,
+                       on_thinking: TextSink | None = None) -> Reply:
         client = await self._get_client()
         openai = sys.modules["openai"]
         body: dict[str, Any] = {"model": self.name, "messages": self._wire(messages), "stream": True}
@@ -310,8 +311,9 @@ class ReplayModel:
                 replies[key] = Reply.from_record(record["reply"])
         return replies
 
-    async def complete(self, messages, tools, on_text, *, agent_id, turn, purpose="turn", timeout=None,
-                       on_thinking=None) -> Reply:
+    async def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], on_text: TextSink, *,
+                       agent_id: str, turn: int, purpose: str = "turn", timeout: float | None = None,
+                       on_thinking: TextSink | None = None) -> Reply:
         if self._replies is None:  # read once, off the event loop
             self._replies = await asyncio.to_thread(self._load)
         reply = self._replies.get((agent_id, turn, purpose))

@@ -9,6 +9,7 @@ import contextlib
 import os
 import signal
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -70,7 +71,8 @@ def reaped(argv: list[str]) -> list[str]:
 
 
 async def run_process(argv: list[str], cwd: Path, timeout: float, *, env: dict[str, str],
-                      processes: set[asyncio.subprocess.Process], on_output=None) -> ProcessResult:
+                      processes: set[asyncio.subprocess.Process],
+                      on_output: Callable[[bytes], None] | None = None) -> ProcessResult:
     """Run argv (already wrapped by the reaper or the sandbox) in its own session; a timeout
     or a cancel ends it and everything it started."""
     try:
