@@ -32,6 +32,19 @@ def run_cli(argv: list[str], timeout: float = 45) -> subprocess.CompletedProcess
     return subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout)
 
 
+def run_on_a_tty(argv: list[str], typed: bytes, timeout: float = 45) -> tuple[int, str, str]:
+    """The CLI with a terminal to ask on (stdin a pty), `typed` already typed into it."""
+    master, slave = os.openpty()
+    try:
+        proc = subprocess.Popen(argv, stdin=slave, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        os.close(slave)
+        os.write(master, typed)
+        out, err = proc.communicate(timeout=timeout)
+    finally:
+        os.close(master)
+    return proc.returncode, out, err
+
+
 def report_of(out: str) -> dict:
     """With --json, stdout holds exactly one JSON object: the report (CONTRACT)."""
     return json.loads(out)

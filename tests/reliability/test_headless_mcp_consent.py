@@ -4,14 +4,12 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from tests.headless.test_run_cli import agent_run, report_of, run_cli
+from tests.headless.test_run_cli import agent_run, report_of, run_cli, run_on_a_tty
 from tests.reliability.test_long_lived import TINY_SERVER
 
 pytestmark = pytest.mark.timeout(90)
@@ -32,15 +30,7 @@ def offered(model) -> set[str]:
 
 
 def on_a_tty(argv: list[str], answer: bytes) -> tuple[int, str, str]:
-    master, slave = os.openpty()
-    try:
-        proc = subprocess.Popen(argv, stdin=slave, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        os.close(slave)
-        os.write(master, answer)
-        out, err = proc.communicate(timeout=60)
-    finally:
-        os.close(master)
-    return proc.returncode, out, err
+    return run_on_a_tty(argv, answer, timeout=60)
 
 
 @pytest.mark.parametrize(("answer", "started"), [(b"a\n", True), (b"d\n", False)], ids=["allow", "deny"])

@@ -5,13 +5,12 @@ real subprocesses against the scripted model; what they print is checked byte fo
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 
 import pytest
 
-from tests.headless.test_run_cli import agent_run, run_cli
+from tests.headless.test_run_cli import agent_run, run_cli, run_on_a_tty
 from tests.unit.kit import call, tools_reply
 
 pytestmark = pytest.mark.timeout(90)
@@ -83,16 +82,7 @@ def test_a_file_name_the_model_chose_is_escaped_in_the_report_and_in_rewind(mode
 
 def ask_on_a_tty(model, workspace, answers: bytes) -> tuple[int, str, str]:
     """`agent-lsp run` with a terminal to ask on (stdin a pty), answering `answers`."""
-    master, slave = os.openpty()
-    try:
-        proc = subprocess.Popen(agent_run(model, workspace, "go", yes=False), stdin=slave,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        os.close(slave)
-        os.write(master, answers)
-        out, err = proc.communicate(timeout=45)
-    finally:
-        os.close(master)
-    return proc.returncode, out, err
+    return run_on_a_tty(agent_run(model, workspace, "go", yes=False), answers)
 
 
 def test_the_terminal_approval_prompt_escapes_the_detail(model, workspace):

@@ -10,6 +10,8 @@ import shutil
 import socket
 import sys
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -79,15 +81,14 @@ async def test_tmp_is_private_and_writable(model, workspace):
     assert not marker.exists(), "the sandbox's /tmp is its own"
 
 
-@pytest.fixture
-def listener():
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
+@contextmanager
+def hello_server(server: socket.socket) -> Iterator[socket.socket]:
+    """Answer every connection to a bound socket with HELLO-FROM-HOST until the block ends."""
     server.listen(5)
+    server.settimeout(0.2)
     stop = threading.Event()
 
     def serve() -> None:
-        server.settimeout(0.2)
         while not stop.is_set():
             try:
                 conn, _ = server.accept()
@@ -98,10 +99,20 @@ def listener():
 
     thread = threading.Thread(target=serve, daemon=True)
     thread.start()
-    yield server.getsockname()[1]
-    stop.set()
-    thread.join(2)
-    server.close()
+    try:
+        yield server
+    finally:
+        stop.set()
+        thread.join(2)
+        server.close()
+
+
+@pytest.fixture
+def listener():
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    with hello_server(server):
+        yield server.getsockname()[1]
 
 
 def connect_command(port: int) -> str:

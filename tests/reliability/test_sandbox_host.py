@@ -14,7 +14,6 @@ import shutil
 import socket
 import subprocess
 import sys
-import threading
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -23,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from agent_lsp.agent import sandbox
-from tests.reliability.test_sandbox import box, one_command
+from tests.reliability.test_sandbox import box, hello_server, one_command
 
 pytestmark = [pytest.mark.timeout(60),
               pytest.mark.skipif(shutil.which("bwrap") is None and not os.environ.get("CI"), reason="bubblewrap is not installed")]
@@ -71,27 +70,10 @@ def unix_listener(path: Path) -> Iterator[Path]:
     path.parent.mkdir(parents=True, exist_ok=True)
     server = socket.socket(socket.AF_UNIX)
     server.bind(str(path))
-    server.listen(5)
-    server.settimeout(0.2)
-    stop = threading.Event()
-
-    def serve() -> None:
-        while not stop.is_set():
-            try:
-                conn, _ = server.accept()
-                conn.sendall(b"HELLO-FROM-HOST\n")
-                conn.close()
-            except OSError:
-                continue
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
     try:
-        yield path
+        with hello_server(server):
+            yield path
     finally:
-        stop.set()
-        thread.join(2)
-        server.close()
         path.unlink(missing_ok=True)
 
 
