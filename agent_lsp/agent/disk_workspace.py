@@ -39,7 +39,6 @@ class DiskWorkspace:
     def __init__(self, roots: list[Path], names: list[str] | None = None):
         self.roots = [Path(r).resolve() for r in roots]
         self.names = names
-        self.written: list[Path] = []
 
     async def read(self, path: Path) -> Document:
         return await read_disk_document(path)
@@ -60,7 +59,6 @@ class DiskWorkspace:
             await asyncio.to_thread(_write, path, after.encode("utf-8"))
         except OSError as exc:
             return EditOutcome(False, f"cannot write: {exc.strerror or exc}")
-        self.written.append(path)
         return EditOutcome(True)
 
     async def restore(self, restores: list[Any]) -> Any:

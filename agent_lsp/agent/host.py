@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from agent_lsp.agent import keyguard
+from agent_lsp.agent.changes import RunChanges
 from agent_lsp.agent.checkpoints import CheckpointStore
 from agent_lsp.agent.messages import CancelCause, RunReport, StopCause
 from agent_lsp.agent.model import Model, ModelError, make_model
@@ -306,7 +307,7 @@ class AgentHost:
                      "note", result.rewind_id)
         del session.history[cut:]
         session.history.append(note)
-        for record in session.runs:
+        for record in session.runs:  # their files leave the session's edited files (Session.edited reads these)
             if record.run_id in dropped:
                 record.rewound = True
         transcript = Transcript(state_dir() / "runs" / f"{result.rewind_id}.jsonl", result.rewind_id, Redactor([]))
@@ -315,7 +316,7 @@ class AgentHost:
         await transcript.write("main", 0, "rewind", result=result.to_dict(), runs=sorted(rewound))
         await transcript.close()
         session.runs.append(RunRecord(result.rewind_id, str(transcript.path), time.time(), f"rewind of {', '.join(sorted(rewound))}",
-                                      "done", [p.as_uri() for p in result.restored], kind="rewind"))
+                                      "done", RunChanges.of(result.restored), kind="rewind"))
         session.updated = time.time()
         await sessions.save(session)
 

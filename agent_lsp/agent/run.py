@@ -19,7 +19,7 @@ from agent_lsp.agent.ports import Approver, EventSink, Workspace
 from agent_lsp.agent.process import kill_group
 from agent_lsp.agent.services import Limits, LoopServices, RunStats
 from agent_lsp.agent.session import Entry, RunRecord, Session, new_id
-from agent_lsp.agent.tools.base import RunChanges, Tool, ToolBox, ToolContext, ToolError
+from agent_lsp.agent.tools.base import Tool, ToolBox, ToolContext, ToolError
 from agent_lsp.agent.tools.paths import PathGuard
 from agent_lsp.agent.tools.runner import CommandRunner
 from agent_lsp.agent.tools.toolsets import main_tools, plan_tools, subagent_tools
@@ -109,7 +109,10 @@ async def run_task(prompt: str, *, session: Session, settings: Settings, workspa
     paths.extra_readable = session.spill_files
     runner = CommandRunner(env=env, secret_names=keyguard.key_names(settings.api_key_env), secrets=redact.secrets,
                            sandbox=settings.sandbox, roots=paths.roots, hidden=[state_dir(), settings.transcript_path()])
-    tool_ctx = ToolContext(workspace=workspace, paths=paths, changes=RunChanges(), runner=runner)
+    record = RunRecord(run_id, str(transcript.path), time.time(), prompt)
+    # The tools write into the record's own changes: the report, the session index and the
+    # session's edited files all read that one record.
+    tool_ctx = ToolContext(workspace=workspace, paths=paths, changes=record.changes, runner=runner)
     if options.checkpoints is not None:
         tool_ctx.checkpoint = RunCheckpoint(options.checkpoints, workspace, run_id, session.id)
     stats = RunStats()
@@ -118,9 +121,8 @@ async def run_task(prompt: str, *, session: Session, settings: Settings, workspa
                             Limits(settings.context_window, settings.tool_output_limit, settings.request_timeout),
                             ApprovalPolicy(settings.approval, session.approvals), approver, settings.approval.timeout,
                             tool_ctx, state_dir() / "spill" / run_id, stats, pricing,
-                            changed_files=lambda: [paths.display(p) for p in dict.fromkeys([*session.edited, *tool_ctx.changes])])
+                            changed_files=lambda: [paths.display(p) for p in session.edited])  # this run's record is in session.runs
     tool_ctx.notify = lambda text: services.emit(Event("status", text, {"turn": None}))
-    record = RunRecord(run_id, str(transcript.path), time.time(), prompt)
     run = _Run(services, session, settings, paths, record)
     tool_ctx.spawn_subagent = run.spawn_subagent
     session.running = run_id
@@ -183,7 +185,6 @@ async def _uncancellable(coro: Awaitable[RunReport]) -> RunReport:
 async def _close_run(run: _Run, main: AgentLoop | None, outcome: LoopOutcome, owns_model: bool, options: RunOptions) -> RunReport:
     services, session, settings = run.services, run.session, run.settings
     transcript, redact, stats = services.transcript, services.redact, services.stats
-    changes = services.tool_ctx.changes
     if owns_model and hasattr(services.model, "aclose"):  # the client this run made, not the caller's
         try:
             await services.model.aclose()
@@ -192,8 +193,6 @@ async def _close_run(run: _Run, main: AgentLoop | None, outcome: LoopOutcome, ow
     if main is not None:
         await main.record_closed()
         await main.log_pending()
-    for path in changes:
-        session.edited.setdefault(path, None)
     turns = main.model_calls if main is not None else 0
     report = RunReport(
         run_id=services.run_id,
@@ -203,7 +202,7 @@ async def _close_run(run: _Run, main: AgentLoop | None, outcome: LoopOutcome, ow
         turns=turns,
         final_text=redact(outcome.final_text),
         summary=redact(explain_stop(outcome, run, turns, options.continue_hint)),
-        edited_files=[p.as_uri() for p in changes],
+        edited_files=run.record.edited,
         tool_calls=stats.tool_calls,
         denied=stats.denied,
         usage=stats.usage,
@@ -220,7 +219,6 @@ async def _close_run(run: _Run, main: AgentLoop | None, outcome: LoopOutcome, ow
     await transcript.close()
     run.record.stop = str(outcome.reason)
     run.record.reached = stats.reached_model
-    run.record.edited = list(report.edited_files)
     session.updated = time.time()
     if options.on_record is not None:
         try:
@@ -279,7 +277,7 @@ def explain_stop(outcome: LoopOutcome, run: _Run, turns: int, continue_hint: str
     from the model has nothing to continue: it says so instead of the continue hint (no
     session is kept for it, Decision 46). Who cancelled follows from the typed cause."""
     stats = run.services.stats
-    edited = ", ".join(run.paths.display(p) for p in run.services.tool_ctx.changes) or "no files"
+    edited = ", ".join(run.paths.display(p) for p in run.record.changes) or "no files"
     done = f"{_count(turns, 'turn')}, {_count(stats.tool_calls, 'tool call')}" + (f" ({stats.denied} denied)" if stats.denied else "") + f", edited {edited}"
     usage = usage_line({**stats.usage.to_dict(), "contextTokens": stats.context_tokens, "contextWindow": run.settings.context_window})
     if outcome.reason == StopReason.DONE:

@@ -1,5 +1,6 @@
 """A conversation that follow-up runs continue: its history as typed entries (what each
-message is, how each tool call ended), the files it changed, its "allow for session" grants."""
+message is, how each tool call ended), its runs' records (what each changed), its "allow for
+session" grants."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agent_lsp.agent.changes import RunChanges
 from agent_lsp.agent.context import TokenEstimator
 from agent_lsp.agent.messages import Outcome
 
@@ -71,10 +73,17 @@ class RunRecord:
     started: float
     prompt: str = ""
     stop: str | None = None  # the stop reason; None while running
-    edited: list[str] = field(default_factory=list)  # file URIs
+    # What the run changed: the one record of it (the run's tools write into it as ctx.changes).
+    # A rewind keeps it (the run did change those files) and sets `rewound` instead.
+    changes: RunChanges = field(default_factory=RunChanges)
     rewound: bool = False
     kind: str = "run"  # run | rewind
     reached: bool = True  # False: the run ended before the model ever answered (not persisted: saved runs reached it)
+
+    @property
+    def edited(self) -> list[str]:
+        """The changed files as URIs: the report's editedFiles and the index's `edited`."""
+        return self.changes.uris()
 
     def to_dict(self) -> dict[str, Any]:
         return {"runId": self.run_id, "transcript": self.transcript, "started": self.started, "prompt": self.prompt,
@@ -83,7 +92,8 @@ class RunRecord:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RunRecord:
         return cls(str(data["runId"]), str(data["transcript"]), float(data.get("started", 0)), str(data.get("prompt", "")),
-                   data.get("stop"), list(data.get("edited") or []), bool(data.get("rewound")), str(data.get("kind", "run")))
+                   data.get("stop"), RunChanges.from_uris(data.get("edited") or []), bool(data.get("rewound")),
+                   str(data.get("kind", "run")))
 
 
 @dataclass
@@ -92,7 +102,6 @@ class Session:
     history: list[Entry] = field(default_factory=list)
     approvals: SessionApprovals = field(default_factory=SessionApprovals)
     estimator: TokenEstimator = field(default_factory=TokenEstimator)
-    edited: dict[Path, None] = field(default_factory=dict)  # every file its runs changed, in order
     spill_files: set[Path] = field(default_factory=set)
     running: str | None = None  # the run id while a run is going
     model: str | None = None  # chosen by a run's `model` argument for the rest of the session
@@ -101,11 +110,24 @@ class Session:
     updated: float = field(default_factory=time.time)
     runs: list[RunRecord] = field(default_factory=list)
 
+    @property
+    def edited(self) -> dict[Path, None]:
+        """Every file its runs changed, in order: read from the runs' own records (a running
+        one's too), never kept apart, so a rewind (which marks its runs `rewound`) takes their
+        files off at once, and a session rebuilt from its index says the same as the live one."""
+        return edited_by(self.runs)
+
     def messages(self) -> list[dict[str, Any]]:
         return [entry.message for entry in self.history]
 
     def run(self, run_id: str) -> RunRecord | None:
         return next((r for r in self.runs if r.run_id == run_id), None)
+
+
+def edited_by(runs: list[RunRecord]) -> dict[Path, None]:
+    """The files the session's runs changed that its history still holds: agent runs (a
+    rewind's own restores are not changes the conversation made) not rewound since."""
+    return dict.fromkeys(path for record in runs if record.kind == "run" and not record.rewound for path in record.changes)
 
 
 def apply_history_record(history: list[Entry], record: dict[str, Any]) -> None:

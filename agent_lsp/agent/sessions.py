@@ -94,11 +94,6 @@ class SessionStore:
             if record.stop is None:  # the process ended while it ran
                 record.stop = "cancelled"
             session.spill_files |= self._own_spills(_replay(Path(record.transcript), session.history))
-            for uri in record.edited:
-                if not record.rewound and uri.startswith("file://"):
-                    from urllib.parse import unquote, urlparse
-
-                    session.edited.setdefault(Path(unquote(urlparse(uri).path)), None)
         return session
 
     def _own_spills(self, named: set[Path]) -> set[Path]:

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import copy
 import functools
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+# Re-exported: ctx.changes is the run record's own RunChanges (agent_lsp.agent.changes).
+from agent_lsp.agent.changes import RunChanges as RunChanges
 from agent_lsp.agent.ports import SubAgentSpawner, Workspace
 
 # Re-exported: a tool module imports its errors with the rest of the tool API.
@@ -25,22 +27,6 @@ if TYPE_CHECKING:
 
 class Args(BaseModel):
     model_config = ConfigDict(extra="forbid")
-
-
-@dataclass
-class RunChanges:
-    """The one record of the files this run changed (the session keeps the union)."""
-
-    files: dict[Path, None] = field(default_factory=dict)
-
-    def add(self, path: Path) -> None:
-        self.files.setdefault(path, None)
-
-    def __iter__(self) -> Iterator[Path]:
-        return iter(self.files)
-
-    def __len__(self) -> int:
-        return len(self.files)
 
 
 @dataclass
