@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import logging
 import os
 import signal
@@ -135,8 +134,8 @@ def main(argv: list[str] | None = None) -> int:
         return _serve(args)
     _log_to_terminal()
     if hasattr(args, "workspace") and args.workspace is None:
-        from agent_lsp.cli_workspace import find_workspace
         from agent_lsp.settings import state_dir
+        from agent_lsp.terminal.workspace import find_workspace
 
         args.workspace = find_workspace(Path.cwd(), state_dir())
     if getattr(args, "workspace", None) is not None and not args.workspace.is_dir():
@@ -145,9 +144,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "run":
         return _run(args)
     if args.command == "sessions":
-        return _sessions(args)
+        from agent_lsp.terminal.sessions import sessions_cli
+
+        return sessions_cli(args)
     if args.command == "rewind":
-        from agent_lsp.headless_rewind import rewind_cli
+        from agent_lsp.terminal.rewind import rewind_cli
 
         return _interruptible(rewind_cli(args))
     if args.command == "doctor":
@@ -164,8 +165,8 @@ def main(argv: list[str] | None = None) -> int:
 def _doctor(args: argparse.Namespace) -> int:
     """Like `run`'s settings, but the file and every problem are checks of their own (listed
     first), not stderr lines."""
-    from agent_lsp.doctor import SettingsSource, doctor_cli
     from agent_lsp.settings import from_environment, from_user_file, resolve, user_settings_path
+    from agent_lsp.terminal.doctor import SettingsSource, doctor_cli
 
     if args.settings is not None and not args.settings.is_file():
         print(f"agent-lsp doctor: --settings {args.settings} is not a file", file=sys.stderr)
@@ -216,7 +217,7 @@ def _settings(args: argparse.Namespace, flags: dict[str, Any]) -> tuple[Settings
 
 
 def _run(args: argparse.Namespace) -> int:
-    from agent_lsp.headless import run_headless
+    from agent_lsp.terminal.run import run_headless
 
     flags = {k: v for k, v in {"model": args.model, "baseUrl": args.base_url, "maxTurns": args.max_turns}.items() if v is not None}
     settings, code = _settings(args, flags)
@@ -226,23 +227,6 @@ def _run(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     return _interruptible(run_headless(args.task, args.workspace, settings, args.yes, args.json,
                                        session_id=args.session, mode=args.mode))
-
-
-def _sessions(args: argparse.Namespace) -> int:
-    from agent_lsp.agent.sessions import SessionStore
-    from agent_lsp.headless import print_sessions
-    from agent_lsp.settings import state_dir
-
-    if args.action == "delete":
-        from agent_lsp.headless_sessions import delete_sessions
-
-        return delete_sessions(args)
-    items = SessionStore(state_dir(), args.workspace.resolve()).list()
-    if args.json:
-        print(json.dumps(items))
-    else:
-        print_sessions(items, sys.stdout)
-    return 0
 
 
 def _shown(text: str) -> str:

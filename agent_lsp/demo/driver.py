@@ -21,7 +21,7 @@ from typing import Any
 from agent_lsp.agent.keyguard import child_env
 from agent_lsp.demo import TASK
 from agent_lsp.demo.edits import apply_text_edits, plain
-from agent_lsp.terminal import Style, read_line_async
+from agent_lsp.terminal.style import Style, read_line_async
 
 log = logging.getLogger(__name__)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any, TextIO
 
 from agent_lsp.mcp.consent import Answer
-from agent_lsp.terminal import Style, read_line_async
+from agent_lsp.terminal.style import Style, read_line_async
 
 NOBODY = "no one could be asked (run in a terminal to allow it)"
 CHOICES: dict[str, Answer] = {"a": "allow", "y": "allow", "w": "allowAlways", "d": "deny", "n": "deny"}

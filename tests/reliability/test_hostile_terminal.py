@@ -121,7 +121,7 @@ def test_a_long_detail_that_is_not_a_diff_is_counted_too():
     does not show, `v` shows them, and the answer after it is the decision."""
     program = (
         "import asyncio, sys\n"
-        "from agent_lsp.headless import TerminalApprover\n"
+        "from agent_lsp.terminal.run import TerminalApprover\n"
         "from agent_lsp.agent.ports import ApprovalRequest\n"
         "detail = 'call mcp tool lookup with:\\n' + '\\n'.join(f'  arg{n}: value{n}' for n in range(1, 71))\n"
         "answer = asyncio.run(TerminalApprover(False, sys.stderr, True).ask(ApprovalRequest('c', 'mcp__x__lookup', detail)))\n"

@@ -15,7 +15,7 @@ from agent_lsp.agent.disk_workspace import DiskWorkspace
 from agent_lsp.agent.display import for_terminal
 from agent_lsp.agent.host import AgentHost
 from agent_lsp.agent.tools.paths import PathGuard
-from agent_lsp.terminal import Style
+from agent_lsp.terminal.style import Style
 
 EXIT_CONFLICTS = 4
 EXIT_USAGE = 2

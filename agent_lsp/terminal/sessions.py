@@ -1,18 +1,51 @@
-"""`agent-lsp sessions delete ID… | --older-than 30d` (Decision 46): exit 0, or 2 for an unknown
+"""`agent-lsp sessions`: this workspace's sessions and their runs, newest first (or as JSON);
+`agent-lsp sessions delete ID… | --older-than 30d` (Decision 46): exit 0, or 2 for an unknown
 id or a bad age (then nothing is deleted)."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import sys
+from typing import Any, TextIO
 
 from agent_lsp.agent.display import for_terminal
 from agent_lsp.agent.sessions import SessionStore
 from agent_lsp.settings import state_dir
+from agent_lsp.terminal.style import Style
 
 EXIT_USAGE = 2
 UNITS = {"d": 86400, "h": 3600}
+
+
+def sessions_cli(args: argparse.Namespace) -> int:
+    if args.action == "delete":
+        return delete_sessions(args)
+    items = SessionStore(state_dir(), args.workspace.resolve()).list()
+    if args.json:
+        print(json.dumps(items))
+    else:
+        print_sessions(items, sys.stdout)
+    return 0
+
+
+def print_sessions(items: list[dict[str, Any]], out: TextIO) -> None:
+    s = Style.for_stream(out)
+    if not items:
+        out.write("no sessions in this workspace yet\n")
+        return
+    for item in items:
+        # Every field comes from an index file in the state dir: shown, never obeyed.
+        stop = for_terminal(str(item["lastStop"] or "running"))
+        title = for_terminal(" ".join(str(item["title"]).split()))
+        runs = int(item["runs"])
+        out.write(f"{s.bold(for_terminal(str(item['sessionId'])))}  {for_terminal(str(item['updated']))}  "
+                  f"{runs} run{'' if runs == 1 else 's'}, last: {stop}\n    {title}\n")
+        for run in item.get("runList", []):  # the ids `agent-lsp rewind` takes
+            files = len(run.get("editedFiles") or [])
+            edited = f", edited {files} file{'' if files == 1 else 's'}" if files else ""
+            out.write(s.dim(for_terminal(f"    run {run['runId']}  {run['started']}  {run['stopReason'] or 'running'}{edited}")) + "\n")
 
 
 def parse_age(text: str) -> float | None:

@@ -10,7 +10,7 @@ import sys
 from agent_lsp.agent.display import for_terminal
 from agent_lsp.health import Check, SettingsSource, report, run_checks
 from agent_lsp.settings import Settings
-from agent_lsp.terminal import Style
+from agent_lsp.terminal.style import Style
 
 __all__ = ["Check", "SettingsSource", "doctor_cli", "run_checks"]
 

@@ -1,4 +1,4 @@
-"""The terminal adapter for `agent-lsp run`: disk workspace, TTY approvals, streamed output,
+"""`agent-lsp run`, the terminal adapter of a run: disk workspace, TTY approvals, streamed output,
 sessions that a later `--session ID` continues."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import os
 import signal
 import sys
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
 from agent_lsp.agent.checkpoints import CheckpointStore
 from agent_lsp.agent.disk_workspace import DiskWorkspace
@@ -20,7 +20,7 @@ from agent_lsp.agent.ports import Answer, ApprovalRequest, Decision
 from agent_lsp.agent.sessions import SessionError
 from agent_lsp.agent.tools.paths import PathGuard
 from agent_lsp.settings import Settings
-from agent_lsp.terminal import Style, isatty, read_line_async
+from agent_lsp.terminal.style import Style, isatty, read_line_async
 
 EXIT_CODES = {StopReason.DONE: 0, StopReason.FATAL: 1, StopReason.MAX_TURNS: 3, StopReason.CANCELLED: 130}
 EXIT_USAGE = 2
@@ -302,21 +302,3 @@ def short_run_id(store: CheckpointStore, run_id: str) -> str:
         if not any(o.startswith(run_id[:length]) for o in others):
             return run_id[:length]
     return run_id
-
-
-def print_sessions(items: list[dict[str, Any]], out: TextIO) -> None:
-    s = Style.for_stream(out)
-    if not items:
-        out.write("no sessions in this workspace yet\n")
-        return
-    for item in items:
-        # Every field comes from an index file in the state dir: shown, never obeyed.
-        stop = for_terminal(str(item["lastStop"] or "running"))
-        title = for_terminal(" ".join(str(item["title"]).split()))
-        runs = int(item["runs"])
-        out.write(f"{s.bold(for_terminal(str(item['sessionId'])))}  {for_terminal(str(item['updated']))}  "
-                  f"{runs} run{'' if runs == 1 else 's'}, last: {stop}\n    {title}\n")
-        for run in item.get("runList", []):  # the ids `agent-lsp rewind` takes
-            files = len(run.get("editedFiles") or [])
-            edited = f", edited {files} file{'' if files == 1 else 's'}" if files else ""
-            out.write(s.dim(for_terminal(f"    run {run['runId']}  {run['started']}  {run['stopReason'] or 'running'}{edited}")) + "\n")
