@@ -173,20 +173,14 @@ class AcpSession:
             self.approver.cancelling = True
         return self.host.cancel(self.run.id)
 
-    def last_rewindable(self) -> str | None:
-        """The newest run of this session that changed files and was not rewound."""
-        for record in reversed(self.core.runs):
-            if record.kind == "run" and not record.rewound and record.stop is not None and record.edited:
-                return record.run_id
-        return None
-
     async def rewind(self, run_id: str | None, force: bool = False, include_later: bool = False,
                      hints: tuple[str, str] = ("`force: true`", "`includeLater: true`")) -> dict[str, Any]:
         """The rewind's result; each conflict's reason ends with how to take it anyway, in the
         caller's words (`_agentLsp/rewind`'s arguments, or the /rewind command's flags)."""
         if self.run is not None:
             raise RequestError(-32602, f"session {self.id} is running a turn; cancel it or wait for it before rewinding")
-        target = run_id or self.last_rewindable()
+        last = None if run_id else await self.host.last_rewindable(self.roots, session_id=self.id)
+        target = run_id or (last[0] if last else None)
         if target is None:
             raise RequestError(-32602, "nothing to rewind: no run of this session changed files (or they were rewound already)")
         try:

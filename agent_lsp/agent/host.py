@@ -320,14 +320,17 @@ class AgentHost:
         session.updated = time.time()
         await sessions.save(session)
 
-    async def last_rewindable(self, roots: list[Path]) -> tuple[str, int] | None:
+    async def last_rewindable(self, roots: list[Path], session_id: str | None = None) -> tuple[str, int] | None:
         """The newest finished run of the workspace that changed files and was not rewound:
-        (its id, how many files it can restore), for the "rewind last run" code action (asked
-        on every cursor move in VS Code: the manifests are read off the event loop, and only
-        when they changed)."""
+        (its id, how many files it can restore). The one rule (CONTRACT "Rewind", Decision 17)
+        for the LSP "rewind last run" code action and ACP's `/rewind` without an id, which
+        passes its session_id to look at that session's runs only. Asked on every cursor move in
+        VS Code: the manifests are read off the event loop, and only when they changed."""
         manifests = await asyncio.to_thread(self.checkpoint_store(roots).all)
         undone = {r for m in manifests if m.kind == "rewind" for r in m.rewinds}
         for manifest in reversed(manifests):
+            if session_id is not None and manifest.session_id != session_id:
+                continue
             if manifest.kind == "run" and manifest.finished and manifest.run_id not in undone and manifest.run_id not in self.active:
                 count = sum(1 for f in manifest.files.values() if f.restorable)
                 if count:
