@@ -11,6 +11,8 @@ from urllib.parse import unquote, urlparse
 
 from acp.schema import AvailableCommand, AvailableCommandInput, PlanEntry, UnstructuredCommandInput
 
+from agent_lsp.agent.tools.paths import PathGuard
+
 CONTEXT_CHARS = 200_000  # of one embedded resource put into the prompt
 _STEP = re.compile(r"^\s{0,3}(?:\d+[.)]|[-*•])\s+(.+?)\s*$")
 _NUMBERED = re.compile(r"^\s{0,3}\d+[.)]\s+")
@@ -24,17 +26,12 @@ def uri_path(uri: str) -> Path | None:
 
 
 def shown(uri: str, roots: list[Path]) -> str:
-    """A file URI as the model sees paths: relative to the workspace when inside it."""
+    """A file URI as the model sees paths (the core's PathGuard.display): relative to its
+    workspace folder, prefixed with the folder's name for folders after the first."""
     path = uri_path(uri)
     if path is None:
         return uri
-    for root in roots:
-        try:
-            relative = path.relative_to(root)
-        except ValueError:
-            continue
-        return relative.as_posix() if root == roots[0] else f"{root.name}/{relative.as_posix()}"
-    return str(path)
+    return PathGuard(roots).display(path)
 
 
 def prompt_text(blocks: list[Any], roots: list[Path]) -> str:

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from agent_lsp.agent.display import escape_invisible, show_command
+from agent_lsp.agent.tools.paths import PathGuard, PathRefused
 
 KINDS = {
     "read_file": "read",
@@ -70,18 +71,13 @@ def tool_title(tool: str, arguments: Any, agent_id: str = "main") -> str:
 
 
 def resolve_path(raw: Any, roots: list[Path]) -> Path | None:
-    """The absolute path a tool argument names (relative to the first root, or to another root
-    by its folder name); None when it names nothing usable."""
-    if not isinstance(raw, str) or not raw.strip() or "\x00" in raw:
+    """The file a tool argument names, resolved by the core's own rule (PathGuard: relative to
+    the first root, or to another by its folder name), so the client follows the file the tool
+    works on; None when the tool refuses the path."""
+    try:
+        return PathGuard(roots).resolve(raw)
+    except (PathRefused, ValueError):
         return None
-    path = Path(raw).expanduser()
-    if path.is_absolute():
-        return path
-    first, *rest = Path(raw).parts or (".",)
-    for root in roots[1:]:
-        if root.name == first and rest:
-            return root.joinpath(*rest)
-    return roots[0] / path
 
 
 def tool_locations(tool: str, arguments: Any, roots: list[Path]) -> list[dict[str, Any]]:

@@ -195,11 +195,7 @@ class RunEvents:
 
     def path_of(self, info: CallInfo) -> Path | None:
         args = info.arguments if isinstance(info.arguments, dict) else {}
-        path = resolve_path(args.get("path"), self.roots)
-        try:
-            return path.resolve() if path is not None else None
-        except OSError:
-            return path
+        return resolve_path(args.get("path"), self.roots)  # resolved, as the tool resolved it
 
     def _on_usage(self, event: Event) -> None:
         data = event.data

@@ -40,3 +40,33 @@ async def test_the_last_rewindable_run_of_the_workspace_and_of_one_session(model
         assert await host.last_rewindable(roots) == (b.run_id, 1)
     finally:
         await host.aclose()
+
+
+# -- path mapping: ACP names and follows files by the core's rule (PathGuard) -------------------
+def two_folders_named_alike(tmp_path):
+    first, second = tmp_path / "one" / "app", tmp_path / "two" / "app"
+    for root in (first, second):
+        (root / "src").mkdir(parents=True)
+        (root / "src" / "x.py").write_text("x = 1\n")
+    return [first.resolve(), second.resolve()]
+
+
+def test_acp_shows_a_file_of_the_second_folder_as_the_tools_name_it(tmp_path):
+    from agent_lsp.acp.content import shown
+    from agent_lsp.acp.tools import resolve_path
+    from agent_lsp.agent.tools.paths import PathGuard
+
+    roots = two_folders_named_alike(tmp_path)
+    target = roots[1] / "src" / "x.py"
+    name = shown(target.as_uri(), roots)
+    assert name == PathGuard(roots).display(target) == "app-2/src/x.py"  # not "app/…": that is the first folder's
+    assert resolve_path(name, roots) == target, "the name the model is shown leads back to the same file"
+
+
+@pytest.mark.parametrize("raw", ["../outside.py", "/etc/passwd", "~/.bashrc", "%2e%2e/x.py"])
+def test_acp_follow_along_never_points_at_a_path_the_tool_refuses(tmp_path, raw):
+    from agent_lsp.acp.tools import tool_locations
+
+    roots = two_folders_named_alike(tmp_path)
+    assert tool_locations("read_file", {"path": raw}, roots) == []
+    assert tool_locations("search", {"path": raw}, roots) == [{"path": str(roots[0])}]
