@@ -1,0 +1,116 @@
+"""Rewind as the host does it: a run's files put back (agent/rewind.py), then the session's
+history cut at that run with a note for the model and the rewound runs marked, live and on
+disk; and the one rule for "the last rewindable run". A part of AgentHost."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+from agent_lsp.agent.changes import RunChanges
+from agent_lsp.agent.checkpoints import CheckpointStore
+from agent_lsp.agent.rewind import RewindError, RewindResult, RunNotFinished, rewind
+from agent_lsp.agent.session import Entry, RunRecord, Session
+from agent_lsp.agent.sessions import SessionError, SessionStore
+from agent_lsp.agent.tools.paths import PathGuard
+from agent_lsp.agent.transcript import Redactor, Transcript
+from agent_lsp.settings import state_dir
+
+log = logging.getLogger(__name__)
+
+
+class HostRewinds:
+    """AgentHost's rewind; the state it uses is the host's own."""
+
+    active: dict[str, Any]  # the runs in flight (a run of the session blocks its rewind)
+
+    def store(self, roots: list[Path]) -> SessionStore:
+        raise NotImplementedError
+
+    def checkpoint_store(self, roots: list[Path]) -> CheckpointStore:
+        raise NotImplementedError
+
+    def live(self, session_id: str) -> tuple[Session, SessionStore] | None:
+        raise NotImplementedError
+
+    async def _load_once(self, store: SessionStore, session_id: str) -> tuple[Session, SessionStore]:
+        raise NotImplementedError
+
+    async def rewind(self, roots: list[Path], workspace: Any, run_id: str, *, force: bool = False,
+                     include_later: bool = False, binary_ok: bool = True) -> RewindResult:
+        """Rewind a run's files (and with include_later the session's later runs that touched
+        them), then drop that run and every later one from the session's history with a note
+        for the model. RewindError (a ValueError) for an unknown or running run."""
+        store = self.checkpoint_store(roots)
+        try:
+            manifest = await asyncio.to_thread(store.load, run_id)
+        except OSError as exc:
+            raise RewindError(str(exc)) from None
+        if manifest is None:
+            raise RewindError(f"unknown runId {run_id!r}: no checkpoint of that run in this workspace (a run that changed no file has none)")
+        live = self.live(manifest.session_id)
+        if run_id in self.active or (live is not None and live[0].running):
+            raise RunNotFinished(f"a run of session {manifest.session_id} is still running; wait for it or cancel it before rewinding")
+        try:
+            result = await rewind(store, workspace, workspace, run_id, force=force, include_later=include_later, binary_ok=binary_ok)
+        except OSError as exc:
+            raise RewindError(f"the checkpoint store cannot be used ({exc}); nothing was changed") from None
+        await self._forget_rewound(roots, manifest.session_id, result)
+        return result
+
+    async def _forget_rewound(self, roots: list[Path], session_id: str, result: RewindResult) -> None:
+        """The session's history drops the rewound run and every later one; a note tells the model."""
+        sessions = self.store(roots)
+        live = self.live(session_id)
+        try:
+            session = live[0] if live is not None else (await self._load_once(sessions, session_id))[0]
+        except SessionError as exc:
+            log.info("rewind: the session %s is not resumable (%s); its files were restored anyway", session_id, exc)
+            return
+        rewound = set(result.runs)
+        ids = [r.run_id for r in session.runs if r.kind == "run"]
+        first = min((ids.index(r) for r in rewound if r in ids), default=None)
+        if first is None:  # a rewind of a rewind: files only
+            dropped: set[str] = set()
+        else:
+            dropped = set(ids[first:])
+        cut = next((i for i, e in enumerate(session.history) if e.run_id in dropped), len(session.history))
+        shown = ", ".join(PathGuard(roots).display(p) for p in result.restored) or "none"
+        note = Entry({"role": "user", "content": f"[The user rewound {'run ' + ', '.join(sorted(rewound)) if dropped else 'an earlier rewind'}: "
+                      f"these files were restored to their state before it: {shown}. What was said and done in that run "
+                      "and after it is gone from this conversation; read the files again before relying on them.]"},
+                     "note", result.rewind_id)
+        del session.history[cut:]
+        session.history.append(note)
+        for record in session.runs:  # their files leave the session's edited files (Session.edited reads these)
+            if record.run_id in dropped:
+                record.rewound = True
+        transcript = Transcript(state_dir() / "runs" / f"{result.rewind_id}.jsonl", result.rewind_id, Redactor([]))
+        await transcript.write("main", 0, "history", op="truncate", length=cut)
+        await transcript.write("main", 0, "history", op="append", entries=[note.to_record()])
+        await transcript.write("main", 0, "rewind", result=result.to_dict(), runs=sorted(rewound))
+        await transcript.close()
+        session.runs.append(RunRecord(result.rewind_id, str(transcript.path), time.time(), f"rewind of {', '.join(sorted(rewound))}",
+                                      "done", RunChanges.of(result.restored), kind="rewind"))
+        session.updated = time.time()
+        await sessions.save(session)
+
+    async def last_rewindable(self, roots: list[Path], session_id: str | None = None) -> tuple[str, int] | None:
+        """The newest finished run of the workspace that changed files and was not rewound:
+        (its id, how many files it can restore). The one rule (CONTRACT "Rewind", Decision 17)
+        for the LSP "rewind last run" code action and ACP's `/rewind` without an id, which
+        passes its session_id to look at that session's runs only. Asked on every cursor move in
+        VS Code: the manifests are read off the event loop, and only when they changed."""
+        manifests = await asyncio.to_thread(self.checkpoint_store(roots).all)
+        undone = {r for m in manifests if m.kind == "rewind" for r in m.rewinds}
+        for manifest in reversed(manifests):
+            if session_id is not None and manifest.session_id != session_id:
+                continue
+            if manifest.kind == "run" and manifest.finished and manifest.run_id not in undone and manifest.run_id not in self.active:
+                count = sum(1 for f in manifest.files.values() if f.restorable)
+                if count:
+                    return manifest.run_id, count
+        return None
