@@ -134,6 +134,19 @@ export async function multiRoot({ page, dirs, tasks, port }) {
     await page.goto(`http://127.0.0.1:${port}/?workspace=${encodeURIComponent(file)}`, { waitUntil: 'domcontentloaded', timeout: t(120_000) });
     await page.locator('.monaco-workbench').waitFor({ state: 'visible', timeout: t(120_000) });
   });
+  // Under load code-server sometimes shows a workspace file as "No Folder Opened" at first (a
+  // CI run saw the agent started with no second folder): wait until the Explorer lists the
+  // second folder, reloading the page once if it does not.
+  await step('the Explorer lists both folders', async () => {
+    const second = page.locator('.explorer-folders-view .monaco-list-row').filter({ hasText: path.basename(dirs.second) }).first();
+    try {
+      await second.waitFor({ state: 'visible', timeout: t(30_000) });
+    } catch {
+      await page.reload({ waitUntil: 'domcontentloaded', timeout: t(120_000) });
+      await page.locator('.monaco-workbench').waitFor({ state: 'visible', timeout: t(120_000) });
+      await second.waitFor({ state: 'visible', timeout: t(60_000) });
+    }
+  });
   await step('server started (two folders)', () => waitFor('a new "server started"', () => serverStarts(dirs) > starts, t(120_000)));
   const before = agentLog(dirs);
   await step('Agent: Run Task… (two folders)', () => runTask(page, tasks.multi));
