@@ -123,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     # Before anything else runs or starts a child: the key out of the environment block and of
     # every child's environment, the process non-dumpable (Decision 45). The settings' own
     # `apiKeyEnv` is taken out when a front end resolves its settings.
-    from agent_lsp.agent.keyguard import seal_process
+    from agent_lsp.agent.exec.keyguard import seal_process
 
     seal_process()
     given = sys.argv[1:] if argv is None else argv

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agent_lsp.agent import keyguard
+from agent_lsp.agent.exec import keyguard
 from agent_lsp.settings import Settings
 
 if TYPE_CHECKING:
@@ -107,7 +107,7 @@ async def _ripgrep() -> Check:
 def _ripgrep_check() -> Check:
     import subprocess
 
-    from agent_lsp.agent.tools import ripgrep
+    from agent_lsp.agent.fs import ripgrep
 
     rg = ripgrep.find_rg()
     if rg is None:
@@ -120,7 +120,7 @@ def _ripgrep_check() -> Check:
 
 
 async def _sandbox(settings: Settings) -> Check:
-    from agent_lsp.agent import sandbox
+    from agent_lsp.agent.exec import sandbox
 
     problem = await sandbox.probe()
     if settings.sandbox.mode == "off":

@@ -16,7 +16,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 
-from agent_lsp.agent import keyguard
+from agent_lsp.agent.exec import keyguard
 
 log = logging.getLogger(__name__)
 

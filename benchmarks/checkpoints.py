@@ -54,9 +54,9 @@ def edit_script(files: list[str], ttft: float) -> list[dict[str, Any]]:
 
 
 async def checkpoint_cost(cfg: Config, model: ModelProcess) -> dict[str, Any]:
-    from agent_lsp.agent.checkpoints import CheckpointStore
-    from agent_lsp.agent.disk_workspace import DiskWorkspace
-    from agent_lsp.agent.run import RunOptions, Session, run_task
+    from agent_lsp.agent.fs.disk_workspace import DiskWorkspace
+    from agent_lsp.agent.loop.run import RunOptions, Session, run_task
+    from agent_lsp.agent.state.checkpoints import CheckpointStore
     from agent_lsp.settings import state_dir
 
     root = (cfg.work / "ws-checkpoints").resolve()
@@ -151,7 +151,7 @@ def simulate_command(root: Path, rep: int) -> int:
 
 
 async def change_detection(cfg: Config) -> dict[str, Any]:
-    from agent_lsp.agent.snapshots import BlobStore, Snapshotter
+    from agent_lsp.agent.state.snapshots import BlobStore, Snapshotter
 
     count = 2_000 if cfg.quick else 20_000
     root = (cfg.work / "ws-git").resolve()

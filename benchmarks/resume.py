@@ -37,7 +37,7 @@ def session_script(files: list[str], turns: int, note: str) -> list[dict[str, An
 async def make_session(model: ModelProcess, root: Path, turns: int) -> tuple[str, tuple[str, str], dict[str, Any]]:
     """A persisted session of `turns` model turns; returns (sessionId, its routing keys: the
     prompt's and the compaction requests', facts)."""
-    from agent_lsp.agent.disk_workspace import DiskWorkspace
+    from agent_lsp.agent.fs.disk_workspace import DiskWorkspace
     from agent_lsp.agent.host import AgentHost, RunPorts
     from agent_lsp.settings import Settings
 

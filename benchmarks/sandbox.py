@@ -26,7 +26,7 @@ async def bwrap_problem() -> str | None:
     PATH and user namespaces allowed)."""
     if shutil.which("bwrap") is None:
         return "bwrap is not on the PATH (install bubblewrap)"
-    from agent_lsp.agent import sandbox
+    from agent_lsp.agent.exec import sandbox
 
     sandbox.reset_probe()
     return await sandbox.probe()
@@ -40,7 +40,7 @@ async def bare_true(cwd: Path, env: dict[str, str]) -> None:
 
 
 async def measure(cfg: Config) -> dict[str, Any]:
-    from agent_lsp.agent import sandbox
+    from agent_lsp.agent.exec import sandbox
     from agent_lsp.agent.tools.runner import CommandRunner
     from agent_lsp.settings import SandboxSettings, state_dir
 

@@ -41,7 +41,7 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from agent_lsp.agent.tools import ripgrep  # noqa: E402
+from agent_lsp.agent.fs import ripgrep  # noqa: E402
 from agent_lsp.agent.tools.base import ToolContext  # noqa: E402
 from agent_lsp.agent.tools.paths import PathGuard  # noqa: E402
 from agent_lsp.agent.tools.search import ListFiles, Search  # noqa: E402

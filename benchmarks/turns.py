@@ -61,8 +61,8 @@ class AllowAll:
 
 
 async def ours_run(base_url: str, prompt: str, root: Path, work: Path, **settings: Any) -> Any:
-    from agent_lsp.agent.disk_workspace import DiskWorkspace
-    from agent_lsp.agent.run import Session, run_task
+    from agent_lsp.agent.fs.disk_workspace import DiskWorkspace
+    from agent_lsp.agent.loop.run import Session, run_task
 
     report = await run_task(prompt, session=Session(), settings=our_settings(base_url, work, **settings),
                             workspace=DiskWorkspace([root]), approver=AllowAll(), emit=lambda _e: None)

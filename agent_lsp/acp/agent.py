@@ -170,7 +170,7 @@ class AcpAgent:
                     announce: bool = True) -> AcpSession:
         await self.warm.wait_core()
         from agent_lsp.acp.session import AcpSession
-        from agent_lsp.agent.sessions import SessionError
+        from agent_lsp.agent.state.sessions import SessionError
         from agent_lsp.mcp.config import from_acp
 
         settings, problems = _settings()

@@ -12,7 +12,7 @@ from acp.schema import AgentMessageChunk, ToolCallStart, UserMessageChunk
 from agent_lsp.acp.tools import CallIds, tool_kind, tool_locations, tool_title
 from agent_lsp.acp.updates import RESULT_TEXT_CHARS, locations, text_block, text_content, thought
 from agent_lsp.agent.messages import Outcome
-from agent_lsp.agent.session import Entry
+from agent_lsp.agent.state.session import Entry
 
 
 def _text(content: Any) -> str:

@@ -29,17 +29,17 @@ from agent_lsp.acp.content import available_commands, plan_entries, prompt_text,
 from agent_lsp.acp.tools import CallIds
 from agent_lsp.acp.updates import Outbox, RunEvents, text_block, thought
 from agent_lsp.acp.workspace import AcpWorkspace
-from agent_lsp.agent import keyguard
+from agent_lsp.agent.exec import keyguard
 from agent_lsp.agent.host import HostedRun, RunPorts
 from agent_lsp.agent.messages import CancelCause, RunReport, StopCause, StopReason
-from agent_lsp.agent.session import new_id
-from agent_lsp.agent.sessions import iso, title_of
-from agent_lsp.agent.transcript import Redactor
+from agent_lsp.agent.state.session import new_id
+from agent_lsp.agent.state.sessions import iso, title_of
+from agent_lsp.agent.state.transcript import Redactor
 
 if TYPE_CHECKING:
     from agent_lsp.agent.host import AgentHost
-    from agent_lsp.agent.session import Session
-    from agent_lsp.agent.sessions import SessionStore
+    from agent_lsp.agent.state.session import Session
+    from agent_lsp.agent.state.sessions import SessionStore
     from agent_lsp.settings import Settings
 
 log = logging.getLogger(__name__)

@@ -9,8 +9,8 @@ from typing import Any
 
 from acp import RequestError
 
-from agent_lsp.agent.disk_workspace import DiskWorkspace
-from agent_lsp.agent.rewind import RunNotFinished
+from agent_lsp.agent.fs.disk_workspace import DiskWorkspace
+from agent_lsp.agent.state.rewind import RunNotFinished
 from agent_lsp.settings import state_dir
 
 

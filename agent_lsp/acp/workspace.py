@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from agent_lsp.acp.capabilities import FsCaps
-from agent_lsp.agent.disk_workspace import DiskWorkspace, read_disk_document
+from agent_lsp.agent.fs.disk_workspace import DiskWorkspace, read_disk_document
 from agent_lsp.agent.ports import Document, EditOutcome
 
 log = logging.getLogger(__name__)
@@ -88,7 +88,7 @@ class AcpWorkspace:
     async def restore(self, restores: list[Any]) -> Any:
         """A rewind: text goes back through the editor when it writes files; binary files and
         deletions (ACP has no delete) on disk."""
-        from agent_lsp.agent.rewind import RestoreOutcome
+        from agent_lsp.agent.ports import RestoreOutcome
 
         outcome = RestoreOutcome()
         on_disk = []

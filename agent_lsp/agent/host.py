@@ -12,15 +12,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agent_lsp.agent import keyguard
-from agent_lsp.agent.checkpoints import CheckpointStore
+from agent_lsp.agent.exec import keyguard
 from agent_lsp.agent.host_rewind import HostRewinds
+from agent_lsp.agent.loop.run import RunOptions, run_task
 from agent_lsp.agent.messages import CancelCause, RunReport, StopCause
-from agent_lsp.agent.model import Model, ModelError, make_model
+from agent_lsp.agent.model.client import Model, ModelError, make_model
 from agent_lsp.agent.ports import Approver, EventSink, ToolServers, ToolSet, Workspace
-from agent_lsp.agent.run import RunOptions, run_task
-from agent_lsp.agent.session import RunRecord, Session, SessionApprovals, new_id
-from agent_lsp.agent.sessions import SessionError, SessionStore
+from agent_lsp.agent.state.checkpoints import CheckpointStore
+from agent_lsp.agent.state.session import RunRecord, Session, SessionApprovals, new_id
+from agent_lsp.agent.state.sessions import SessionError, SessionStore
 from agent_lsp.settings import Settings, state_dir
 
 log = logging.getLogger(__name__)
@@ -318,7 +318,7 @@ class AgentHost(HostRewinds):
         try:
             dropped = await asyncio.to_thread(store.prune, protect=protect)
             if sweep:
-                from agent_lsp.agent.sessions import sweep_orphans
+                from agent_lsp.agent.state.sessions import sweep_orphans
 
                 await asyncio.to_thread(sweep_orphans, state_dir(), self._live_run_ids())
         except OSError as exc:

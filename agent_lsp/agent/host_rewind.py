@@ -1,4 +1,4 @@
-"""Rewind as the host does it: a run's files put back (agent/rewind.py), then the session's
+"""Rewind as the host does it: a run's files put back (agent/state/rewind.py), then the session's
 history cut at that run with a note for the model and the rewound runs marked, live and on
 disk; and the one rule for "the last rewindable run". A part of AgentHost."""
 
@@ -10,13 +10,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from agent_lsp.agent.changes import RunChanges
-from agent_lsp.agent.checkpoints import CheckpointStore
-from agent_lsp.agent.rewind import RewindError, RewindResult, RunNotFinished, rewind
-from agent_lsp.agent.session import Entry, RunRecord, Session
-from agent_lsp.agent.sessions import SessionError, SessionStore
+from agent_lsp.agent.state.changes import RunChanges
+from agent_lsp.agent.state.checkpoints import CheckpointStore
+from agent_lsp.agent.state.rewind import RewindError, RewindResult, RunNotFinished, rewind
+from agent_lsp.agent.state.session import Entry, RunRecord, Session
+from agent_lsp.agent.state.sessions import SessionError, SessionStore
+from agent_lsp.agent.state.transcript import Redactor, Transcript
 from agent_lsp.agent.tools.paths import PathGuard
-from agent_lsp.agent.transcript import Redactor, Transcript
 from agent_lsp.settings import state_dir
 
 log = logging.getLogger(__name__)

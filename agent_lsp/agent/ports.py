@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -127,3 +127,23 @@ class ToolServers(Protocol):
         ...
 
     async def aclose(self) -> None: ...
+
+
+# -- rewind: what the front end's workspace is asked to put back ------------------------------
+@dataclass
+class Restore:
+    path: Path
+    content: bytes | None  # None: delete the file (the run created it)
+    current: bytes | None  # what it holds now (None: absent)
+
+
+@dataclass
+class RestoreOutcome:
+    restored: list[Path] = field(default_factory=list)
+    failed: list[tuple[Path, str]] = field(default_factory=list)  # not restorable, with why
+
+
+class Restorer(Protocol):
+    async def restore(self, restores: list[Restore]) -> RestoreOutcome:
+        """Apply every restore as one change where the host can (one applyEdit)."""
+        ...

@@ -18,7 +18,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from agent_lsp.agent.keyguard import child_env
+from agent_lsp.agent.exec.keyguard import child_env
 from agent_lsp.demo import TASK
 from agent_lsp.demo.edits import apply_text_edits, plain
 from agent_lsp.terminal.style import Style, read_line_async

@@ -12,9 +12,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from agent_lsp.agent.disk_workspace import DiskWorkspace
+from agent_lsp.agent.fs.disk_workspace import DiskWorkspace
+from agent_lsp.agent.loop.run import Session, run_task
 from agent_lsp.agent.ports import Decision
-from agent_lsp.agent.run import Session, run_task
 from agent_lsp.demo import TASK
 from agent_lsp.settings import Settings
 from agent_lsp.testing.scripted_model import ScriptedModelServer

@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agent_lsp.agent import keyguard
+from agent_lsp.agent.exec import keyguard
 from agent_lsp.mcp.config import McpDeclaration
 
 _VARIABLE = re.compile(r"\$\{([^}]*)\}")

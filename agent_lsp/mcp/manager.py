@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from agent_lsp.agent import keyguard
+from agent_lsp.agent.exec import keyguard
 from agent_lsp.agent.tools.base import Tool
 from agent_lsp.mcp.config import McpDeclaration
 from agent_lsp.mcp.connection import ServerConnection

@@ -19,7 +19,7 @@ log = logging.getLogger(__name__)
 
 STDERR_LINES = 20
 _LIVE_GROUPS: set[int] = set()  # process groups of running stdio servers
-_LIVE_REAPERS: set[int] = set()  # the reapers they run under (agent/reaper.py)
+_LIVE_REAPERS: set[int] = set()  # the reapers they run under (agent/exec/reaper.py)
 
 
 class StderrTail:

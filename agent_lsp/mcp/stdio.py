@@ -13,7 +13,7 @@ in a process group that a `setsid` helper leaves, so the helper outlives us. Her
   it answers (the id comes first, or last, in every SDK's output), that request gets a JSON-RPC
   error saying the answer was too large, and the connection goes on; otherwise the connection is
   closed with that reason (the connection restarts it per its own rules).
-- the server runs under `agent/reaper.py --session`: a child subreaper that kills every
+- the server runs under `agent/exec/reaper.py --session`: a child subreaper that kills every
   descendant, `setsid` escapes included, when the server ends, when we stop it, and when
   agent-lsp dies (even by SIGKILL: PR_SET_PDEATHSIG). The server itself leads a new session, as
   with the SDK, so its process group can be signalled without the reaper.
@@ -39,7 +39,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from mcp.client.stdio import get_default_environment
 from mcp.shared.message import SessionMessage
 
-from agent_lsp.agent.process import REAPER
+from agent_lsp.agent.exec.process import REAPER
 from agent_lsp.mcp.launch import Launch
 from agent_lsp.mcp.process import forget_reaper, keep_reaper
 

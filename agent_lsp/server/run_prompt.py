@@ -53,7 +53,7 @@ def shown_name(ls: LanguageServer, uri: str) -> str:
 async def document_context(ls: LanguageServer, uri: str, *, need_text: bool) -> DocumentContext:
     """The run's document, read from the editor's buffer or, off the event loop, from disk.
     InvalidParams for a file outside every workspace folder (CONTRACT Decision 8)."""
-    from agent_lsp.agent.disk_workspace import read_disk_text
+    from agent_lsp.agent.fs.disk_workspace import read_disk_text
 
     roots, names = workspace_folders(ls)
     guard = PathGuard(roots, names)

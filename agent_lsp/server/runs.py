@@ -15,7 +15,7 @@ from agent_lsp.agent.coalesce import TextCoalescer
 from agent_lsp.agent.host import AgentHost, HostedRun, RunPorts
 from agent_lsp.agent.messages import Event
 from agent_lsp.agent.ports import ApprovalRequest
-from agent_lsp.agent.session import new_id
+from agent_lsp.agent.state.session import new_id
 from agent_lsp.server.approvals import LspApprover, PendingApprovals
 from agent_lsp.server.capabilities import ClientCaps
 from agent_lsp.server.rpc import ClientRequestError, client_request, safe_notify

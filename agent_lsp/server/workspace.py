@@ -14,9 +14,9 @@ from lsprotocol import types
 from pygls.lsp.server import LanguageServer
 from pygls.uris import to_fs_path
 
-from agent_lsp.agent.disk_workspace import read_disk_document, read_disk_text
+from agent_lsp.agent.fs.disk_workspace import read_disk_document, read_disk_text
+from agent_lsp.agent.fs.safeio import NotReadable
 from agent_lsp.agent.ports import Document, EditOutcome
-from agent_lsp.agent.safeio import NotReadable
 from agent_lsp.server.capabilities import ClientCaps
 from agent_lsp.server.rpc import ClientRequestError, client_request
 
@@ -229,7 +229,7 @@ class LspWorkspace:
         """A rewind as one workspace/applyEdit (so the editor's undo can take it back):
         whole-file replacements, CreateFile for files a command deleted, DeleteFile for files
         the run created (emptied, and listed, where the client cannot delete)."""
-        from agent_lsp.agent.rewind import RestoreOutcome
+        from agent_lsp.agent.ports import RestoreOutcome
 
         outcome = RestoreOutcome()
         if not self.caps.can_apply_edit:

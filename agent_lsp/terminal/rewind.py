@@ -10,10 +10,10 @@ import json
 import sys
 from pathlib import Path
 
-from agent_lsp.agent.checkpoints import CheckpointStore
-from agent_lsp.agent.disk_workspace import DiskWorkspace
 from agent_lsp.agent.display import for_terminal
+from agent_lsp.agent.fs.disk_workspace import DiskWorkspace
 from agent_lsp.agent.host import AgentHost
+from agent_lsp.agent.state.checkpoints import CheckpointStore
 from agent_lsp.agent.tools.paths import PathGuard
 from agent_lsp.terminal.style import Style
 

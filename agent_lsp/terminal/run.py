@@ -11,13 +11,13 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
-from agent_lsp.agent.checkpoints import CheckpointStore
-from agent_lsp.agent.disk_workspace import DiskWorkspace
 from agent_lsp.agent.display import escape_invisible, for_terminal
+from agent_lsp.agent.fs.disk_workspace import DiskWorkspace
 from agent_lsp.agent.host import AgentHost, RunPorts
 from agent_lsp.agent.messages import CancelCause, Event, RunReport, StopCause, StopReason
 from agent_lsp.agent.ports import Answer, ApprovalRequest, Decision
-from agent_lsp.agent.sessions import SessionError
+from agent_lsp.agent.state.checkpoints import CheckpointStore
+from agent_lsp.agent.state.sessions import SessionError
 from agent_lsp.agent.tools.paths import PathGuard
 from agent_lsp.settings import Settings
 from agent_lsp.terminal.style import Style, isatty, read_line_async

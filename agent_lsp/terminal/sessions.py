@@ -11,7 +11,7 @@ import sys
 from typing import Any, TextIO
 
 from agent_lsp.agent.display import for_terminal
-from agent_lsp.agent.sessions import SessionStore
+from agent_lsp.agent.state.sessions import SessionStore
 from agent_lsp.settings import state_dir
 from agent_lsp.terminal.style import Style
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from agent_lsp.agent.sessions import workspace_state
+from agent_lsp.agent.state.sessions import workspace_state
 
 
 def has_state(state: Path, folder: Path) -> bool:

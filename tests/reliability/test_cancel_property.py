@@ -19,10 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from agent_lsp.agent.disk_workspace import DiskWorkspace
+from agent_lsp.agent.fs.disk_workspace import DiskWorkspace
+from agent_lsp.agent.loop.run import Session, run_task
 from agent_lsp.agent.messages import StopReason
 from agent_lsp.agent.ports import ApprovalRequest, Decision
-from agent_lsp.agent.run import Session, run_task
 from tests.unit.kit import Events, alive, assert_history_closed, make_settings
 
 CASES = int(os.environ.get("AGENT_LSP_CANCEL_CASES", "50"))

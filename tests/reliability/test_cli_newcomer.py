@@ -118,7 +118,7 @@ def test_sessions_list_their_runs_in_text_and_json(model, workspace):
 
 
 def _clone_manifest(workspace: Path, state_dir: Path, run_id: str, new_id: str) -> None:
-    from agent_lsp.agent.sessions import workspace_state
+    from agent_lsp.agent.state.sessions import workspace_state
 
     runs = workspace_state(state_dir, workspace) / "checkpoints" / "runs"
     data = json.loads((runs / f"{run_id}.json").read_text())
@@ -259,7 +259,7 @@ def test_sessions_delete_by_id_and_unknown_ids(model, workspace):
 
 @pytest.mark.parametrize("age, deleted", [("30d", True), ("12h", True), ("40d", False)])
 def test_sessions_delete_older_than(model, workspace, state_dir, age, deleted):
-    from agent_lsp.agent.sessions import workspace_state
+    from agent_lsp.agent.state.sessions import workspace_state
 
     old = edit_run(model, workspace, "old")
     new = edit_run(model, workspace, "new")
@@ -356,7 +356,7 @@ def test_with_json_the_streamed_text_ends_its_line(model, workspace):
 
 def test_acp_rewind_text_offers_an_undo_only_when_something_was_restored(tmp_path):
     from agent_lsp.acp.session import describe_rewind
-    from agent_lsp.agent.rewind import CHANGED_SINCE, RewindResult
+    from agent_lsp.agent.state.rewind import CHANGED_SINCE, RewindResult
 
     path = tmp_path / "calc.py"
     only_conflicts = RewindResult("w-1", [], [(path, CHANGED_SINCE)], [], ["r-1"], {path})

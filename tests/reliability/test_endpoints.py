@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from agent_lsp.agent.messages import StopReason
-from agent_lsp.agent.sessions import SessionStore
+from agent_lsp.agent.state.sessions import SessionStore
 from agent_lsp.testing.scripted_model import ScriptedModelServer
 from tests.endpoints import (
     azure,

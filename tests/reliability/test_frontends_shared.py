@@ -8,7 +8,7 @@ import asyncio
 
 import pytest
 
-from agent_lsp.agent.disk_workspace import DiskWorkspace
+from agent_lsp.agent.fs.disk_workspace import DiskWorkspace
 from agent_lsp.agent.host import AgentHost, RunPorts
 from tests.unit.kit import Events, ScriptedApprover, call, make_settings, tools_reply
 

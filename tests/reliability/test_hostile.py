@@ -15,9 +15,9 @@ from hypothesis import strategies as st
 from lsprotocol import types
 from pygls.exceptions import JsonRpcException
 
+from agent_lsp.agent.loop.run import Session
 from agent_lsp.agent.messages import StopReason
 from agent_lsp.agent.ports import Decision
-from agent_lsp.agent.run import Session
 from tests.unit.kit import ScriptedApprover, make_settings, run
 
 TOKEN = "XYZZY-SENTINEL-7f3a"  # the sentinel's text: must never reach the model

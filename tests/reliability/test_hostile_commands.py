@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from agent_lsp.agent.loop.run import Session
 from agent_lsp.agent.messages import StopReason
 from agent_lsp.agent.ports import Decision
-from agent_lsp.agent.run import Session
 from tests.unit.kit import (
     API_KEY,
     Events,
@@ -139,8 +139,8 @@ async def test_a_setsid_descendant_dies_on_cancel(model, workspace, tmp_path):
     marker = tmp_path / "escaped.pid"
     (workspace / "escape.py").write_text(ESCAPER.format(tail="time.sleep(300)"))
     model.add([tools_reply(call("run_command", command=f"{sys.executable} escape.py {marker}")), {"text": "never"}])
-    from agent_lsp.agent.disk_workspace import DiskWorkspace
-    from agent_lsp.agent.run import run_task
+    from agent_lsp.agent.fs.disk_workspace import DiskWorkspace
+    from agent_lsp.agent.loop.run import run_task
 
     task = asyncio.ensure_future(run_task("run", session=Session(), settings=make_settings(model, approval={"default": "allow"}),
                                           workspace=DiskWorkspace([workspace]), approver=ScriptedApprover(), emit=Events()))

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from agent_lsp.agent.loop.run import Session
 from agent_lsp.agent.messages import StopReason
-from agent_lsp.agent.run import Session
 from tests.unit.kit import ScriptedApprover, call, last_tool_results, run, tools_reply
 
 pytestmark = pytest.mark.timeout(60)

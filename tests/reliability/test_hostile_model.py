@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from agent_lsp.agent.loop.run import Session
 from agent_lsp.agent.messages import StopReason
-from agent_lsp.agent.run import Session
 from tests.unit.kit import (
     assert_valid_conversation,
     call,

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from agent_lsp.agent.host import AgentHost
-from agent_lsp.agent.sessions import SessionError
+from agent_lsp.agent.state.sessions import SessionError
 from tests.headless.test_run_cli import agent_run, report_of, run_cli
 from tests.unit.kit import call, last_tool_results, run, tools_reply
 

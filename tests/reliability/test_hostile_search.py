@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from agent_lsp.agent.tools import ripgrep
+from agent_lsp.agent.fs import ripgrep
 from agent_lsp.agent.tools.base import ToolError
 from tests.unit.test_ripgrep import make_ctx, search
 

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from agent_lsp.agent.disk_workspace import DiskWorkspace
-from agent_lsp.agent.run import RunOptions, Session, run_task
-from agent_lsp.agent.tools.ripgrep import find_rg
+from agent_lsp.agent.fs.disk_workspace import DiskWorkspace
+from agent_lsp.agent.fs.ripgrep import find_rg
+from agent_lsp.agent.loop.run import RunOptions, Session, run_task
 from agent_lsp.mcp.config import from_user_settings, from_workspace
 from agent_lsp.mcp.manager import McpManager
 from tests.unit.kit import (
@@ -275,7 +275,7 @@ def test_a_same_user_process_cannot_read_the_key_from_proc(model, shared_tmp, fr
 
 def test_a_sealed_process_is_not_dumpable():
     """The start-up helper every front end calls, checked from inside (prctl PR_GET_DUMPABLE)."""
-    code = "from agent_lsp.agent import keyguard; print(keyguard.is_dumpable()); keyguard.seal_process(); print(keyguard.is_dumpable())"
+    code = "from agent_lsp.agent.exec import keyguard; print(keyguard.is_dumpable()); keyguard.seal_process(); print(keyguard.is_dumpable())"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30, check=True).stdout.split()
     assert out == ["True", "False"]
 

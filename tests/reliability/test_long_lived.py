@@ -19,11 +19,11 @@ from pathlib import Path
 
 import pytest
 
-from agent_lsp.agent.checkpoints import CheckpointStore, RunCheckpoint
-from agent_lsp.agent.disk_workspace import DiskWorkspace
+from agent_lsp.agent.fs.disk_workspace import DiskWorkspace
 from agent_lsp.agent.host import AgentHost, RunPorts
 from agent_lsp.agent.ports import Decision
-from agent_lsp.agent.sessions import SessionStore, sweep_orphans
+from agent_lsp.agent.state.checkpoints import CheckpointStore, RunCheckpoint
+from agent_lsp.agent.state.sessions import SessionStore, sweep_orphans
 from agent_lsp.mcp.hub import McpHub
 from tests.e2e.harness import start_editor
 from tests.unit.kit import Events, ScriptedApprover, alive, call, make_settings, tools_reply

@@ -11,8 +11,8 @@ import time
 import pytest
 from lsprotocol import types
 
-from agent_lsp.agent.checkpoints import FileRecord, Manifest
-from agent_lsp.agent.sessions import workspace_state
+from agent_lsp.agent.state.checkpoints import FileRecord, Manifest
+from agent_lsp.agent.state.sessions import workspace_state
 from tests.e2e.test_code_actions import code_actions
 
 pytestmark = pytest.mark.timeout(120)

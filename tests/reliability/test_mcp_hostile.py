@@ -24,9 +24,9 @@ from pathlib import Path
 
 import pytest
 
-from agent_lsp.agent.disk_workspace import DiskWorkspace
+from agent_lsp.agent.fs.disk_workspace import DiskWorkspace
+from agent_lsp.agent.loop.run import RunOptions, Session, run_task
 from agent_lsp.agent.ports import Decision
-from agent_lsp.agent.run import RunOptions, Session, run_task
 from agent_lsp.agent.tools.base import ToolError
 from agent_lsp.mcp.config import from_user_settings, from_workspace
 from agent_lsp.mcp.manager import McpManager

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from agent_lsp.agent.disk_workspace import DiskWorkspace
+from agent_lsp.agent.fs.disk_workspace import DiskWorkspace
 from agent_lsp.agent.host import AgentHost, RunPorts
-from agent_lsp.agent.session import Session
-from agent_lsp.agent.sessions import SessionStore
+from agent_lsp.agent.state.session import Session
+from agent_lsp.agent.state.sessions import SessionStore
 from tests.unit.kit import Events, ScriptedApprover, call, make_settings, tools_reply
 
 pytestmark = pytest.mark.timeout(90)

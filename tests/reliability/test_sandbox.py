@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from agent_lsp.agent import sandbox
-from agent_lsp.agent.disk_workspace import DiskWorkspace
+from agent_lsp.agent.exec import sandbox
+from agent_lsp.agent.fs.disk_workspace import DiskWorkspace
+from agent_lsp.agent.loop.run import Session, run_task
 from agent_lsp.agent.messages import StopReason
 from agent_lsp.agent.ports import Decision
-from agent_lsp.agent.run import Session, run_task
 from tests.unit.kit import (
     Events,
     ScriptedApprover,

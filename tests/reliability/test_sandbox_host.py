@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from agent_lsp.agent import sandbox
+from agent_lsp.agent.exec import sandbox
 from tests.reliability.test_sandbox import box, hello_server, one_command
 
 pytestmark = [pytest.mark.timeout(60),

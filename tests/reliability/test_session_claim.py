@@ -10,9 +10,9 @@ import json
 import pytest
 from pygls.exceptions import JsonRpcException
 
-from agent_lsp.agent.disk_workspace import DiskWorkspace
+from agent_lsp.agent.fs.disk_workspace import DiskWorkspace
 from agent_lsp.agent.host import AgentHost, RunPorts
-from agent_lsp.agent.sessions import SessionError, SessionStore
+from agent_lsp.agent.state.sessions import SessionError, SessionStore
 from agent_lsp.settings import state_dir as current_state_dir
 from tests.e2e.harness import start_editor
 from tests.unit.kit import Events, ScriptedApprover, make_settings

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from agent_lsp.agent.approval import ApprovalPolicy, SessionApprovals
 from agent_lsp.agent.display import show_command
+from agent_lsp.agent.loop.run import Session
 from agent_lsp.agent.messages import StopReason
+from agent_lsp.agent.policy.approval import ApprovalPolicy, SessionApprovals
 from agent_lsp.agent.ports import Decision
-from agent_lsp.agent.run import Session
 from agent_lsp.agent.tools.base import Prepared
 from agent_lsp.agent.tools.command import needs_shell
 from agent_lsp.agent.tools.toolsets import main_tools

@@ -44,7 +44,7 @@ def _imported_modules(path: Path) -> set[str]:
 def test_core_modules_are_found():
     modules = sorted(CORE.rglob("*.py"))
     names = {p.relative_to(CORE).as_posix() for p in modules}
-    assert {"loop.py", "run.py", "model.py", "tools/files.py"} <= names
+    assert {"loop/loop.py", "loop/run.py", "model/client.py", "tools/files.py", "state/session.py"} <= names
 
 
 def test_the_core_imports_no_editor_protocol():
@@ -65,7 +65,7 @@ def test_the_checker_would_catch_an_import(tmp_path):
 def test_importing_the_core_does_not_import_openai_or_the_protocol():
     code = (
         "import sys\n"
-        "import agent_lsp.agent.run, agent_lsp.agent.loop, agent_lsp.agent.model, agent_lsp.terminal.run\n"
+        "import agent_lsp.agent.loop.run, agent_lsp.agent.loop.loop, agent_lsp.agent.model.client, agent_lsp.terminal.run\n"
         "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('openai', 'pygls', 'lsprotocol'))\n"
         "print(heavy)\n"
     )
@@ -176,3 +176,51 @@ def test_the_graph_checker_finds_a_cycle_through_a_package_init_and_a_type_only_
     (pkg / "c.py").write_text("def f():\n    from .sub.b import x\n")
     (pkg / "d.py").write_text("import pkg.c\n")
     assert cycles(import_graph(pkg)) == [["pkg.c", "pkg.sub", "pkg.sub.b"]]
+
+
+# -- the core's layers: each imports only its own layer and the ones below it -------------------
+# The shared vocabulary (events and messages, the ports, display helpers) is the floor; then the
+# OS (exec: processes, the reaper, the sandbox, the key guard), files (fs: safe I/O, the disk
+# workspace, walking and ripgrep), the model client, run state (session, store, transcript,
+# checkpoints, rewind), the tools, the approval policy, the loop, and the host on top.
+CORE_LAYERS = ("vocabulary", "exec", "fs", "model", "state", "tools", "policy", "loop", "host")
+VOCABULARY = ("messages", "ports", "display", "coalesce")
+HOST = ("host", "host_rewind")
+
+
+def core_layer(module: str) -> str | None:
+    parts = module.split(".")
+    if parts[:2] != [PACKAGE.name, CORE.name] or len(parts) < 3:
+        return None
+    if parts[2] in VOCABULARY:
+        return "vocabulary"
+    if parts[2] in HOST:
+        return "host"
+    return parts[2] if parts[2] in CORE_LAYERS else "unplaced"
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    found = []
+    for module, deps in sorted(graph.items()):
+        here = core_layer(module)
+        for dep in sorted(deps):
+            there = core_layer(dep)
+            if here is None or there is None or (len(dep.split(".")) == 3 and there not in ("vocabulary", "host")):
+                continue  # outside the core, or a layer's (empty) package __init__
+            if "unplaced" in (here, there) or CORE_LAYERS.index(there) > CORE_LAYERS.index(here):
+                found.append(f"{module} -> {dep}")
+    return found
+
+
+def test_every_core_module_sits_in_a_layer_and_imports_only_downwards():
+    graph = import_graph(PACKAGE)
+    assert upward_imports(graph) == []
+    layers = {core_layer(m) for m in graph} - {None}
+    assert layers == set(CORE_LAYERS), layers
+
+
+def test_the_layer_checker_catches_an_upward_import_and_an_unplaced_module():
+    core = f"{PACKAGE.name}.{CORE.name}"
+    graph = {f"{core}.state.session": {f"{core}.loop.context", f"{core}.fs.safeio", f"{core}.messages", f"{core}.loop"},
+             f"{core}.misc": {f"{core}.messages"}}
+    assert upward_imports(graph) == [f"{core}.misc -> {core}.messages", f"{core}.state.session -> {core}.loop.context"]

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from agent_lsp.agent.compaction import plan_compaction
-from agent_lsp.agent.context import TokenEstimator
+from agent_lsp.agent.loop.compaction import plan_compaction
+from agent_lsp.agent.loop.run import Session
 from agent_lsp.agent.messages import StopReason
-from agent_lsp.agent.run import Session
-from agent_lsp.agent.session import Entry
+from agent_lsp.agent.model.tokens import TokenEstimator
+from agent_lsp.agent.state.session import Entry
 from tests.unit.kit import assert_valid_conversation, call, run, tools_reply, transcript_records
 
 pytestmark = pytest.mark.timeout(30)

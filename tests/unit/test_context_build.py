@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from agent_lsp.agent.loop.run import Session
 from agent_lsp.agent.messages import StopReason
-from agent_lsp.agent.run import Session
 from tests.unit.kit import call, run, tools_reply
 
 pytestmark = pytest.mark.timeout(30)

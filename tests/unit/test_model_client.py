@@ -8,7 +8,7 @@ import time
 import pytest
 
 from agent_lsp.agent.messages import StopReason
-from agent_lsp.agent.model import ModelError, OpenAIModel
+from agent_lsp.agent.model.client import ModelError, OpenAIModel
 from tests.unit.kit import run
 
 pytestmark = pytest.mark.timeout(60)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from agent_lsp.agent.disk_workspace import DiskWorkspace
+from agent_lsp.agent.fs.disk_workspace import DiskWorkspace
 from agent_lsp.agent.ports import Document, EditOutcome
 from tests.unit.kit import assert_valid_conversation, call, last_tool_results, run, tools_reply
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from agent_lsp.agent.tools import ripgrep
+from agent_lsp.agent.fs import ripgrep
 from agent_lsp.agent.tools.base import Tool, ToolContext, ToolError
 from agent_lsp.agent.tools.paths import PathGuard, PathRefused
 from agent_lsp.agent.tools.search import MAX_LIST, MAX_MATCHES, ListFiles, Search

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from agent_lsp.agent.disk_workspace import DiskWorkspace
+from agent_lsp.agent.fs.disk_workspace import DiskWorkspace
+from agent_lsp.agent.loop.run import Session, run_task
 from agent_lsp.agent.messages import Event, RunReport, StopCause, StopReason, Usage
-from agent_lsp.agent.run import Session, run_task
 from agent_lsp.settings import Settings
 from tests.unit.kit import (
     Events,

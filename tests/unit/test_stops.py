@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from agent_lsp.agent.disk_workspace import DiskWorkspace
+from agent_lsp.agent.fs.disk_workspace import DiskWorkspace
+from agent_lsp.agent.loop.run import Session, run_task
 from agent_lsp.agent.messages import StopReason
-from agent_lsp.agent.run import Session, run_task
 from tests.unit.kit import (
     Events,
     ScriptedApprover,
@@ -241,7 +241,7 @@ async def test_a_cancel_after_the_stop_is_decided_still_returns_the_report():
     must not lose the report (nor the transcript's stop line, nor the stop event)."""
     import asyncio
 
-    from agent_lsp.agent.run import _uncancellable
+    from agent_lsp.agent.loop.run import _uncancellable
 
     finished = []
 

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from agent_lsp.agent.disk_workspace import DiskWorkspace
+from agent_lsp.agent.fs.disk_workspace import DiskWorkspace
+from agent_lsp.agent.loop.run import Session
 from agent_lsp.agent.messages import StopReason
 from agent_lsp.agent.ports import Decision
-from agent_lsp.agent.run import Session
 from agent_lsp.agent.tools.paths import PathGuard, PathRefused
 from tests.unit.kit import (
     ScriptedApprover,

@@ -152,8 +152,8 @@ async def test_the_transcript_holds_every_calls_outcome_even_cancelled_ones(mode
     """Issue 11.6: policy grants and the synthetic "cancelled" results are in the transcript."""
     import asyncio
 
-    from agent_lsp.agent.disk_workspace import DiskWorkspace
-    from agent_lsp.agent.run import Session, run_task
+    from agent_lsp.agent.fs.disk_workspace import DiskWorkspace
+    from agent_lsp.agent.loop.run import Session, run_task
     from tests.unit.kit import Events, make_settings
 
     model.add([tools_reply(call("read_file", id="r", path="calc.py"), call("run_command", id="slow", command="sleep 30"),

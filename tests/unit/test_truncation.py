@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from agent_lsp.agent.context import truncate_tool_output
-from agent_lsp.agent.run import Session
+from agent_lsp.agent.loop.context import truncate_tool_output
+from agent_lsp.agent.loop.run import Session
 from tests.unit.kit import call, last_tool_results, run, tools_reply
 
 pytestmark = pytest.mark.timeout(30)

@@ -11,9 +11,10 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-# Re-exported: ctx.changes is the run record's own RunChanges (agent_lsp.agent.changes).
-from agent_lsp.agent.changes import RunChanges as RunChanges
 from agent_lsp.agent.ports import SubAgentSpawner, Workspace
+
+# Re-exported: ctx.changes is the run record's own RunChanges (agent_lsp.agent.state.changes).
+from agent_lsp.agent.state.changes import RunChanges as RunChanges
 
 # Re-exported: a tool module imports its errors with the rest of the tool API.
 from agent_lsp.agent.tools.errors import EditRejected as EditRejected
@@ -21,7 +22,7 @@ from agent_lsp.agent.tools.errors import ToolError as ToolError
 from agent_lsp.agent.tools.paths import PathGuard
 
 if TYPE_CHECKING:
-    from agent_lsp.agent.checkpoints import RunCheckpoint
+    from agent_lsp.agent.state.checkpoints import RunCheckpoint
     from agent_lsp.agent.tools.runner import CommandRunner
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from pydantic import Field
 
 from agent_lsp.agent.display import show_command
-from agent_lsp.agent.gitsafe import executing_config, mentions_git
+from agent_lsp.agent.state.gitsafe import executing_config, mentions_git
 from agent_lsp.agent.tools.base import Args, Prepared, Tool, ToolContext, ToolError
 
 DEFAULT_TIMEOUT = 120

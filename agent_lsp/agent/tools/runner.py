@@ -6,9 +6,9 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from agent_lsp.agent import sandbox
-from agent_lsp.agent.keyguard import child_env
-from agent_lsp.agent.process import (
+from agent_lsp.agent.exec import sandbox
+from agent_lsp.agent.exec.keyguard import child_env
+from agent_lsp.agent.exec.process import (
     CommandNotStarted,
     ProcessResult,
     end_process,

@@ -12,11 +12,11 @@ from typing import TypeVar
 
 from pydantic import Field
 
-from agent_lsp.agent.safeio import read_regular_sync
-from agent_lsp.agent.tools import ripgrep
+from agent_lsp.agent.fs import ripgrep
+from agent_lsp.agent.fs.safeio import read_regular_sync
+from agent_lsp.agent.fs.walk import fallback_walk
 from agent_lsp.agent.tools.base import Args, Prepared, Tool, ToolContext, ToolError
 from agent_lsp.agent.tools.paths import PathGuard, PathRefused
-from agent_lsp.agent.tools.walk import fallback_walk
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

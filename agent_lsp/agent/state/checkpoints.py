@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agent_lsp.agent.fs.safeio import private_dir, read_regular_sync, write_private
 from agent_lsp.agent.ports import Document, Workspace
-from agent_lsp.agent.safeio import private_dir, read_regular_sync, write_private
-from agent_lsp.agent.sessions import workspace_state
-from agent_lsp.agent.snapshots import BlobStore, Snapshot, Snapshotter
+from agent_lsp.agent.state.sessions import workspace_state
+from agent_lsp.agent.state.snapshots import BlobStore, Snapshot, Snapshotter
 
 log = logging.getLogger(__name__)
 

@@ -11,8 +11,8 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agent_lsp.agent.keyguard import child_env
-from agent_lsp.agent.sandbox_mounts import (
+from agent_lsp.agent.exec.keyguard import child_env
+from agent_lsp.agent.exec.sandbox_mounts import (
     DEFAULT_HIDE,
     HOST_SOCKET_VARS,
     CannotHide,

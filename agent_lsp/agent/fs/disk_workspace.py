@@ -8,8 +8,7 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from agent_lsp.agent.ports import Document, EditOutcome
-from agent_lsp.agent.safeio import (
+from agent_lsp.agent.fs.safeio import (
     MAX_READ_BYTES,
     NotReadable,
     confinement_problem,
@@ -18,6 +17,7 @@ from agent_lsp.agent.safeio import (
     read_regular,
     write_file_atomic,
 )
+from agent_lsp.agent.ports import Document, EditOutcome
 
 
 async def read_disk_text(path: Path, max_bytes: int = MAX_READ_BYTES) -> tuple[str, bool]:
@@ -63,7 +63,7 @@ class DiskWorkspace:
 
     async def restore(self, restores: list[Any]) -> Any:
         """A rewind on disk: each file written back (binary ones too) or deleted."""
-        from agent_lsp.agent.rewind import RestoreOutcome
+        from agent_lsp.agent.ports import RestoreOutcome
 
         outcome = RestoreOutcome()
         for item in restores:

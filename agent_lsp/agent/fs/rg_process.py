@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agent_lsp.agent.keyguard import child_env
+from agent_lsp.agent.exec.keyguard import child_env
 
 ERROR_LINES_KEPT = 20  # stderr lines kept for the messages
 READ_SIZE = 1 << 20  # stdout is read in chunks of up to this many bytes

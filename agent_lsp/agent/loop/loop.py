@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from agent_lsp.agent.compaction import (
+from agent_lsp.agent.loop.compaction import (
     COMPACTION_PROMPT,
     open_problems,
     plan_compaction,
@@ -18,6 +18,8 @@ from agent_lsp.agent.compaction import (
     render_for_summary,
     summary_entry,
 )
+from agent_lsp.agent.loop.services import LoopServices, call_cost
+from agent_lsp.agent.loop.tool_calls import ToolCalls, cancel_if_asked
 from agent_lsp.agent.messages import (
     Event,
     Outcome,
@@ -28,10 +30,8 @@ from agent_lsp.agent.messages import (
     ToolCall,
     ToolResult,
 )
-from agent_lsp.agent.model import ModelError
-from agent_lsp.agent.services import LoopServices, call_cost
-from agent_lsp.agent.session import Entry
-from agent_lsp.agent.tool_calls import ToolCalls, cancel_if_asked
+from agent_lsp.agent.model.client import ModelError
+from agent_lsp.agent.state.session import Entry
 from agent_lsp.agent.tools.base import ToolBox
 
 log = logging.getLogger(__name__)

@@ -78,7 +78,7 @@ def find_repository(folder: Path) -> Repository | None:
 
 
 def base_env() -> dict[str, str]:
-    from agent_lsp.agent.keyguard import child_env
+    from agent_lsp.agent.exec.keyguard import child_env
 
     return {k: v for k, v in child_env().items() if k in _PASSED or k.startswith("LC_")}
 
@@ -96,7 +96,7 @@ def private_git_dir(folder: Path, repo: Repository) -> Path:
     """A git dir of our own for a repository's work tree: HEAD, refs, its own objects with the
     repository's as an alternate, a copy of info/exclude (ignore rules are data); no config of the
     repository, no hooks. Idempotent and cheap: run it off the event loop."""
-    from agent_lsp.agent.safeio import private_dir, write_private
+    from agent_lsp.agent.fs.safeio import private_dir, write_private
 
     private_dir(folder)
     for sub in ("refs", "objects", "objects/info", "info"):
@@ -116,7 +116,7 @@ def private_git_dir(folder: Path, repo: Repository) -> Path:
 
 
 def _read_small(path: Path) -> bytes:
-    from agent_lsp.agent.safeio import read_regular_sync
+    from agent_lsp.agent.fs.safeio import read_regular_sync
 
     try:
         return read_regular_sync(path, 1 << 20)
@@ -148,7 +148,7 @@ async def held(lock_file: Path, wait: float = 30.0) -> AsyncIterator[None]:
     """An exclusive lock on lock_file between processes (two servers or `agent-lsp run`s on one
     workspace share the private index), polled so the event loop never blocks; after `wait`
     seconds the caller goes on without it (a stuck process must not stop every snapshot)."""
-    from agent_lsp.agent.safeio import open_private, private_dir
+    from agent_lsp.agent.fs.safeio import open_private, private_dir
 
     private_dir(lock_file.parent)
     fd = open_private(lock_file, os.O_RDWR | os.O_CREAT)

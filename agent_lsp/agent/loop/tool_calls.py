@@ -11,16 +11,16 @@ import logging
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
-from agent_lsp.agent.context import truncate_tool_output
 from agent_lsp.agent.display import clip, escape_invisible
+from agent_lsp.agent.loop.context import truncate_tool_output
 from agent_lsp.agent.messages import Event, Outcome, ToolCall, ToolResult, parse_arguments
 from agent_lsp.agent.ports import Answer, ApprovalRequest, Decision, as_answer
-from agent_lsp.agent.session import Entry
+from agent_lsp.agent.state.session import Entry
 from agent_lsp.agent.tools.base import EditRejected, Prepared, Tool, ToolBox, ToolError
 from agent_lsp.agent.tools.paths import PathRefused
 
 if TYPE_CHECKING:
-    from agent_lsp.agent.services import LoopServices
+    from agent_lsp.agent.loop.services import LoopServices
 
 log = logging.getLogger(__name__)
 

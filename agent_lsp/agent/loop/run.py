@@ -8,22 +8,22 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
-from agent_lsp.agent import keyguard
-from agent_lsp.agent.approval import ApprovalPolicy
-from agent_lsp.agent.checkpoints import CheckpointStore, RunCheckpoint
-from agent_lsp.agent.loop import AgentLoop, LoopOutcome, usage_line
-from agent_lsp.agent.memory import recall_memory
+from agent_lsp.agent.exec import keyguard
+from agent_lsp.agent.exec.process import kill_group
+from agent_lsp.agent.loop.loop import AgentLoop, LoopOutcome, usage_line
+from agent_lsp.agent.loop.memory import recall_memory
+from agent_lsp.agent.loop.services import Limits, LoopServices, RunStats
 from agent_lsp.agent.messages import CancelCause, Event, RunReport, StopCause, StopReason
-from agent_lsp.agent.model import Model, ModelError, make_model
+from agent_lsp.agent.model.client import Model, ModelError, make_model
+from agent_lsp.agent.policy.approval import ApprovalPolicy
 from agent_lsp.agent.ports import Approver, EventSink, Workspace
-from agent_lsp.agent.process import kill_group
-from agent_lsp.agent.services import Limits, LoopServices, RunStats
-from agent_lsp.agent.session import Entry, RunRecord, Session, new_id
+from agent_lsp.agent.state.checkpoints import CheckpointStore, RunCheckpoint
+from agent_lsp.agent.state.session import Entry, RunRecord, Session, new_id
+from agent_lsp.agent.state.transcript import Redactor, Transcript
 from agent_lsp.agent.tools.base import Tool, ToolBox, ToolContext, ToolError
 from agent_lsp.agent.tools.paths import PathGuard
 from agent_lsp.agent.tools.runner import CommandRunner
 from agent_lsp.agent.tools.toolsets import main_tools, plan_tools, subagent_tools
-from agent_lsp.agent.transcript import Redactor, Transcript
 from agent_lsp.settings import Settings, state_dir
 
 log = logging.getLogger(__name__)

@@ -12,7 +12,7 @@ from typing import Any
 
 import aiofiles
 
-from agent_lsp.agent.safeio import open_private
+from agent_lsp.agent.fs.safeio import open_private
 
 log = logging.getLogger(__name__)
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pathspec
 
-from agent_lsp.agent.tools import ripgrep
+from agent_lsp.agent.fs import ripgrep
 
 
 def fallback_walk(base: Path, glob: str | None) -> list[str]:

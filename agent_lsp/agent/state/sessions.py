@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from agent_lsp.agent.display import clip
-from agent_lsp.agent.safeio import NotReadable, private_dir, read_regular_sync, write_private
-from agent_lsp.agent.session import Entry, RunRecord, Session, apply_history_record
+from agent_lsp.agent.fs.safeio import NotReadable, private_dir, read_regular_sync, write_private
+from agent_lsp.agent.state.session import Entry, RunRecord, Session, apply_history_record
 
 log = logging.getLogger(__name__)
 

@@ -31,10 +31,10 @@ from pathlib import Path
 from typing import Any
 
 # INSTALL_HINT and the errors are re-exported: callers use them through this module.
-from agent_lsp.agent.tools.rg_process import INSTALL_HINT as INSTALL_HINT
-from agent_lsp.agent.tools.rg_process import Problems, RgOutcome, run_rg
-from agent_lsp.agent.tools.rg_process import RipgrepError as RipgrepError
-from agent_lsp.agent.tools.rg_process import RipgrepMissing as RipgrepMissing
+from agent_lsp.agent.fs.rg_process import INSTALL_HINT as INSTALL_HINT
+from agent_lsp.agent.fs.rg_process import Problems, RgOutcome, run_rg
+from agent_lsp.agent.fs.rg_process import RipgrepError as RipgrepError
+from agent_lsp.agent.fs.rg_process import RipgrepMissing as RipgrepMissing
 
 LINE_CHARS = 300  # characters of a matching line kept (after stripping)
 CUT_MARK = " [… line cut]"  # after a matching line shown in part

@@ -3,19 +3,15 @@
 from __future__ import annotations
 
 import errno
-import json
 import os
 import stat
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import aiofiles
 
-from agent_lsp.agent.safeio import open_private
-
-CHARS_PER_TOKEN = 4.0
+from agent_lsp.agent.fs.safeio import open_private
 
 
 @dataclass
@@ -50,37 +46,3 @@ async def truncate_tool_output(text: str, limit: int, spill_dir: Path, call_id: 
     tail = text[len(text) - int(limit * 0.3) :]
     omitted = len(text) - len(head) - len(tail)
     return Truncated(f"{head}\n\n[... {omitted} characters omitted. {where} ...]\n\n{tail}", True, spill)
-
-
-class TokenEstimator:
-    """Characters / 4, calibrated by the prompt tokens the API reports. Message sizes are
-    cached (messages are never changed once in the history), so a turn costs O(new messages)."""
-
-    def __init__(self) -> None:
-        self.ratio = 1.0
-        self._sizes: dict[int, tuple[Any, int]] = {}
-
-    def _size(self, message: Any) -> int:
-        hit = self._sizes.get(id(message))
-        if hit is not None and hit[0] is message:
-            return hit[1]
-        size = len(json.dumps(message, ensure_ascii=False))
-        self._sizes[id(message)] = (message, size)
-        return size
-
-    def raw(self, payload: Any, extra_chars: int = 0) -> float:
-        if isinstance(payload, list):
-            if len(self._sizes) > 2 * len(payload) + 256:  # forget messages compaction dropped
-                self._sizes = {id(m): self._sizes[id(m)] for m in payload if id(m) in self._sizes}
-            chars = sum(self._size(m) for m in payload)
-        else:
-            chars = len(json.dumps(payload, ensure_ascii=False))
-        return (chars + extra_chars) / CHARS_PER_TOKEN
-
-    def estimate(self, payload: Any, extra_chars: int = 0) -> int:
-        return int(self.raw(payload, extra_chars) * self.ratio)
-
-    def calibrate(self, payload: Any, prompt_tokens: int, extra_chars: int = 0) -> None:
-        raw = self.raw(payload, extra_chars)
-        if raw > 200 and prompt_tokens > 0:
-            self.ratio = min(4.0, max(0.25, prompt_tokens / raw))

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from agent_lsp.agent.session import SessionApprovals
+from agent_lsp.agent.state.session import SessionApprovals
 from agent_lsp.settings import ApprovalSettings
 
 if TYPE_CHECKING:

@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import urlparse
 
-from agent_lsp.agent import keyguard
+from agent_lsp.agent.exec import keyguard
 from agent_lsp.agent.messages import Reply, Usage
-from agent_lsp.agent.stream_assembly import (
+from agent_lsp.agent.model.stream_assembly import (
     MAX_ARGUMENT_CHARS,
     MAX_REPLY_CHARS,
     StreamAssembly,

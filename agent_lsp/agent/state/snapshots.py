@@ -20,7 +20,9 @@ import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agent_lsp.agent.gitsafe import (
+from agent_lsp.agent.fs.safeio import private_dir, read_regular_sync, write_private
+from agent_lsp.agent.fs.walk import fallback_walk
+from agent_lsp.agent.state.gitsafe import (
     Repository,
     find_repository,
     git_env,
@@ -28,8 +30,6 @@ from agent_lsp.agent.gitsafe import (
     private_git_dir,
     run_git,
 )
-from agent_lsp.agent.safeio import private_dir, read_regular_sync, write_private
-from agent_lsp.agent.tools.walk import fallback_walk
 
 log = logging.getLogger(__name__)
 
@@ -288,7 +288,7 @@ class Snapshotter:
 
 def _lease(folder: Path) -> int:
     """A shared lock on the git dir's `in-use` file (see Snapshot.leases)."""
-    from agent_lsp.agent.safeio import open_private, private_dir
+    from agent_lsp.agent.fs.safeio import open_private, private_dir
 
     private_dir(folder)
     fd = open_private(folder / "in-use", os.O_RDWR | os.O_CREAT)
@@ -310,7 +310,7 @@ def _tree_size(folder: Path) -> int:
 def _drop_objects(folder: Path, bound: int) -> None:
     """Delete the private objects and index, unless a snapshot still names a tree in them (its
     lease is held, here or in another process): then it is left for a later check."""
-    from agent_lsp.agent.safeio import open_private
+    from agent_lsp.agent.fs.safeio import open_private
 
     fd = open_private(folder / "in-use", os.O_RDWR | os.O_CREAT)
     try:

@@ -7,13 +7,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agent_lsp.agent.approval import ApprovalPolicy
-from agent_lsp.agent.context import TokenEstimator
 from agent_lsp.agent.messages import Usage
-from agent_lsp.agent.model import Model
+from agent_lsp.agent.model.client import Model
+from agent_lsp.agent.model.tokens import TokenEstimator
+from agent_lsp.agent.policy.approval import ApprovalPolicy
 from agent_lsp.agent.ports import Approver, EventSink
+from agent_lsp.agent.state.transcript import Redactor, Transcript
 from agent_lsp.agent.tools.base import ToolContext
-from agent_lsp.agent.transcript import Redactor, Transcript
 from agent_lsp.settings import Pricing
 
 

@@ -7,9 +7,11 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
-from agent_lsp.agent.checkpoints import (
+from agent_lsp.agent.fs.safeio import confinement_problem
+from agent_lsp.agent.ports import Restore, RestoreOutcome, Restorer, Workspace
+from agent_lsp.agent.state.checkpoints import (
     CheckpointStore,
     FileRecord,
     Manifest,
@@ -17,9 +19,7 @@ from agent_lsp.agent.checkpoints import (
     content_sha,
     current_content,
 )
-from agent_lsp.agent.ports import Workspace
-from agent_lsp.agent.safeio import confinement_problem
-from agent_lsp.agent.session import new_id
+from agent_lsp.agent.state.session import new_id
 
 
 class RewindError(ValueError):
@@ -29,25 +29,6 @@ class RewindError(ValueError):
 class RunNotFinished(RewindError):
     """A run of the session is still running in this process: said as is, whichever workspace
     is searched (a caller tells it from an unknown run by its type, never by its words)."""
-
-
-@dataclass
-class Restore:
-    path: Path
-    content: bytes | None  # None: delete the file (the run created it)
-    current: bytes | None  # what it holds now (None: absent)
-
-
-@dataclass
-class RestoreOutcome:
-    restored: list[Path] = field(default_factory=list)
-    failed: list[tuple[Path, str]] = field(default_factory=list)  # not restorable, with why
-
-
-class Restorer(Protocol):
-    async def restore(self, restores: list[Restore]) -> RestoreOutcome:
-        """Apply every restore as one change where the host can (one applyEdit)."""
-        ...
 
 
 @dataclass

@@ -10,9 +10,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agent_lsp.agent.changes import RunChanges
-from agent_lsp.agent.context import TokenEstimator
 from agent_lsp.agent.messages import Outcome
+from agent_lsp.agent.model.tokens import TokenEstimator
+from agent_lsp.agent.state.changes import RunChanges
 
 
 def new_id(prefix: str) -> str:

@@ -6,9 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from agent_lsp.agent.context import TokenEstimator
 from agent_lsp.agent.messages import Outcome
-from agent_lsp.agent.session import Entry
+from agent_lsp.agent.model.tokens import TokenEstimator
+from agent_lsp.agent.state.session import Entry
 
 COMPACTION_PROMPT = (
     "You compact an AI coding agent's conversation. Summarise the messages below for the agent "

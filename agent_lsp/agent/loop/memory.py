@@ -9,7 +9,7 @@ from pathlib import Path
 
 import aiofiles
 
-from agent_lsp.agent.safeio import NotReadable, open_regular
+from agent_lsp.agent.fs.safeio import NotReadable, open_regular
 
 log = logging.getLogger(__name__)
 
