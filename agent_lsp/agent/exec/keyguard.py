@@ -53,15 +53,23 @@ def secrets(env: Mapping[str, str] | None = None, names: Iterable[str | None] = 
     return [s for s in dict.fromkeys(found) if len(s) >= MIN_SECRET]
 
 
-def child_env(env: Mapping[str, str] | None = None, *, names: Iterable[str | None] = (),
-              extra_secrets: Iterable[str] = ()) -> dict[str, str]:
+def child_env(
+    env: Mapping[str, str] | None = None,
+    *,
+    names: Iterable[str | None] = (),
+    extra_secrets: Iterable[str] = (),
+) -> dict[str, str]:
     """The environment a child process gets (a command, an MCP server, rg, git, bwrap): `env`
     (default: os.environ) without the key's variables by name, and without every variable
     whose value is or contains the key, whatever its name. The one scrub every spawn site uses."""
     base = dict(os.environ if env is None else env)
     wanted = list(names)
     banned = set(key_names(*wanted))
-    known = [*secrets(None, wanted), *(secrets(base, wanted) if env is not None else []), *(s for s in extra_secrets if s)]
+    known = [
+        *secrets(None, wanted),
+        *(secrets(base, wanted) if env is not None else []),
+        *(s for s in extra_secrets if s),
+    ]
     return {k: v for k, v in base.items() if k not in banned and not holds_key(v, known)}
 
 
@@ -97,7 +105,9 @@ def protect(*names: str | None) -> None:
     if not taken and not new and _wiped:
         return  # settings resolved again, nothing new: the block was wiped already
     _wiped = True
-    _wipe_environ_block(lambda name, value: name in _names or name in _held or holds_key(value, known))
+    _wipe_environ_block(
+        lambda name, value: name in _names or name in _held or holds_key(value, known)
+    )
 
 
 def is_dumpable() -> bool | None:

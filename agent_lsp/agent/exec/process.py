@@ -70,15 +70,27 @@ def reaped(argv: list[str]) -> list[str]:
     return [sys.executable, "-I", "-S", str(REAPER), "--", *argv]
 
 
-async def run_process(argv: list[str], cwd: Path, timeout: float, *, env: dict[str, str],
-                      processes: set[asyncio.subprocess.Process],
-                      on_output: Callable[[bytes], None] | None = None) -> ProcessResult:
+async def run_process(
+    argv: list[str],
+    cwd: Path,
+    timeout: float,
+    *,
+    env: dict[str, str],
+    processes: set[asyncio.subprocess.Process],
+    on_output: Callable[[bytes], None] | None = None,
+) -> ProcessResult:
     """Run argv (already wrapped by the reaper or the sandbox) in its own session; a timeout
     or a cancel ends it and everything it started."""
     try:
         proc = await asyncio.create_subprocess_exec(
-            *argv, cwd=cwd, env=env, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.STDOUT, start_new_session=True)
+            *argv,
+            cwd=cwd,
+            env=env,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+            start_new_session=True,
+        )
     except (FileNotFoundError, PermissionError, NotADirectoryError) as exc:
         raise CommandNotStarted(f"cannot start {argv[0]!r}: {exc.strerror or exc}") from None
     processes.add(proc)

@@ -22,13 +22,29 @@ from agent_lsp.agent.exec.sandbox_mounts import (
     runtime_dirs,
 )
 
-__all__ = ["DEFAULT_HIDE", "CannotHide", "SandboxPolicy", "SandboxUnavailable", "bwrap_argv", "explain_blocked",
-           "expand_hidden", "host_sockets", "probe", "reset_probe", "runtime_dirs", "setup_failure"]
-INSTALL_HINT = ("install bubblewrap (Debian/Ubuntu: `apt install bubblewrap`, Fedora: `dnf install bubblewrap`, "
-                "Arch: `pacman -S bubblewrap`) so that `bwrap` is on the server's PATH")
-USERNS_HINT = ("bwrap could not create its namespaces: allow unprivileged user namespaces "
-               "(`sysctl kernel.unprivileged_userns_clone=1`, or on Ubuntu 24.04+ an AppArmor profile for bwrap), "
-               "or set `sandbox.mode` to `off` in your own settings")
+__all__ = [
+    "DEFAULT_HIDE",
+    "CannotHide",
+    "SandboxPolicy",
+    "SandboxUnavailable",
+    "bwrap_argv",
+    "explain_blocked",
+    "expand_hidden",
+    "host_sockets",
+    "probe",
+    "reset_probe",
+    "runtime_dirs",
+    "setup_failure",
+]
+INSTALL_HINT = (
+    "install bubblewrap (Debian/Ubuntu: `apt install bubblewrap`, Fedora: `dnf install bubblewrap`, "
+    "Arch: `pacman -S bubblewrap`) so that `bwrap` is on the server's PATH"
+)
+USERNS_HINT = (
+    "bwrap could not create its namespaces: allow unprivileged user namespaces "
+    "(`sysctl kernel.unprivileged_userns_clone=1`, or on Ubuntu 24.04+ an AppArmor profile for bwrap), "
+    "or set `sandbox.mode` to `off` in your own settings"
+)
 
 
 class SandboxUnavailable(Exception):
@@ -42,14 +58,20 @@ class SandboxPolicy:
     roots: tuple[Path, ...]
     hide: tuple[Path, ...] = field(default_factory=tuple)
     runtime: tuple[Path, ...] = field(default_factory=tuple)  # masked with the network off
-    sockets: tuple[Path, ...] = field(default_factory=tuple)  # named by the environment; masked with the network off
+    sockets: tuple[Path, ...] = field(
+        default_factory=tuple
+    )  # named by the environment; masked with the network off
 
     @property
     def writable(self) -> tuple[Path, ...]:
         return self.roots if self.mode == "workspace-write" else ()
 
     def describe(self) -> str:
-        where = "the workspace folders writable but .git" if self.mode == "workspace-write" else "everything read-only"
+        where = (
+            "the workspace folders writable but .git"
+            if self.mode == "workspace-write"
+            else "everything read-only"
+        )
         net = "network allowed" if self.network else "no network, no host sockets"
         return f"sandboxed: bubblewrap, {self.mode} ({where}, private /tmp, {net})"
 
@@ -73,12 +95,28 @@ def reset_probe() -> None:
 async def _run_probe() -> str | None:
     bwrap = shutil.which("bwrap")
     if bwrap is None:
-        return f"the command sandbox needs bubblewrap, and `bwrap` is not on the PATH: {INSTALL_HINT}"
+        return (
+            f"the command sandbox needs bubblewrap, and `bwrap` is not on the PATH: {INSTALL_HINT}"
+        )
     try:
         proc = await asyncio.create_subprocess_exec(
-            bwrap, "--die-with-parent", "--unshare-pid", "--unshare-net", "--ro-bind", "/", "/", "--proc", "/proc",
-            "--dev", "/dev", "true", env=child_env(), stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL,
-            stderr=asyncio.subprocess.PIPE)
+            bwrap,
+            "--die-with-parent",
+            "--unshare-pid",
+            "--unshare-net",
+            "--ro-bind",
+            "/",
+            "/",
+            "--proc",
+            "/proc",
+            "--dev",
+            "/dev",
+            "true",
+            env=child_env(),
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.PIPE,
+        )
         _, err = await asyncio.wait_for(proc.communicate(), 10)
     except (OSError, TimeoutError) as exc:
         return f"bwrap could not be started ({exc}): {INSTALL_HINT}"
@@ -92,16 +130,34 @@ def bwrap_argv(policy: SandboxPolicy, argv: list[str], cwd: Path) -> list[str]:
     """The bwrap command line; CannotHide when a secret or host socket cannot be hidden (then
     nothing may run). Looks at the filesystem: call it off the event loop."""
     bwrap = shutil.which("bwrap") or "bwrap"
-    out = [bwrap, "--die-with-parent", "--unshare-pid", "--unshare-ipc", "--new-session",
-           "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+    out = [
+        bwrap,
+        "--die-with-parent",
+        "--unshare-pid",
+        "--unshare-ipc",
+        "--new-session",
+        "--ro-bind",
+        "/",
+        "/",
+        "--dev",
+        "/dev",
+        "--proc",
+        "/proc",
+    ]
     if not policy.network:
         # A filesystem socket needs no write permission and no network: the host's services
         # (session bus, docker, ssh agent) are cut by masking them, and their variables go.
         out.append("--unshare-net")
         for name in HOST_SOCKET_VARS:
             out += ["--unsetenv", name]
-    out += plan_mounts(network=policy.network, roots=policy.roots, writable=policy.writable, hide=policy.hide,
-                       runtime=policy.runtime, sockets=policy.sockets).args()
+    out += plan_mounts(
+        network=policy.network,
+        roots=policy.roots,
+        writable=policy.writable,
+        hide=policy.hide,
+        runtime=policy.runtime,
+        sockets=policy.sockets,
+    ).args()
     out += ["--setenv", "TMPDIR", "/tmp", "--chdir", str(cwd), "--", *argv]
     return out
 
@@ -115,9 +171,12 @@ def setup_failure(output: str) -> str | None:
 
 _READ_ONLY = re.compile(r"read-only file system", re.IGNORECASE)
 _DENIED = re.compile(r"(?:permission denied|operation not permitted)", re.IGNORECASE)
-_NO_NETWORK = re.compile(r"network is unreachable|connection refused|could not resolve|name or service not known|"
-                         r"temporary failure in name resolution|no address associated|failed to establish a new connection|"
-                         r"getaddrinfo|nodename nor servname", re.IGNORECASE)
+_NO_NETWORK = re.compile(
+    r"network is unreachable|connection refused|could not resolve|name or service not known|"
+    r"temporary failure in name resolution|no address associated|failed to establish a new connection|"
+    r"getaddrinfo|nodename nor servname",
+    re.IGNORECASE,
+)
 _PATH = re.compile(r"(/[^\s'\":]+)")
 
 
@@ -125,16 +184,28 @@ def explain_blocked(output: str, policy: SandboxPolicy) -> str | None:
     """Plain words for the model when the sandbox (probably) blocked something, so it asks the
     user instead of retrying blindly."""
     notes = []
-    if _READ_ONLY.search(output) or any(_outside(p, policy) for line in output.splitlines()
-                                        if _DENIED.search(line) for p in _PATH.findall(line)):
-        where = ("only the workspace folders and /tmp are writable" if policy.mode == "workspace-write"
-                 else "nothing but /tmp is writable (sandbox.mode is read-only)")
+    if _READ_ONLY.search(output) or any(
+        _outside(p, policy)
+        for line in output.splitlines()
+        if _DENIED.search(line)
+        for p in _PATH.findall(line)
+    ):
+        where = (
+            "only the workspace folders and /tmp are writable"
+            if policy.mode == "workspace-write"
+            else "nothing but /tmp is writable (sandbox.mode is read-only)"
+        )
         notes.append(f"blocked by the sandbox: a write outside the allowed places failed ({where})")
     if not policy.network and _NO_NETWORK.search(output):
-        notes.append("blocked by the sandbox: the command has no network (sandbox.network is false)")
+        notes.append(
+            "blocked by the sandbox: the command has no network (sandbox.network is false)"
+        )
     if not notes:
         return None
-    return "; ".join(notes) + ". Ask the user if the command really needs this; do not retry it unchanged."
+    return (
+        "; ".join(notes)
+        + ". Ask the user if the command really needs this; do not retry it unchanged."
+    )
 
 
 def _outside(raw: str, policy: SandboxPolicy) -> bool:

@@ -14,12 +14,30 @@ from pathlib import Path
 
 # CONTRACT Decision 22, plus the credential stores a developer typically has (issue 20). An
 # entry under ~/.config or ~/.local/share also hides its twin under $XDG_CONFIG_HOME / $XDG_DATA_HOME.
-DEFAULT_HIDE = ("~/.ssh", "~/.aws", "~/.config/gcloud", "~/.gnupg", "~/.netrc", "~/.git-credentials",
-                "~/.docker/config.json", "~/.kube", "~/.npmrc", "~/.pypirc", "~/.config/gh",
-                "~/.config/git/credentials", "~/.config/hub", "~/.config/glab-cli", "~/.config/rclone",
-                "~/.config/containers/auth.json", "$XDG_RUNTIME_DIR/containers/auth.json",
-                "~/.local/share/keyrings", "~/.password-store", "~/.azure",
-                "~/.cargo/credentials.toml", "~/.cargo/credentials")
+DEFAULT_HIDE = (
+    "~/.ssh",
+    "~/.aws",
+    "~/.config/gcloud",
+    "~/.gnupg",
+    "~/.netrc",
+    "~/.git-credentials",
+    "~/.docker/config.json",
+    "~/.kube",
+    "~/.npmrc",
+    "~/.pypirc",
+    "~/.config/gh",
+    "~/.config/git/credentials",
+    "~/.config/hub",
+    "~/.config/glab-cli",
+    "~/.config/rclone",
+    "~/.config/containers/auth.json",
+    "$XDG_RUNTIME_DIR/containers/auth.json",
+    "~/.local/share/keyrings",
+    "~/.password-store",
+    "~/.azure",
+    "~/.cargo/credentials.toml",
+    "~/.cargo/credentials",
+)
 # Variables that point a command at a host service over a unix socket; dropped with the network off.
 HOST_SOCKET_VARS = ("SSH_AUTH_SOCK", "DBUS_SESSION_BUS_ADDRESS", "DOCKER_HOST")
 _TWINS = (("~/.config/", "$XDG_CONFIG_HOME/"), ("~/.local/share/", "$XDG_DATA_HOME/"))
@@ -30,14 +48,23 @@ class CannotHide(Exception):
     """A path that must be hidden cannot be: the command must not run (the message says why)."""
 
 
-def expand_hidden(entries: list[str] | tuple[str, ...], extra: list[Path], env: dict[str, str]) -> tuple[Path, ...]:
+def expand_hidden(
+    entries: list[str] | tuple[str, ...], extra: list[Path], env: dict[str, str]
+) -> tuple[Path, ...]:
     """Absolute paths for the hide entries (`~`, `$XDG_*` and other variables of the command's
     environment expanded, each ~/.config entry with its $XDG_CONFIG_HOME twin); an entry naming
     an unset variable is dropped."""
     home = env.get("HOME") or os.path.expanduser("~")
-    xdg = {"XDG_CONFIG_HOME": _xdg(env, "XDG_CONFIG_HOME", f"{home}/.config"),
-           "XDG_DATA_HOME": _xdg(env, "XDG_DATA_HOME", f"{home}/.local/share")}
-    paths = [path for entry in entries for form in _with_twins(entry) if (path := _expand(form, home, xdg, env))]
+    xdg = {
+        "XDG_CONFIG_HOME": _xdg(env, "XDG_CONFIG_HOME", f"{home}/.config"),
+        "XDG_DATA_HOME": _xdg(env, "XDG_DATA_HOME", f"{home}/.local/share"),
+    }
+    paths = [
+        path
+        for entry in entries
+        for form in _with_twins(entry)
+        if (path := _expand(form, home, xdg, env))
+    ]
     paths += extra
     return tuple(dict.fromkeys(Path(os.path.normpath(p)) for p in paths if p.is_absolute()))
 
@@ -62,9 +89,9 @@ def _with_twins(entry: str) -> list[str]:
     forms = [entry]
     for home_form, xdg_form in _TWINS:
         if entry.startswith(home_form):
-            forms.append(xdg_form + entry[len(home_form):])
+            forms.append(xdg_form + entry[len(home_form) :])
         elif entry.startswith(xdg_form):
-            forms.append(home_form + entry[len(xdg_form):])
+            forms.append(home_form + entry[len(xdg_form) :])
     return forms
 
 
@@ -76,15 +103,21 @@ def host_sockets(env: dict[str, str]) -> tuple[Path, ...]:
         found.append(env["SSH_AUTH_SOCK"])
     for address in env.get("DBUS_SESSION_BUS_ADDRESS", "").split(";"):
         if address.startswith("unix:"):
-            found += [kv[len("path="):] for kv in address[len("unix:"):].split(",") if kv.startswith("path=/")]
+            found += [
+                kv[len("path=") :]
+                for kv in address[len("unix:") :].split(",")
+                if kv.startswith("path=/")
+            ]
     if env.get("DOCKER_HOST", "").startswith("unix:///"):
-        found.append(env["DOCKER_HOST"][len("unix://"):])
+        found.append(env["DOCKER_HOST"][len("unix://") :])
     return tuple(dict.fromkeys(Path(p) for p in found))
 
 
 def runtime_dirs(env: dict[str, str]) -> tuple[Path, ...]:
     """The host's runtime folders, where its services keep their sockets."""
-    return tuple(Path(p) for p in ("/run", "/var/run", env.get("XDG_RUNTIME_DIR", "")) if p.startswith("/"))
+    return tuple(
+        Path(p) for p in ("/run", "/var/run", env.get("XDG_RUNTIME_DIR", "")) if p.startswith("/")
+    )
 
 
 def _real_folders(paths: tuple[Path, ...]) -> tuple[Path, ...]:
@@ -146,8 +179,15 @@ class MountPlan:
         return [arg for mount in self.ordered() for arg in mount.args()]
 
 
-def plan_mounts(*, network: bool, roots: tuple[Path, ...], writable: tuple[Path, ...], hide: tuple[Path, ...],
-                runtime: tuple[Path, ...], sockets: tuple[Path, ...]) -> MountPlan:
+def plan_mounts(
+    *,
+    network: bool,
+    roots: tuple[Path, ...],
+    writable: tuple[Path, ...],
+    hide: tuple[Path, ...],
+    runtime: tuple[Path, ...],
+    sockets: tuple[Path, ...],
+) -> MountPlan:
     """The mounts of one sandboxed command. CannotHide when a secret or socket cannot be hidden."""
     plan = MountPlan()
     plan.add("tmpfs", Path("/tmp"), BASE)
@@ -208,7 +248,7 @@ def _git_dirs(git_file: Path) -> list[Path]:
         return []
     if not text.startswith("gitdir:"):
         return []
-    gitdir = Path(os.path.realpath(git_file.parent / text[len("gitdir:"):].strip()))
+    gitdir = Path(os.path.realpath(git_file.parent / text[len("gitdir:") :].strip()))
     found = [gitdir]
     try:
         common = (gitdir / "commondir").read_text().strip()
@@ -246,13 +286,19 @@ def _mask_sockets(plan: MountPlan, sockets: tuple[Path, ...]) -> None:
         by_folder.setdefault(real.parent, set()).add(real)
     for folder, names in by_folder.items():
         if folder == Path("/"):
-            raise CannotHide(f"the socket {sorted(names)[0]} sits in / and cannot be masked: start the server "
-                             f"without the variable naming it, or set sandbox.network to true")
+            raise CannotHide(
+                f"the socket {sorted(names)[0]} sits in / and cannot be masked: start the server "
+                f"without the variable naming it, or set sandbox.network to true"
+            )
         try:
             entries = sorted(os.scandir(folder), key=lambda e: e.name)
         except OSError as exc:
-            raise CannotHide(f"cannot list {folder} to mask the socket in it ({exc.strerror or exc})") from None
-        shown = {Path(e.path): plan.governing(Path(e.path)) for e in entries if Path(e.path) not in names}
+            raise CannotHide(
+                f"cannot list {folder} to mask the socket in it ({exc.strerror or exc})"
+            ) from None
+        shown = {
+            Path(e.path): plan.governing(Path(e.path)) for e in entries if Path(e.path) not in names
+        }
         plan.add("tmpfs", folder, MASK)
         for entry in entries:
             path = Path(entry.path)

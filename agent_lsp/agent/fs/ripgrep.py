@@ -133,15 +133,29 @@ def _cut(raw: bytes) -> str:
     return text
 
 
-def search_argv(pattern: str, target: str, *, glob: str | None, ignore_case: bool, sort: bool) -> list[str]:
+def search_argv(
+    pattern: str, target: str, *, glob: str | None, ignore_case: bool, sort: bool
+) -> list[str]:
     """The rg command line of one search (target: a path, or "-" for stdin). The output is rg's
     standard one, `PATH NUL LINE:TEXT`, each line at most MAX_COLUMNS bytes (rg's --json prints
     whole lines whatever --max-columns says), then the --stats block: rg ran to the end."""
     if len(pattern.encode("utf-8", "surrogatepass")) > MAX_PATTERN_BYTES:
-        raise RipgrepError(f"the pattern is too long ({len(pattern)} characters; at most {MAX_PATTERN_BYTES} bytes): "
-                           "search for a shorter one, or a distinctive part of it")
-    argv = [_rg(), *base_flags(glob), "--null", "--line-number", "--with-filename", "--no-heading", "--color=never",
-            f"--max-columns={MAX_COLUMNS}", "--max-columns-preview", "--stats"]
+        raise RipgrepError(
+            f"the pattern is too long ({len(pattern)} characters; at most {MAX_PATTERN_BYTES} bytes): "
+            "search for a shorter one, or a distinctive part of it"
+        )
+    argv = [
+        _rg(),
+        *base_flags(glob),
+        "--null",
+        "--line-number",
+        "--with-filename",
+        "--no-heading",
+        "--color=never",
+        f"--max-columns={MAX_COLUMNS}",
+        "--max-columns-preview",
+        "--stats",
+    ]
     if ignore_case:
         argv.append("--ignore-case")
     if sort:
@@ -183,8 +197,17 @@ def _check(outcome: RgOutcome) -> None:
         raise RipgrepError(outcome.problems.fatal_message())
 
 
-async def search(pattern: str, base: Path, processes: set[Any], *, glob: str | None = None, ignore_case: bool = False,
-                 limit: int | None = None, sort: bool = False, skip: Collection[str] = ()) -> SearchResult:
+async def search(
+    pattern: str,
+    base: Path,
+    processes: set[Any],
+    *,
+    glob: str | None = None,
+    ignore_case: bool = False,
+    limit: int | None = None,
+    sort: bool = False,
+    skip: Collection[str] = (),
+) -> SearchResult:
     """Search the tree (or file) at `base` with rg; matches in rg's order (path order when
     `sort`). Matches in files whose path is in `skip` are dropped (the caller searches those
     files' editor buffers instead). Stops and kills rg once `limit` matches are kept.
@@ -210,8 +233,15 @@ async def search(pattern: str, base: Path, processes: set[Any], *, glob: str | N
     return SearchResult(matches, not outcome.stopped, outcome.problems)
 
 
-async def search_text(pattern: str, text: str, processes: set[Any], *, ignore_case: bool = False,
-                      limit: int | None = None, cwd: Path | None = None) -> list[Match]:
+async def search_text(
+    pattern: str,
+    text: str,
+    processes: set[Any],
+    *,
+    ignore_case: bool = False,
+    limit: int | None = None,
+    cwd: Path | None = None,
+) -> list[Match]:
     """Search one text (an editor buffer) with rg on stdin (never a regex in this process; a
     long line costs what it costs on disk); Match.path is ""."""
     matches: list[Match] = []
@@ -222,8 +252,13 @@ async def search_text(pattern: str, text: str, processes: set[Any], *, ignore_ca
 
     argv = search_argv(pattern, "-", glob=None, ignore_case=ignore_case, sort=False)
     records = _Records(on_match)
-    outcome = await run_rg(argv, cwd or Path.cwd(), processes, records.feed,
-                         stdin_data=text.encode("utf-8", "surrogatepass"))
+    outcome = await run_rg(
+        argv,
+        cwd or Path.cwd(),
+        processes,
+        records.feed,
+        stdin_data=text.encode("utf-8", "surrogatepass"),
+    )
     records.finish()
     outcome.saw_summary = records.saw_stats
     _check(outcome)
@@ -236,7 +271,9 @@ async def search_text(pattern: str, text: str, processes: set[Any], *, ignore_ca
 @dataclass
 class FileList:
     folder: Path  # where rg ran: `names` are relative to it
-    names: list[str]  # the first `limit` files in path order, "a/b.py" (surrogateescape if not UTF-8)
+    names: list[
+        str
+    ]  # the first `limit` files in path order, "a/b.py" (surrogateescape if not UTF-8)
     total: int  # how many rg listed in all
     problems: Problems
 
@@ -245,7 +282,9 @@ class FileList:
         return [os.path.join(self.folder, name) for name in self.names]
 
 
-async def list_files(base: Path, processes: set[Any], *, glob: str | None = None, limit: int | None = None) -> FileList:
+async def list_files(
+    base: Path, processes: set[Any], *, glob: str | None = None, limit: int | None = None
+) -> FileList:
     """`rg --files` under `base` (a folder, or a file), sorted in path order; all of them
     counted, `limit` kept.
 
@@ -273,13 +312,21 @@ async def list_files(base: Path, processes: set[Any], *, glob: str | None = None
     if pending[0]:
         on_chunk(b"\n")
     # A fatal error (a bad glob) comes before any output and names no path of ours.
-    if outcome.returncode == 2 and not total[0] and not any(
-            line.startswith("rg: ./") or line.startswith("rg: .:") for line in outcome.problems.lines):
+    if (
+        outcome.returncode == 2
+        and not total[0]
+        and not any(
+            line.startswith("rg: ./") or line.startswith("rg: .:")
+            for line in outcome.problems.lines
+        )
+    ):
         raise RipgrepError(outcome.problems.fatal_message())
     kept.sort()
     first = kept if limit is None else kept[:limit]
     # ".\0a\0b" -> "a/b"
-    return FileList(cwd, [os.fsdecode(e[2:].replace(b"\0", b"/")) for e in first], total[0], outcome.problems)
+    return FileList(
+        cwd, [os.fsdecode(e[2:].replace(b"\0", b"/")) for e in first], total[0], outcome.problems
+    )
 
 
 async def glob_keeps(names: Collection[str], glob: str, processes: set[Any]) -> set[str]:
@@ -302,7 +349,16 @@ async def glob_keeps(names: Collection[str], glob: str, processes: set[Any]) -> 
             out.extend(chunk)
             return True
 
-        argv = [_rg(), "--files", "--no-config", "--no-ignore", "--hidden", f"--glob={glob}", "--", "."]
+        argv = [
+            _rg(),
+            "--files",
+            "--no-config",
+            "--no-ignore",
+            "--hidden",
+            f"--glob={glob}",
+            "--",
+            ".",
+        ]
         outcome = await run_rg(argv, Path(tmp), processes, on_chunk)
         if outcome.returncode == 2 and not out:
             raise RipgrepError(outcome.problems.fatal_message())

@@ -43,10 +43,14 @@ def open_regular(path: Path, max_bytes: int = MAX_READ_BYTES) -> tuple[int, os.s
     info = os.fstat(fd)
     if not stat.S_ISREG(info.st_mode):
         os.close(fd)
-        raise NotReadable(f"{path.name} is {kind_of(info.st_mode)}, not a regular file: only regular files are read")
+        raise NotReadable(
+            f"{path.name} is {kind_of(info.st_mode)}, not a regular file: only regular files are read"
+        )
     if info.st_size > max_bytes:
         os.close(fd)
-        raise NotReadable(f"{path.name} is too large to read as text ({info.st_size} bytes; the limit is {max_bytes})")
+        raise NotReadable(
+            f"{path.name} is too large to read as text ({info.st_size} bytes; the limit is {max_bytes})"
+        )
     return fd, info
 
 

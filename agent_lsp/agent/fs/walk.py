@@ -25,7 +25,9 @@ def fallback_walk(base: Path, glob: str | None) -> list[str]:
         lines: list[str] = []
         for name in (".gitignore", ".ignore", os.path.join(".git", "info", "exclude")):
             try:
-                with open(os.path.join(directory, name), encoding="utf-8", errors="replace") as handle:
+                with open(
+                    os.path.join(directory, name), encoding="utf-8", errors="replace"
+                ) as handle:
                     lines += handle.read().splitlines()
             except OSError:
                 pass
