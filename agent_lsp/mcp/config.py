@@ -43,11 +43,19 @@ class McpDeclaration:
 
 def fingerprint(name: str, source: str, raw: Any) -> str:
     """sha256 of the declaration as written: a changed declaration is a different one."""
-    canonical = json.dumps({"name": name, "source": source, "declaration": raw}, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    canonical = json.dumps(
+        {"name": name, "source": source, "declaration": raw},
+        sort_keys=True,
+        separators=(",", ":"),
+        ensure_ascii=False,
+        default=str,
+    )
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
-def from_user_settings(mcp_servers: Mapping[str, Any] | None) -> tuple[list[McpDeclaration], list[str]]:
+def from_user_settings(
+    mcp_servers: Mapping[str, Any] | None,
+) -> tuple[list[McpDeclaration], list[str]]:
     """The user's own `mcpServers`: `{name: {command, args?, env?, cwd?}}` or `{name: {type: "http", url, headers?}}`."""
     return _parse_servers(mcp_servers, "user", "mcpServers", origin=None)
 
@@ -59,7 +67,10 @@ def from_workspace(roots: Iterable[Path]) -> tuple[list[McpDeclaration], list[st
     decls: list[McpDeclaration] = []
     problems: list[str] = []
     for root in roots:
-        for relative, source, key in ((".mcp.json", ".mcp.json", "mcpServers"), (".vscode/mcp.json", ".vscode/mcp.json", "servers")):
+        for relative, source, key in (
+            (".mcp.json", ".mcp.json", "mcpServers"),
+            (".vscode/mcp.json", ".vscode/mcp.json", "servers"),
+        ):
             path = Path(root) / relative
             data, problem = _read_json_file(path)
             if problem:
@@ -81,8 +92,16 @@ def from_acp(servers: Iterable[Any] | None) -> tuple[list[McpDeclaration], list[
     decls: list[McpDeclaration] = []
     problems: list[str] = []
     for index, item in enumerate(servers or ()):
-        raw = item.model_dump(by_alias=True, exclude_none=True) if hasattr(item, "model_dump") else item
-        if not isinstance(raw, Mapping) or not isinstance(raw.get("name"), str) or not raw.get("name"):
+        raw = (
+            item.model_dump(by_alias=True, exclude_none=True)
+            if hasattr(item, "model_dump")
+            else item
+        )
+        if (
+            not isinstance(raw, Mapping)
+            or not isinstance(raw.get("name"), str)
+            or not raw.get("name")
+        ):
             problems.append(f"ACP mcpServers[{index}]: expected an object with a non-empty `name`")
             continue
         entry = dict(raw)
@@ -103,7 +122,9 @@ def from_acp(servers: Iterable[Any] | None) -> tuple[list[McpDeclaration], list[
     return decls, problems
 
 
-def _parse_servers(servers: Any, source: Source, where: str, origin: str | None) -> tuple[list[McpDeclaration], list[str]]:
+def _parse_servers(
+    servers: Any, source: Source, where: str, origin: str | None
+) -> tuple[list[McpDeclaration], list[str]]:
     if servers is None:
         return [], []
     if not isinstance(servers, Mapping):
@@ -118,7 +139,9 @@ def _parse_servers(servers: Any, source: Source, where: str, origin: str | None)
     return decls, problems
 
 
-def _parse_entry(name: str, entry: Any, source: Source, where: str, origin: str | None, raw: Any) -> tuple[McpDeclaration | None, list[str]]:
+def _parse_entry(
+    name: str, entry: Any, source: Source, where: str, origin: str | None, raw: Any
+) -> tuple[McpDeclaration | None, list[str]]:
     """One server entry; a bad one gives a problem naming the server and the key, never an exception."""
     if not name.strip():
         return None, [f"{where}: a server needs a non-empty name"]
@@ -130,12 +153,19 @@ def _parse_entry(name: str, entry: Any, source: Source, where: str, origin: str 
         return None, [f"{where}: `type` must be a string"]
     kind = (kind or "").lower()
     if kind == "sse":
-        return None, [f"{where}: `type: \"sse\"` (the older HTTP+SSE transport) is not supported; use the server's streamable HTTP endpoint with `type: \"http\"`"]
+        return None, [
+            f'{where}: `type: "sse"` (the older HTTP+SSE transport) is not supported; use the server\'s streamable HTTP endpoint with `type: "http"`'
+        ]
     if kind and kind != "stdio" and kind not in _HTTP_TYPES:
-        return None, [f"{where}: unknown `type` {kind!r} (expected \"stdio\" or \"http\")"]
+        return None, [f'{where}: unknown `type` {kind!r} (expected "stdio" or "http")']
     if "envFile" in entry:
         problems.append(f"{where}: `envFile` {_IGNORED}")
-    common = {"name": name, "source": source, "origin": origin, "fingerprint": fingerprint(name, source, raw)}
+    common = {
+        "name": name,
+        "source": source,
+        "origin": origin,
+        "fingerprint": fingerprint(name, source, raw),
+    }
     is_http = kind in _HTTP_TYPES or (not kind and "url" in entry and "command" not in entry)
     if is_http:
         url = entry.get("url")
@@ -143,18 +173,26 @@ def _parse_entry(name: str, entry: Any, source: Source, where: str, origin: str 
             return None, problems + [f"{where}: `url` must be a non-empty string"]
         if not url.lower().startswith(("http://", "https://", "${")):
             return None, problems + [f"{where}: `url` must start with http:// or https://"]
-        headers = _string_map(entry.get("headers"), f"{where}: `headers`", problems, allow_null=False)
+        headers = _string_map(
+            entry.get("headers"), f"{where}: `headers`", problems, allow_null=False
+        )
         if headers is None:
             return None, problems
         return McpDeclaration(transport="http", url=url, headers=headers, **common), problems  # type: ignore[arg-type]
     command = entry.get("command")
     if not isinstance(command, str) or not command.strip():
-        what = "`command` must be a non-empty string" if "command" in entry else "needs `command` (stdio) or `url` (streamable HTTP)"
+        what = (
+            "`command` must be a non-empty string"
+            if "command" in entry
+            else "needs `command` (stdio) or `url` (streamable HTTP)"
+        )
         return None, problems + [f"{where}: {what}"]
     args = entry.get("args", [])
     if args is None:
         args = []
-    if not isinstance(args, list) or not all(isinstance(a, str | int | float) and not isinstance(a, bool) for a in args):
+    if not isinstance(args, list) or not all(
+        isinstance(a, str | int | float) and not isinstance(a, bool) for a in args
+    ):
         return None, problems + [f"{where}: `args` must be a list of strings"]
     env = _string_map(entry.get("env"), f"{where}: `env`", problems, allow_null=True)
     if env is None:
@@ -162,10 +200,19 @@ def _parse_entry(name: str, entry: Any, source: Source, where: str, origin: str 
     cwd = entry.get("cwd")
     if cwd is not None and (not isinstance(cwd, str) or not cwd.strip()):
         return None, problems + [f"{where}: `cwd` must be a non-empty string"]
-    return McpDeclaration(transport="stdio", command=command, args=tuple(str(a) for a in args), env=env, cwd=cwd, **common), problems  # type: ignore[arg-type]
+    return McpDeclaration(
+        transport="stdio",
+        command=command,
+        args=tuple(str(a) for a in args),
+        env=env,
+        cwd=cwd,
+        **common,  # type: ignore[arg-type]
+    ), problems
 
 
-def _string_map(value: Any, where: str, problems: list[str], *, allow_null: bool) -> dict[str, Any] | None:
+def _string_map(
+    value: Any, where: str, problems: list[str], *, allow_null: bool
+) -> dict[str, Any] | None:
     if value is None:
         return {}
     if not isinstance(value, Mapping):

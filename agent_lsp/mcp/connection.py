@@ -39,7 +39,15 @@ _STOP_GRACE = 8.0  # the SDK's own shutdown is bounded at ~6 s (stdin close, SIG
 
 
 class ServerConnection:
-    def __init__(self, decl: McpDeclaration, *, launch: Callable[[], Launch], request_timeout: float, start_timeout: float, on_change: Callable[[ServerConnection], None]):
+    def __init__(
+        self,
+        decl: McpDeclaration,
+        *,
+        launch: Callable[[], Launch],
+        request_timeout: float,
+        start_timeout: float,
+        on_change: Callable[[ServerConnection], None],
+    ):
         self.decl = decl
         self.name = decl.name
         self._launch = launch
@@ -74,18 +82,24 @@ class ServerConnection:
         return self.reason
 
     def failure_line(self) -> str:
-        return failure_message(self.name, self.reason, self.stderr_tail, during_start=not self.failed_running)
+        return failure_message(
+            self.name, self.reason, self.stderr_tail, during_start=not self.failed_running
+        )
 
     async def ensure_running(self) -> bool:
         """Start (or restart once after a crash) unless it failed for good; True when running."""
         async with self._lock:
             if self._dead and self._task is not None and not self._task.done():
-                await asyncio.wait({self._task})  # the connection ended: let the task finish tearing down
+                await asyncio.wait(
+                    {self._task}
+                )  # the connection ended: let the task finish tearing down
             if self._stopping:
                 return False
             if self.state == "running":
                 return True
-            if self.state == "idle" or (self.state == "failed" and self.failed_running and self.crashes == 1):
+            if self.state == "idle" or (
+                self.state == "failed" and self.failed_running and self.crashes == 1
+            ):
                 self._spawn()
             ready = self._ready
         return bool(ready is not None and await asyncio.shield(ready) and self.state == "running")
@@ -109,15 +123,23 @@ class ServerConnection:
                 return await client.call_tool(tool, arguments)
         except TimeoutError:
             if deadline.expired():
-                raise ToolError(f"MCP server `{self.name}` did not answer within {self.request_timeout:g} s (tool {tool})") from None
+                raise ToolError(
+                    f"MCP server `{self.name}` did not answer within {self.request_timeout:g} s (tool {tool})"
+                ) from None
             raise ToolError(f"MCP server `{self.name}`: the call to {tool} timed out") from None
         except Exception as exc:
             if self._dead:
                 retry = " (it will be restarted once on the next call)" if self.crashes == 0 else ""
                 if broken := self._broken():
-                    raise ToolError(f"MCP server `{self.name}`: {broken}; agent-lsp closed the connection during the call to {tool}{retry}") from None
-                raise ToolError(f"MCP server `{self.name}` stopped during the call to {tool}{retry}") from None
-            raise ToolError(f"MCP server `{self.name}` failed the call to {tool}: {describe_error(exc)}") from None
+                    raise ToolError(
+                        f"MCP server `{self.name}`: {broken}; agent-lsp closed the connection during the call to {tool}{retry}"
+                    ) from None
+                raise ToolError(
+                    f"MCP server `{self.name}` stopped during the call to {tool}{retry}"
+                ) from None
+            raise ToolError(
+                f"MCP server `{self.name}` failed the call to {tool}: {describe_error(exc)}"
+            ) from None
 
     async def refresh_if_stale(self) -> None:
         """After `notifications/tools/list_changed`: list the tools again."""
@@ -131,7 +153,9 @@ class ServerConnection:
                 async with asyncio.timeout(self.request_timeout):
                     tools = await list_all_tools(self._client)
             except Exception as exc:
-                log.warning("MCP server %s: listing tools again failed: %s", self.name, describe_error(exc))
+                log.warning(
+                    "MCP server %s: listing tools again failed: %s", self.name, describe_error(exc)
+                )
                 return
             self.tools = tools
             self.version += 1
@@ -196,9 +220,15 @@ class ServerConnection:
                 if isinstance(exc, TimeoutError):
                     self.reason = f"no answer to the MCP handshake within {self.start_timeout:g} s"
                 elif broken := self._broken():
-                    self.reason = f"{broken}; agent-lsp closed the connection during the MCP handshake"
+                    self.reason = (
+                        f"{broken}; agent-lsp closed the connection during the MCP handshake"
+                    )
                 elif self._dead:
-                    self.reason = "it exited during the MCP handshake" if self.decl.transport == "stdio" else f"the connection closed during the MCP handshake ({self.reason})"
+                    self.reason = (
+                        "it exited during the MCP handshake"
+                        if self.decl.transport == "stdio"
+                        else f"the connection closed during the MCP handshake ({self.reason})"
+                    )
             log.debug("MCP server %s ended with an error", self.name, exc_info=True)
         finally:
             self._client = None
@@ -218,7 +248,11 @@ class ServerConnection:
             else:
                 self.crashes += 1
                 self.failed_running = True
-                self.reason = "the server exited" if self.decl.transport == "stdio" else "the connection was closed"
+                self.reason = (
+                    "the server exited"
+                    if self.decl.transport == "stdio"
+                    else "the connection was closed"
+                )
                 if broken := self._broken():
                     self.reason = f"{broken}; agent-lsp closed the connection"
                 if self.crashes == 1:
@@ -226,10 +260,14 @@ class ServerConnection:
                 self._set("failed")
 
     @asynccontextmanager
-    async def _watch(self, transport: Any, stderr: StderrTail | None) -> AsyncIterator[tuple[Any, Any]]:
+    async def _watch(
+        self, transport: Any, stderr: StderrTail | None
+    ) -> AsyncIterator[tuple[Any, Any]]:
         self._transport = transport
         async with transport as (read, write):
-            if stderr is not None:  # spawned: only the server (and its reaper) hold the pipe's write end now
+            if (
+                stderr is not None
+            ):  # spawned: only the server (and its reaper) hold the pipe's write end now
                 stderr.close_writer()
             yield WatchedRead(read, self._on_eof), write
 

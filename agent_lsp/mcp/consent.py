@@ -50,7 +50,13 @@ class ConsentStore:
             if not isinstance(workspaces, dict):
                 data["workspaces"] = workspaces = {}
             entries = workspaces.setdefault(workspace, {})
-            entries[decl.fingerprint] = {"answer": answer, "name": decl.name, "source": decl.source, "origin": decl.origin, "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+            entries[decl.fingerprint] = {
+                "answer": answer,
+                "name": decl.name,
+                "source": decl.source,
+                "origin": decl.origin,
+                "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            }
             data["version"] = 1
             self._write(data)
 
@@ -60,7 +66,9 @@ class ConsentStore:
         except FileNotFoundError:
             return {}
         except (OSError, ValueError) as exc:
-            log.warning("MCP consent file %s is unreadable (%s); treating it as empty", self.path, exc)
+            log.warning(
+                "MCP consent file %s is unreadable (%s); treating it as empty", self.path, exc
+            )
             return {}
         return data if isinstance(data, dict) else {}
 
@@ -98,14 +106,18 @@ def consent_prompt(decl: McpDeclaration, *, default_cwd: str | None = None) -> s
     """What the user is asked: the server, its file, the exact command line and cwd (or URL), and
     the NAMES of the environment variables and headers it sets (never their values)."""
     where = f" in {visible(decl.origin)}" if decl.origin else f" in {decl.source}"
-    lines = [f"The workspace declares the MCP server `{visible(decl.name)}`{where}. Allow it to start?"]
+    lines = [
+        f"The workspace declares the MCP server `{visible(decl.name)}`{where}. Allow it to start?"
+    ]
     if decl.transport == "stdio":
         lines.append(f"Command: {command_line(decl.command, decl.args)}")
         cwd = decl.cwd or default_cwd
         if cwd:
             lines.append(f"Working directory: {visible(cwd)}")
         if decl.env:
-            lines.append("Environment variables it sets: " + ", ".join(visible(k) for k in decl.env))
+            lines.append(
+                "Environment variables it sets: " + ", ".join(visible(k) for k in decl.env)
+            )
     else:
         lines.append(f"URL: {visible(decl.url)}")
         if decl.headers:

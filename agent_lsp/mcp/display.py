@@ -24,7 +24,9 @@ def cut(text: str, limit: int) -> str:
     return f"{text[:limit]}\n… ({len(text) - limit} more characters not shown)"
 
 
-def failure_message(name: str, reason: str, stderr_tail: Sequence[str] = (), *, during_start: bool = True) -> str:
+def failure_message(
+    name: str, reason: str, stderr_tail: Sequence[str] = (), *, during_start: bool = True
+) -> str:
     """One line for `window/showMessage`: "MCP server `git` failed to start: …; last stderr: …"."""
     what = "failed to start" if during_start else "stopped"
     line = f"MCP server `{_one_line(name)}` {what}: {_one_line(reason)}"

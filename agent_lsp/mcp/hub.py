@@ -28,11 +28,19 @@ class McpHooks:
 @dataclass
 class McpHub:
     hooks: McpHooks = field(default_factory=McpHooks)
-    managers: dict[tuple[Any, ...], Any] = field(default_factory=dict)  # (workspace, declarations) -> McpManager
-    _slots: dict[tuple[Any, ...], tuple[Any, ...]] = field(default_factory=dict)  # (workspace, extra) -> current key
-    _retired: list[Any] = field(default_factory=list)  # replaced managers, closed once no run uses them
+    managers: dict[tuple[Any, ...], Any] = field(
+        default_factory=dict
+    )  # (workspace, declarations) -> McpManager
+    _slots: dict[tuple[Any, ...], tuple[Any, ...]] = field(
+        default_factory=dict
+    )  # (workspace, extra) -> current key
+    _retired: list[Any] = field(
+        default_factory=list
+    )  # replaced managers, closed once no run uses them
 
-    async def toolset(self, roots: list[Path], settings: Settings, extra: list[Any] | None = None) -> Any:
+    async def toolset(
+        self, roots: list[Path], settings: Settings, extra: list[Any] | None = None
+    ) -> Any:
         """The MCP servers of a workspace: the user's (settings), the workspace's own files
         (behind consent) and those a front end passed (ACP's session/new). Nothing starts until
         a run asks for tools."""
@@ -43,7 +51,11 @@ class McpHub:
         user, problems = from_user_settings(settings.mcp_servers)
         declared, more = await asyncio.to_thread(from_workspace, roots)
         declarations = [*user, *(extra or []), *declared]
-        key = (str(roots[0]), tuple(d.fingerprint for d in declarations), settings.mcp.workspace_servers)
+        key = (
+            str(roots[0]),
+            tuple(d.fingerprint for d in declarations),
+            settings.mcp.workspace_servers,
+        )
         slot = (str(roots[0]), tuple(d.fingerprint for d in extra or []))
         manager = self.managers.get(key)
         if manager is None:
@@ -54,10 +66,17 @@ class McpHub:
                 self._retired.append(self.managers.pop(replaced))
             for problem in problems + more:
                 log.warning("%s", problem)
-            manager = McpManager(declarations, roots=roots, env=keyguard.environment(), api_key_env=settings.api_key_env,
-                                 consent_store=ConsentStore(state_dir() / "mcp-consent.json"),
-                                 workspace_policy=settings.mcp.workspace_servers, ask_consent=self.hooks.ask_consent,  # type: ignore[arg-type]
-                                 on_status=self.hooks.on_status, request_timeout=settings.request_timeout)
+            manager = McpManager(
+                declarations,
+                roots=roots,
+                env=keyguard.environment(),
+                api_key_env=settings.api_key_env,
+                consent_store=ConsentStore(state_dir() / "mcp-consent.json"),
+                workspace_policy=settings.mcp.workspace_servers,
+                ask_consent=self.hooks.ask_consent,  # type: ignore[arg-type]
+                on_status=self.hooks.on_status,
+                request_timeout=settings.request_timeout,
+            )
             self.managers[key] = manager
             self._slots[slot] = key
         return manager
@@ -72,7 +91,9 @@ class McpHub:
         self._retired = [m for m in self._retired if id(m) in used]
         for result in await asyncio.gather(*(m.aclose() for m in done), return_exceptions=True):
             if isinstance(result, BaseException):
-                log.warning("closing the MCP servers of a replaced configuration failed: %s", result)
+                log.warning(
+                    "closing the MCP servers of a replaced configuration failed: %s", result
+                )
 
     async def aclose(self) -> None:
         managers, self.managers = [*self.managers.values(), *self._retired], {}

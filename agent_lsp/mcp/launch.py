@@ -29,7 +29,9 @@ class Launch:
     problems: tuple[str, ...] = ()
 
 
-def resolve_launch(decl: McpDeclaration, *, roots: Sequence[Path], env: Mapping[str, str], api_key_env: str) -> Launch:
+def resolve_launch(
+    decl: McpDeclaration, *, roots: Sequence[Path], env: Mapping[str, str], api_key_env: str
+) -> Launch:
     """Expand `${workspaceFolder}`, `${workspaceFolderBasename}`, `${userHome}`, `${env:NAME}`, `${pathSeparator}`.
 
     The model's API key (the `api_key_env` variable's value, or OPENAI_API_KEY's) reaches a
@@ -44,7 +46,9 @@ def resolve_launch(decl: McpDeclaration, *, roots: Sequence[Path], env: Mapping[
     keys = keyguard.secrets(env, [api_key_env])
 
     def refuse(key: str, why: str) -> LaunchError:
-        return LaunchError(f"not started: `{key}` {why}; agent-lsp never gives the model's API key to a server declared in {decl.origin or decl.source}")
+        return LaunchError(
+            f"not started: `{key}` {why}; agent-lsp never gives the model's API key to a server declared in {decl.origin or decl.source}"
+        )
 
     def expand(text: str, key: str) -> str:
         def one(match: re.Match[str]) -> str:
@@ -65,11 +69,17 @@ def resolve_launch(decl: McpDeclaration, *, roots: Sequence[Path], env: Mapping[
             if kind == "env":
                 value = env.get(arg, "")
                 if not decl.trusted and (arg in key_names or keyguard.holds_key(value, keys)):
-                    what = "the model's API key" if arg in key_names else "the model's API key as its value"
+                    what = (
+                        "the model's API key"
+                        if arg in key_names
+                        else "the model's API key as its value"
+                    )
                     raise refuse(key, f"asks for ${{env:{arg}}}, which holds {what}")
                 return value
             if kind == "input":
-                raise LaunchError(f"`{key}` needs the input `{arg}` (${{input:{arg}}}), which agent-lsp cannot ask for; put the value in your own settings' mcpServers instead")
+                raise LaunchError(
+                    f"`{key}` needs the input `{arg}` (${{input:{arg}}}), which agent-lsp cannot ask for; put the value in your own settings' mcpServers instead"
+                )
             return match.group(0)  # unknown variables stay as written, as in VS Code
 
         expanded = _VARIABLE.sub(one, text)
@@ -85,8 +95,10 @@ def resolve_launch(decl: McpDeclaration, *, roots: Sequence[Path], env: Mapping[
     args = tuple(expand(a, f"args[{i}]") for i, a in enumerate(decl.args))
     for where, part in (("command", command), *((f"args[{i}]", a) for i, a in enumerate(args))):
         if keyguard.holds_key(part, keys):
-            raise LaunchError(f"not started: `{where}` holds the model's API key, and a command line is readable by every local user "
-                              "(/proc/<pid>/cmdline); give it to the server in its `env` instead")
+            raise LaunchError(
+                f"not started: `{where}` holds the model's API key, and a command line is readable by every local user "
+                "(/proc/<pid>/cmdline); give it to the server in its `env` instead"
+            )
     cwd = expand(decl.cwd, "cwd") if decl.cwd else None
     if cwd is not None and first is not None and not os.path.isabs(cwd):
         cwd = str(first / cwd)
@@ -95,7 +107,9 @@ def resolve_launch(decl: McpDeclaration, *, roots: Sequence[Path], env: Mapping[
     full = keyguard.child_env(env, names=[api_key_env])
     for name, value in decl.env.items():
         if name in key_names and not decl.trusted:
-            problems.append(f"`env.{name}` (the model's API key variable) is not given to a server declared in {decl.source}")
+            problems.append(
+                f"`env.{name}` (the model's API key variable) is not given to a server declared in {decl.source}"
+            )
             continue
         if value is None:
             full.pop(name, None)

@@ -40,7 +40,13 @@ OnStatus = Callable[[str, State, str], None]
 class _Server:
     """A declaration, what the user said about it, and its connection."""
 
-    def __init__(self, decl: McpDeclaration, conn: ServerConnection, gate: Literal["allowed", "needs-consent", "denied"], why: str = ""):
+    def __init__(
+        self,
+        decl: McpDeclaration,
+        conn: ServerConnection,
+        gate: Literal["allowed", "needs-consent", "denied"],
+        why: str = "",
+    ):
         self.decl = decl
         self.conn = conn
         self.gate = gate
@@ -92,16 +98,28 @@ class McpManager:
         for decl in ordered:
             if decl.name in self._servers:
                 kept = self._servers[decl.name].decl
-                self.problems.append(f"MCP server `{decl.name}` from {decl.origin or decl.source} is ignored: `{decl.name}` is already declared in {kept.origin or kept.source}")
+                self.problems.append(
+                    f"MCP server `{decl.name}` from {decl.origin or decl.source} is ignored: `{decl.name}` is already declared in {kept.origin or kept.source}"
+                )
                 continue
-            conn = ServerConnection(decl, launch=self._launcher(decl), request_timeout=request_timeout, start_timeout=start_timeout, on_change=self._changed)
+            conn = ServerConnection(
+                decl,
+                launch=self._launcher(decl),
+                request_timeout=request_timeout,
+                start_timeout=start_timeout,
+                on_change=self._changed,
+            )
             gate, why = self._initial_gate(decl)
             self._servers[decl.name] = _Server(decl, conn, gate, why)
         for one, other in Naming(self._servers).overlaps():
-            self.problems.append(f"MCP servers `{one}` and `{other}` can give tools the same `<server>__<tool>` name: such tools are "
-                                 "offered under names ending in a hash, and an approval.tools entry under a shared name only denies or asks")
+            self.problems.append(
+                f"MCP servers `{one}` and `{other}` can give tools the same `<server>__<tool>` name: such tools are "
+                "offered under names ending in a hash, and an approval.tools entry under a shared name only denies or asks"
+            )
 
-    def _initial_gate(self, decl: McpDeclaration) -> tuple[Literal["allowed", "needs-consent", "denied"], str]:
+    def _initial_gate(
+        self, decl: McpDeclaration
+    ) -> tuple[Literal["allowed", "needs-consent", "denied"], str]:
         if decl.trusted or self.policy == "allow":
             return "allowed", ""
         if self.policy == "deny":
@@ -115,7 +133,9 @@ class McpManager:
 
     def _launcher(self, decl: McpDeclaration) -> Callable[[], Launch]:
         def launch() -> Launch:
-            spec = resolve_launch(decl, roots=self.roots, env=self.env, api_key_env=self.api_key_env)
+            spec = resolve_launch(
+                decl, roots=self.roots, env=self.env, api_key_env=self.api_key_env
+            )
             for problem in spec.problems:
                 message = f"MCP server `{decl.name}`: {problem}"
                 if message not in self.problems:
@@ -132,7 +152,9 @@ class McpManager:
         if self._closed:
             return []
         servers = list(self._servers.values())
-        starts = [asyncio.create_task(s.conn.ensure_running()) for s in servers if s.gate == "allowed"]
+        starts = [
+            asyncio.create_task(s.conn.ensure_running()) for s in servers if s.gate == "allowed"
+        ]
         try:
             for server in servers:
                 if server.gate == "needs-consent" and await self._consent(server):
@@ -142,7 +164,10 @@ class McpManager:
             for task in starts:  # the starts themselves go on in their own tasks
                 task.cancel()
             raise
-        await asyncio.gather(*(s.conn.refresh_if_stale() for s in servers if s.conn.state == "running"), return_exceptions=True)
+        await asyncio.gather(
+            *(s.conn.refresh_if_stale() for s in servers if s.conn.state == "running"),
+            return_exceptions=True,
+        )
         self._rebuild()
         return list(self._tools)
 
@@ -151,7 +176,14 @@ class McpManager:
         self._rebuild()
         out = []
         for server in self._servers.values():
-            item: dict[str, Any] = {"name": server.decl.name, "source": server.decl.source, "state": server.state, "tools": [t.name for t in self._tools if t.server == server.decl.name] if server.state == "running" else []}
+            item: dict[str, Any] = {
+                "name": server.decl.name,
+                "source": server.decl.source,
+                "state": server.state,
+                "tools": [t.name for t in self._tools if t.server == server.decl.name]
+                if server.state == "running"
+                else [],
+            }
             error = server.why if server.state == "denied" else server.conn.error
             if error:
                 item["error"] = error
@@ -169,7 +201,9 @@ class McpManager:
     async def aclose(self) -> None:
         """End every server process (and its process group); safe to call twice, and from shutdown."""
         self._closed = True
-        await asyncio.gather(*(s.conn.stop() for s in self._servers.values()), return_exceptions=True)
+        await asyncio.gather(
+            *(s.conn.stop() for s in self._servers.values()), return_exceptions=True
+        )
         self._tools, self._by_name = [], {}
 
     # -- inside -----------------------------------------------------------------------------
@@ -179,10 +213,16 @@ class McpManager:
             if server.gate != "needs-consent":
                 return False  # answered while we waited; an allowed one was started by its asker
             decl = server.decl
-            remembered = await asyncio.to_thread(self.store.get, self.workspace, decl.fingerprint) if self.store else None
+            remembered = (
+                await asyncio.to_thread(self.store.get, self.workspace, decl.fingerprint)
+                if self.store
+                else None
+            )
             answer: str | None = remembered
             if answer is None and self.ask_consent is not None:
-                prompt = consent_prompt(decl, default_cwd=str(self.roots[0]) if self.roots else None)
+                prompt = consent_prompt(
+                    decl, default_cwd=str(self.roots[0]) if self.roots else None
+                )
                 try:
                     answer = await self.ask_consent(decl, prompt)
                 except asyncio.CancelledError:
@@ -191,17 +231,30 @@ class McpManager:
                     log.warning("asking consent for MCP server %s failed: %s", decl.name, exc)
                     answer = None
             if answer in ("allowAlways", "deny") and remembered is None and self.store is not None:
-                await asyncio.to_thread(self.store.remember, self.workspace, decl, "allow" if answer == "allowAlways" else "deny")
+                await asyncio.to_thread(
+                    self.store.remember,
+                    self.workspace,
+                    decl,
+                    "allow" if answer == "allowAlways" else "deny",
+                )
             if answer in ("allow", "allowAlways"):
                 server.gate = "allowed"
                 return True
             server.gate = "denied"
-            server.why = "you denied it" if answer == "deny" else "nobody could be asked for consent"
-            self._notify(decl.name, "denied", f"MCP server `{decl.name}` was not started: {server.why}")
+            server.why = (
+                "you denied it" if answer == "deny" else "nobody could be asked for consent"
+            )
+            self._notify(
+                decl.name, "denied", f"MCP server `{decl.name}` was not started: {server.why}"
+            )
             return False
 
     def _changed(self, conn: ServerConnection) -> None:
-        message = {"starting": f"starting MCP server `{conn.name}`", "running": f"MCP server `{conn.name}` is running ({len(conn.tools)} tools)", "idle": f"MCP server `{conn.name}` stopped"}.get(conn.state) or conn.failure_line()
+        message = {
+            "starting": f"starting MCP server `{conn.name}`",
+            "running": f"MCP server `{conn.name}` is running ({len(conn.tools)} tools)",
+            "idle": f"MCP server `{conn.name}` stopped",
+        }.get(conn.state) or conn.failure_line()
         self._notify(conn.name, conn.state, message)
 
     def _notify(self, name: str, state: State, message: str) -> None:
@@ -217,7 +270,9 @@ class McpManager:
         versions = tuple(s.conn.version for s in self._servers.values())
         if versions == self._built_from:
             return
-        naming = Naming(self._servers)  # every declared server, running or not: names mean the same all along
+        naming = Naming(
+            self._servers
+        )  # every declared server, running or not: names mean the same all along
         tools: list[McpTool] = []
         taken: set[str] = set()
         for server in self._servers.values():
@@ -226,14 +281,32 @@ class McpManager:
             specs = {spec.name: spec for spec in server.conn.tools if isinstance(spec.name, str)}
             for tool, names in naming.of_server(server.decl.name, specs).items():
                 spec = specs[tool]
-                if names.name in taken:  # a server's own tool literally named like another's hashed name
-                    log.warning("MCP tool %s of server %s is left out: its name %s is taken", tool, server.decl.name, names.name)
+                if (
+                    names.name in taken
+                ):  # a server's own tool literally named like another's hashed name
+                    log.warning(
+                        "MCP tool %s of server %s is left out: its name %s is taken",
+                        tool,
+                        server.decl.name,
+                        names.name,
+                    )
                     continue
                 taken.add(names.name)
                 hint = getattr(getattr(spec, "annotations", None), "read_only_hint", None) is True
-                tools.append(McpTool(server=server.decl.name, tool=tool, description=spec.description or spec.title or "", input_schema=spec.input_schema,
-                                     read_only=hint and server.decl.trusted, call=server.conn.call, name=names.name, aliases=names.aliases,
-                                     contested=names.contested, source=server.decl.source))
+                tools.append(
+                    McpTool(
+                        server=server.decl.name,
+                        tool=tool,
+                        description=spec.description or spec.title or "",
+                        input_schema=spec.input_schema,
+                        read_only=hint and server.decl.trusted,
+                        call=server.conn.call,
+                        name=names.name,
+                        aliases=names.aliases,
+                        contested=names.contested,
+                        source=server.decl.source,
+                    )
+                )
         self._tools = tools
         # find() answers only names that mean one tool: never a contested one.
         self._by_name = {alias: t for t in tools for alias in (t.name, *t.aliases)}

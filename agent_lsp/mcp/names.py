@@ -62,21 +62,29 @@ class Naming:
 
     def overlaps(self) -> list[tuple[str, str]]:
         """Pairs of declared servers whose tools can end up with the same `<server>__<tool>` name."""
+
         def prefixes(server: str) -> set[str]:
             return {f"{server}__", f"{sanitise(server)}__"}
 
         pairs = []
         for i, one in enumerate(self.servers):
-            for other in self.servers[i + 1:]:
-                if any(p.startswith(q) or q.startswith(p) for p in prefixes(one) for q in prefixes(other)):
+            for other in self.servers[i + 1 :]:
+                if any(
+                    p.startswith(q) or q.startswith(p)
+                    for p in prefixes(one)
+                    for q in prefixes(other)
+                ):
                     pairs.append((one, other))
         return pairs
 
     def contested(self, name: str, server: str, siblings: Counter[str] | None = None) -> bool:
         if siblings is not None and siblings[name] > 1:
             return True
-        return any(other != server and (name.startswith(f"{other}__") or name.startswith(f"{sanitise(other)}__"))
-                   for other in self.servers)
+        return any(
+            other != server
+            and (name.startswith(f"{other}__") or name.startswith(f"{sanitise(other)}__"))
+            for other in self.servers
+        )
 
     def of_server(self, server: str, tools: Iterable[str]) -> dict[str, ToolNames]:
         """Names for each tool of one server, by the server's own tool name."""
@@ -88,7 +96,11 @@ class Naming:
             raw = raw_tool_name(server, tool)
             clean = plain[tool]
             free = not self.contested(clean, server, siblings)
-            name = clean if free and len(clean) <= MAX_NAME else hashed_tool_name(server, tool, contested=not free)
+            name = (
+                clean
+                if free and len(clean) <= MAX_NAME
+                else hashed_tool_name(server, tool, contested=not free)
+            )
             aliases: list[str] = []
             contested: list[str] = []
             for alias in dict.fromkeys((raw, clean)):

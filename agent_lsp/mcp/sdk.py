@@ -43,7 +43,9 @@ async def http_transport(stack: AsyncExitStack, launch: Launch) -> Any:
     from mcp.client.streamable_http import streamable_http_client
 
     # The SDK's own defaults: 30 s to connect/write, 300 s to read a held-open stream.
-    http = await stack.enter_async_context(httpx2.AsyncClient(headers=launch.headers, timeout=httpx2.Timeout(30.0, read=300.0)))
+    http = await stack.enter_async_context(
+        httpx2.AsyncClient(headers=launch.headers, timeout=httpx2.Timeout(30.0, read=300.0))
+    )
     return streamable_http_client(launch.url, http_client=http)
 
 
@@ -55,7 +57,13 @@ def make_client(transport: Any, on_message: Any) -> Any:
 
     from agent_lsp import __version__
 
-    return Client(transport, mode="auto", cache=None, message_handler=on_message, client_info=Implementation(name="agent-lsp", version=__version__))
+    return Client(
+        transport,
+        mode="auto",
+        cache=None,
+        message_handler=on_message,
+        client_info=Implementation(name="agent-lsp", version=__version__),
+    )
 
 
 async def list_all_tools(client: Any) -> list[Any]:
@@ -123,4 +131,8 @@ def describe_error(exc: BaseException) -> str:
     if isinstance(exc, FileNotFoundError) and exc.filename:
         return f"command not found: {exc.filename}"
     text = str(exc).strip()
-    return f"{type(exc).__name__}: {text}" if text and not text.startswith(type(exc).__name__) else (text or type(exc).__name__)
+    return (
+        f"{type(exc).__name__}: {text}"
+        if text and not text.startswith(type(exc).__name__)
+        else (text or type(exc).__name__)
+    )

@@ -46,16 +46,24 @@ from agent_lsp.mcp.process import forget_reaper, keep_reaper
 log = logging.getLogger(__name__)
 
 MAX_MESSAGE_BYTES = 10 * 1024 * 1024  # one JSON-RPC message from a server
-BAD_LINES_LIMIT = 1000  # lines in a row that are no JSON-RPC message: the server only writes garbage
+BAD_LINES_LIMIT = (
+    1000  # lines in a row that are no JSON-RPC message: the server only writes garbage
+)
 _EDGE = 4096  # what is kept of the head and the tail of a line too long to keep
 _READ = 65536
 _EOF_GRACE = 2.0  # for the server to exit after its stdin closes (the SDK's own grace)
 _TERM_GRACE = 2.0  # after SIGTERM, before the reaper kills everything
 _FLUSH = 0.5  # for the writer to hand over what it accepted before stdin closes
-TOO_LARGE = -32090  # our JSON-RPC error code for an answer refused for its size (not one the SDK or MCP uses)
+TOO_LARGE = (
+    -32090
+)  # our JSON-RPC error code for an answer refused for its size (not one the SDK or MCP uses)
 
 _ID = rb'(-?\d+|"(?:[^"\\]|\\.){0,200}")'
-_HEAD_ID = re.compile(rb'^\s*\{\s*(?:"jsonrpc"\s*:\s*"2\.0"\s*,\s*)?"id"\s*:\s*' + _ID + rb'\s*,\s*"(result|error|method)"')
+_HEAD_ID = re.compile(
+    rb'^\s*\{\s*(?:"jsonrpc"\s*:\s*"2\.0"\s*,\s*)?"id"\s*:\s*'
+    + _ID
+    + rb'\s*,\s*"(result|error|method)"'
+)
 _HEAD_METHOD = re.compile(rb'^\s*\{\s*(?:"jsonrpc"\s*:\s*"2\.0"\s*,\s*)?"method"\s*:')
 _TAIL_ID = re.compile(rb',\s*"id"\s*:\s*' + _ID + rb'\s*(?:,\s*"jsonrpc"\s*:\s*"2\.0"\s*)?\}\s*$')
 
@@ -125,17 +133,29 @@ class BoundedStdio:
         self._stack = contextlib.AsyncExitStack()
 
     # -- the context manager ----------------------------------------------------------------
-    async def __aenter__(self) -> tuple[MemoryObjectReceiveStream[SessionMessage | Exception], MemoryObjectSendStream[SessionMessage]]:
+    async def __aenter__(
+        self,
+    ) -> tuple[
+        MemoryObjectReceiveStream[SessionMessage | Exception],
+        MemoryObjectSendStream[SessionMessage],
+    ]:
         env = {**get_default_environment(), **self.launch.env}
         command = self.launch.command
         if os.sep not in command and shutil.which(command, path=env.get("PATH")) is None:
             raise FileNotFoundError(2, "No such file or directory", command)
         self._process = process = await anyio.open_process(
-            reaped_server(command, self.launch.args), env=env, cwd=self.launch.cwd, stderr=self.errlog, start_new_session=True)
+            reaped_server(command, self.launch.args),
+            env=env,
+            cwd=self.launch.cwd,
+            stderr=self.errlog,
+            start_new_session=True,
+        )
         self.reaper_pid = process.pid
         keep_reaper(process.pid)
         # No await between the spawn and the task group: a cancel in the gap would leak the process.
-        self._to_session, self._read = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+        self._to_session, self._read = anyio.create_memory_object_stream[
+            SessionMessage | Exception
+        ](0)
         self._write, self._from_session = anyio.create_memory_object_stream[SessionMessage](0)
         self._writer_done = anyio.Event()
         self._group = anyio.create_task_group()
@@ -144,8 +164,12 @@ class BoundedStdio:
         self._group.start_soon(self._write_stdin)
         return self._read, self._write
 
-    async def __aexit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> bool | None:
-        with anyio.CancelScope(shield=True):  # the server must end even when our caller is cancelled
+    async def __aexit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> bool | None:
+        with anyio.CancelScope(
+            shield=True
+        ):  # the server must end even when our caller is cancelled
             await self._shutdown()
         self._group.cancel_scope.cancel()
         return await self._group.__aexit__(kind, exc, tb)
@@ -159,7 +183,10 @@ class BoundedStdio:
                     message = item.message
                     if isinstance(message, types.JSONRPCRequest):
                         self._pending.add(message.id)
-                    elif isinstance(message, types.JSONRPCNotification) and message.method == "notifications/cancelled":
+                    elif (
+                        isinstance(message, types.JSONRPCNotification)
+                        and message.method == "notifications/cancelled"
+                    ):
                         self._pending.discard((message.params or {}).get("requestId"))
                     data = message.model_dump_json(by_alias=True, exclude_unset=True) + "\n"
                     await self._process.stdin.send(data.encode())
@@ -180,7 +207,12 @@ class BoundedStdio:
                 while True:
                     try:
                         chunk = await self._process.stdout.receive(_READ)
-                    except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
+                    except (
+                        anyio.EndOfStream,
+                        anyio.ClosedResourceError,
+                        anyio.BrokenResourceError,
+                        OSError,
+                    ):
                         return
                     start = 0
                     while start < len(chunk):
@@ -211,7 +243,12 @@ class BoundedStdio:
             await self._drain()
 
     async def _drain(self) -> None:
-        with anyio.CancelScope(shield=True), contextlib.suppress(anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
+        with (
+            anyio.CancelScope(shield=True),
+            contextlib.suppress(
+                anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError, OSError
+            ),
+        ):
             assert self._process is not None and self._process.stdout is not None
             while True:
                 await self._process.stdout.receive(_READ)
@@ -241,15 +278,23 @@ class BoundedStdio:
     async def _bad_line(self, what: str, data: bytes) -> None:
         self._bad += 1
         if self._bad <= 3:  # a few, then only the verdict
-            log.warning("MCP server %s wrote %s on stdout (skipped): %r", self.name, what, data[:200])
+            log.warning(
+                "MCP server %s wrote %s on stdout (skipped): %r", self.name, what, data[:200]
+            )
         if self._bad >= BAD_LINES_LIMIT:
-            await self._break(f"the server wrote {self._bad} lines in a row on stdout that are not JSON-RPC messages (the last: {data[:80]!r})")
+            await self._break(
+                f"the server wrote {self._bad} lines in a row on stdout that are not JSON-RPC messages (the last: {data[:80]!r})"
+            )
 
     async def _early_refusal(self, big: _Oversize) -> None:
         """The id is in the head (every Python SDK server): answer our request now, without
         waiting for the end of a line that may never come."""
         match = _HEAD_ID.match(big.head)
-        if match and match.group(2) != b"method" and (request := _request_id(match.group(1))) in self._pending:
+        if (
+            match
+            and match.group(2) != b"method"
+            and (request := _request_id(match.group(1))) in self._pending
+        ):
             big.answered = True
             await self._too_large(request, big.size, "at least ")
 
@@ -257,8 +302,13 @@ class BoundedStdio:
         if big.answered:
             self._bad = 0
             return
-        if _HEAD_METHOD.match(big.head) or ((match := _HEAD_ID.match(big.head)) and match.group(2) == b"method"):
-            await self._bad_line(f"a request or notification of {megabytes(big.size)}, over the limit of {megabytes(MAX_MESSAGE_BYTES)}", big.head[:200])
+        if _HEAD_METHOD.match(big.head) or (
+            (match := _HEAD_ID.match(big.head)) and match.group(2) == b"method"
+        ):
+            await self._bad_line(
+                f"a request or notification of {megabytes(big.size)}, over the limit of {megabytes(MAX_MESSAGE_BYTES)}",
+                big.head[:200],
+            )
             return
         found = _HEAD_ID.match(big.head) or _TAIL_ID.search(big.tail)
         request = _request_id(found.group(1)) if found else None
@@ -266,15 +316,27 @@ class BoundedStdio:
             self._bad = 0
             await self._too_large(request, big.size, "")
             return
-        await self._break(f"the server sent a message of {megabytes(big.size)}, over the limit of {megabytes(MAX_MESSAGE_BYTES)} per message, "
-                          "and it does not say which request it answers")
+        await self._break(
+            f"the server sent a message of {megabytes(big.size)}, over the limit of {megabytes(MAX_MESSAGE_BYTES)} per message, "
+            "and it does not say which request it answers"
+        )
 
     async def _too_large(self, request: Any, size: int, qualifier: str) -> None:
         self._pending.discard(request)
-        log.warning("MCP server %s: an answer of %s%s refused (limit %s)", self.name, qualifier, megabytes(size), megabytes(MAX_MESSAGE_BYTES))
-        text = (f"the server's answer is {qualifier}{megabytes(size)}, over agent-lsp's limit of {megabytes(MAX_MESSAGE_BYTES)} "
-                "per MCP message; it was refused unread (ask the tool for less, e.g. a narrower query)")
-        error = types.JSONRPCError(jsonrpc="2.0", id=request, error=types.ErrorData(code=TOO_LARGE, message=text))
+        log.warning(
+            "MCP server %s: an answer of %s%s refused (limit %s)",
+            self.name,
+            qualifier,
+            megabytes(size),
+            megabytes(MAX_MESSAGE_BYTES),
+        )
+        text = (
+            f"the server's answer is {qualifier}{megabytes(size)}, over agent-lsp's limit of {megabytes(MAX_MESSAGE_BYTES)} "
+            "per MCP message; it was refused unread (ask the tool for less, e.g. a narrower query)"
+        )
+        error = types.JSONRPCError(
+            jsonrpc="2.0", id=request, error=types.ErrorData(code=TOO_LARGE, message=text)
+        )
         await self._deliver(SessionMessage(error))
 
     async def _break(self, reason: str) -> None:
@@ -303,12 +365,18 @@ class BoundedStdio:
                     os.killpg(server, signal.SIGTERM)
                 await _exited(process, _TERM_GRACE / 2)
             with contextlib.suppress(OSError):
-                os.kill(process.pid, signal.SIGTERM)  # the reaper SIGKILLs every descendant, then exits
+                os.kill(
+                    process.pid, signal.SIGTERM
+                )  # the reaper SIGKILLs every descendant, then exits
             if not await _exited(process, _TERM_GRACE):
                 with contextlib.suppress(OSError):
                     os.kill(process.pid, signal.SIGKILL)
                 if not await _exited(process, _TERM_GRACE):
-                    log.warning("MCP server %s: its reaper %d is still alive after SIGKILL", self.name, process.pid)
+                    log.warning(
+                        "MCP server %s: its reaper %d is still alive after SIGKILL",
+                        self.name,
+                        process.pid,
+                    )
         forget_reaper(process.pid)
         with contextlib.suppress(OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
             await process.stdout.aclose()
@@ -338,4 +406,3 @@ def _request_id(raw: bytes) -> Any:
 
 def transport(launch: Launch, errlog: TextIO, name: str) -> BoundedStdio:
     return BoundedStdio(launch, errlog, name)
-

@@ -9,7 +9,13 @@ from agent_lsp.mcp.consent import Answer
 from agent_lsp.terminal.style import Style, read_line_async
 
 NOBODY = "no one could be asked (run in a terminal to allow it)"
-CHOICES: dict[str, Answer] = {"a": "allow", "y": "allow", "w": "allowAlways", "d": "deny", "n": "deny"}
+CHOICES: dict[str, Answer] = {
+    "a": "allow",
+    "y": "allow",
+    "w": "allowAlways",
+    "d": "deny",
+    "n": "deny",
+}
 
 
 class TerminalMcpHooks:
@@ -33,7 +39,9 @@ class TerminalMcpHooks:
         for line in lines[1:]:
             self.out.write(f"      {line}\n")
         # No time limit: a person is reading a command line (CONTRACT Decision 10).
-        answer = await read_line_async("    [a]llow / allow [w]always for this workspace / [d]eny? ", self.out)
+        answer = await read_line_async(
+            "    [a]llow / allow [w]always for this workspace / [d]eny? ", self.out
+        )
         return CHOICES.get((answer or "d").strip().lower()[:1], "deny")
 
     def on_status(self, name: str, state: str, message: str) -> None:
@@ -46,7 +54,10 @@ class TerminalMcpHooks:
         """Servers denied before anything is asked (remembered, or by the setting): said once."""
         for item in status:
             if item.get("state") == "denied":
-                self._say(item["name"], f"MCP server `{item['name']}` not started: {item.get('error') or 'denied'}")
+                self._say(
+                    item["name"],
+                    f"MCP server `{item['name']}` not started: {item.get('error') or 'denied'}",
+                )
 
     def _say(self, name: str, message: str) -> None:
         if (name, message) in self.said:

@@ -13,7 +13,14 @@ from agent_lsp.agent.tools.base import Args, Prepared, Tool, ToolContext, ToolEr
 from agent_lsp.mcp.display import cut, visible
 from agent_lsp.mcp.names import MAX_NAME, hashed_tool_name, raw_tool_name, sanitise
 
-__all__ = ["MAX_NAME", "McpTool", "model_tool_name", "raw_tool_name", "render_result", "tool_aliases"]
+__all__ = [
+    "MAX_NAME",
+    "McpTool",
+    "model_tool_name",
+    "raw_tool_name",
+    "render_result",
+    "tool_aliases",
+]
 
 DETAIL_LIMIT = 2000
 DESCRIPTION_LIMIT = 4000
@@ -47,9 +54,20 @@ class McpTool(Tool):
 
     args = McpArguments
 
-    def __init__(self, *, server: str, tool: str, description: str, input_schema: Any, read_only: bool, call: CallTool,
-                 name: str | None = None, aliases: tuple[str, ...] | None = None, contested: tuple[str, ...] = (),
-                 source: str = "user"):
+    def __init__(
+        self,
+        *,
+        server: str,
+        tool: str,
+        description: str,
+        input_schema: Any,
+        read_only: bool,
+        call: CallTool,
+        name: str | None = None,
+        aliases: tuple[str, ...] | None = None,
+        contested: tuple[str, ...] = (),
+        source: str = "user",
+    ):
         """`aliases`: other names approval.tools may use for it in full (default: the raw
         `<server>__<tool>`); `contested`: names that may mean it or another tool, whose `deny` and
         `ask` apply but never `allow` (the manager works both out over every declared server)."""
@@ -58,7 +76,9 @@ class McpTool(Tool):
         self.source = source
         self.raw_name = raw_tool_name(server, tool)
         self.name = name or model_tool_name(server, tool)  # type: ignore[misc]
-        self.aliases = tuple(a for a in ((self.raw_name,) if aliases is None else aliases) if a != self.name)
+        self.aliases = tuple(
+            a for a in ((self.raw_name,) if aliases is None else aliases) if a != self.name
+        )
         self.contested_aliases = contested
         text = " ".join((description or "").split()) or "(no description)"
         self.description = f"[MCP server {server}] {text[:DESCRIPTION_LIMIT]}"  # type: ignore[misc]
@@ -68,19 +88,32 @@ class McpTool(Tool):
 
     @property
     def grant_key(self) -> str:
-        """"Allow for session" remembers this tool of this server from this source, not a name
-        another tool may carry in a later run."""
+        """An "Allow for session" grant remembers this tool of this server from this source, not a
+        name another tool may carry in a later run."""
         return f"mcp:{self.source}:{json.dumps([self.server, self.tool])}"
 
     def schema(self) -> dict[str, Any]:
-        return {"type": "function", "function": {"name": self.name, "description": self.description, "parameters": copy.deepcopy(self.parameters)}}
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": copy.deepcopy(self.parameters),
+            },
+        }
 
     def parse(self, raw: dict[str, Any]) -> Any:
         if not isinstance(raw, dict):
             raise ToolError(f"invalid arguments for {self.name}: expected a JSON object")
-        missing = [key for key in self.parameters.get("required", ()) if isinstance(key, str) and key not in raw]
+        missing = [
+            key
+            for key in self.parameters.get("required", ())
+            if isinstance(key, str) and key not in raw
+        ]
         if missing:
-            raise ToolError(f"invalid arguments for {self.name}: missing required {', '.join(missing)}")
+            raise ToolError(
+                f"invalid arguments for {self.name}: missing required {', '.join(missing)}"
+            )
         return raw
 
     async def prepare(self, args: Any, ctx: ToolContext | None = None) -> Prepared:
@@ -123,7 +156,9 @@ def render_result(result: Any) -> str:
                 has_text = True
             else:
                 mime = getattr(resource, "mime_type", None) or "application/octet-stream"
-                parts.append(f"[resource {uri}: {mime}, {_b64_size(getattr(resource, 'blob', ''))} bytes]")
+                parts.append(
+                    f"[resource {uri}: {mime}, {_b64_size(getattr(resource, 'blob', ''))} bytes]"
+                )
         elif kind == "resource_link":
             about = f": {block.description}" if getattr(block, "description", None) else ""
             parts.append(f"[resource link {block.name} {block.uri}{about}]")
