@@ -45,7 +45,9 @@ class DemoEditor:
         self.in_text = False
         self.muted = False  # after Ctrl-C: the user asked for quiet, the late stream is not shown
         self.stderr_tail: list[str] = []
-        self.changed: list[tuple[str, int, str]] = []  # (uri, version, text) of buffers an edit changed
+        self.changed: list[
+            tuple[str, int, str]
+        ] = []  # (uri, version, text) of buffers an edit changed
 
     # -- output -----------------------------------------------------------------------------
     def line(self, text: str = "") -> None:
@@ -65,13 +67,17 @@ class DemoEditor:
             self.in_text = True
             self.out.flush()
         elif kind == "toolCall":
-            self.line(f"  {s('33', '▸')} {s.bold(event['tool'])} {s.dim(_short(event.get('arguments')))}")
+            self.line(
+                f"  {s('33', '▸')} {s.bold(event['tool'])} {s.dim(_short(event.get('arguments')))}"
+            )
         elif kind == "toolResult":
             mark = s("32", "✓") if event.get("ok") else s("31", "✗")
             extra = s.dim(" (truncated, full output spilled)") if event.get("truncated") else ""
             self.line(f"  {mark} {s.dim(event['text'][:110])}{extra}")
         elif kind == "approval" and event.get("state") != "pending":
-            self.line(f"  {s('35', '⚑')} approval {event['state']}: {event['detail'].splitlines()[0]}")
+            self.line(
+                f"  {s('35', '⚑')} approval {event['state']}: {event['detail'].splitlines()[0]}"
+            )
         elif kind == "compaction":
             self.line(f"  {s.dim('⋯ ' + event['text'])}")
         elif kind == "stop":
@@ -81,25 +87,37 @@ class DemoEditor:
     def on_progress(self, value: dict[str, Any]) -> None:
         kind = value.get("kind")
         if kind == "begin":
-            self.line(self.style.dim(f"[progress] {value.get('title')} (cancellable: {value.get('cancellable')})"))
+            self.line(
+                self.style.dim(
+                    f"[progress] {value.get('title')} (cancellable: {value.get('cancellable')})"
+                )
+            )
         elif kind == "report" and "asking the model" in (value.get("message") or ""):
             self.line(self.style.dim(f"[progress] {value.get('message')}"))
         elif kind == "end":
-            self.line(self.style.dim(f"[progress] ended: {(value.get('message') or '').split(':')[0]}"))
+            self.line(
+                self.style.dim(f"[progress] ended: {(value.get('message') or '').split(':')[0]}")
+            )
 
     # -- approvals --------------------------------------------------------------------------
     async def approve(self, message: str) -> str | None:
         s = self.style
         self.line("")
-        self.line(f"  {s('35;1', '? approval requested by the server (window/showMessageRequest)')}")
+        self.line(
+            f"  {s('35;1', '? approval requested by the server (window/showMessageRequest)')}"
+        )
         for text in message.splitlines()[:14]:
             self.line(f"    {text}")
         if not self.interactive:
             why = "--yes" if self.yes else "no TTY"
-            self.line(f"    {s('32', f'→ Allow (approved automatically: {why}; the demo works on a copy)')}")
+            self.line(
+                f"    {s('32', f'→ Allow (approved automatically: {why}; the demo works on a copy)')}"
+            )
             return "Allow"
         answer = await read_line_async("    [a]llow / allow for [s]ession / [d]eny? ", self.out)
-        return {"a": "Allow", "y": "Allow", "s": "Allow for session", "": "Allow"}.get((answer or "d").lower()[:1], "Deny")
+        return {"a": "Allow", "y": "Allow", "s": "Allow for session", "": "Allow"}.get(
+            (answer or "d").lower()[:1], "Deny"
+        )
 
     # -- edits, as an editor applies them to its buffers, then saves -----------------------
     def apply(self, edit: Any) -> tuple[bool, str | None]:
@@ -119,7 +137,9 @@ class DemoEditor:
         for uri, edits in changes:
             path = Path(uri.removeprefix("file://"))
             buffer = self.buffers.get(uri)
-            old = buffer[1] if buffer else (path.read_text(encoding="utf-8") if path.exists() else "")
+            old = (
+                buffer[1] if buffer else (path.read_text(encoding="utf-8") if path.exists() else "")
+            )
             new = apply_text_edits(old, edits)
             path.write_text(new, encoding="utf-8")  # the demo editor saves right after applying
             if buffer is not None:
@@ -147,10 +167,15 @@ async def _demo(yes: bool) -> int:
         original = {p.name: p.read_text(encoding="utf-8") for p in root.iterdir() if p.is_file()}
         editor = DemoEditor(root, yes)
         s = editor.style
-        editor.line(s.bold("agent-lsp demo") + s.dim("  — the real language server, driven by a tiny terminal editor"))
+        editor.line(
+            s.bold("agent-lsp demo")
+            + s.dim("  — the real language server, driven by a tiny terminal editor")
+        )
         editor.line(f"  workspace: {s.dim(str(root))} (a copy of the bundled sample)")
         editor.line(f"  model:     {s.dim('replay of a recorded session (offline, no API key)')}")
-        editor.line(f"  server:    {s.dim(f'{Path(sys.executable).name} -m agent_lsp serve --stdio')}")
+        editor.line(
+            f"  server:    {s.dim(f'{Path(sys.executable).name} -m agent_lsp serve --stdio')}"
+        )
         editor.line(f"  task:      {s.bold(TASK)}")
         editor.line("")
 
@@ -177,10 +202,19 @@ async def _demo(yes: bool) -> int:
         def on_edit(ls, params):
             applied, reason = editor.apply(params.edit)
             for uri, version, text in editor.changed:
-                ls.text_document_did_change(types.DidChangeTextDocumentParams(
-                    text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=version),
-                    content_changes=[types.TextDocumentContentChangeWholeDocument(text=text)]))
-                ls.text_document_did_save(types.DidSaveTextDocumentParams(text_document=types.TextDocumentIdentifier(uri=uri)))
+                ls.text_document_did_change(
+                    types.DidChangeTextDocumentParams(
+                        text_document=types.VersionedTextDocumentIdentifier(
+                            uri=uri, version=version
+                        ),
+                        content_changes=[types.TextDocumentContentChangeWholeDocument(text=text)],
+                    )
+                )
+                ls.text_document_did_save(
+                    types.DidSaveTextDocumentParams(
+                        text_document=types.TextDocumentIdentifier(uri=uri)
+                    )
+                )
             editor.changed.clear()
             return types.ApplyWorkspaceEditResult(applied=applied, failure_reason=reason)
 
@@ -192,37 +226,77 @@ async def _demo(yes: bool) -> int:
         def on_log(ls, params):
             pass
 
-        env = {**child_env(), "AGENT_LSP_STATE_DIR": str(Path(tmp) / "state")}  # a replayed demo needs no key
+        env = {
+            **child_env(),
+            "AGENT_LSP_STATE_DIR": str(Path(tmp) / "state"),
+        }  # a replayed demo needs no key
         # Its own session: the terminal's Ctrl-C goes to the demo alone, which then ends the
         # run and the server in order (in our process group the server died mid-cancel).
-        await client.start_io(sys.executable, "-m", "agent_lsp", "serve", "--stdio", env=env, start_new_session=True)
+        await client.start_io(
+            sys.executable, "-m", "agent_lsp", "serve", "--stdio", env=env, start_new_session=True
+        )
         if client._server is not None:
             _server_pids.append(client._server.pid)
         drain = asyncio.ensure_future(_drain_stderr(client, editor))
         capabilities = types.ClientCapabilities(
-            window=types.WindowClientCapabilities(work_done_progress=True, show_message=types.ShowMessageRequestClientCapabilities()),
-            workspace=types.WorkspaceClientCapabilities(apply_edit=True, workspace_edit=types.WorkspaceEditClientCapabilities(
-                document_changes=True, resource_operations=[types.ResourceOperationKind.Create])),
+            window=types.WindowClientCapabilities(
+                work_done_progress=True, show_message=types.ShowMessageRequestClientCapabilities()
+            ),
+            workspace=types.WorkspaceClientCapabilities(
+                apply_edit=True,
+                workspace_edit=types.WorkspaceEditClientCapabilities(
+                    document_changes=True, resource_operations=[types.ResourceOperationKind.Create]
+                ),
+            ),
         )
         started: dict[str, Any] = {}
         try:
-            await asyncio.wait_for(client.initialize_async(types.InitializeParams(
-                capabilities=capabilities, root_uri=root.as_uri(),
-                workspace_folders=[types.WorkspaceFolder(uri=root.as_uri(), name=root.name)],
-                # A person thinking over an approval in the terminal has no time limit (Decision 10).
-                initialization_options={"model": f"replay:{HERE / 'session.jsonl'}",
-                                        "approval": {"default": "ask", "timeout": TERMINAL_APPROVAL_TIMEOUT}})), 30)
+            await asyncio.wait_for(
+                client.initialize_async(
+                    types.InitializeParams(
+                        capabilities=capabilities,
+                        root_uri=root.as_uri(),
+                        workspace_folders=[
+                            types.WorkspaceFolder(uri=root.as_uri(), name=root.name)
+                        ],
+                        # A person thinking over an approval in the terminal has no time limit (Decision 10).
+                        initialization_options={
+                            "model": f"replay:{HERE / 'session.jsonl'}",
+                            "approval": {"default": "ask", "timeout": TERMINAL_APPROVAL_TIMEOUT},
+                        },
+                    )
+                ),
+                30,
+            )
             client.initialized(types.InitializedParams())
             stats = root / "stats.py"
             uri = stats.as_uri()
             editor.buffers[uri] = [1, stats.read_text(encoding="utf-8")]
-            client.text_document_did_open(types.DidOpenTextDocumentParams(text_document=types.TextDocumentItem(
-                uri=uri, language_id="python", version=1, text=editor.buffers[uri][1])))
-            answer = await asyncio.wait_for(client.workspace_execute_command_async(types.ExecuteCommandParams(
-                command="agentLsp.run", arguments=[{"prompt": TASK, "textDocument": {"uri": uri}}])), 30)
+            client.text_document_did_open(
+                types.DidOpenTextDocumentParams(
+                    text_document=types.TextDocumentItem(
+                        uri=uri, language_id="python", version=1, text=editor.buffers[uri][1]
+                    )
+                )
+            )
+            answer = await asyncio.wait_for(
+                client.workspace_execute_command_async(
+                    types.ExecuteCommandParams(
+                        command="agentLsp.run",
+                        arguments=[{"prompt": TASK, "textDocument": {"uri": uri}}],
+                    )
+                ),
+                30,
+            )
             started = answer or {}
-            editor.line(s.dim(f"[agentLsp.run] → runId {started['runId']}, sessionId {started['sessionId']} (answered at once; the run streams)"))
-            await editor.stopped.wait()  # the run ends itself (maxTurns, requestTimeout); approvals wait for the user
+            editor.line(
+                s.dim(
+                    f"[agentLsp.run] → runId {started['runId']}, sessionId {started['sessionId']} (answered at once; the run streams)"
+                )
+            )
+            await (
+                editor.stopped.wait()
+            )  # the run ends itself (maxTurns, requestTimeout); approvals wait for the user
         except asyncio.CancelledError:  # Ctrl-C (asyncio.run cancels this task on the first SIGINT)
             editor.muted = True
             print("\nagent-lsp demo: cancelled", file=sys.stderr, flush=True)
@@ -242,8 +316,10 @@ def _stop_problem(what: str, exc: BaseException) -> None:
     """The demo's result is already shown; a server that did not end cleanly is said on stderr
     (it may still be running) and logged, never swallowed."""
     log.warning("demo: the server %s", what, exc_info=exc)
-    sys.stderr.write(f"agent-lsp demo: the demo's server {what} ({type(exc).__name__}: {exc}); "
-                     "if an agent-lsp process is left running, end it\n")
+    sys.stderr.write(
+        f"agent-lsp demo: the demo's server {what} ({type(exc).__name__}: {exc}); "
+        "if an agent-lsp process is left running, end it\n"
+    )
 
 
 def _show_diff(editor: DemoEditor, root: Path, original: dict[str, str]) -> None:
@@ -253,8 +329,18 @@ def _show_diff(editor: DemoEditor, root: Path, original: dict[str, str]) -> None
     changed = False
     for name, before in original.items():
         after = (root / name).read_text(encoding="utf-8")
-        for line in difflib.unified_diff(before.splitlines(), after.splitlines(), f"a/{name}", f"b/{name}", lineterm="", n=2):
-            color = "32" if line.startswith("+") else "31" if line.startswith("-") else "36" if line.startswith("@") else "0"
+        for line in difflib.unified_diff(
+            before.splitlines(), after.splitlines(), f"a/{name}", f"b/{name}", lineterm="", n=2
+        ):
+            color = (
+                "32"
+                if line.startswith("+")
+                else "31"
+                if line.startswith("-")
+                else "36"
+                if line.startswith("@")
+                else "0"
+            )
             editor.line(s(color, line))
             changed = True
     if not changed:
@@ -266,16 +352,36 @@ def _show_report(editor: DemoEditor) -> int:
     report = editor.report or {}
     editor.line("")
     editor.line(s.bold("── run report ──"))
-    editor.line(f"  stop:       {s.bold(report.get('stopReason', '?'))} after {report.get('turns')} turns, "
-                f"{report.get('toolCalls')} tool calls, {report.get('denied')} denied")
+    editor.line(
+        f"  stop:       {s.bold(report.get('stopReason', '?'))} after {report.get('turns')} turns, "
+        f"{report.get('toolCalls')} tool calls, {report.get('denied')} denied"
+    )
     editor.line(f"  summary:    {report.get('summary')}")
     if report.get("denied"):
-        editor.line(s.dim("  note:       a recorded model does not hear your answers: it replays its script; a live one would adapt"))
-    editor.line(f"  transcript: {s.dim(str(report.get('transcript')))} (deleted with the temp copy)")
+        editor.line(
+            s.dim(
+                "  note:       a recorded model does not hear your answers: it replays its script; a live one would adapt"
+            )
+        )
+    editor.line(
+        f"  transcript: {s.dim(str(report.get('transcript')))} (deleted with the temp copy)"
+    )
     editor.line("")
-    editor.line(s.dim("Next, still offline: `agent-lsp demo --serve-model` serves this recording as a model endpoint (it prints"))
-    editor.line(s.dim("how to point `agent-lsp run` and your editor at it). With a real model: set OPENAI_API_KEY, or pass"))
-    editor.line(s.dim("--base-url to a local server (Ollama, llama.cpp), then `agent-lsp run \"TASK\"` or your editor (README.md)."))
+    editor.line(
+        s.dim(
+            "Next, still offline: `agent-lsp demo --serve-model` serves this recording as a model endpoint (it prints"
+        )
+    )
+    editor.line(
+        s.dim(
+            "how to point `agent-lsp run` and your editor at it). With a real model: set OPENAI_API_KEY, or pass"
+        )
+    )
+    editor.line(
+        s.dim(
+            '--base-url to a local server (Ollama, llama.cpp), then `agent-lsp run "TASK"` or your editor (README.md).'
+        )
+    )
     return 0 if report.get("stopReason") == "done" else 1
 
 
@@ -287,8 +393,14 @@ async def _end_server(client: Any, drain: asyncio.Future[None], run_id: str | No
     server = getattr(client, "_server", None)
     try:
         if run_id:
-            await asyncio.wait_for(client.workspace_execute_command_async(types.ExecuteCommandParams(
-                command="agentLsp.cancel", arguments=[{"runId": run_id}])), SERVER_EXIT_DEADLINE)
+            await asyncio.wait_for(
+                client.workspace_execute_command_async(
+                    types.ExecuteCommandParams(
+                        command="agentLsp.cancel", arguments=[{"runId": run_id}]
+                    )
+                ),
+                SERVER_EXIT_DEADLINE,
+            )
         await asyncio.wait_for(client.shutdown_async(None), SERVER_EXIT_DEADLINE)
         client.exit(None)
         await asyncio.wait_for(client.stop(), SERVER_EXIT_DEADLINE)

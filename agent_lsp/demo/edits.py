@@ -27,7 +27,14 @@ def utf16_offset(text: str, lines: list[str], pos: types.Position) -> int:
 def apply_text_edits(text: str, edits: list[types.TextEdit]) -> str:
     """Apply edits (non-overlapping, positions against `text`) from the last to the first."""
     lines = text.splitlines(keepends=True)
-    spans = [(utf16_offset(text, lines, e.range.start), utf16_offset(text, lines, e.range.end), e.new_text) for e in edits]
+    spans = [
+        (
+            utf16_offset(text, lines, e.range.start),
+            utf16_offset(text, lines, e.range.end),
+            e.new_text,
+        )
+        for e in edits
+    ]
     for start, end, new in sorted(spans, reverse=True):
         text = text[:start] + new + text[end:]
     return text

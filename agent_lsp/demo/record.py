@@ -22,19 +22,45 @@ from agent_lsp.testing.scripted_model import ScriptedModelServer
 HERE = Path(__file__).parent
 
 SCRIPT = [
-    {"text": "I'll start by looking at the project and the code under test.",
-     "tool_calls": [{"name": "list_files", "arguments": {}}, {"name": "read_file", "arguments": {"path": "stats.py"}}],
-     "chunk_size": 6, "chunk_delay": 0.02},
-    {"text": "Let me run the tests to see the failure.",
-     "tool_calls": [{"name": "run_command", "arguments": {"command": "python3 -m unittest -q"}}], "chunk_size": 6},
-    {"text": "`mean()` divides by `len(values) - 1`, which is the sample-variance denominator, not the "
-             "mean's: for [2, 4, 6] it returns 6 instead of 4. Fixing the denominator.",
-     "tool_calls": [{"name": "edit_file", "arguments": {"path": "stats.py", "old_text": "return sum(values) / (len(values) - 1)",
-                                                        "new_text": "return sum(values) / len(values)"}}], "chunk_size": 6},
-    {"text": "Now the tests again.",
-     "tool_calls": [{"name": "run_command", "arguments": {"command": "python3 -m unittest -q"}}], "chunk_size": 6},
-    {"text": "Fixed. `mean()` in stats.py divided by `len(values) - 1`; it now divides by `len(values)`, "
-             "and both tests pass (`python3 -m unittest -q`).", "chunk_size": 6},
+    {
+        "text": "I'll start by looking at the project and the code under test.",
+        "tool_calls": [
+            {"name": "list_files", "arguments": {}},
+            {"name": "read_file", "arguments": {"path": "stats.py"}},
+        ],
+        "chunk_size": 6,
+        "chunk_delay": 0.02,
+    },
+    {
+        "text": "Let me run the tests to see the failure.",
+        "tool_calls": [{"name": "run_command", "arguments": {"command": "python3 -m unittest -q"}}],
+        "chunk_size": 6,
+    },
+    {
+        "text": "`mean()` divides by `len(values) - 1`, which is the sample-variance denominator, not the "
+        "mean's: for [2, 4, 6] it returns 6 instead of 4. Fixing the denominator.",
+        "tool_calls": [
+            {
+                "name": "edit_file",
+                "arguments": {
+                    "path": "stats.py",
+                    "old_text": "return sum(values) / (len(values) - 1)",
+                    "new_text": "return sum(values) / len(values)",
+                },
+            }
+        ],
+        "chunk_size": 6,
+    },
+    {
+        "text": "Now the tests again.",
+        "tool_calls": [{"name": "run_command", "arguments": {"command": "python3 -m unittest -q"}}],
+        "chunk_size": 6,
+    },
+    {
+        "text": "Fixed. `mean()` in stats.py divided by `len(values) - 1`; it now divides by `len(values)`, "
+        "and both tests pass (`python3 -m unittest -q`).",
+        "chunk_size": 6,
+    },
 ]
 
 
@@ -48,13 +74,24 @@ async def record(out: Path) -> None:
             async def ask(self, request):
                 return Decision.ALLOW
 
-        settings = Settings(model="gpt-4.1-mini", base_url=model.base_url, transcript_dir=str(Path(tmp) / "runs"))
-        report = await run_task(TASK, session=Session(), settings=settings, workspace=DiskWorkspace([root]),
-                                approver=Yes(), emit=lambda event: None, env={"OPENAI_API_KEY": "recording"})
+        settings = Settings(
+            model="gpt-4.1-mini", base_url=model.base_url, transcript_dir=str(Path(tmp) / "runs")
+        )
+        report = await run_task(
+            TASK,
+            session=Session(),
+            settings=settings,
+            workspace=DiskWorkspace([root]),
+            approver=Yes(),
+            emit=lambda event: None,
+            env={"OPENAI_API_KEY": "recording"},
+        )
         if report.stop_reason != "done":
             raise SystemExit(f"recording failed: {report.summary}")
         text = Path(report.transcript).read_text(encoding="utf-8")
-        out.write_text(text.replace(str(root.resolve()), "<workspace>").replace(tmp, "<tmp>"), encoding="utf-8")
+        out.write_text(
+            text.replace(str(root.resolve()), "<workspace>").replace(tmp, "<tmp>"), encoding="utf-8"
+        )
         print(f"recorded {len(text.splitlines())} transcript lines to {out}", file=sys.stderr)
 
 

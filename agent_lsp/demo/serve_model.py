@@ -25,11 +25,23 @@ def recorded_replies(path: Path = HERE / "session.jsonl") -> list[dict[str, Any]
     turns: dict[int, dict[str, Any]] = {}
     for line in path.read_text(encoding="utf-8").splitlines():
         record = json.loads(line) if line.strip() else {}
-        if record.get("type") == "reply" and record.get("agentId", "main") == "main" and record.get("purpose", "turn") == "turn":
+        if (
+            record.get("type") == "reply"
+            and record.get("agentId", "main") == "main"
+            and record.get("purpose", "turn") == "turn"
+        ):
             reply = record["reply"]
-            calls = [{"id": c["id"], "name": c["name"], "arguments": c["arguments"]} for c in reply.get("toolCalls", [])]
+            calls = [
+                {"id": c["id"], "name": c["name"], "arguments": c["arguments"]}
+                for c in reply.get("toolCalls", [])
+            ]
             # Streamed in small pieces, a little apart: it looks like a model typing.
-            turns[int(record["turn"])] = {"text": reply.get("text", ""), "tool_calls": calls, "chunk_size": 6, "chunk_delay": 0.01}
+            turns[int(record["turn"])] = {
+                "text": reply.get("text", ""),
+                "tool_calls": calls,
+                "chunk_size": 6,
+                "chunk_delay": 0.01,
+            }
     return [turns[turn] for turn in sorted(turns)]
 
 
@@ -67,10 +79,12 @@ def serve_model(port: int = 0, out: TextIO = sys.stdout, err: TextIO = sys.stder
 
 
 def usage(url: str) -> str:
-    return "\n".join([
-        f"agent-lsp demo: serving the demo's recorded model at {url} (model {MODEL_NAME}; no API key needed).",
-        "It replays the demo's session for any prompt: use it on a copy of the sample workspace, e.g.",
-        f"  cp -r {HERE / 'sample'} /tmp/agent-lsp-sample",
-        f"  agent-lsp run \"{TASK}\" --workspace /tmp/agent-lsp-sample --base-url {url} --model {MODEL_NAME}",
-        f"Editors: set the settings baseUrl to {url} and model to {MODEL_NAME}. Ctrl-C stops it.",
-    ])
+    return "\n".join(
+        [
+            f"agent-lsp demo: serving the demo's recorded model at {url} (model {MODEL_NAME}; no API key needed).",
+            "It replays the demo's session for any prompt: use it on a copy of the sample workspace, e.g.",
+            f"  cp -r {HERE / 'sample'} /tmp/agent-lsp-sample",
+            f'  agent-lsp run "{TASK}" --workspace /tmp/agent-lsp-sample --base-url {url} --model {MODEL_NAME}',
+            f"Editors: set the settings baseUrl to {url} and model to {MODEL_NAME}. Ctrl-C stops it.",
+        ]
+    )

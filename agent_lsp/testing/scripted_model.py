@@ -80,9 +80,15 @@ class LogEntry:
 class ScriptedModelServer:
     """Scripted OpenAI-compatible server running in a background thread (see module doc)."""
 
-    def __init__(self, host: str = "127.0.0.1", port: int = 0, *,
-                 record: str | Path | None = None, strict: bool = False,
-                 refuse_stream_options: bool = False) -> None:
+    def __init__(
+        self,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        *,
+        record: str | Path | None = None,
+        strict: bool = False,
+        refuse_stream_options: bool = False,
+    ) -> None:
         self._host, self._port = host, port
         self.strict, self.refuse_stream_options = strict, refuse_stream_options  # see strict.py
         self._record = Path(record) if record is not None else None
@@ -99,8 +105,11 @@ class ScriptedModelServer:
         self._by_turn: list[Reply] | None = None
 
     # -- scripting ---------------------------------------------------------------------
-    def add(self, key: str | Sequence[Mapping[str, Any] | Reply],
-            replies: Sequence[Mapping[str, Any] | Reply] | None = None) -> None:
+    def add(
+        self,
+        key: str | Sequence[Mapping[str, Any] | Reply],
+        replies: Sequence[Mapping[str, Any] | Reply] | None = None,
+    ) -> None:
         """Queue ``replies`` for conversation ``key``; ``add([...])`` uses the default key ``""``."""
         if replies is None:
             key, replies = "", key  # type: ignore[assignment]
@@ -113,7 +122,9 @@ class ScriptedModelServer:
             try:
                 reply = raw if isinstance(raw, Reply) else Reply.model_validate(raw)
             except ValidationError as err:
-                raise ValueError(f"scripted model: invalid reply #{i} for key {key!r}: {err}") from err
+                raise ValueError(
+                    f"scripted model: invalid reply #{i} for key {key!r}: {err}"
+                ) from err
             parsed.append([reply, reply.repeat])
         with self._lock:
             self._queues.setdefault(key, deque()).extend(parsed)
@@ -173,8 +184,9 @@ class ScriptedModelServer:
             raise RuntimeError("scripted model: server already started")
         ready = threading.Event()
         failure: list[BaseException] = []
-        self._thread = threading.Thread(target=self._run, args=(ready, failure),
-                                        name="scripted-model", daemon=True)
+        self._thread = threading.Thread(
+            target=self._run, args=(ready, failure), name="scripted-model", daemon=True
+        )
         self._thread.start()
         ready.wait()
         if failure:
@@ -202,7 +214,8 @@ class ScriptedModelServer:
         asyncio.set_event_loop(loop)
         try:
             server = loop.run_until_complete(
-                asyncio.start_server(self._serve, self._host, self._port))
+                asyncio.start_server(self._serve, self._host, self._port)
+            )
         except BaseException as err:  # re-raised by start()
             failure.append(err)
             loop.close()
@@ -232,7 +245,12 @@ class ScriptedModelServer:
                 await self._dispatch(req, resp, reader)
                 if not resp.keep_alive:
                     break
-        except (ConnectionError, ValueError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
+        except (
+            ConnectionError,
+            ValueError,
+            asyncio.IncompleteReadError,
+            asyncio.LimitOverrunError,
+        ):
             pass  # client went away or spoke garbage: drop the connection
         except asyncio.CancelledError:
             pass  # stop(): end quietly (asyncio logs cancelled connection callbacks otherwise)
@@ -240,7 +258,9 @@ class ScriptedModelServer:
             self._conns.pop(task, None)
             writer.close()
 
-    async def _dispatch(self, req: HttpRequest, resp: Responder, reader: asyncio.StreamReader) -> None:
+    async def _dispatch(
+        self, req: HttpRequest, resp: Responder, reader: asyncio.StreamReader
+    ) -> None:
         path = req.path.rstrip("/")
         # Any versioned base path (Gemini's /v1beta/openai, reached through HTTP_PROXY); a base
         # URL without a version still gets the 404 real servers give.
@@ -259,7 +279,9 @@ class ScriptedModelServer:
         elif req.method == "GET" and path == "/v1/models":
             with self._lock:
                 names = list(self._models)
-            data = [{"id": n, "object": "model", "created": 0, "owned_by": "scripted"} for n in names]
+            data = [
+                {"id": n, "object": "model", "created": 0, "owned_by": "scripted"} for n in names
+            ]
             await resp.send(200, {"object": "list", "data": data})
         else:
             msg = f"scripted model: no route for {req.method} {req.path}"
@@ -292,14 +314,21 @@ class ScriptedModelServer:
                     fh.write(json.dumps(body, ensure_ascii=False) + "\n")
         return key, reply, entry
 
-    async def _chat(self, body: dict[str, Any], resp: Responder,
-                    reader: asyncio.StreamReader) -> None:
+    async def _chat(
+        self, body: dict[str, Any], resp: Responder, reader: asyncio.StreamReader
+    ) -> None:
         if self.strict or self.refuse_stream_options:
-            problem = strict_problem(body, messages=self.strict, stream_options=self.refuse_stream_options)
+            problem = strict_problem(
+                body, messages=self.strict, stream_options=self.refuse_stream_options
+            )
             if problem is not None:
                 with self._lock:  # refused without consuming a reply, as a strict server does
                     self._requests.append(("<refused>", body))
-                await resp.send(400, error_body(problem, "invalid_request_error", None), {"x-should-retry": "false"})
+                await resp.send(
+                    400,
+                    error_body(problem, "invalid_request_error", None),
+                    {"x-should-retry": "false"},
+                )
                 return
         key, reply, entry = self._take(body)
         status = None
@@ -309,12 +338,22 @@ class ScriptedModelServer:
             with self._lock:
                 entry.status, entry.t_end = status, time.monotonic()
 
-    async def _answer(self, body: dict[str, Any], key: str, reply: Reply | None,
-                      resp: Responder, reader: asyncio.StreamReader, entry: LogEntry) -> int | None:
+    async def _answer(
+        self,
+        body: dict[str, Any],
+        key: str,
+        reply: Reply | None,
+        resp: Responder,
+        reader: asyncio.StreamReader,
+        entry: LogEntry,
+    ) -> int | None:
         if reply is None:
             msg = f"scripted model: script exhausted for key {key!r}"
-            await resp.send(400, error_body(msg, "invalid_request_error", "script_exhausted"),
-                            {"x-should-retry": "false"})
+            await resp.send(
+                400,
+                error_body(msg, "invalid_request_error", "script_exhausted"),
+                {"x-should-retry": "false"},
+            )
             return 400
         if reply.fault == "hang":
             resp.keep_alive = False
@@ -345,8 +384,14 @@ class ScriptedModelServer:
             events = events[: max(1, len(events) // 2)]
         with self._lock:  # known now: a client may finish reading before the last bytes go out
             entry.status = 200
-        await resp.head(200, {"content-type": "text/event-stream; charset=utf-8",
-                              "cache-control": "no-cache", "transfer-encoding": "chunked"})
+        await resp.head(
+            200,
+            {
+                "content-type": "text/event-stream; charset=utf-8",
+                "cache-control": "no-cache",
+                "transfer-encoding": "chunked",
+            },
+        )
         for i, event in enumerate(events):
             if i and reply.chunk_delay:
                 await asyncio.sleep(reply.chunk_delay)
@@ -359,8 +404,10 @@ class ScriptedModelServer:
 
     def _payload(self, body: dict[str, Any], reply: Reply) -> ReplyPayload:
         messages: list[Any] = body["messages"] if isinstance(body.get("messages"), list) else []
-        usage: dict[str, Any] = {"prompt_tokens": prompt_chars(messages) // 4,
-                 "completion_tokens": reply.completion_chars() // 4}
+        usage: dict[str, Any] = {
+            "prompt_tokens": prompt_chars(messages) // 4,
+            "completion_tokens": reply.completion_chars() // 4,
+        }
         if reply.usage is not None:
             given = reply.usage.model_dump(exclude_none=True)
             if "cached_tokens" in given:
@@ -371,7 +418,9 @@ class ScriptedModelServer:
             n = next(self._ids)
             call_ids = [c.id or f"call_{next(self._ids)}" for c in reply.tool_calls]
         model = str(body["model"]) if isinstance(body.get("model"), str) else "scripted"
-        return ReplyPayload(reply, f"chatcmpl-scripted-{n}", model, int(time.time()), call_ids, usage)
+        return ReplyPayload(
+            reply, f"chatcmpl-scripted-{n}", model, int(time.time()), call_ids, usage
+        )
 
 
 def _turns_since_last_prompt(messages: list[Any]) -> int:

@@ -134,7 +134,10 @@ def error_body(message: str, type_: str, code: str | None) -> dict[str, Any]:
 
 def status_error(status: int, message: str) -> dict[str, Any]:
     """An OpenAI-shaped error body for an HTTP ``status`` fault."""
-    kinds = {429: ("requests", "rate_limit_exceeded"), 401: ("invalid_request_error", "invalid_api_key")}
+    kinds = {
+        429: ("requests", "rate_limit_exceeded"),
+        401: ("invalid_request_error", "invalid_api_key"),
+    }
     default = ("server_error", None) if status >= 500 else ("invalid_request_error", None)
     return error_body(message, *kinds.get(status, default))
 
@@ -167,8 +170,12 @@ class ReplyPayload:
         for piece in split_text(r.text, r.chunk_size):
             yield sse_event(self._chunk({"content": piece}))
         for index, (call, call_id) in enumerate(zip(r.tool_calls, self.call_ids, strict=True)):
-            head = {"index": index, "id": call_id, "type": "function",
-                    "function": {"name": call.name, "arguments": ""}}
+            head = {
+                "index": index,
+                "id": call_id,
+                "type": "function",
+                "function": {"name": call.name, "arguments": ""},
+            }
             yield sse_event(self._chunk({"tool_calls": [head]}))
             for frag in split_fragments(call.arguments_text()):
                 part = {"index": index, "function": {"arguments": frag}}
@@ -188,8 +195,11 @@ class ReplyPayload:
         message: dict[str, Any] = {"role": "assistant", "content": r.text, "refusal": None}
         if r.tool_calls:
             message["tool_calls"] = [
-                {"id": cid, "type": "function",
-                 "function": {"name": c.name, "arguments": c.arguments_text()}}
+                {
+                    "id": cid,
+                    "type": "function",
+                    "function": {"name": c.name, "arguments": c.arguments_text()},
+                }
                 for c, cid in zip(r.tool_calls, self.call_ids, strict=True)
             ]
         return {
@@ -198,8 +208,14 @@ class ReplyPayload:
             "created": self.created,
             "model": self.model,
             "system_fingerprint": None,
-            "choices": [{"index": 0, "message": message, "logprobs": None,
-                         "finish_reason": r.effective_finish_reason() if finish else None}],
+            "choices": [
+                {
+                    "index": 0,
+                    "message": message,
+                    "logprobs": None,
+                    "finish_reason": r.effective_finish_reason() if finish else None,
+                }
+            ],
             "usage": self.usage,
         }
 
@@ -215,7 +231,9 @@ def raw_chunks(reply: Reply) -> list[bytes]:
 
 async def send_raw(resp: Responder, reply: Reply) -> None:
     """A verbatim (``raw``) SSE answer, chunk by chunk."""
-    await resp.head(200, {"content-type": "text/event-stream; charset=utf-8", "transfer-encoding": "chunked"})
+    await resp.head(
+        200, {"content-type": "text/event-stream; charset=utf-8", "transfer-encoding": "chunked"}
+    )
     for i, data in enumerate(raw_chunks(reply)):
         if i and reply.chunk_delay:
             await asyncio.sleep(reply.chunk_delay)
@@ -281,15 +299,20 @@ class Responder:
 
     async def head(self, status: int, headers: Mapping[str, str]) -> None:
         phrase = HTTPStatus(status).phrase if status in HTTPStatus._value2member_map_ else "Error"
-        lines = [f"HTTP/1.1 {status} {phrase}", f"x-request-id: {self.request_id}",
-                 f"connection: {'keep-alive' if self.keep_alive else 'close'}"]
+        lines = [
+            f"HTTP/1.1 {status} {phrase}",
+            f"x-request-id: {self.request_id}",
+            f"connection: {'keep-alive' if self.keep_alive else 'close'}",
+        ]
         lines += [f"{k}: {v}" for k, v in headers.items()]
         await self.write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"))
 
     async def send(self, status: int, body: bytes | Any, headers: Mapping[str, str] = {}) -> None:  # noqa: B006
         data = body if isinstance(body, bytes) else json.dumps(body).encode()
-        await self.head(status, {"content-type": "application/json",
-                                 "content-length": str(len(data)), **headers})
+        await self.head(
+            status,
+            {"content-type": "application/json", "content-length": str(len(data)), **headers},
+        )
         await self.write(data)
 
     async def chunk(self, data: bytes) -> None:
@@ -316,6 +339,7 @@ async def send_status_fault(reply: Reply, resp: Responder) -> int:
     msg = reply.message or f"scripted model: HTTP {status} fault"
     await resp.send(status, status_error(status, msg), headers)
     return status
+
 
 async def send_completion(payload: ReplyPayload, resp: Responder) -> int:
     """A non-streamed completion, or one of its faults (garbage, no finish, a cut body)."""

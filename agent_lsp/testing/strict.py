@@ -20,7 +20,9 @@ _CALL_KEYS = {"id", "type", "function"}
 _FUNCTION_KEYS = {"name", "arguments"}
 
 
-def strict_problem(body: Mapping[str, Any], *, messages: bool = True, stream_options: bool = False) -> str | None:
+def strict_problem(
+    body: Mapping[str, Any], *, messages: bool = True, stream_options: bool = False
+) -> str | None:
     """Why a strict server refuses this request body, or None: `messages` checks every
     message's properties, `stream_options` refuses that field."""
     if stream_options and "stream_options" in body:
@@ -38,7 +40,11 @@ def strict_problem(body: Mapping[str, Any], *, messages: bool = True, stream_opt
                 return f"'messages.{index}' : for 'role:{message.get('role')}' the following must be satisfied[('messages.{index}' : property '{key}' is unsupported)]"
         for n, call in enumerate(message.get("tool_calls") or ()):
             extra = set(call) - _CALL_KEYS if isinstance(call, Mapping) else {"?"}
-            extra |= set(call.get("function") or {}) - _FUNCTION_KEYS if isinstance(call, Mapping) else set()
+            extra |= (
+                set(call.get("function") or {}) - _FUNCTION_KEYS
+                if isinstance(call, Mapping)
+                else set()
+            )
             if extra:
                 return f"'messages.{index}.tool_calls.{n}' : property '{sorted(extra)[0]}' is unsupported"
     return None
