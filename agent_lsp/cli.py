@@ -19,8 +19,10 @@ if TYPE_CHECKING:
     from agent_lsp.settings import Settings
 
 EXIT_USAGE = 2
-TTY_HINT = ("agent-lsp speaks the Language Server Protocol on stdin/stdout and is meant to be started by an editor "
-            "(see README.md). In a terminal, try `agent-lsp run \"TASK\"` or `agent-lsp demo`. Ctrl-C exits.")
+TTY_HINT = (
+    "agent-lsp speaks the Language Server Protocol on stdin/stdout and is meant to be started by an editor "
+    '(see README.md). In a terminal, try `agent-lsp run "TASK"` or `agent-lsp demo`. Ctrl-C exits.'
+)
 
 
 START_HERE = """\
@@ -61,8 +63,12 @@ Offline, with no key: run `agent-lsp demo --serve-model` and put its URL in the 
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="agent-lsp", description="An LLM coding agent served over the Language Server Protocol.",
-                                     epilog=START_HERE, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="agent-lsp",
+        description="An LLM coding agent served over the Language Server Protocol.",
+        epilog=START_HERE,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--version", action="version", version=f"agent-lsp {__version__}")
     sub = parser.add_subparsers(dest="command")
     serve = sub.add_parser("serve", help="run the language server (default: on stdio)")
@@ -75,48 +81,104 @@ def _parser() -> argparse.ArgumentParser:
     _workspace(run)
     run.add_argument("--yes", action="store_true", help="approve every side effect without asking")
     run.add_argument("--model", help="model name, or replay:PATH")
-    run.add_argument("--base-url", help="OpenAI-compatible endpoint, e.g. http://localhost:11434/v1")
+    run.add_argument(
+        "--base-url", help="OpenAI-compatible endpoint, e.g. http://localhost:11434/v1"
+    )
     run.add_argument("--max-turns", type=int, help="LLM calls before the max_turns stop")
-    run.add_argument("--session", metavar="ID", help="continue this session (see `agent-lsp sessions`)")
+    run.add_argument(
+        "--session", metavar="ID", help="continue this session (see `agent-lsp sessions`)"
+    )
     run.add_argument("--mode", choices=["plan"], help="plan: read-only tools, the answer is a plan")
-    run.add_argument("--settings", type=Path, metavar="FILE", help="your settings file for this run (instead of the default one)")
-    run.add_argument("--json", action="store_true", help="print only the run report, as JSON, on stdout")
-    sessions = sub.add_parser("sessions", help="list this workspace's sessions and their runs, newest first")
+    run.add_argument(
+        "--settings",
+        type=Path,
+        metavar="FILE",
+        help="your settings file for this run (instead of the default one)",
+    )
+    run.add_argument(
+        "--json", action="store_true", help="print only the run report, as JSON, on stdout"
+    )
+    sessions = sub.add_parser(
+        "sessions", help="list this workspace's sessions and their runs, newest first"
+    )
     _workspace(sessions)
     sessions.add_argument("--json", action="store_true", help="print them as JSON")
     sessions_sub = sessions.add_subparsers(dest="action")
-    delete = sessions_sub.add_parser("delete", help="delete sessions (their index and transcripts): by id, or by age")
-    delete.add_argument("ids", nargs="*", metavar="ID", help="session ids (see `agent-lsp sessions`)")
-    delete.add_argument("--older-than", metavar="AGE", help="every session last updated longer ago than AGE, e.g. 30d or 12h")
+    delete = sessions_sub.add_parser(
+        "delete", help="delete sessions (their index and transcripts): by id, or by age"
+    )
+    delete.add_argument(
+        "ids", nargs="*", metavar="ID", help="session ids (see `agent-lsp sessions`)"
+    )
+    delete.add_argument(
+        "--older-than",
+        metavar="AGE",
+        help="every session last updated longer ago than AGE, e.g. 30d or 12h",
+    )
     # SUPPRESS: the subcommand's own default must not overwrite a --workspace given before `delete`
     delete.add_argument("--workspace", type=Path, default=argparse.SUPPRESS, help=argparse.SUPPRESS)
-    rewind = sub.add_parser("rewind", help="put back the files a run changed, as they were before it")
+    rewind = sub.add_parser(
+        "rewind", help="put back the files a run changed, as they were before it"
+    )
     rewind.add_argument("run_id", metavar="RUN_ID")
     _workspace(rewind)
-    rewind.add_argument("--force", action="store_true", help="also overwrite files changed since the run")
-    rewind.add_argument("--include-later", action="store_true", help="first rewind the later runs of the session that touched the same files")
+    rewind.add_argument(
+        "--force", action="store_true", help="also overwrite files changed since the run"
+    )
+    rewind.add_argument(
+        "--include-later",
+        action="store_true",
+        help="first rewind the later runs of the session that touched the same files",
+    )
     rewind.add_argument("--json", action="store_true", help="print the result as JSON")
-    doctor = sub.add_parser("doctor", help="check the key, the endpoint, the model, rg, bwrap and the MCP servers")
+    doctor = sub.add_parser(
+        "doctor", help="check the key, the endpoint, the model, rg, bwrap and the MCP servers"
+    )
     _workspace(doctor)
-    doctor.add_argument("--settings", type=Path, metavar="FILE", help="your settings file (instead of the default one)")
+    doctor.add_argument(
+        "--settings",
+        type=Path,
+        metavar="FILE",
+        help="your settings file (instead of the default one)",
+    )
     doctor.add_argument("--model", help="model name to check, as for `run`")
     doctor.add_argument("--base-url", help="OpenAI-compatible endpoint to check, as for `run`")
     doctor.add_argument("--json", action="store_true", help="print the checks as JSON")
-    sub.add_parser("acp", help="serve the agent over the Agent Client Protocol on stdio (Zed, JetBrains, agent-shell)",
-                   description=ACP_DESCRIPTION, epilog=ACP_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    demo = sub.add_parser("demo", help="a two-minute offline tour: the real server, a recorded session, no API key")
+    sub.add_parser(
+        "acp",
+        help="serve the agent over the Agent Client Protocol on stdio (Zed, JetBrains, agent-shell)",
+        description=ACP_DESCRIPTION,
+        epilog=ACP_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    demo = sub.add_parser(
+        "demo", help="a two-minute offline tour: the real server, a recorded session, no API key"
+    )
     demo.add_argument("--yes", action="store_true", help="approve every step without asking")
-    demo.add_argument("--serve-model", action="store_true",
-                      help="instead of the tour, serve the demo's recorded model as an OpenAI-compatible endpoint on 127.0.0.1 "
-                           "and print its base URL, to try `agent-lsp run` and the editors offline (until Ctrl-C)")
-    demo.add_argument("--port", type=int, default=0, metavar="N", help="with --serve-model: the port (default: any free one)")
+    demo.add_argument(
+        "--serve-model",
+        action="store_true",
+        help="instead of the tour, serve the demo's recorded model as an OpenAI-compatible endpoint on 127.0.0.1 "
+        "and print its base URL, to try `agent-lsp run` and the editors offline (until Ctrl-C)",
+    )
+    demo.add_argument(
+        "--port",
+        type=int,
+        default=0,
+        metavar="N",
+        help="with --serve-model: the port (default: any free one)",
+    )
     return parser
 
 
 def _workspace(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--workspace", type=Path, default=None,
-                        help="workspace folder (default: the nearest folder from here up that agent-lsp has state for, "
-                             "else the nearest with .agent-lsp/, else the git root, else the current directory)")
+    parser.add_argument(
+        "--workspace",
+        type=Path,
+        default=None,
+        help="workspace folder (default: the nearest folder from here up that agent-lsp has state for, "
+        "else the nearest with .agent-lsp/, else the git root, else the current directory)",
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -127,7 +189,11 @@ def main(argv: list[str] | None = None) -> int:
 
     seal_process()
     given = sys.argv[1:] if argv is None else argv
-    if given in ([], ["serve"], ["serve", "--stdio"]):  # how editors start it: skip argparse (start-up time)
+    if given in (
+        [],
+        ["serve"],
+        ["serve", "--stdio"],
+    ):  # how editors start it: skip argparse (start-up time)
         return _serve(argparse.Namespace(tcp=None, log_level="INFO"))
     args = _parser().parse_args(argv)
     if args.command in (None, "serve"):
@@ -139,7 +205,10 @@ def main(argv: list[str] | None = None) -> int:
 
         args.workspace = find_workspace(Path.cwd(), state_dir())
     if getattr(args, "workspace", None) is not None and not args.workspace.is_dir():
-        print(f"agent-lsp {args.command}: --workspace {args.workspace} is not a directory", file=sys.stderr)
+        print(
+            f"agent-lsp {args.command}: --workspace {args.workspace} is not a directory",
+            file=sys.stderr,
+        )
         return EXIT_USAGE
     if args.command == "run":
         return _run(args)
@@ -173,7 +242,9 @@ def _doctor(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     path = args.settings or user_settings_path()
     user, file_problems = from_user_file(path)
-    flags = {k: v for k, v in {"model": args.model, "baseUrl": args.base_url}.items() if v is not None}
+    flags = {
+        k: v for k, v in {"model": args.model, "baseUrl": args.base_url}.items() if v is not None
+    }
     settings, problems = resolve(user, from_environment(), flags)
     source = SettingsSource(path, path.is_file(), file_problems, problems)
     return _interruptible(doctor_cli(args, settings, source))
@@ -207,7 +278,9 @@ def _settings(args: argparse.Namespace, flags: dict[str, Any]) -> tuple[Settings
 
     settings_file = getattr(args, "settings", None)
     if settings_file is not None and not settings_file.is_file():
-        print(f"agent-lsp {args.command}: --settings {settings_file} is not a file", file=sys.stderr)
+        print(
+            f"agent-lsp {args.command}: --settings {settings_file} is not a file", file=sys.stderr
+        )
         return None, EXIT_USAGE
     user, problems = from_user_file(settings_file)
     settings, more = resolve(user, from_environment(), flags)
@@ -219,14 +292,31 @@ def _settings(args: argparse.Namespace, flags: dict[str, Any]) -> tuple[Settings
 def _run(args: argparse.Namespace) -> int:
     from agent_lsp.terminal.run import run_headless
 
-    flags = {k: v for k, v in {"model": args.model, "baseUrl": args.base_url, "maxTurns": args.max_turns}.items() if v is not None}
+    flags = {
+        k: v
+        for k, v in {
+            "model": args.model,
+            "baseUrl": args.base_url,
+            "maxTurns": args.max_turns,
+        }.items()
+        if v is not None
+    }
     settings, code = _settings(args, flags)
     if settings is None:
         return code
     if args.max_turns is not None and settings.max_turns != args.max_turns:
         return EXIT_USAGE
-    return _interruptible(run_headless(args.task, args.workspace, settings, args.yes, args.json,
-                                       session_id=args.session, mode=args.mode))
+    return _interruptible(
+        run_headless(
+            args.task,
+            args.workspace,
+            settings,
+            args.yes,
+            args.json,
+            session_id=args.session,
+            mode=args.mode,
+        )
+    )
 
 
 def _shown(text: str) -> str:

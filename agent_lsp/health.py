@@ -43,12 +43,24 @@ class SettingsSource:
         elif self.found:
             first = [Check("settings file", True, f"{self.path} (loaded)")]
         else:
-            first = [Check("settings file", True, f"{self.path}: not found (the defaults and the environment apply)")]
+            first = [
+                Check(
+                    "settings file",
+                    True,
+                    f"{self.path}: not found (the defaults and the environment apply)",
+                )
+            ]
         return first + [Check("settings", False, problem) for problem in self.problems]
 
 
-async def run_checks(settings: Settings, roots: list[Any], *, host: AgentHost | None = None, start_mcp: bool = True,
-                     endpoint_timeout: float | None = None) -> list[Check]:
+async def run_checks(
+    settings: Settings,
+    roots: list[Any],
+    *,
+    host: AgentHost | None = None,
+    start_mcp: bool = True,
+    endpoint_timeout: float | None = None,
+) -> list[Check]:
     """Every check, in a fixed order. `host`: the server's own (its model client and MCP servers;
     nothing is closed), else a private one. `start_mcp: False` (the LSP command) only reports what
     the MCP servers are doing, starting none. `endpoint_timeout` bounds GET /models."""
@@ -60,12 +72,21 @@ async def run_checks(settings: Settings, roots: list[Any], *, host: AgentHost | 
     key = keyguard.environment().get(settings.api_key_env)
     local = bool(settings.base_url or os.environ.get("OPENAI_BASE_URL"))
     if models is None:
-        checks.append(Check("model", True, f"{settings.model} (offline replay: no endpoint needed)"))
+        checks.append(
+            Check("model", True, f"{settings.model} (offline replay: no endpoint needed)")
+        )
     else:
-        checks.append(Check("API key", bool(key) or local,
-                            f"{settings.api_key_env} is set" if key else
-                            f"{settings.api_key_env} is not set; fine for a local server at {settings.base_url or os.environ.get('OPENAI_BASE_URL')}"
-                            if local else f"{settings.api_key_env} is not set: export it, or set apiKeyEnv / baseUrl"))
+        checks.append(
+            Check(
+                "API key",
+                bool(key) or local,
+                f"{settings.api_key_env} is set"
+                if key
+                else f"{settings.api_key_env} is not set; fine for a local server at {settings.base_url or os.environ.get('OPENAI_BASE_URL')}"
+                if local
+                else f"{settings.api_key_env} is not set: export it, or set apiKeyEnv / baseUrl",
+            )
+        )
         checks += _endpoint_checks(settings, await models)
     rg, sandbox, mcp = await others
     return [*checks, rg, sandbox, *mcp]
@@ -77,14 +98,27 @@ def _endpoint_checks(settings: Settings, found: dict[str, Any]) -> list[Check]:
         return [Check("endpoint", False, found["error"])]
     models = found["models"]
     known = settings.model in models
-    return [Check("endpoint", True, f"{endpoint} answered GET /models ({len(models)} model{'s' if len(models) != 1 else ''})"),
-            Check("model", known or not models,
-                  f"{settings.model} is served by the endpoint" if known else
-                  f"the endpoint lists no models; {settings.model} is assumed" if not models else
-                  f"{settings.model} is not among the endpoint's models (e.g. {', '.join(models[:5])}): set `model`")]
+    return [
+        Check(
+            "endpoint",
+            True,
+            f"{endpoint} answered GET /models ({len(models)} model{'s' if len(models) != 1 else ''})",
+        ),
+        Check(
+            "model",
+            known or not models,
+            f"{settings.model} is served by the endpoint"
+            if known
+            else f"the endpoint lists no models; {settings.model} is assumed"
+            if not models
+            else f"{settings.model} is not among the endpoint's models (e.g. {', '.join(models[:5])}): set `model`",
+        ),
+    ]
 
 
-async def _models(settings: Settings, host: AgentHost | None, timeout: float | None) -> dict[str, Any]:
+async def _models(
+    settings: Settings, host: AgentHost | None, timeout: float | None
+) -> dict[str, Any]:
     """The endpoint's GET /models (`{current, models, error?}`), within `timeout` seconds."""
     from agent_lsp.agent.host import AgentHost
 
@@ -93,8 +127,14 @@ async def _models(settings: Settings, host: AgentHost | None, timeout: float | N
     try:
         return await asyncio.wait_for(lister.list_models(settings), timeout)
     except TimeoutError:
-        endpoint = settings.base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1"
-        return {"current": settings.model, "models": [], "error": f"{endpoint} did not answer GET /models within {timeout:g} s"}
+        endpoint = (
+            settings.base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1"
+        )
+        return {
+            "current": settings.model,
+            "models": [],
+            "error": f"{endpoint} did not answer GET /models within {timeout:g} s",
+        }
     finally:
         if own:
             await lister.aclose()
@@ -113,7 +153,9 @@ def _ripgrep_check() -> Check:
     if rg is None:
         return Check("ripgrep", False, f"`rg` was not found: {ripgrep.INSTALL_HINT}")
     try:
-        version = subprocess.run([rg, "--version"], capture_output=True, text=True, timeout=10, env=keyguard.child_env()).stdout.splitlines()[0]
+        version = subprocess.run(
+            [rg, "--version"], capture_output=True, text=True, timeout=10, env=keyguard.child_env()
+        ).stdout.splitlines()[0]
     except (OSError, subprocess.SubprocessError, IndexError) as exc:
         return Check("ripgrep", False, f"{rg} does not run ({exc}): {ripgrep.INSTALL_HINT}")
     return Check("ripgrep", True, f"{version} at {rg}")
@@ -124,14 +166,28 @@ async def _sandbox(settings: Settings) -> Check:
 
     problem = await sandbox.probe()
     if settings.sandbox.mode == "off":
-        return Check("sandbox", True, "sandbox.mode is off (commands run unconfined, after approval)"
-                     + ("" if problem is None else f"; to turn it on: {problem}"))
+        return Check(
+            "sandbox",
+            True,
+            "sandbox.mode is off (commands run unconfined, after approval)"
+            + ("" if problem is None else f"; to turn it on: {problem}"),
+        )
     if problem is not None:
-        return Check("sandbox", False, f"sandbox.mode is {settings.sandbox.mode}, but {problem}: every run_command is refused")
-    return Check("sandbox", True, f"bubblewrap works here ({settings.sandbox.mode}, network {'on' if settings.sandbox.network else 'off'})")
+        return Check(
+            "sandbox",
+            False,
+            f"sandbox.mode is {settings.sandbox.mode}, but {problem}: every run_command is refused",
+        )
+    return Check(
+        "sandbox",
+        True,
+        f"bubblewrap works here ({settings.sandbox.mode}, network {'on' if settings.sandbox.network else 'off'})",
+    )
 
 
-async def _mcp(settings: Settings, roots: list[Any], host: AgentHost | None, start: bool) -> list[Check]:
+async def _mcp(
+    settings: Settings, roots: list[Any], host: AgentHost | None, start: bool
+) -> list[Check]:
     """doctor starts the user's own MCP servers and lists their tools; workspace servers are only
     listed (doctor never starts what the user has not allowed). The LSP command starts none: a
     server not started yet is "starts with the first run that needs it"."""
@@ -149,11 +205,17 @@ async def _mcp(settings: Settings, roots: list[Any], host: AgentHost | None, sta
         checks = []
         for item in manager.status():
             ok = item["state"] in ("running", "needs-consent", "denied", "idle", "starting")
-            detail = {"running": f"running, {len(item['tools'])} tools", "needs-consent": "declared by the workspace; asks before it starts",
-                      "denied": f"not started: {item.get('error', 'denied')}", "idle": "not started yet: starts with the first run that needs it",
-                      "starting": "starting"}.get(item["state"], item.get("error") or item["state"])
+            detail = {
+                "running": f"running, {len(item['tools'])} tools",
+                "needs-consent": "declared by the workspace; asks before it starts",
+                "denied": f"not started: {item.get('error', 'denied')}",
+                "idle": "not started yet: starts with the first run that needs it",
+                "starting": "starting",
+            }.get(item["state"], item.get("error") or item["state"])
             checks.append(Check(f"MCP {item['name']} ({item['source']})", ok, detail))
-        checks += [Check("MCP settings", False, problem) for problem in getattr(manager, "problems", [])]
+        checks += [
+            Check("MCP settings", False, problem) for problem in getattr(manager, "problems", [])
+        ]
         return checks
     finally:
         if own:
@@ -163,5 +225,3 @@ async def _mcp(settings: Settings, roots: list[Any], host: AgentHost | None, sta
 def report(checks: list[Check]) -> dict[str, Any]:
     """`{ok, checks: [{name, ok, detail}]}`: what `agentLsp.health` and `doctor --json` answer."""
     return {"ok": all(c.ok for c in checks), "checks": [c.to_dict() for c in checks]}
-
-

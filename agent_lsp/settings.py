@@ -99,13 +99,25 @@ class Settings(_Model):
     sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
 
     def transcript_path(self) -> Path:
-        return Path(self.transcript_dir).expanduser() if self.transcript_dir else state_dir() / "runs"
+        return (
+            Path(self.transcript_dir).expanduser() if self.transcript_dir else state_dir() / "runs"
+        )
 
 
 # Fields a cloned repository's settings (workspace/configuration) must never set: filtered by
 # the field they parse to, in every spelling pydantic accepts, never by the key's text.
-TRUSTED_FIELDS = frozenset({"base_url", "api_key_env", "transcript_dir", "memory_files", "mcp_servers",
-                            "approval", "mcp", "sandbox"})
+TRUSTED_FIELDS = frozenset(
+    {
+        "base_url",
+        "api_key_env",
+        "transcript_dir",
+        "memory_files",
+        "mcp_servers",
+        "approval",
+        "mcp",
+        "sandbox",
+    }
+)
 
 ENVIRONMENT = {
     "AGENT_LSP_MODEL": "model",
@@ -142,24 +154,30 @@ def from_user_file(path: Path | None = None) -> tuple[dict[str, Any], list[str]]
         if not path.is_file():
             return {}, []
         if path.stat().st_size > MAX_SETTINGS_FILE:
-            return {}, [f"the settings file {path} is larger than {MAX_SETTINGS_FILE} bytes: ignored"]
+            return {}, [
+                f"the settings file {path} is larger than {MAX_SETTINGS_FILE} bytes: ignored"
+            ]
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError) as exc:
         return {}, [f"cannot read the settings file {path}: {exc}"]
     except json.JSONDecodeError as exc:
         return {}, [json_problem(path, exc)]
     if not isinstance(data, dict):
-        return {}, [f"the settings file {path} must hold a JSON object, got {type(data).__name__}: ignored"]
+        return {}, [
+            f"the settings file {path} must hold a JSON object, got {type(data).__name__}: ignored"
+        ]
     return data, []
 
 
 def json_problem(path: Path, exc: json.JSONDecodeError) -> str:
     """Where the file stops being JSON, and what that costs: none of its settings apply."""
     hint = ""
-    if exc.doc[exc.pos:exc.pos + 2] in ("//", "/*"):
+    if exc.doc[exc.pos : exc.pos + 2] in ("//", "/*"):
         hint = "; JSON has no comments: remove the `//` or `/* */` comment"
-    return (f"the settings file {path} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}{hint}. "
-            "The whole file is ignored: none of its settings apply (its sandbox and approval settings included)")
+    return (
+        f"the settings file {path} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}{hint}. "
+        "The whole file is ignored: none of its settings apply (its sandbox and approval settings included)"
+    )
 
 
 def from_environment(env: Mapping[str, str] | None = None) -> dict[str, Any]:
@@ -241,17 +259,28 @@ def _closest(key: Any, model: type[BaseModel]) -> str | None:
         head, _, rest = key.partition(".")
         name = field_for(head, model)
         info = model.model_fields[name] if name else None
-        sub = info.annotation if info and isinstance(info.annotation, type) and issubclass(info.annotation, BaseModel) else None
+        sub = (
+            info.annotation
+            if info and isinstance(info.annotation, type) and issubclass(info.annotation, BaseModel)
+            else None
+        )
         inner = field_for(rest, sub) if sub else None
         if info and sub and inner:
             return f"{info.alias or name}.{sub.model_fields[inner].alias or inner}"
-    names = {(info.alias or name).lower(): info.alias or name for name, info in model.model_fields.items()}
+    names = {
+        (info.alias or name).lower(): info.alias or name
+        for name, info in model.model_fields.items()
+    }
     found = difflib.get_close_matches(key.lower(), list(names), n=1, cutoff=0.6)
     return names[found[0]] if found else None
 
 
-def _canonical(layer: dict[str, Any], model: type[BaseModel] = Settings, prefix: str = "",
-               unknown: list[UnknownKey] | None = None) -> dict[str, Any]:
+def _canonical(
+    layer: dict[str, Any],
+    model: type[BaseModel] = Settings,
+    prefix: str = "",
+    unknown: list[UnknownKey] | None = None,
+) -> dict[str, Any]:
     """Keys re-spelled as their camelCase alias (so layers merge key by key whatever the
     spelling); unknown keys are dropped and collected in `unknown`. Free-form maps (pricing,
     tools, mcpServers) keep their own keys."""
@@ -262,11 +291,20 @@ def _canonical(layer: dict[str, Any], model: type[BaseModel] = Settings, prefix:
             log.info("ignoring unknown setting %r", f"{prefix}{key}")
             if unknown is not None:
                 closest = _closest(key, model)
-                unknown.append(UnknownKey(f"{prefix}{key}", f"{prefix}{closest}" if closest else None,
-                                          dotted=bool(closest and "." in closest)))
+                unknown.append(
+                    UnknownKey(
+                        f"{prefix}{key}",
+                        f"{prefix}{closest}" if closest else None,
+                        dotted=bool(closest and "." in closest),
+                    )
+                )
             continue
         info = model.model_fields[name]
-        sub = info.annotation if isinstance(info.annotation, type) and issubclass(info.annotation, BaseModel) else None
+        sub = (
+            info.annotation
+            if isinstance(info.annotation, type) and issubclass(info.annotation, BaseModel)
+            else None
+        )
         if sub is not None and isinstance(value, dict):
             value = _canonical(value, sub, f"{prefix}{info.alias or name}.", unknown)
         out[info.alias or name] = value
@@ -281,7 +319,13 @@ def _in_force(settings: Settings, dotted: str) -> Any:
 
 
 def _shown_value(value: Any) -> str:
-    return "not set" if value is None else f"`{value}`" if isinstance(value, str) else f"`{json.dumps(value)}`"
+    return (
+        "not set"
+        if value is None
+        else f"`{value}`"
+        if isinstance(value, str)
+        else f"`{json.dumps(value)}`"
+    )
 
 
 def unknown_key_problem(unknown: UnknownKey, settings: Settings) -> str:
@@ -290,14 +334,20 @@ def unknown_key_problem(unknown: UnknownKey, settings: Settings) -> str:
     mean = f" (did you mean `{unknown.suggestion}`?)" if unknown.suggestion else ""
     if unknown.dotted and unknown.suggestion:
         head, _, leaf = unknown.suggestion.rpartition(".")
-        mean = f" (settings nest: write {{\"{head}\": {{\"{leaf}\": ...}}}}, not \"{unknown.suggestion}\")"
+        mean = (
+            f' (settings nest: write {{"{head}": {{"{leaf}": ...}}}}, not "{unknown.suggestion}")'
+        )
     roots = {unknown.path.split(".")[0], (unknown.suggestion or "").split(".")[0]}
     if not roots & SECURITY_KEYS:
         return f"unknown setting `{unknown.path}` ignored{mean}"
     if "sandbox" in roots:
         mode = settings.sandbox.mode
         state = "the sandbox is OFF" if mode == "off" else f"the sandbox mode is `{mode}`"
-        if unknown.suggestion and unknown.suggestion.startswith("sandbox.") and unknown.suggestion != "sandbox.mode":
+        if (
+            unknown.suggestion
+            and unknown.suggestion.startswith("sandbox.")
+            and unknown.suggestion != "sandbox.mode"
+        ):
             state += f", `{unknown.suggestion}` is {_shown_value(_in_force(settings, unknown.suggestion))}"
     elif unknown.suggestion:
         state = f"`{unknown.suggestion}` is {_shown_value(_in_force(settings, unknown.suggestion))}"

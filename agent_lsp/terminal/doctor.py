@@ -15,13 +15,19 @@ from agent_lsp.terminal.style import Style
 __all__ = ["Check", "SettingsSource", "doctor_cli", "run_checks"]
 
 
-async def doctor_cli(args: argparse.Namespace, settings: Settings, source: SettingsSource | None = None) -> int:
-    checks = (source.checks() if source else []) + await run_checks(settings, [args.workspace.resolve()])
+async def doctor_cli(
+    args: argparse.Namespace, settings: Settings, source: SettingsSource | None = None
+) -> int:
+    checks = (source.checks() if source else []) + await run_checks(
+        settings, [args.workspace.resolve()]
+    )
     if args.json:
         print(json.dumps(report(checks)))
     else:
         s = Style.for_stream(sys.stdout)
         for check in checks:
             # Names and details quote the endpoint and MCP servers: no control character passes.
-            print(f"{s.ok() if check.ok else s.bad()} {s.bold(for_terminal(check.name))}: {for_terminal(check.detail)}")
+            print(
+                f"{s.ok() if check.ok else s.bad()} {s.bold(for_terminal(check.name))}: {for_terminal(check.detail)}"
+            )
     return 0 if all(c.ok for c in checks) else 1

@@ -25,7 +25,11 @@ FORCE, INCLUDE_LATER = "--force", "--include-later"  # the hints name this comma
 
 class Ambiguous(ValueError):
     def __init__(self, prefix: str, matches: list[str]):
-        super().__init__(f"{prefix!r} is the start of {len(matches)} runs: " + ", ".join(matches) + "; give more of the id")
+        super().__init__(
+            f"{prefix!r} is the start of {len(matches)} runs: "
+            + ", ".join(matches)
+            + "; give more of the id"
+        )
 
 
 def resolve_run_id(store: CheckpointStore, given: str) -> str:
@@ -46,7 +50,9 @@ async def rewind_cli(args: argparse.Namespace) -> int:
     host = AgentHost()
     try:
         run_id = await asyncio.to_thread(resolve_run_id, host.checkpoint_store(roots), args.run_id)
-        result = await host.rewind(roots, DiskWorkspace(roots), run_id, force=args.force, include_later=args.include_later)
+        result = await host.rewind(
+            roots, DiskWorkspace(roots), run_id, force=args.force, include_later=args.include_later
+        )
     except (ValueError, OSError) as exc:
         print(f"agent-lsp rewind: {for_terminal(str(exc))}", file=sys.stderr)
         return EXIT_USAGE
@@ -69,7 +75,11 @@ async def rewind_cli(args: argparse.Namespace) -> int:
         for path, reason in result.not_restorable:
             print(f"{s.bad()} not restorable {shown(path)}: {for_terminal(reason)}")
         if result.restored:  # only then is there something to undo
-            print(s.dim(f"rewind {result.rewind_id} (undo it with `agent-lsp rewind {result.rewind_id}`)"))
+            print(
+                s.dim(
+                    f"rewind {result.rewind_id} (undo it with `agent-lsp rewind {result.rewind_id}`)"
+                )
+            )
         else:
             print(s.dim("nothing was restored"))
     return EXIT_CONFLICTS if result.conflicts else 0

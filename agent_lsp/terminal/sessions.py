@@ -40,12 +40,21 @@ def print_sessions(items: list[dict[str, Any]], out: TextIO) -> None:
         stop = for_terminal(str(item["lastStop"] or "running"))
         title = for_terminal(" ".join(str(item["title"]).split()))
         runs = int(item["runs"])
-        out.write(f"{s.bold(for_terminal(str(item['sessionId'])))}  {for_terminal(str(item['updated']))}  "
-                  f"{runs} run{'' if runs == 1 else 's'}, last: {stop}\n    {title}\n")
+        out.write(
+            f"{s.bold(for_terminal(str(item['sessionId'])))}  {for_terminal(str(item['updated']))}  "
+            f"{runs} run{'' if runs == 1 else 's'}, last: {stop}\n    {title}\n"
+        )
         for run in item.get("runList", []):  # the ids `agent-lsp rewind` takes
             files = len(run.get("editedFiles") or [])
             edited = f", edited {files} file{'' if files == 1 else 's'}" if files else ""
-            out.write(s.dim(for_terminal(f"    run {run['runId']}  {run['started']}  {run['stopReason'] or 'running'}{edited}")) + "\n")
+            out.write(
+                s.dim(
+                    for_terminal(
+                        f"    run {run['runId']}  {run['started']}  {run['stopReason'] or 'running'}{edited}"
+                    )
+                )
+                + "\n"
+            )
 
 
 def parse_age(text: str) -> float | None:
@@ -57,21 +66,30 @@ def parse_age(text: str) -> float | None:
 def delete_sessions(args: argparse.Namespace) -> int:
     store = SessionStore(state_dir(), args.workspace.resolve())
     if bool(args.ids) == bool(args.older_than):
-        print("agent-lsp sessions delete: give session ids or --older-than AGE (e.g. 30d, 12h), not both", file=sys.stderr)
+        print(
+            "agent-lsp sessions delete: give session ids or --older-than AGE (e.g. 30d, 12h), not both",
+            file=sys.stderr,
+        )
         return EXIT_USAGE
     if args.older_than:
         seconds = parse_age(args.older_than)
         if seconds is None:
-            print(f"agent-lsp sessions delete: --older-than {for_terminal(args.older_than)!r} is not an age: "
-                  "a number and d (days) or h (hours), e.g. 30d", file=sys.stderr)
+            print(
+                f"agent-lsp sessions delete: --older-than {for_terminal(args.older_than)!r} is not an age: "
+                "a number and d (days) or h (hours), e.g. 30d",
+                file=sys.stderr,
+            )
             return EXIT_USAGE
         ids = store.older_than(seconds)
     else:
         ids = list(dict.fromkeys(args.ids))
         unknown = [i for i in ids if not store.exists(i)]
         if unknown:  # checked first: a typo deletes nothing
-            print(f"agent-lsp sessions delete: no such session in {for_terminal(str(store.root))}: "
-                  f"{for_terminal(', '.join(unknown))} (see `agent-lsp sessions`); nothing was deleted", file=sys.stderr)
+            print(
+                f"agent-lsp sessions delete: no such session in {for_terminal(str(store.root))}: "
+                f"{for_terminal(', '.join(unknown))} (see `agent-lsp sessions`); nothing was deleted",
+                file=sys.stderr,
+            )
             return EXIT_USAGE
     for session_id in ids:
         if store.remove(session_id):

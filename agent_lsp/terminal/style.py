@@ -52,6 +52,7 @@ def read_line_async(prompt: str, out: TextIO) -> asyncio.Future[str | None]:
         out.flush()
         line = sys.stdin.readline()
         value = line.strip() if line else None
+
         def answer() -> None:
             if not future.done():
                 future.set_result(value)
