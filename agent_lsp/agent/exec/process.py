@@ -63,7 +63,10 @@ class OutputTail:
         if not self.dropped:
             return (bytes(self.head) + tail).decode("utf-8", errors="replace")
         head = bytes(self.head).decode("utf-8", errors="replace")
-        return f"{head}\n[... {self.dropped} bytes of output dropped here: not kept anywhere ...]\n{tail.decode('utf-8', errors='replace')}"
+        return (
+            f"{head}\n[... {self.dropped} bytes of output dropped here: not kept anywhere ...]\n"
+            f"{tail.decode('utf-8', errors='replace')}"
+        )
 
 
 def reaped(argv: list[str]) -> list[str]:

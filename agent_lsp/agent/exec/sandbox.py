@@ -37,12 +37,14 @@ __all__ = [
     "setup_failure",
 ]
 INSTALL_HINT = (
-    "install bubblewrap (Debian/Ubuntu: `apt install bubblewrap`, Fedora: `dnf install bubblewrap`, "
-    "Arch: `pacman -S bubblewrap`) so that `bwrap` is on the server's PATH"
+    "install bubblewrap (Debian/Ubuntu: `apt install bubblewrap`, "
+    "Fedora: `dnf install bubblewrap`, Arch: `pacman -S bubblewrap`) "
+    "so that `bwrap` is on the server's PATH"
 )
 USERNS_HINT = (
     "bwrap could not create its namespaces: allow unprivileged user namespaces "
-    "(`sysctl kernel.unprivileged_userns_clone=1`, or on Ubuntu 24.04+ an AppArmor profile for bwrap), "
+    "(`sysctl kernel.unprivileged_userns_clone=1`, "
+    "or on Ubuntu 24.04+ an AppArmor profile for bwrap), "
     "or set `sandbox.mode` to `off` in your own settings"
 )
 
@@ -58,9 +60,8 @@ class SandboxPolicy:
     roots: tuple[Path, ...]
     hide: tuple[Path, ...] = field(default_factory=tuple)
     runtime: tuple[Path, ...] = field(default_factory=tuple)  # masked with the network off
-    sockets: tuple[Path, ...] = field(
-        default_factory=tuple
-    )  # named by the environment; masked with the network off
+    # named by the environment; masked with the network off
+    sockets: tuple[Path, ...] = field(default_factory=tuple)
 
     @property
     def writable(self) -> tuple[Path, ...]:
@@ -173,7 +174,8 @@ _READ_ONLY = re.compile(r"read-only file system", re.IGNORECASE)
 _DENIED = re.compile(r"(?:permission denied|operation not permitted)", re.IGNORECASE)
 _NO_NETWORK = re.compile(
     r"network is unreachable|connection refused|could not resolve|name or service not known|"
-    r"temporary failure in name resolution|no address associated|failed to establish a new connection|"
+    r"temporary failure in name resolution|no address associated|"
+    r"failed to establish a new connection|"
     r"getaddrinfo|nodename nor servname",
     re.IGNORECASE,
 )

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 # CONTRACT Decision 22, plus the credential stores a developer typically has (issue 20). An
-# entry under ~/.config or ~/.local/share also hides its twin under $XDG_CONFIG_HOME / $XDG_DATA_HOME.
+# entry under ~/.config or ~/.local/share also hides its twin under $XDG_CONFIG_HOME /
+# $XDG_DATA_HOME.
 DEFAULT_HIDE = (
     "~/.ssh",
     "~/.aws",
@@ -133,7 +134,9 @@ def _real_folders(paths: tuple[Path, ...]) -> tuple[Path, ...]:
 
 @dataclass(frozen=True)
 class Mount:
-    kind: str  # ro | rw: the host's own path; tmpfs: empty; null: /dev/null over a file; link: a symlink to target
+    # ro | rw: the host's own path; tmpfs: empty; null: /dev/null over a file;
+    # link: a symlink to target
+    kind: str
     dest: Path
     rank: int  # among mounts at the same depth, the higher applies later (wins)
     target: str = ""
@@ -303,7 +306,8 @@ def _mask_sockets(plan: MountPlan, sockets: tuple[Path, ...]) -> None:
         for entry in entries:
             path = Path(entry.path)
             if path in names or not shown[path].shows_host or shown[path].dest == path:
-                continue  # the socket; something not shown anyway; a mount of its own (deeper: lands on top)
+                # the socket; something not shown anyway; a mount of its own (deeper: lands on top)
+                continue
             if entry.is_symlink():
                 plan.add("link", path, MASK, os.readlink(path))
             else:

@@ -63,7 +63,8 @@ class DiskWorkspace:
         if current is not None and not current.exact:
             return EditOutcome(
                 False,
-                f"{path.name} is not valid UTF-8 text (or holds NUL bytes): it is not edited, so no byte of it is lost",
+                f"{path.name} is not valid UTF-8 text (or holds NUL bytes): it is not edited, "
+                "so no byte of it is lost",
             )
         if (
             not any(path.parent == r or path.parent.is_relative_to(r) for r in self.roots)
@@ -71,7 +72,8 @@ class DiskWorkspace:
         ):
             return EditOutcome(
                 False,
-                f"{path.name}: its folder moved or became a link since the path was checked; refused",
+                f"{path.name}: its folder moved or became a link since the path was checked; "
+                "refused",
             )
         try:
             await asyncio.to_thread(_write, path, after.encode("utf-8"))

@@ -141,7 +141,8 @@ def search_argv(
     whole lines whatever --max-columns says), then the --stats block: rg ran to the end."""
     if len(pattern.encode("utf-8", "surrogatepass")) > MAX_PATTERN_BYTES:
         raise RipgrepError(
-            f"the pattern is too long ({len(pattern)} characters; at most {MAX_PATTERN_BYTES} bytes): "
+            f"the pattern is too long ({len(pattern)} characters; "
+            f"at most {MAX_PATTERN_BYTES} bytes): "
             "search for a shorter one, or a distinctive part of it"
         )
     argv = [
@@ -271,9 +272,8 @@ async def search_text(
 @dataclass
 class FileList:
     folder: Path  # where rg ran: `names` are relative to it
-    names: list[
-        str
-    ]  # the first `limit` files in path order, "a/b.py" (surrogateescape if not UTF-8)
+    # the first `limit` files in path order, "a/b.py" (surrogateescape if not UTF-8)
+    names: list[str]
     total: int  # how many rg listed in all
     problems: Problems
 

@@ -44,18 +44,21 @@ def open_regular(path: Path, max_bytes: int = MAX_READ_BYTES) -> tuple[int, os.s
     if not stat.S_ISREG(info.st_mode):
         os.close(fd)
         raise NotReadable(
-            f"{path.name} is {kind_of(info.st_mode)}, not a regular file: only regular files are read"
+            f"{path.name} is {kind_of(info.st_mode)}, not a regular file: "
+            "only regular files are read"
         )
     if info.st_size > max_bytes:
         os.close(fd)
         raise NotReadable(
-            f"{path.name} is too large to read as text ({info.st_size} bytes; the limit is {max_bytes})"
+            f"{path.name} is too large to read as text "
+            f"({info.st_size} bytes; the limit is {max_bytes})"
         )
     return fd, info
 
 
 async def read_regular(path: Path, max_bytes: int = MAX_READ_BYTES) -> bytes:
-    """The bytes of a regular file, bounded (a file growing past the limit while read is refused)."""
+    """The bytes of a regular file, bounded (a file growing past the limit while read is
+    refused)."""
     fd, info = open_regular(path, max_bytes)
     chunks: list[bytes] = []
     size = 0
