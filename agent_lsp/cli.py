@@ -20,7 +20,8 @@ if TYPE_CHECKING:
 
 EXIT_USAGE = 2
 TTY_HINT = (
-    "agent-lsp speaks the Language Server Protocol on stdin/stdout and is meant to be started by an editor "
+    "agent-lsp speaks the Language Server Protocol on stdin/stdout "
+    "and is meant to be started by an editor "
     '(see README.md). In a terminal, try `agent-lsp run "TASK"` or `agent-lsp demo`. Ctrl-C exits.'
 )
 
@@ -146,7 +147,8 @@ def _parser() -> argparse.ArgumentParser:
     doctor.add_argument("--json", action="store_true", help="print the checks as JSON")
     sub.add_parser(
         "acp",
-        help="serve the agent over the Agent Client Protocol on stdio (Zed, JetBrains, agent-shell)",
+        help="serve the agent over the Agent Client Protocol on stdio "
+        "(Zed, JetBrains, agent-shell)",
         description=ACP_DESCRIPTION,
         epilog=ACP_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -158,7 +160,8 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument(
         "--serve-model",
         action="store_true",
-        help="instead of the tour, serve the demo's recorded model as an OpenAI-compatible endpoint on 127.0.0.1 "
+        help="instead of the tour, serve the demo's recorded model "
+        "as an OpenAI-compatible endpoint on 127.0.0.1 "
         "and print its base URL, to try `agent-lsp run` and the editors offline (until Ctrl-C)",
     )
     demo.add_argument(
@@ -176,7 +179,8 @@ def _workspace(parser: argparse.ArgumentParser) -> None:
         "--workspace",
         type=Path,
         default=None,
-        help="workspace folder (default: the nearest folder from here up that agent-lsp has state for, "
+        help="workspace folder "
+        "(default: the nearest folder from here up that agent-lsp has state for, "
         "else the nearest with .agent-lsp/, else the git root, else the current directory)",
     )
 
@@ -189,11 +193,8 @@ def main(argv: list[str] | None = None) -> int:
 
     seal_process()
     given = sys.argv[1:] if argv is None else argv
-    if given in (
-        [],
-        ["serve"],
-        ["serve", "--stdio"],
-    ):  # how editors start it: skip argparse (start-up time)
+    # How editors start it: skip argparse (start-up time).
+    if given in ([], ["serve"], ["serve", "--stdio"]):
         return _serve(argparse.Namespace(tcp=None, log_level="INFO"))
     args = _parser().parse_args(argv)
     if args.command in (None, "serve"):

@@ -82,7 +82,10 @@ async def run_checks(
                 bool(key) or local,
                 f"{settings.api_key_env} is set"
                 if key
-                else f"{settings.api_key_env} is not set; fine for a local server at {settings.base_url or os.environ.get('OPENAI_BASE_URL')}"
+                else (
+                    f"{settings.api_key_env} is not set; fine for a local server at "
+                    f"{settings.base_url or os.environ.get('OPENAI_BASE_URL')}"
+                )
                 if local
                 else f"{settings.api_key_env} is not set: export it, or set apiKeyEnv / baseUrl",
             )
@@ -102,7 +105,8 @@ def _endpoint_checks(settings: Settings, found: dict[str, Any]) -> list[Check]:
         Check(
             "endpoint",
             True,
-            f"{endpoint} answered GET /models ({len(models)} model{'s' if len(models) != 1 else ''})",
+            f"{endpoint} answered GET /models "
+            f"({len(models)} model{'s' if len(models) != 1 else ''})",
         ),
         Check(
             "model",
@@ -111,7 +115,10 @@ def _endpoint_checks(settings: Settings, found: dict[str, Any]) -> list[Check]:
             if known
             else f"the endpoint lists no models; {settings.model} is assumed"
             if not models
-            else f"{settings.model} is not among the endpoint's models (e.g. {', '.join(models[:5])}): set `model`",
+            else (
+                f"{settings.model} is not among the endpoint's models "
+                f"(e.g. {', '.join(models[:5])}): set `model`"
+            ),
         ),
     ]
 
@@ -181,7 +188,8 @@ async def _sandbox(settings: Settings) -> Check:
     return Check(
         "sandbox",
         True,
-        f"bubblewrap works here ({settings.sandbox.mode}, network {'on' if settings.sandbox.network else 'off'})",
+        f"bubblewrap works here ({settings.sandbox.mode}, "
+        f"network {'on' if settings.sandbox.network else 'off'})",
     )
 
 

@@ -53,7 +53,8 @@ class Pricing(_Model):
 
 class McpSettings(_Model):
     workspace_servers: Decision = "ask"
-    """Whether MCP servers declared in the workspace's own files (.mcp.json, .vscode/mcp.json) may start."""
+    """Whether MCP servers declared in the workspace's own files (.mcp.json, .vscode/mcp.json) may
+    start."""
 
 
 class SandboxSettings(_Model):
@@ -62,8 +63,9 @@ class SandboxSettings(_Model):
     network: bool = False
     """Whether a sandboxed command may use the network."""
     hide: list[str] | None = None
-    """Paths hidden from sandboxed commands (`~` and `$VARIABLES` expanded); None: the secrets folders of
-    CONTRACT Decision 22 and the usual credential stores, each ~/.config entry with its $XDG_CONFIG_HOME twin."""
+    """Paths hidden from sandboxed commands (`~` and `$VARIABLES` expanded); None: the secrets
+    folders of CONTRACT Decision 22 and the usual credential stores, each ~/.config entry with its
+    $XDG_CONFIG_HOME twin."""
 
 
 class Settings(_Model):
@@ -94,7 +96,8 @@ class Settings(_Model):
     pricing: dict[str, Pricing] = Field(default_factory=dict)
     """Per model name: prices in US dollars per million tokens; with it, cost is shown."""
     mcp_servers: dict[str, dict[str, Any]] = Field(default_factory=dict)
-    """MCP servers whose tools the agent may use (`{name: {command, args?, env?, cwd?}}` or `{name: {type: "http", url, headers?}}`)."""
+    """MCP servers whose tools the agent may use (`{name: {command, args?, env?, cwd?}}` or
+    `{name: {type: "http", url, headers?}}`)."""
     mcp: McpSettings = Field(default_factory=McpSettings)
     sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
 
@@ -175,8 +178,10 @@ def json_problem(path: Path, exc: json.JSONDecodeError) -> str:
     if exc.doc[exc.pos : exc.pos + 2] in ("//", "/*"):
         hint = "; JSON has no comments: remove the `//` or `/* */` comment"
     return (
-        f"the settings file {path} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}{hint}. "
-        "The whole file is ignored: none of its settings apply (its sandbox and approval settings included)"
+        f"the settings file {path} is not valid JSON: "
+        f"{exc.msg} at line {exc.lineno} column {exc.colno}{hint}. "
+        "The whole file is ignored: none of its settings apply "
+        "(its sandbox and approval settings included)"
     )
 
 
@@ -348,7 +353,10 @@ def unknown_key_problem(unknown: UnknownKey, settings: Settings) -> str:
             and unknown.suggestion.startswith("sandbox.")
             and unknown.suggestion != "sandbox.mode"
         ):
-            state += f", `{unknown.suggestion}` is {_shown_value(_in_force(settings, unknown.suggestion))}"
+            state += (
+                f", `{unknown.suggestion}` is "
+                f"{_shown_value(_in_force(settings, unknown.suggestion))}"
+            )
     elif unknown.suggestion:
         state = f"`{unknown.suggestion}` is {_shown_value(_in_force(settings, unknown.suggestion))}"
     else:

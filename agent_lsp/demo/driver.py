@@ -45,9 +45,8 @@ class DemoEditor:
         self.in_text = False
         self.muted = False  # after Ctrl-C: the user asked for quiet, the late stream is not shown
         self.stderr_tail: list[str] = []
-        self.changed: list[
-            tuple[str, int, str]
-        ] = []  # (uri, version, text) of buffers an edit changed
+        # (uri, version, text) of buffers an edit changed
+        self.changed: list[tuple[str, int, str]] = []
 
     # -- output -----------------------------------------------------------------------------
     def line(self, text: str = "") -> None:
@@ -110,9 +109,8 @@ class DemoEditor:
             self.line(f"    {text}")
         if not self.interactive:
             why = "--yes" if self.yes else "no TTY"
-            self.line(
-                f"    {s('32', f'→ Allow (approved automatically: {why}; the demo works on a copy)')}"
-            )
+            allow = f"→ Allow (approved automatically: {why}; the demo works on a copy)"
+            self.line(f"    {s('32', allow)}")
             return "Allow"
         answer = await read_line_async("    [a]llow / allow for [s]ession / [d]eny? ", self.out)
         return {"a": "Allow", "y": "Allow", "s": "Allow for session", "": "Allow"}.get(
@@ -226,10 +224,8 @@ async def _demo(yes: bool) -> int:
         def on_log(ls, params):
             pass
 
-        env = {
-            **child_env(),
-            "AGENT_LSP_STATE_DIR": str(Path(tmp) / "state"),
-        }  # a replayed demo needs no key
+        # a replayed demo needs no key
+        env = {**child_env(), "AGENT_LSP_STATE_DIR": str(Path(tmp) / "state")}
         # Its own session: the terminal's Ctrl-C goes to the demo alone, which then ends the
         # run and the server in order (in our process group the server died mid-cancel).
         await client.start_io(
@@ -259,7 +255,8 @@ async def _demo(yes: bool) -> int:
                         workspace_folders=[
                             types.WorkspaceFolder(uri=root.as_uri(), name=root.name)
                         ],
-                        # A person thinking over an approval in the terminal has no time limit (Decision 10).
+                        # A person thinking over an approval in the terminal has no time limit
+                        # (Decision 10).
                         initialization_options={
                             "model": f"replay:{HERE / 'session.jsonl'}",
                             "approval": {"default": "ask", "timeout": TERMINAL_APPROVAL_TIMEOUT},
@@ -291,12 +288,12 @@ async def _demo(yes: bool) -> int:
             started = answer or {}
             editor.line(
                 s.dim(
-                    f"[agentLsp.run] → runId {started['runId']}, sessionId {started['sessionId']} (answered at once; the run streams)"
+                    f"[agentLsp.run] → runId {started['runId']}, "
+                    f"sessionId {started['sessionId']} (answered at once; the run streams)"
                 )
             )
-            await (
-                editor.stopped.wait()
-            )  # the run ends itself (maxTurns, requestTimeout); approvals wait for the user
+            # the run ends itself (maxTurns, requestTimeout); approvals wait for the user
+            await editor.stopped.wait()
         except asyncio.CancelledError:  # Ctrl-C (asyncio.run cancels this task on the first SIGINT)
             editor.muted = True
             print("\nagent-lsp demo: cancelled", file=sys.stderr, flush=True)
@@ -360,28 +357,23 @@ def _show_report(editor: DemoEditor) -> int:
     if report.get("denied"):
         editor.line(
             s.dim(
-                "  note:       a recorded model does not hear your answers: it replays its script; a live one would adapt"
+                "  note:       a recorded model does not hear your answers: it replays its script; "
+                "a live one would adapt"
             )
         )
     editor.line(
         f"  transcript: {s.dim(str(report.get('transcript')))} (deleted with the temp copy)"
     )
     editor.line("")
-    editor.line(
-        s.dim(
-            "Next, still offline: `agent-lsp demo --serve-model` serves this recording as a model endpoint (it prints"
-        )
-    )
-    editor.line(
-        s.dim(
-            "how to point `agent-lsp run` and your editor at it). With a real model: set OPENAI_API_KEY, or pass"
-        )
-    )
-    editor.line(
-        s.dim(
-            '--base-url to a local server (Ollama, llama.cpp), then `agent-lsp run "TASK"` or your editor (README.md).'
-        )
-    )
+    for text in (
+        "Next, still offline: `agent-lsp demo --serve-model` serves this recording as a model "
+        "endpoint (it prints",
+        "how to point `agent-lsp run` and your editor at it). With a real model: "
+        "set OPENAI_API_KEY, or pass",
+        '--base-url to a local server (Ollama, llama.cpp), then `agent-lsp run "TASK"` '
+        "or your editor (README.md).",
+    ):
+        editor.line(s.dim(text))
     return 0 if report.get("stopReason") == "done" else 1
 
 

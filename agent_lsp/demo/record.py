@@ -37,7 +37,8 @@ SCRIPT = [
         "chunk_size": 6,
     },
     {
-        "text": "`mean()` divides by `len(values) - 1`, which is the sample-variance denominator, not the "
+        "text": "`mean()` divides by `len(values) - 1`, "
+        "which is the sample-variance denominator, not the "
         "mean's: for [2, 4, 6] it returns 6 instead of 4. Fixing the denominator.",
         "tool_calls": [
             {
@@ -57,7 +58,8 @@ SCRIPT = [
         "chunk_size": 6,
     },
     {
-        "text": "Fixed. `mean()` in stats.py divided by `len(values) - 1`; it now divides by `len(values)`, "
+        "text": "Fixed. `mean()` in stats.py divided by `len(values) - 1`; "
+        "it now divides by `len(values)`, "
         "and both tests pass (`python3 -m unittest -q`).",
         "chunk_size": 6,
     },

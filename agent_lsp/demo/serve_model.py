@@ -81,10 +81,14 @@ def serve_model(port: int = 0, out: TextIO = sys.stdout, err: TextIO = sys.stder
 def usage(url: str) -> str:
     return "\n".join(
         [
-            f"agent-lsp demo: serving the demo's recorded model at {url} (model {MODEL_NAME}; no API key needed).",
-            "It replays the demo's session for any prompt: use it on a copy of the sample workspace, e.g.",
+            f"agent-lsp demo: serving the demo's recorded model at {url} "
+            f"(model {MODEL_NAME}; no API key needed).",
+            "It replays the demo's session for any prompt: "
+            "use it on a copy of the sample workspace, e.g.",
             f"  cp -r {HERE / 'sample'} /tmp/agent-lsp-sample",
-            f'  agent-lsp run "{TASK}" --workspace /tmp/agent-lsp-sample --base-url {url} --model {MODEL_NAME}',
-            f"Editors: set the settings baseUrl to {url} and model to {MODEL_NAME}. Ctrl-C stops it.",
+            f'  agent-lsp run "{TASK}" --workspace /tmp/agent-lsp-sample '
+            f"--base-url {url} --model {MODEL_NAME}",
+            f"Editors: set the settings baseUrl to {url} and model to {MODEL_NAME}. "
+            "Ctrl-C stops it.",
         ]
     )

@@ -1,4 +1,4 @@
-"""MCP server declarations: read from the user's settings, the workspace's files or ACP, as written."""
+"""MCP server declarations, as written: from the user's settings, the workspace's files or ACP."""
 
 from __future__ import annotations
 
@@ -56,12 +56,14 @@ def fingerprint(name: str, source: str, raw: Any) -> str:
 def from_user_settings(
     mcp_servers: Mapping[str, Any] | None,
 ) -> tuple[list[McpDeclaration], list[str]]:
-    """The user's own `mcpServers`: `{name: {command, args?, env?, cwd?}}` or `{name: {type: "http", url, headers?}}`."""
+    """The user's own `mcpServers`: `{name: {command, args?, env?, cwd?}}` or
+    `{name: {type: "http", url, headers?}}`."""
     return _parse_servers(mcp_servers, "user", "mcpServers", origin=None)
 
 
 def from_workspace(roots: Iterable[Path]) -> tuple[list[McpDeclaration], list[str]]:
-    """`<root>/.mcp.json` (`{mcpServers}`) and `<root>/.vscode/mcp.json` (`{servers, inputs?}`) of every root.
+    """`<root>/.mcp.json` (`{mcpServers}`) and `<root>/.vscode/mcp.json` (`{servers, inputs?}`) of
+    every root.
 
     Blocking (two small reads per root): call it through `asyncio.to_thread` from async code."""
     decls: list[McpDeclaration] = []
@@ -142,7 +144,8 @@ def _parse_servers(
 def _parse_entry(
     name: str, entry: Any, source: Source, where: str, origin: str | None, raw: Any
 ) -> tuple[McpDeclaration | None, list[str]]:
-    """One server entry; a bad one gives a problem naming the server and the key, never an exception."""
+    """One server entry; a bad one gives a problem naming the server and the key, never an
+    exception."""
     if not name.strip():
         return None, [f"{where}: a server needs a non-empty name"]
     if not isinstance(entry, Mapping):
@@ -154,7 +157,8 @@ def _parse_entry(
     kind = (kind or "").lower()
     if kind == "sse":
         return None, [
-            f'{where}: `type: "sse"` (the older HTTP+SSE transport) is not supported; use the server\'s streamable HTTP endpoint with `type: "http"`'
+            f'{where}: `type: "sse"` (the older HTTP+SSE transport) is not supported; '
+            'use the server\'s streamable HTTP endpoint with `type: "http"`'
         ]
     if kind and kind != "stdio" and kind not in _HTTP_TYPES:
         return None, [f'{where}: unknown `type` {kind!r} (expected "stdio" or "http")']
@@ -233,7 +237,8 @@ def _string_map(
 
 
 def _read_json_file(path: Path) -> tuple[Any, str | None]:
-    """A regular file of at most 1 MB, JSON with comments and trailing commas allowed (VS Code's JSONC)."""
+    """A regular file of at most 1 MB, JSON with comments and trailing commas allowed (VS Code's
+    JSONC)."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError:
@@ -265,7 +270,8 @@ def _read_json_file(path: Path) -> tuple[Any, str | None]:
 
 
 def strip_jsonc(text: str) -> str:
-    """Drop `//` and `/* */` comments and trailing commas outside strings (VS Code's mcp.json is JSONC)."""
+    """Drop `//` and `/* */` comments and trailing commas outside strings (VS Code's mcp.json is
+    JSONC)."""
     out: list[str] = []
     i, n = 0, len(text)
     while i < n:

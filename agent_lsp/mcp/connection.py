@@ -90,9 +90,8 @@ class ServerConnection:
         """Start (or restart once after a crash) unless it failed for good; True when running."""
         async with self._lock:
             if self._dead and self._task is not None and not self._task.done():
-                await asyncio.wait(
-                    {self._task}
-                )  # the connection ended: let the task finish tearing down
+                # the connection ended: let the task finish tearing down
+                await asyncio.wait({self._task})
             if self._stopping:
                 return False
             if self.state == "running":
@@ -114,7 +113,8 @@ class ServerConnection:
         self._task = asyncio.create_task(self._serve(self._ready), name=f"mcp-server:{self.name}")
 
     async def call(self, tool: str, arguments: dict[str, Any]) -> Any:
-        """tools/call; every failure is a ToolError the model reads, never an exception out of the loop."""
+        """tools/call; every failure is a ToolError the model reads, never an exception out of the
+        loop."""
         if not await self.ensure_running():
             raise ToolError(f"MCP server `{self.name}` is not running: {self.reason or self.state}")
         client = self._client
@@ -124,7 +124,8 @@ class ServerConnection:
         except TimeoutError:
             if deadline.expired():
                 raise ToolError(
-                    f"MCP server `{self.name}` did not answer within {self.request_timeout:g} s (tool {tool})"
+                    f"MCP server `{self.name}` did not answer within "
+                    f"{self.request_timeout:g} s (tool {tool})"
                 ) from None
             raise ToolError(f"MCP server `{self.name}`: the call to {tool} timed out") from None
         except Exception as exc:
@@ -132,7 +133,8 @@ class ServerConnection:
                 retry = " (it will be restarted once on the next call)" if self.crashes == 0 else ""
                 if broken := self._broken():
                     raise ToolError(
-                        f"MCP server `{self.name}`: {broken}; agent-lsp closed the connection during the call to {tool}{retry}"
+                        f"MCP server `{self.name}`: {broken}; "
+                        f"agent-lsp closed the connection during the call to {tool}{retry}"
                     ) from None
                 raise ToolError(
                     f"MCP server `{self.name}` stopped during the call to {tool}{retry}"
@@ -193,7 +195,8 @@ class ServerConnection:
                 else:
                     transport = await http_transport(stack, launch)
                 client = make_client(self._watch(transport, stderr), self._on_message)
-                # asyncio's timeout, not anyio's: an anyio scope must not close over the client's open ones.
+                # asyncio's timeout, not anyio's: an anyio scope must not close over the client's
+                # open ones.
                 async with asyncio.timeout(self.start_timeout):
                     await stack.enter_async_context(client)
                     tools = await list_all_tools(client)
@@ -265,14 +268,14 @@ class ServerConnection:
     ) -> AsyncIterator[tuple[Any, Any]]:
         self._transport = transport
         async with transport as (read, write):
-            if (
-                stderr is not None
-            ):  # spawned: only the server (and its reaper) hold the pipe's write end now
+            # spawned: only the server (and its reaper) hold the pipe's write end now
+            if stderr is not None:
                 stderr.close_writer()
             yield WatchedRead(read, self._on_eof), write
 
     def _broken(self) -> str | None:
-        """Why our stdio transport closed the connection itself (a server writing garbage), if it did."""
+        """Why our stdio transport closed the connection itself (a server writing garbage), if it
+        did."""
         return getattr(self._transport, "broken", None)
 
     def _find_server(self, transport: Any) -> None:

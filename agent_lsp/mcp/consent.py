@@ -1,4 +1,4 @@
-"""Consent for servers a workspace declares: the prompt, and the answers remembered in the state dir."""
+"""Consent for servers a workspace declares: the prompt, and the answers kept in the state dir."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Text shown to the user about MCP servers: escaped like every approval surface, one line where a line is wanted."""
+"""Text shown to the user about MCP servers: escaped like every approval surface, one line where a
+line is wanted."""
 
 from __future__ import annotations
 

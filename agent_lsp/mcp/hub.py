@@ -28,15 +28,12 @@ class McpHooks:
 @dataclass
 class McpHub:
     hooks: McpHooks = field(default_factory=McpHooks)
-    managers: dict[tuple[Any, ...], Any] = field(
-        default_factory=dict
-    )  # (workspace, declarations) -> McpManager
-    _slots: dict[tuple[Any, ...], tuple[Any, ...]] = field(
-        default_factory=dict
-    )  # (workspace, extra) -> current key
-    _retired: list[Any] = field(
-        default_factory=list
-    )  # replaced managers, closed once no run uses them
+    # (workspace, declarations) -> McpManager
+    managers: dict[tuple[Any, ...], Any] = field(default_factory=dict)
+    # (workspace, extra) -> current key
+    _slots: dict[tuple[Any, ...], tuple[Any, ...]] = field(default_factory=dict)
+    # replaced managers, closed once no run uses them
+    _retired: list[Any] = field(default_factory=list)
 
     async def toolset(
         self, roots: list[Path], settings: Settings, extra: list[Any] | None = None

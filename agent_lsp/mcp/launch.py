@@ -1,4 +1,4 @@
-"""What actually starts: a declaration with `${...}` expanded and its environment built, at start time."""
+"""What actually starts: a declaration with `${...}` expanded, its environment built at start."""
 
 from __future__ import annotations
 
@@ -15,7 +15,8 @@ _VARIABLE = re.compile(r"\$\{([^}]*)\}")
 
 
 class LaunchError(Exception):
-    """The declaration cannot start as written (an `${input:…}` nobody can answer, no workspace folder)."""
+    """The declaration cannot start as written (an `${input:…}` nobody can answer, no workspace
+    folder)."""
 
 
 @dataclass(frozen=True)
@@ -32,7 +33,8 @@ class Launch:
 def resolve_launch(
     decl: McpDeclaration, *, roots: Sequence[Path], env: Mapping[str, str], api_key_env: str
 ) -> Launch:
-    """Expand `${workspaceFolder}`, `${workspaceFolderBasename}`, `${userHome}`, `${env:NAME}`, `${pathSeparator}`.
+    """Expand `${workspaceFolder}`, `${workspaceFolderBasename}`, `${userHome}`, `${env:NAME}`,
+    `${pathSeparator}`.
 
     The model's API key (the `api_key_env` variable's value, or OPENAI_API_KEY's) reaches a
     server only when the user's own settings or the ACP client name it in the server's `env`:
@@ -47,7 +49,8 @@ def resolve_launch(
 
     def refuse(key: str, why: str) -> LaunchError:
         return LaunchError(
-            f"not started: `{key}` {why}; agent-lsp never gives the model's API key to a server declared in {decl.origin or decl.source}"
+            f"not started: `{key}` {why}; agent-lsp never gives the model's API key "
+            f"to a server declared in {decl.origin or decl.source}"
         )
 
     def expand(text: str, key: str) -> str:
@@ -78,7 +81,9 @@ def resolve_launch(
                 return value
             if kind == "input":
                 raise LaunchError(
-                    f"`{key}` needs the input `{arg}` (${{input:{arg}}}), which agent-lsp cannot ask for; put the value in your own settings' mcpServers instead"
+                    f"`{key}` needs the input `{arg}` (${{input:{arg}}}), "
+                    "which agent-lsp cannot ask for; "
+                    "put the value in your own settings' mcpServers instead"
                 )
             return match.group(0)  # unknown variables stay as written, as in VS Code
 
@@ -96,7 +101,8 @@ def resolve_launch(
     for where, part in (("command", command), *((f"args[{i}]", a) for i, a in enumerate(args))):
         if keyguard.holds_key(part, keys):
             raise LaunchError(
-                f"not started: `{where}` holds the model's API key, and a command line is readable by every local user "
+                f"not started: `{where}` holds the model's API key, "
+                "and a command line is readable by every local user "
                 "(/proc/<pid>/cmdline); give it to the server in its `env` instead"
             )
     cwd = expand(decl.cwd, "cwd") if decl.cwd else None
@@ -108,7 +114,8 @@ def resolve_launch(
     for name, value in decl.env.items():
         if name in key_names and not decl.trusted:
             problems.append(
-                f"`env.{name}` (the model's API key variable) is not given to a server declared in {decl.source}"
+                f"`env.{name}` (the model's API key variable) "
+                f"is not given to a server declared in {decl.source}"
             )
             continue
         if value is None:

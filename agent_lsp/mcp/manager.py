@@ -99,7 +99,8 @@ class McpManager:
             if decl.name in self._servers:
                 kept = self._servers[decl.name].decl
                 self.problems.append(
-                    f"MCP server `{decl.name}` from {decl.origin or decl.source} is ignored: `{decl.name}` is already declared in {kept.origin or kept.source}"
+                    f"MCP server `{decl.name}` from {decl.origin or decl.source} is ignored: "
+                    f"`{decl.name}` is already declared in {kept.origin or kept.source}"
                 )
                 continue
             conn = ServerConnection(
@@ -113,8 +114,10 @@ class McpManager:
             self._servers[decl.name] = _Server(decl, conn, gate, why)
         for one, other in Naming(self._servers).overlaps():
             self.problems.append(
-                f"MCP servers `{one}` and `{other}` can give tools the same `<server>__<tool>` name: such tools are "
-                "offered under names ending in a hash, and an approval.tools entry under a shared name only denies or asks"
+                f"MCP servers `{one}` and `{other}` "
+                "can give tools the same `<server>__<tool>` name: "
+                "such tools are offered under names ending in a hash, "
+                "and an approval.tools entry under a shared name only denies or asks"
             )
 
     def _initial_gate(
@@ -148,7 +151,8 @@ class McpManager:
     # -- what front ends call ---------------------------------------------------------------
     async def tools(self) -> list[Tool]:
         """Start every allowed server not started yet (concurrently; workspace servers after
-        consent) and return the tools of the running ones. One server failing never breaks others."""
+        consent) and return the tools of the running ones. One server failing never breaks
+        others."""
         if self._closed:
             return []
         servers = list(self._servers.values())
@@ -199,7 +203,8 @@ class McpManager:
         return server.conn.pid if server else None
 
     async def aclose(self) -> None:
-        """End every server process (and its process group); safe to call twice, and from shutdown."""
+        """End every server process (and its process group); safe to call twice, and from
+        shutdown."""
         self._closed = True
         await asyncio.gather(
             *(s.conn.stop() for s in self._servers.values()), return_exceptions=True
@@ -208,7 +213,8 @@ class McpManager:
 
     # -- inside -----------------------------------------------------------------------------
     async def _consent(self, server: _Server) -> bool:
-        """Ask once (concurrent runs share the answer): allow | allowAlways | deny | None (nobody to ask)."""
+        """Ask once (concurrent runs share the answer): allow | allowAlways | deny | None (nobody to
+        ask)."""
         async with server.asked:
             if server.gate != "needs-consent":
                 return False  # answered while we waited; an allowed one was started by its asker
@@ -270,9 +276,8 @@ class McpManager:
         versions = tuple(s.conn.version for s in self._servers.values())
         if versions == self._built_from:
             return
-        naming = Naming(
-            self._servers
-        )  # every declared server, running or not: names mean the same all along
+        # every declared server, running or not: names mean the same all along
+        naming = Naming(self._servers)
         tools: list[McpTool] = []
         taken: set[str] = set()
         for server in self._servers.values():
@@ -281,9 +286,8 @@ class McpManager:
             specs = {spec.name: spec for spec in server.conn.tools if isinstance(spec.name, str)}
             for tool, names in naming.of_server(server.decl.name, specs).items():
                 spec = specs[tool]
-                if (
-                    names.name in taken
-                ):  # a server's own tool literally named like another's hashed name
+                # a server's own tool literally named like another's hashed name
+                if names.name in taken:
                     log.warning(
                         "MCP tool %s of server %s is left out: its name %s is taken",
                         tool,

@@ -61,7 +61,8 @@ class Naming:
         self.servers = tuple(dict.fromkeys(servers))
 
     def overlaps(self) -> list[tuple[str, str]]:
-        """Pairs of declared servers whose tools can end up with the same `<server>__<tool>` name."""
+        """Pairs of declared servers whose tools can end up with the same `<server>__<tool>`
+        name."""
 
         def prefixes(server: str) -> set[str]:
             return {f"{server}__", f"{sanitise(server)}__"}

@@ -1,4 +1,4 @@
-"""The seam to the official `mcp` SDK: the only module that imports it, and only when a server starts."""
+"""The seam to the official `mcp` SDK: the only module that imports it, when a server starts."""
 
 from __future__ import annotations
 
@@ -15,7 +15,8 @@ _loaded: asyncio.Future[None] | None = None
 
 
 async def load_sdk() -> None:
-    """Import `mcp` (~1.5 s) in a thread, once: the event loop keeps serving the editor meanwhile."""
+    """Import `mcp` (~1.5 s) in a thread, once: the event loop keeps serving the editor
+    meanwhile."""
     global _loaded
     if "mcp.client.streamable_http" in sys.modules:
         return
@@ -32,7 +33,8 @@ def _import_sdk() -> None:
 
 
 def stdio_transport(launch: Launch, errlog: Any, name: str) -> Any:
-    """Our own stdio transport (stdio.py: bounded reads, the server under the reaper), not the SDK's."""
+    """Our own stdio transport (stdio.py: bounded reads, the server under the reaper), not the
+    SDK's."""
     from agent_lsp.mcp.stdio import BoundedStdio
 
     return BoundedStdio(launch, errlog, name)

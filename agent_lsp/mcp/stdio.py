@@ -54,9 +54,8 @@ _READ = 65536
 _EOF_GRACE = 2.0  # for the server to exit after its stdin closes (the SDK's own grace)
 _TERM_GRACE = 2.0  # after SIGTERM, before the reaper kills everything
 _FLUSH = 0.5  # for the writer to hand over what it accepted before stdin closes
-TOO_LARGE = (
-    -32090
-)  # our JSON-RPC error code for an answer refused for its size (not one the SDK or MCP uses)
+# our JSON-RPC error code for an answer refused for its size (not one the SDK or MCP uses)
+TOO_LARGE = -32090
 
 _ID = rb'(-?\d+|"(?:[^"\\]|\\.){0,200}")'
 _HEAD_ID = re.compile(
@@ -79,7 +78,8 @@ def reaped_server(command: str, args: tuple[str, ...]) -> list[str]:
 
 
 def server_pid(reaper_pid: int) -> int | None:
-    """The server: the reaper's first child (it forks the server before anything else can come to it)."""
+    """The server: the reaper's first child (it forks the server before anything else can come to
+    it)."""
     try:
         with open(f"/proc/{reaper_pid}/task/{reaper_pid}/children") as handle:
             children = [int(p) for p in handle.read().split()]
@@ -167,9 +167,8 @@ class BoundedStdio:
     async def __aexit__(
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> bool | None:
-        with anyio.CancelScope(
-            shield=True
-        ):  # the server must end even when our caller is cancelled
+        # the server must end even when our caller is cancelled
+        with anyio.CancelScope(shield=True):
             await self._shutdown()
         self._group.cancel_scope.cancel()
         return await self._group.__aexit__(kind, exc, tb)
@@ -283,7 +282,8 @@ class BoundedStdio:
             )
         if self._bad >= BAD_LINES_LIMIT:
             await self._break(
-                f"the server wrote {self._bad} lines in a row on stdout that are not JSON-RPC messages (the last: {data[:80]!r})"
+                f"the server wrote {self._bad} lines in a row on stdout "
+                f"that are not JSON-RPC messages (the last: {data[:80]!r})"
             )
 
     async def _early_refusal(self, big: _Oversize) -> None:
@@ -306,7 +306,8 @@ class BoundedStdio:
             (match := _HEAD_ID.match(big.head)) and match.group(2) == b"method"
         ):
             await self._bad_line(
-                f"a request or notification of {megabytes(big.size)}, over the limit of {megabytes(MAX_MESSAGE_BYTES)}",
+                f"a request or notification of {megabytes(big.size)}, "
+                f"over the limit of {megabytes(MAX_MESSAGE_BYTES)}",
                 big.head[:200],
             )
             return
@@ -317,7 +318,8 @@ class BoundedStdio:
             await self._too_large(request, big.size, "")
             return
         await self._break(
-            f"the server sent a message of {megabytes(big.size)}, over the limit of {megabytes(MAX_MESSAGE_BYTES)} per message, "
+            f"the server sent a message of {megabytes(big.size)}, "
+            f"over the limit of {megabytes(MAX_MESSAGE_BYTES)} per message, "
             "and it does not say which request it answers"
         )
 
@@ -331,7 +333,8 @@ class BoundedStdio:
             megabytes(MAX_MESSAGE_BYTES),
         )
         text = (
-            f"the server's answer is {qualifier}{megabytes(size)}, over agent-lsp's limit of {megabytes(MAX_MESSAGE_BYTES)} "
+            f"the server's answer is {qualifier}{megabytes(size)}, "
+            f"over agent-lsp's limit of {megabytes(MAX_MESSAGE_BYTES)} "
             "per MCP message; it was refused unread (ask the tool for less, e.g. a narrower query)"
         )
         error = types.JSONRPCError(
@@ -340,7 +343,8 @@ class BoundedStdio:
         await self._deliver(SessionMessage(error))
 
     async def _break(self, reason: str) -> None:
-        """Close the connection ourselves: pending calls fail now with `reason`, not at their timeout."""
+        """Close the connection ourselves: pending calls fail now with `reason`, not at their
+        timeout."""
         if self.broken is not None:
             return
         log.warning("MCP server %s: %s; closing the connection", self.name, reason)
@@ -365,9 +369,8 @@ class BoundedStdio:
                     os.killpg(server, signal.SIGTERM)
                 await _exited(process, _TERM_GRACE / 2)
             with contextlib.suppress(OSError):
-                os.kill(
-                    process.pid, signal.SIGTERM
-                )  # the reaper SIGKILLs every descendant, then exits
+                # the reaper SIGKILLs every descendant, then exits
+                os.kill(process.pid, signal.SIGTERM)
             if not await _exited(process, _TERM_GRACE):
                 with contextlib.suppress(OSError):
                     os.kill(process.pid, signal.SIGKILL)

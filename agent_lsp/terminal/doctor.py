@@ -28,6 +28,7 @@ async def doctor_cli(
         for check in checks:
             # Names and details quote the endpoint and MCP servers: no control character passes.
             print(
-                f"{s.ok() if check.ok else s.bad()} {s.bold(for_terminal(check.name))}: {for_terminal(check.detail)}"
+                f"{s.ok() if check.ok else s.bad()} {s.bold(for_terminal(check.name))}: "
+                f"{for_terminal(check.detail)}"
             )
     return 0 if all(c.ok for c in checks) else 1

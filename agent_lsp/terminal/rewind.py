@@ -77,7 +77,8 @@ async def rewind_cli(args: argparse.Namespace) -> int:
         if result.restored:  # only then is there something to undo
             print(
                 s.dim(
-                    f"rewind {result.rewind_id} (undo it with `agent-lsp rewind {result.rewind_id}`)"
+                    f"rewind {result.rewind_id} "
+                    f"(undo it with `agent-lsp rewind {result.rewind_id}`)"
                 )
             )
         else:

@@ -41,7 +41,8 @@ def print_sessions(items: list[dict[str, Any]], out: TextIO) -> None:
         title = for_terminal(" ".join(str(item["title"]).split()))
         runs = int(item["runs"])
         out.write(
-            f"{s.bold(for_terminal(str(item['sessionId'])))}  {for_terminal(str(item['updated']))}  "
+            f"{s.bold(for_terminal(str(item['sessionId'])))}  "
+            f"{for_terminal(str(item['updated']))}  "
             f"{runs} run{'' if runs == 1 else 's'}, last: {stop}\n    {title}\n"
         )
         for run in item.get("runList", []):  # the ids `agent-lsp rewind` takes
@@ -50,7 +51,8 @@ def print_sessions(items: list[dict[str, Any]], out: TextIO) -> None:
             out.write(
                 s.dim(
                     for_terminal(
-                        f"    run {run['runId']}  {run['started']}  {run['stopReason'] or 'running'}{edited}"
+                        f"    run {run['runId']}  {run['started']}  "
+                        f"{run['stopReason'] or 'running'}{edited}"
                     )
                 )
                 + "\n"
@@ -67,7 +69,8 @@ def delete_sessions(args: argparse.Namespace) -> int:
     store = SessionStore(state_dir(), args.workspace.resolve())
     if bool(args.ids) == bool(args.older_than):
         print(
-            "agent-lsp sessions delete: give session ids or --older-than AGE (e.g. 30d, 12h), not both",
+            "agent-lsp sessions delete: "
+            "give session ids or --older-than AGE (e.g. 30d, 12h), not both",
             file=sys.stderr,
         )
         return EXIT_USAGE
@@ -75,7 +78,8 @@ def delete_sessions(args: argparse.Namespace) -> int:
         seconds = parse_age(args.older_than)
         if seconds is None:
             print(
-                f"agent-lsp sessions delete: --older-than {for_terminal(args.older_than)!r} is not an age: "
+                f"agent-lsp sessions delete: --older-than {for_terminal(args.older_than)!r} "
+                "is not an age: "
                 "a number and d (days) or h (hours), e.g. 30d",
                 file=sys.stderr,
             )
@@ -87,7 +91,8 @@ def delete_sessions(args: argparse.Namespace) -> int:
         if unknown:  # checked first: a typo deletes nothing
             print(
                 f"agent-lsp sessions delete: no such session in {for_terminal(str(store.root))}: "
-                f"{for_terminal(', '.join(unknown))} (see `agent-lsp sessions`); nothing was deleted",
+                f"{for_terminal(', '.join(unknown))} (see `agent-lsp sessions`); "
+                "nothing was deleted",
                 file=sys.stderr,
             )
             return EXIT_USAGE

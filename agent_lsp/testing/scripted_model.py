@@ -110,7 +110,8 @@ class ScriptedModelServer:
         key: str | Sequence[Mapping[str, Any] | Reply],
         replies: Sequence[Mapping[str, Any] | Reply] | None = None,
     ) -> None:
-        """Queue ``replies`` for conversation ``key``; ``add([...])`` uses the default key ``""``."""
+        """Queue ``replies`` for conversation ``key``; ``add([...])`` uses the default key
+        ``""``."""
         if replies is None:
             key, replies = "", key  # type: ignore[assignment]
         if not isinstance(key, str):
@@ -132,7 +133,8 @@ class ScriptedModelServer:
     def replay_each_prompt(self, replies: Sequence[Mapping[str, Any] | Reply]) -> None:
         """Answer by position instead of from the queues: turn N of a prompt (N counting the
         assistant messages since the last ``user`` message) gets ``replies[N-1]``, so every new
-        prompt, in any session, replays the whole recording; never used up (`demo --serve-model`)."""
+        prompt, in any session, replays the whole recording; never used up
+        (`demo --serve-model`)."""
         parsed = [raw if isinstance(raw, Reply) else Reply.model_validate(raw) for raw in replies]
         with self._lock:
             self._by_turn = parsed

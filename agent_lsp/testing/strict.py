@@ -37,7 +37,11 @@ def strict_problem(
             return f"messages[{index}].role {message.get('role')!r} is unsupported"
         for key in message:
             if key not in allowed:
-                return f"'messages.{index}' : for 'role:{message.get('role')}' the following must be satisfied[('messages.{index}' : property '{key}' is unsupported)]"
+                return (
+                    f"'messages.{index}' : for 'role:{message.get('role')}' "
+                    "the following must be satisfied"
+                    f"[('messages.{index}' : property '{key}' is unsupported)]"
+                )
         for n, call in enumerate(message.get("tool_calls") or ()):
             extra = set(call) - _CALL_KEYS if isinstance(call, Mapping) else {"?"}
             extra |= (
@@ -46,5 +50,8 @@ def strict_problem(
                 else set()
             )
             if extra:
-                return f"'messages.{index}.tool_calls.{n}' : property '{sorted(extra)[0]}' is unsupported"
+                return (
+                    f"'messages.{index}.tool_calls.{n}' : "
+                    f"property '{sorted(extra)[0]}' is unsupported"
+                )
     return None
