@@ -20,7 +20,7 @@ from agent_lsp.agent.tools.base import ToolError
 from agent_lsp.mcp.config import McpDeclaration
 from agent_lsp.mcp.display import failure_message
 from agent_lsp.mcp.launch import Launch, LaunchError
-from agent_lsp.mcp.process import StderrTail, end_process_group, keep_group
+from agent_lsp.mcp.process import StderrTail, end_process_group, keep_group, server_pid
 from agent_lsp.mcp.sdk import (
     WatchedRead,
     describe_error,
@@ -282,8 +282,6 @@ class ServerConnection:
         """The server process (the reaper's child; it answered, so it exists): what `pid` names."""
         reaper = getattr(transport, "reaper_pid", None)
         if reaper is not None:
-            from agent_lsp.mcp.stdio import server_pid
-
             self.pid = server_pid(reaper)
             if self.pid is not None:
                 keep_group(self.pid)

@@ -1,4 +1,4 @@
-"""Stdio server processes: the tail of their stderr, and the end of their whole process group.
+"""Stdio server processes: their stderr tail, the server under its reaper, the end of their group.
 
 Each server runs under a reaper (stdio.py) that kills all it leaves behind, `setsid` escapes
 included. Its own process group (the server leads a new session) is also ended after the
@@ -138,3 +138,30 @@ def kill_live_groups() -> None:
     for pid in list(_LIVE_REAPERS):
         with contextlib.suppress(OSError):
             os.kill(pid, signal.SIGTERM)
+
+
+def server_pid(reaper_pid: int) -> int | None:
+    """The server: the reaper's first child (it forks the server before anything else can
+    come to it)."""
+    try:
+        with open(f"/proc/{reaper_pid}/task/{reaper_pid}/children") as handle:
+            children = [int(p) for p in handle.read().split()]
+    except (OSError, ValueError):  # a kernel without /proc/PID/task/TID/children: scan
+        children = [pid for pid, parent, _ in _processes() if parent == reaper_pid]
+    started = sorted((start, pid) for pid, _, start in _processes(children))
+    return started[0][1] if started else None
+
+
+def _processes(pids: list[int] | None = None) -> list[tuple[int, int, int]]:
+    """(pid, parent, start time) of the given processes, or of all."""
+    if pids is None:
+        pids = [int(name) for name in os.listdir("/proc") if name.isdigit()]
+    out = []
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as handle:
+                fields = handle.read().rsplit(b")", 1)[1].split()
+            out.append((pid, int(fields[1]), int(fields[19])))
+        except (OSError, IndexError, ValueError):
+            continue
+    return out

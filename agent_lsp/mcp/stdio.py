@@ -41,14 +41,13 @@ from mcp.shared.message import SessionMessage
 
 from agent_lsp.agent.exec.process import REAPER
 from agent_lsp.mcp.launch import Launch
-from agent_lsp.mcp.process import forget_reaper, keep_reaper
+from agent_lsp.mcp.process import forget_reaper, keep_reaper, server_pid
 
 log = logging.getLogger(__name__)
 
 MAX_MESSAGE_BYTES = 10 * 1024 * 1024  # one JSON-RPC message from a server
-BAD_LINES_LIMIT = (
-    1000  # lines in a row that are no JSON-RPC message: the server only writes garbage
-)
+# lines in a row that are no JSON-RPC message: the server only writes garbage
+BAD_LINES_LIMIT = 1000
 _EDGE = 4096  # what is kept of the head and the tail of a line too long to keep
 _READ = 65536
 _EOF_GRACE = 2.0  # for the server to exit after its stdin closes (the SDK's own grace)
@@ -75,33 +74,6 @@ def reaped_server(command: str, args: tuple[str, ...]) -> list[str]:
     import sys
 
     return [sys.executable, "-I", "-S", str(REAPER), "--session", "--", command, *args]
-
-
-def server_pid(reaper_pid: int) -> int | None:
-    """The server: the reaper's first child (it forks the server before anything else can come to
-    it)."""
-    try:
-        with open(f"/proc/{reaper_pid}/task/{reaper_pid}/children") as handle:
-            children = [int(p) for p in handle.read().split()]
-    except (OSError, ValueError):  # a kernel without /proc/PID/task/TID/children: scan
-        children = [pid for pid, parent, _ in _processes() if parent == reaper_pid]
-    started = sorted((start, pid) for pid, _, start in _processes(children))
-    return started[0][1] if started else None
-
-
-def _processes(pids: list[int] | None = None) -> list[tuple[int, int, int]]:
-    """(pid, parent, start time) of the given processes, or of all."""
-    if pids is None:
-        pids = [int(name) for name in os.listdir("/proc") if name.isdigit()]
-    out = []
-    for pid in pids:
-        try:
-            with open(f"/proc/{pid}/stat", "rb") as handle:
-                fields = handle.read().rsplit(b")", 1)[1].split()
-            out.append((pid, int(fields[1]), int(fields[19])))
-        except (OSError, IndexError, ValueError):
-            continue
-    return out
 
 
 class _Oversize:
