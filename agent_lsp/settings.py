@@ -11,101 +11,21 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
-from pydantic.alias_generators import to_camel
+from pydantic import BaseModel, ValidationError
 
 from agent_lsp.agent.exec import keyguard
+from agent_lsp.settings_schema import ApprovalSettings as ApprovalSettings
+from agent_lsp.settings_schema import Decision as Decision
+from agent_lsp.settings_schema import McpSettings as McpSettings
+from agent_lsp.settings_schema import Pricing as Pricing
+from agent_lsp.settings_schema import SandboxSettings as SandboxSettings
+from agent_lsp.settings_schema import Settings as Settings
+from agent_lsp.settings_schema import state_dir as state_dir
 
 log = logging.getLogger(__name__)
-
-Decision = Literal["allow", "ask", "deny"]
 MAX_SETTINGS_FILE = 1_000_000
-
-
-class _Model(BaseModel):
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
-
-
-class ApprovalSettings(_Model):
-    default: Decision = "ask"
-    """`ask`, `allow` or `deny` for tools with side effects."""
-    tools: dict[str, Decision] = Field(default_factory=dict)
-    """Per tool name: `allow`, `ask`, `deny` (read-only tools default to `allow`)."""
-    allow_commands: list[str] = Field(default_factory=list)
-    """Command prefixes that run without asking, matched on parsed argv; an entry ending in the
-    token `$` or starting with `exact:` matches that exact argv only."""
-    timeout: float = Field(300, gt=0)
-    """Seconds an approval may wait for an answer before it counts as a denial (LSP and ACP)."""
-    sandboxed: Literal["ask", "allow"] = "ask"
-    """`allow`: a run_command that runs inside the sandbox needs no yes (a `deny` still denies)."""
-
-
-class Pricing(_Model):
-    input_per_m_tok: float = Field(ge=0)
-    """US dollars per million prompt tokens."""
-    output_per_m_tok: float = Field(ge=0)
-    """US dollars per million completion tokens."""
-    cached_input_per_m_tok: float | None = Field(None, ge=0)
-    """US dollars per million cached prompt tokens (default: the input price)."""
-
-
-class McpSettings(_Model):
-    workspace_servers: Decision = "ask"
-    """Whether MCP servers declared in the workspace's own files (.mcp.json, .vscode/mcp.json) may
-    start."""
-
-
-class SandboxSettings(_Model):
-    mode: Literal["off", "read-only", "workspace-write"] = "off"
-    """How run_command is confined: `off`, `read-only` or `workspace-write` (bubblewrap)."""
-    network: bool = False
-    """Whether a sandboxed command may use the network."""
-    hide: list[str] | None = None
-    """Paths hidden from sandboxed commands (`~` and `$VARIABLES` expanded); None: the secrets
-    folders of CONTRACT Decision 22 and the usual credential stores, each ~/.config entry with its
-    $XDG_CONFIG_HOME twin."""
-
-
-class Settings(_Model):
-    model: str = "gpt-4.1-mini"
-    """Model name; `replay:PATH` replays a recorded transcript offline."""
-    base_url: str | None = None
-    """Any OpenAI-compatible endpoint; None means env OPENAI_BASE_URL or the SDK default."""
-    api_key_env: str = "OPENAI_API_KEY"
-    """Name of the environment variable holding the API key."""
-    max_turns: int = Field(25, ge=1)
-    """Main-loop LLM calls per run before the `max_turns` stop."""
-    delegate_max_turns: int = Field(10, ge=1)
-    """LLM calls per sub-agent."""
-    request_timeout: float = Field(120, gt=0)
-    """Seconds one model call may take in all (connect, retries, the whole stream)."""
-    stream_usage: bool = True
-    """Ask for token usage at the end of each stream (`stream_options.include_usage`); false for a
-    server that refuses the field (the context fill is then estimated)."""
-    context_window: int = Field(128000, ge=1000)
-    """Tokens (estimated); compaction runs before the built context would exceed it."""
-    tool_output_limit: int = Field(20000, ge=200)
-    """Characters of one tool result kept in context (head + tail)."""
-    approval: ApprovalSettings = Field(default_factory=ApprovalSettings)
-    memory_files: list[str] = Field(default_factory=lambda: ["AGENTS.md", ".agent-lsp/memory.md"])
-    """Files recalled into the system prompt when present (each must resolve inside its root)."""
-    transcript_dir: str | None = None
-    """Where one JSONL transcript per run goes; None means `<state dir>/runs`."""
-    pricing: dict[str, Pricing] = Field(default_factory=dict)
-    """Per model name: prices in US dollars per million tokens; with it, cost is shown."""
-    mcp_servers: dict[str, dict[str, Any]] = Field(default_factory=dict)
-    """MCP servers whose tools the agent may use (`{name: {command, args?, env?, cwd?}}` or
-    `{name: {type: "http", url, headers?}}`)."""
-    mcp: McpSettings = Field(default_factory=McpSettings)
-    sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
-
-    def transcript_path(self) -> Path:
-        return (
-            Path(self.transcript_dir).expanduser() if self.transcript_dir else state_dir() / "runs"
-        )
-
 
 # Fields a cloned repository's settings (workspace/configuration) must never set: filtered by
 # the field they parse to, in every spelling pydantic accepts, never by the key's text.
@@ -128,16 +48,6 @@ ENVIRONMENT = {
     "AGENT_LSP_MAX_TURNS": "maxTurns",
     "AGENT_LSP_TRANSCRIPT_DIR": "transcriptDir",
 }
-
-
-def state_dir() -> Path:
-    """The server's own files: transcripts, spills, sessions, checkpoints. Never inside a
-    workspace by default."""
-    if explicit := os.environ.get("AGENT_LSP_STATE_DIR"):
-        return Path(explicit).expanduser()
-    import platformdirs
-
-    return Path(platformdirs.user_state_dir("agent-lsp"))
 
 
 def user_settings_path(env: Mapping[str, str] | None = None) -> Path:

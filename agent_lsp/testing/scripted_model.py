@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import itertools
 import json
 import threading
 import time
@@ -45,6 +44,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from agent_lsp.testing.http_thread import ThreadedHttpServer
 from agent_lsp.testing.sse import (
     DONE,
     GARBAGE,
@@ -55,7 +55,6 @@ from agent_lsp.testing.sse import (
     error_body,
     message_text,
     prompt_chars,
-    read_request,
     send_completion,
     send_raw,
     send_status_fault,
@@ -77,7 +76,7 @@ class LogEntry:
     fault: str | None = None
 
 
-class ScriptedModelServer:
+class ScriptedModelServer(ThreadedHttpServer):
     """Scripted OpenAI-compatible server running in a background thread (see module doc)."""
 
     def __init__(
@@ -89,7 +88,7 @@ class ScriptedModelServer:
         strict: bool = False,
         refuse_stream_options: bool = False,
     ) -> None:
-        self._host, self._port = host, port
+        super().__init__(host, port, name="scripted-model")
         self.strict, self.refuse_stream_options = strict, refuse_stream_options  # see strict.py
         self._record = Path(record) if record is not None else None
         self._lock = threading.Lock()
@@ -98,10 +97,6 @@ class ScriptedModelServer:
         self._authorizations: list[str] = []
         self._log: list[LogEntry] = []
         self._models: dict[str, None] = {"scripted": None}
-        self._ids = itertools.count(1)
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
-        self._conns: dict[asyncio.Task[Any], asyncio.StreamWriter] = {}
         self._by_turn: list[Reply] | None = None
 
     # -- scripting ---------------------------------------------------------------------
@@ -168,97 +163,6 @@ class ScriptedModelServer:
     def log(self) -> list[LogEntry]:
         with self._lock:
             return [dataclasses.replace(e) for e in self._log]
-
-    # -- lifecycle ---------------------------------------------------------------------
-    @property
-    def port(self) -> int:
-        """The bound port (known once started when constructed with ``port=0``)."""
-        if not self._port:
-            raise RuntimeError("scripted model: server not started")
-        return self._port
-
-    @property
-    def base_url(self) -> str:
-        return f"http://{self._host}:{self.port}/v1"
-
-    def start(self) -> ScriptedModelServer:
-        if self._thread is not None:
-            raise RuntimeError("scripted model: server already started")
-        ready = threading.Event()
-        failure: list[BaseException] = []
-        self._thread = threading.Thread(
-            target=self._run, args=(ready, failure), name="scripted-model", daemon=True
-        )
-        self._thread.start()
-        ready.wait()
-        if failure:
-            self._thread.join()
-            self._thread = None
-            raise failure[0]
-        return self
-
-    def stop(self) -> None:
-        thread, loop = self._thread, self._loop
-        if thread is None or loop is None:
-            return
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(timeout=10)
-        self._thread = self._loop = None
-
-    def __enter__(self) -> ScriptedModelServer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    def _run(self, ready: threading.Event, failure: list[BaseException]) -> None:
-        loop = asyncio.new_event_loop()
-        asyncio.set_event_loop(loop)
-        try:
-            server = loop.run_until_complete(
-                asyncio.start_server(self._serve, self._host, self._port)
-            )
-        except BaseException as err:  # re-raised by start()
-            failure.append(err)
-            loop.close()
-            ready.set()
-            return
-        self._port = server.sockets[0].getsockname()[1]
-        self._loop = loop
-        ready.set()
-        try:
-            loop.run_forever()
-        finally:
-            server.close()
-            for task, writer in list(self._conns.items()):
-                writer.transport.abort()
-                task.cancel()
-            loop.run_until_complete(asyncio.gather(*self._conns, return_exceptions=True))
-            loop.close()
-
-    # -- HTTP --------------------------------------------------------------------------
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        self._conns[task] = writer
-        try:
-            while (req := await read_request(reader)) is not None:
-                resp = Responder(writer, f"req_scripted_{next(self._ids)}", req.keep_alive)
-                await self._dispatch(req, resp, reader)
-                if not resp.keep_alive:
-                    break
-        except (
-            ConnectionError,
-            ValueError,
-            asyncio.IncompleteReadError,
-            asyncio.LimitOverrunError,
-        ):
-            pass  # client went away or spoke garbage: drop the connection
-        except asyncio.CancelledError:
-            pass  # stop(): end quietly (asyncio logs cancelled connection callbacks otherwise)
-        finally:
-            self._conns.pop(task, None)
-            writer.close()
 
     async def _dispatch(
         self, req: HttpRequest, resp: Responder, reader: asyncio.StreamReader

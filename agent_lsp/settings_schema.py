@@ -1,0 +1,106 @@
+"""The settings' shape: one pydantic model per section, with the camelCase keys the editors
+send, and where the server keeps its own files."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+Decision = Literal["allow", "ask", "deny"]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
+
+
+class ApprovalSettings(_Model):
+    default: Decision = "ask"
+    """`ask`, `allow` or `deny` for tools with side effects."""
+    tools: dict[str, Decision] = Field(default_factory=dict)
+    """Per tool name: `allow`, `ask`, `deny` (read-only tools default to `allow`)."""
+    allow_commands: list[str] = Field(default_factory=list)
+    """Command prefixes that run without asking, matched on parsed argv; an entry ending in the
+    token `$` or starting with `exact:` matches that exact argv only."""
+    timeout: float = Field(300, gt=0)
+    """Seconds an approval may wait for an answer before it counts as a denial (LSP and ACP)."""
+    sandboxed: Literal["ask", "allow"] = "ask"
+    """`allow`: a run_command that runs inside the sandbox needs no yes (a `deny` still denies)."""
+
+
+class Pricing(_Model):
+    input_per_m_tok: float = Field(ge=0)
+    """US dollars per million prompt tokens."""
+    output_per_m_tok: float = Field(ge=0)
+    """US dollars per million completion tokens."""
+    cached_input_per_m_tok: float | None = Field(None, ge=0)
+    """US dollars per million cached prompt tokens (default: the input price)."""
+
+
+class McpSettings(_Model):
+    workspace_servers: Decision = "ask"
+    """Whether MCP servers declared in the workspace's own files (.mcp.json, .vscode/mcp.json) may
+    start."""
+
+
+class SandboxSettings(_Model):
+    mode: Literal["off", "read-only", "workspace-write"] = "off"
+    """How run_command is confined: `off`, `read-only` or `workspace-write` (bubblewrap)."""
+    network: bool = False
+    """Whether a sandboxed command may use the network."""
+    hide: list[str] | None = None
+    """Paths hidden from sandboxed commands (`~` and `$VARIABLES` expanded); None: the secrets
+    folders of CONTRACT Decision 22 and the usual credential stores, each ~/.config entry with its
+    $XDG_CONFIG_HOME twin."""
+
+
+class Settings(_Model):
+    model: str = "gpt-4.1-mini"
+    """Model name; `replay:PATH` replays a recorded transcript offline."""
+    base_url: str | None = None
+    """Any OpenAI-compatible endpoint; None means env OPENAI_BASE_URL or the SDK default."""
+    api_key_env: str = "OPENAI_API_KEY"
+    """Name of the environment variable holding the API key."""
+    max_turns: int = Field(25, ge=1)
+    """Main-loop LLM calls per run before the `max_turns` stop."""
+    delegate_max_turns: int = Field(10, ge=1)
+    """LLM calls per sub-agent."""
+    request_timeout: float = Field(120, gt=0)
+    """Seconds one model call may take in all (connect, retries, the whole stream)."""
+    stream_usage: bool = True
+    """Ask for token usage at the end of each stream (`stream_options.include_usage`); false for a
+    server that refuses the field (the context fill is then estimated)."""
+    context_window: int = Field(128000, ge=1000)
+    """Tokens (estimated); compaction runs before the built context would exceed it."""
+    tool_output_limit: int = Field(20000, ge=200)
+    """Characters of one tool result kept in context (head + tail)."""
+    approval: ApprovalSettings = Field(default_factory=ApprovalSettings)
+    memory_files: list[str] = Field(default_factory=lambda: ["AGENTS.md", ".agent-lsp/memory.md"])
+    """Files recalled into the system prompt when present (each must resolve inside its root)."""
+    transcript_dir: str | None = None
+    """Where one JSONL transcript per run goes; None means `<state dir>/runs`."""
+    pricing: dict[str, Pricing] = Field(default_factory=dict)
+    """Per model name: prices in US dollars per million tokens; with it, cost is shown."""
+    mcp_servers: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    """MCP servers whose tools the agent may use (`{name: {command, args?, env?, cwd?}}` or
+    `{name: {type: "http", url, headers?}}`)."""
+    mcp: McpSettings = Field(default_factory=McpSettings)
+    sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
+
+    def transcript_path(self) -> Path:
+        return (
+            Path(self.transcript_dir).expanduser() if self.transcript_dir else state_dir() / "runs"
+        )
+
+
+def state_dir() -> Path:
+    """The server's own files: transcripts, spills, sessions, checkpoints. Never inside a
+    workspace by default."""
+    if explicit := os.environ.get("AGENT_LSP_STATE_DIR"):
+        return Path(explicit).expanduser()
+    import platformdirs
+
+    return Path(platformdirs.user_state_dir("agent-lsp"))
