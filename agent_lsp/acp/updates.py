@@ -8,7 +8,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, assert_never
 
 from acp.schema import (
     AgentMessageChunk,
@@ -32,7 +32,20 @@ from agent_lsp.acp.tools import (
     tool_title,
 )
 from agent_lsp.agent.coalesce import TextCoalescer
-from agent_lsp.agent.messages import Event
+from agent_lsp.agent.events import (
+    ApprovalEvent,
+    ApprovalState,
+    CompactionEvent,
+    Event,
+    StatusEvent,
+    StopEvent,
+    TextDelta,
+    ThinkingDelta,
+    ToolCallEvent,
+    ToolResultEvent,
+    UsageEvent,
+    wire_fields,
+)
 
 log = logging.getLogger(__name__)
 
@@ -144,23 +157,40 @@ class RunEvents:
 
     def __call__(self, event: Event) -> None:
         try:
-            handler = getattr(self, f"_on_{event.kind}", None)
-            if handler is not None:
-                handler(event)
+            self._map(event)
         except Exception:  # a mapping problem must never break the run
             log.exception("could not map the %s event to ACP", event.kind)
 
-    def _on_text(self, event: Event) -> None:
-        if event.agent_id == "main" and event.text:
-            self.outbox.send_text(event.text)
+    def _map(self, event: Event) -> None:
+        """Every kind is decided here: mypy checks that none is missing, and so does a unit test."""
+        match event:
+            case TextDelta():
+                if event.agent_id == "main" and event.text:
+                    self.outbox.send_text(event.text)
+            case ThinkingDelta():
+                if event.agent_id == "main" and event.text:
+                    self.outbox.send_thought(event.text)
+            case ToolCallEvent():
+                self._on_tool_call(event)
+            case ApprovalEvent():
+                if event.state in (ApprovalState.ALLOWED, ApprovalState.PREVIEW):
+                    self.outbox.send(ToolCallProgress(session_update="tool_call_update", tool_call_id=self.acp_id(event.call_id),
+                                                      status="in_progress"))
+            case ToolResultEvent():
+                self._on_tool_result(event)
+            case UsageEvent():
+                self._on_usage(event)
+            case CompactionEvent():
+                self.outbox.send(thought(f"[context compacted] {event.text}"))
+            case StatusEvent():  # not shown: the tool calls' own updates say what happens
+                pass
+            case StopEvent():
+                self._on_stop()
+            case _:
+                assert_never(event)
 
-    def _on_thinking(self, event: Event) -> None:
-        if event.agent_id == "main" and event.text:
-            self.outbox.send_thought(event.text)
-
-    def _on_toolCall(self, event: Event) -> None:  # noqa: N802 - the core's event kind
-        data = event.data
-        call_id, tool, arguments = str(data.get("callId")), str(data.get("tool")), data.get("arguments")
+    def _on_tool_call(self, event: ToolCallEvent) -> None:
+        call_id, tool, arguments = event.call_id, event.tool, event.arguments
         info = CallInfo(tool, arguments, event.agent_id, self.ids.start(call_id, self.run_id))
         self.calls[call_id] = info
         self.outbox.send(ToolCallStart(
@@ -168,47 +198,39 @@ class RunEvents:
             kind=tool_kind(tool), status="pending", locations=locations(tool_locations(tool, arguments, self.roots)),
             raw_input=arguments, field_meta={"agentLsp": {"runId": self.run_id, "callId": call_id, "agentId": event.agent_id}}))
 
-    def _on_approval(self, event: Event) -> None:
-        if event.data.get("state") in ("allowed", "preview"):
-            self.outbox.send(ToolCallProgress(session_update="tool_call_update", tool_call_id=self.acp_id(event),
-                                              status="in_progress"))
-
-    def _on_toolResult(self, event: Event) -> None:  # noqa: N802
-        data = event.data
-        info = self.calls.get(str(data.get("callId")))
-        self.finished.add(str(data.get("callId")))
+    def _on_tool_result(self, event: ToolResultEvent) -> None:
+        info = self.calls.get(event.call_id)
+        self.finished.add(event.call_id)
         text = event.text
-        if data.get("tail"):
-            text += "\n" + str(data["tail"])
-        if data.get("truncated"):
-            where = f" (the whole output is in {data['spillPath']})" if data.get("spillPath") else ""
+        if event.tail:
+            text += "\n" + event.tail
+        if event.truncated:
+            where = f" (the whole output is in {event.spill_path})" if event.spill_path else ""
             text += f"\n[truncated for the model{where}]"
         content: list[Any] = [text_content(text[:RESULT_TEXT_CHARS])]
-        if info is not None and info.tool in EDIT_TOOLS and data.get("ok") and self.workspace is not None:
+        if info is not None and info.tool in EDIT_TOOLS and event.ok and self.workspace is not None:
             edit = self.workspace.take_edit(self.path_of(info))
             if edit is not None:
                 old_text = self.redact(edit.old_text) if edit.old_text is not None else None
                 content.insert(0, diff_content(edit.path, old_text, self.redact(edit.new_text)))
+        # The raw output is the result's fields as the LSP stream has them (its call is the update's own).
+        raw_output = {k: v for k, v in wire_fields(event).items() if k != "callId"}
         self.outbox.send(ToolCallProgress(
-            session_update="tool_call_update", tool_call_id=self.acp_id(event), status="completed" if data.get("ok") else "failed",
-            content=content, raw_output={k: v for k, v in data.items() if k != "callId"}))
+            session_update="tool_call_update", tool_call_id=self.acp_id(event.call_id), status="completed" if event.ok else "failed",
+            content=content, raw_output=raw_output))
 
     def path_of(self, info: CallInfo) -> Path | None:
         args = info.arguments if isinstance(info.arguments, dict) else {}
         return resolve_path(args.get("path"), self.roots)  # resolved, as the tool resolved it
 
-    def _on_usage(self, event: Event) -> None:
-        data = event.data
-        if data.get("costUsd") is not None:
-            self.cost = float(data["costUsd"])
+    def _on_usage(self, event: UsageEvent) -> None:
+        if event.usage.cost_usd is not None:
+            self.cost = round(event.usage.cost_usd, 6)  # the figure the stream shows
         cost = Cost(amount=round(self.cost_before + self.cost, 6), currency="USD") if self.cost is not None else None
-        self.outbox.send(UsageUpdate(session_update="usage_update", used=max(0, int(data.get("contextTokens") or 0)),
-                                     size=max(0, int(data.get("contextWindow") or 0)), cost=cost))
+        self.outbox.send(UsageUpdate(session_update="usage_update", used=max(0, event.context_tokens),
+                                     size=max(0, event.context_window), cost=cost))
 
-    def _on_compaction(self, event: Event) -> None:
-        self.outbox.send(thought(f"[context compacted] {event.text}"))
-
-    def _on_stop(self, event: Event) -> None:
+    def _on_stop(self) -> None:
         """A call the run left without a result (a cancel) is shown as ended, not pending."""
         for call_id, info in self.calls.items():
             if call_id not in self.finished:
@@ -216,7 +238,6 @@ class RunEvents:
                                                   content=[text_content("cancelled: the turn ended before this call finished")]))
         self.finished.update(self.calls)
 
-    def acp_id(self, event: Event) -> str:
-        call_id = str(event.data.get("callId"))
+    def acp_id(self, call_id: str) -> str:
         info = self.calls.get(call_id)
         return info.acp_id if info is not None else self.ids.of(call_id)

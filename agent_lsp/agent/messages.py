@@ -1,5 +1,5 @@
-"""The values the loop passes around: tool calls, model replies, typed tool results, stream
-events, usage and the run report."""
+"""The values the loop passes around: tool calls, model replies, typed tool results, usage and
+the run report (the stream events are in events.py)."""
 
 from __future__ import annotations
 
@@ -183,16 +183,6 @@ class ToolResult:
 
     def to_message(self) -> dict[str, Any]:
         return {"role": "tool", "tool_call_id": self.call_id, "content": self.content}
-
-
-@dataclass
-class Event:
-    """A readable line for the user; the front end adds runId and seq."""
-
-    kind: str  # text | toolCall | toolResult | approval | status | compaction | usage | stop
-    text: str
-    data: dict[str, Any] = field(default_factory=dict)
-    agent_id: str = "main"
 
 
 @dataclass

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from agent_lsp.agent.messages import Event
+from agent_lsp.agent.events import Event
 
 
 @dataclass

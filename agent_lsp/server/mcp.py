@@ -10,6 +10,7 @@ from typing import Any
 from lsprotocol import types
 from pygls.lsp.server import LanguageServer
 
+from agent_lsp.agent.events import StatusEvent
 from agent_lsp.server.capabilities import ClientCaps
 from agent_lsp.server.rpc import ClientRequestError, OutgoingRequest, safe_notify
 
@@ -34,7 +35,7 @@ class LspMcpHooks:
             "type": types.MessageType.Warning.value, "message": f"agent-lsp: {prompt}",
             "actions": [{"title": title} for title in CHOICES]})
         for stream in list(self.streams.values()):  # a write right after the request (see PITFALLS: eglot)
-            stream.send("status", f"waiting for consent to start MCP server `{decl.name}`", {"turn": None})
+            stream.send(StatusEvent(f"waiting for consent to start MCP server `{decl.name}`", None))
         try:
             result = await asyncio.wait_for(asyncio.shield(request.answer), self.timeout)
         except (TimeoutError, ClientRequestError) as exc:
@@ -49,7 +50,7 @@ class LspMcpHooks:
         safe_notify(self.ls, types.WINDOW_LOG_MESSAGE, types.LogMessageParams(
             type=types.MessageType.Error if state == "failed" else types.MessageType.Info, message=f"agent-lsp: {message}"))
         for stream in list(self.streams.values()):
-            stream.send("status", message, {"turn": None, "mcpServer": name, "state": state})
+            stream.send(StatusEvent(message, None, mcp_server=name, mcp_state=state))
         if state == "failed" and name not in self.shown:
             self.shown.add(name)
             safe_notify(self.ls, types.WINDOW_SHOW_MESSAGE, types.ShowMessageParams(type=types.MessageType.Error, message=f"agent-lsp: {message}"))

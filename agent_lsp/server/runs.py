@@ -12,8 +12,18 @@ from lsprotocol import types
 from pygls.lsp.server import LanguageServer
 
 from agent_lsp.agent.coalesce import TextCoalescer
+from agent_lsp.agent.events import (
+    ApprovalEvent,
+    CompactionEvent,
+    Event,
+    StatusEvent,
+    TextDelta,
+    ThinkingDelta,
+    ToolCallEvent,
+    UsageEvent,
+    to_wire,
+)
 from agent_lsp.agent.host import AgentHost, HostedRun, RunPorts
-from agent_lsp.agent.messages import Event
 from agent_lsp.agent.ports import ApprovalRequest
 from agent_lsp.agent.state.session import new_id
 from agent_lsp.server.approvals import LspApprover, PendingApprovals
@@ -37,8 +47,8 @@ class RunStream:
         self.run_id = run_id
         self.title = title
         self.seq = 0
-        self._text = TextCoalescer(lambda text: self.send("text", text, {"agentId": "main"}))
-        self._thinking = TextCoalescer(lambda text: self.send("thinking", text, {"agentId": "main"}))
+        self._text = TextCoalescer(lambda text: self.send(TextDelta(text)))
+        self._thinking = TextCoalescer(lambda text: self.send(ThinkingDelta(text)))
         self._progress = "off"  # off | creating | on | ended
         self._last_report: str | None = None
         self._usage = ""  # `ctx 31k/128k · $0.012`, appended to progress messages
@@ -46,30 +56,29 @@ class RunStream:
 
     # -- stream -----------------------------------------------------------------------------
     def __call__(self, event: Event) -> None:
-        if event.kind == "text":
+        if isinstance(event, TextDelta):
             self._thinking.flush()
             self._text.add(event.text)
             return
-        if event.kind == "thinking":  # coalesced like text (CONTRACT agentLsp/stream)
+        if isinstance(event, ThinkingDelta):  # coalesced like text (CONTRACT agentLsp/stream)
             self._text.flush()
             self._thinking.add(event.text)
             return
         self.flush_text()
-        data = {**event.data, "agentId": event.agent_id}
-        self.send(event.kind, event.text, data)
-        if event.kind == "usage" and event.agent_id == "main":
+        self.send(event)
+        if isinstance(event, UsageEvent) and event.agent_id == "main":
             self._usage = event.text
-        if event.kind in ("status", "toolCall", "compaction"):
+        if isinstance(event, StatusEvent | ToolCallEvent | CompactionEvent):
             self.report(event.text)
-        elif event.kind == "approval":  # the progress line has no label: it names the state itself
-            self.report(f"approval {event.data.get('state', '')}: {event.text}")
+        elif isinstance(event, ApprovalEvent):  # the progress line has no label: it names the state itself
+            self.report(f"approval {event.state}: {event.text}")
 
     def flush_text(self) -> None:
         self._thinking.flush()
         self._text.flush()
 
-    def send(self, kind: str, text: str, data: dict[str, Any]) -> None:
-        payload = {**data, "runId": self.run_id, "seq": self.seq, "kind": kind, "text": text}
+    def send(self, event: Event) -> None:
+        payload = to_wire(event, self.run_id, self.seq)
         self.seq += 1
         safe_notify(self.ls, STREAM, payload)
 
@@ -136,7 +145,7 @@ class RunRegistry:
         stream = RunStream(self.ls, caps, run_id, title)
         self.streams[run_id] = stream
         workspace = LspWorkspace(self.ls, caps, roots, names)
-        workspace.on_waiting = lambda text: stream.send("status", text, {"turn": None})
+        workspace.on_waiting = lambda text: stream.send(StatusEvent(text, None))
         approver = LspApprover(self.ls, caps, self.approvals, run_id, settings.approval.timeout,
                                on_waiting=lambda req: self._waiting(stream, req))
         stream.progress_task = asyncio.ensure_future(stream.begin_progress())
@@ -161,7 +170,7 @@ class RunRegistry:
     def _waiting(stream: RunStream, request: ApprovalRequest) -> None:
         # Written right after the request goes out: some clients' readers (eglot's jsonrpc)
         # only look at the next message once the server writes again.
-        stream.send("status", f"waiting for approval: {request.detail.splitlines()[0]}", {"turn": None})
+        stream.send(StatusEvent(f"waiting for approval: {request.detail.splitlines()[0]}", None))
 
     async def _until_warm(self) -> None:
         """Wait (without blocking the loop) for the SDK import, which the core would otherwise

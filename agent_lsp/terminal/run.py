@@ -9,12 +9,24 @@ import os
 import signal
 import sys
 from pathlib import Path
-from typing import TextIO
+from typing import TextIO, assert_never
 
 from agent_lsp.agent.display import escape_invisible, for_terminal
+from agent_lsp.agent.events import (
+    ApprovalEvent,
+    CompactionEvent,
+    Event,
+    StatusEvent,
+    StopEvent,
+    TextDelta,
+    ThinkingDelta,
+    ToolCallEvent,
+    ToolResultEvent,
+    UsageEvent,
+)
 from agent_lsp.agent.fs.disk_workspace import DiskWorkspace
 from agent_lsp.agent.host import AgentHost, RunPorts
-from agent_lsp.agent.messages import CancelCause, Event, RunReport, StopCause, StopReason
+from agent_lsp.agent.messages import CancelCause, RunReport, StopCause, StopReason
 from agent_lsp.agent.ports import Answer, ApprovalRequest, Decision
 from agent_lsp.agent.state.checkpoints import CheckpointStore
 from agent_lsp.agent.state.sessions import SessionError
@@ -111,17 +123,17 @@ class TerminalStream:
 
     def __call__(self, event: Event) -> None:
         s = self.style
-        if event.kind in ("text", "thinking"):  # the model's reasoning dimmed, its answer plain
+        if isinstance(event, TextDelta | ThinkingDelta):  # the model's reasoning dimmed, its answer plain
             self._clear_waiting()
             text = for_terminal(event.text)
-            self.out.write(text if event.kind == "text" else s.dim(text))
+            self.out.write(text if isinstance(event, TextDelta) else s.dim(text))
             self.in_text = True
             self.out.flush()
             return
-        if event.kind == "status" and event.agent_id == "main" and event.data.get("waiting") == "model":
+        if isinstance(event, StatusEvent) and event.agent_id == "main" and event.waiting == "model":
             self._show_waiting()
             return
-        if event.kind == "stop":  # the last streamed text ends its line (with --json, stderr's last line)
+        if isinstance(event, StopEvent):  # the last streamed text ends its line (with --json, stderr's last line)
             self._clear_waiting()
             self._end_text()
             self.out.flush()
@@ -133,8 +145,8 @@ class TerminalStream:
         self._end_text()
         who = "" if event.agent_id == "main" else s.dim(f"[{for_terminal(event.agent_id)}] ")
         self.out.write(f"  {who}{line}\n")
-        if event.kind == "toolResult" and event.data.get("tail"):
-            for tail in for_terminal(str(event.data["tail"])).splitlines():
+        if isinstance(event, ToolResultEvent) and event.tail:
+            for tail in for_terminal(event.tail).splitlines():
                 self.out.write(f"      {s.dim('│ ' + tail)}\n")
         self.out.flush()
 
@@ -165,19 +177,27 @@ class TerminalStream:
             self.waiting = False
 
     def _line(self, event: Event) -> str | None:
+        """The line an event shows, or None. Every kind is decided here: mypy checks that none
+        is missing, and so does a unit test."""
         s = self.style
         text = for_terminal(event.text)
-        if event.kind == "toolCall":
-            return f"{s('33', '▸')} {text}"
-        if event.kind == "toolResult":
-            mark = s.ok() if event.data.get("ok") else s.bad()
-            extra = s.dim(" (truncated; the whole result is in a spill file)") if event.data.get("truncated") else ""
-            return f"{mark} {text}{extra}"
-        if event.kind == "compaction":
-            return s.dim(f"⋯ {text}")
-        if event.kind == "status" and event.data.get("waiting") != "model":
-            return s.dim(f"· {text}")
-        return None
+        match event:
+            case ToolCallEvent():
+                return f"{s('33', '▸')} {text}"
+            case ToolResultEvent():
+                mark = s.ok() if event.ok else s.bad()
+                extra = s.dim(" (truncated; the whole result is in a spill file)") if event.truncated else ""
+                return f"{mark} {text}{extra}"
+            case CompactionEvent():
+                return s.dim(f"⋯ {text}")
+            case StatusEvent():  # the wait for the model is the transient waiting line instead
+                return None if event.waiting == "model" else s.dim(f"· {text}")
+            case ApprovalEvent() | UsageEvent():  # approvals are asked and answered here; the usage is in the report
+                return None
+            case TextDelta() | ThinkingDelta() | StopEvent():  # written as they come (__call__)
+                return None
+            case _:
+                assert_never(event)
 
 
 def print_report(report: RunReport, out: TextIO, paths: PathGuard | None = None, *, rewind_id: str | None = None,

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from agent_lsp.agent.events import wire_fields
 from tests.headless.test_run_cli import agent_run, report_of, run_cli
 from tests.unit.kit import call, tools_reply
 
@@ -311,7 +312,7 @@ async def test_an_approval_event_does_not_repeat_its_state(model, workspace):
     model.add([tools_reply(call("run_command", command="echo hi")), {"text": "ok"}])
     _report, events, _session = await run("go", model, workspace, approver=ScriptedApprover(), approval={"default": "ask"})
     approvals = events.of("approval")
-    assert [e.data["state"] for e in approvals] == ["pending", "allowed"]
+    assert [wire_fields(e)["state"] for e in approvals] == ["pending", "allowed"]
     for event in approvals:  # clients show "[approval: pending] <text>"
         assert not event.text.startswith("approval"), event.text
         assert "echo hi" in event.text

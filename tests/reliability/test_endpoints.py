@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from agent_lsp.agent.events import wire_fields
 from agent_lsp.agent.messages import StopReason
 from agent_lsp.agent.state.sessions import SessionStore
 from agent_lsp.testing.scripted_model import ScriptedModelServer
@@ -53,8 +54,8 @@ async def test_parallel_calls_each_run(model, workspace, recording):
     model.add([{"raw": recording}, {"text": "done"}])
     report, events, _ = await run("read both files", model, workspace)
     assert report.stop_reason == StopReason.DONE and report.final_text == "done"
-    assert [e.data["tool"] for e in events.of("toolCall")] == ["read_file", "read_file"]
-    assert [e.data["arguments"] for e in events.of("toolCall")] == [{"path": "calc.py"}, {"path": "test_calc.py"}]
+    assert [wire_fields(e)["tool"] for e in events.of("toolCall")] == ["read_file", "read_file"]
+    assert [wire_fields(e)["arguments"] for e in events.of("toolCall")] == [{"path": "calc.py"}, {"path": "test_calc.py"}]
     results = list(last_tool_results(model.requests[1]).values())
     assert len(results) == 2 and CALC in results[0] and TEST_CALC in results[1]
     assert_valid_conversation(model.requests[1]["messages"])
@@ -70,8 +71,8 @@ async def test_argument_shapes(model, workspace, recording, tool, shown):
     model.add([{"raw": recording}, {"text": "done"}])
     report, events, _ = await run("look", model, workspace)
     assert report.stop_reason == StopReason.DONE, report.error
-    assert [e.data["tool"] for e in events.of("toolCall")] == [tool]
-    assert [e.data["ok"] for e in events.of("toolResult")] == [True]
+    assert [wire_fields(e)["tool"] for e in events.of("toolCall")] == [tool]
+    assert [wire_fields(e)["ok"] for e in events.of("toolResult")] == [True]
     (result,) = last_tool_results(model.requests[1]).values()
     assert shown in result
     sent = assistant_with_calls(model.requests[1])[0]["tool_calls"][0]["function"]
@@ -113,7 +114,7 @@ async def test_an_edit_with_an_emoji_split_across_deltas_is_applied(model, works
     report, events, _ = await run("write it", model, workspace)
     assert report.stop_reason == StopReason.DONE, report.error
     assert (workspace / "smile.txt").read_text(encoding="utf-8") == "smile \U0001f600 and a lone \ufffd!\n"
-    assert [e.data["ok"] for e in events.of("toolResult")] == [True]
+    assert [wire_fields(e)["ok"] for e in events.of("toolResult")] == [True]
     assert any(r["type"] == "toolCall" for r in transcript_records(report))
 
 

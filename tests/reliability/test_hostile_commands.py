@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from agent_lsp.agent.events import wire_fields
 from agent_lsp.agent.loop.run import Session
 from agent_lsp.agent.messages import StopReason
 from agent_lsp.agent.ports import Decision
@@ -197,7 +198,7 @@ async def test_output_past_five_megabytes_keeps_the_real_tail_and_says_what_was_
     assert "bytes in the middle were dropped" in first and "not saved" in first
     assert result.rstrip().endswith("THE REAL END")
     assert "line 0000000" in result
-    spill = [e for e in events.of("toolResult") if e.data.get("spillPath")][0].data["spillPath"]
+    spill = wire_fields([e for e in events.of("toolResult") if wire_fields(e).get("spillPath")][0])["spillPath"]
     saved = Path(spill).read_text()
     assert "bytes of output dropped here" in saved and saved.rstrip().endswith("THE REAL END")
     assert "whole result" in result and "full output" not in result

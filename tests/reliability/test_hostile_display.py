@@ -20,6 +20,7 @@ from agent_lsp.agent.display import (
     is_hidden,
     show_command,
 )
+from agent_lsp.agent.events import wire_fields
 from agent_lsp.agent.ports import Decision
 from tests.headless.test_run_cli import agent_run
 from tests.unit.kit import ScriptedApprover, call, run, tools_reply
@@ -136,9 +137,9 @@ async def test_each_variant_is_escaped_in_the_approval_request_and_the_approval_
     _, events, _ = await run("go", model, workspace, approver=approver)
     (request,) = approver.requests
     assert ch not in request.detail and escape_of(ch) in request.detail
-    pending = [e for e in events.of("approval") if e.data["state"] == "pending"]
-    assert pending and all(ch not in e.data["detail"] and ch not in e.text for e in pending)
-    assert escape_of(ch) in pending[0].data["detail"]
+    pending = [e for e in events.of("approval") if wire_fields(e)["state"] == "pending"]
+    assert pending and all(ch not in wire_fields(e)["detail"] and ch not in e.text for e in pending)
+    assert escape_of(ch) in wire_fields(pending[0])["detail"]
     assert not (workspace / "pwned").exists()
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from agent_lsp.agent.events import wire_fields
 from agent_lsp.agent.loop.run import Session
 from agent_lsp.agent.messages import StopReason
 from tests.unit.kit import (
@@ -71,7 +72,7 @@ async def test_duplicate_tool_call_ids_get_their_own_results(model, workspace):
     assert_valid_conversation(model.requests[2]["messages"])
     originals = [r.get("modelCallId") for r in transcript_records(report) if r["type"] == "toolCall"]
     assert originals.count("dup") == 2, "the transcript keeps a duplicate's original id"
-    approvals = {e.data["callId"] for e in events.of("toolCall")}
+    approvals = {wire_fields(e)["callId"] for e in events.of("toolCall")}
     assert len(approvals) == 3
 
 
@@ -81,7 +82,7 @@ async def test_reused_ids_never_overwrite_spill_files(model, workspace):
     model.add([tools_reply(call("read_file", id="same", path="a.txt")), tools_reply(call("read_file", id="same", path="b.txt")),
                {"text": "ok"}])
     _, events, _ = await run("read", model, workspace, toolOutputLimit=500)
-    spills = [e.data["spillPath"] for e in events.of("toolResult")]
+    spills = [wire_fields(e)["spillPath"] for e in events.of("toolResult")]
     assert len(set(spills)) == 2
     assert "AAAA" in Path(spills[0]).read_text() and "BBBB" in Path(spills[1]).read_text()
 

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from agent_lsp.agent.events import Event
 from agent_lsp.agent.fs.disk_workspace import DiskWorkspace
-from agent_lsp.agent.messages import Event, StopReason
+from agent_lsp.agent.messages import StopReason
 from agent_lsp.agent.state.sessions import workspace_state
 from tests.e2e.test_edit_review import EDIT, preview_caps
 from tests.unit.kit import Events, call, last_tool_results, run, tools_reply

@@ -12,9 +12,10 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from agent_lsp.agent.events import Event
 from agent_lsp.agent.fs.disk_workspace import DiskWorkspace
 from agent_lsp.agent.loop.run import Session, run_task
-from agent_lsp.agent.messages import Event, RunReport
+from agent_lsp.agent.messages import RunReport
 from agent_lsp.agent.ports import ApprovalRequest, Decision
 from agent_lsp.settings import Settings
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from agent_lsp.agent.display import show_command
+from agent_lsp.agent.events import wire_fields
 from agent_lsp.agent.loop.run import Session
 from agent_lsp.agent.messages import StopReason
 from agent_lsp.agent.policy.approval import ApprovalPolicy, SessionApprovals
@@ -137,7 +138,7 @@ async def test_ask_policy_asks_with_exactly_what_would_change(model, workspace):
     assert "-    return a - b" in request.detail and "+    return a + b" in request.detail
     assert "return a + b" in (workspace / "calc.py").read_text()
     assert report.edited_files == [(workspace / "calc.py").resolve().as_uri()]
-    states = [e.data["state"] for e in events.of("approval")]
+    states = [wire_fields(e)["state"] for e in events.of("approval")]
     assert states == ["pending", "allowed"]
 
 
@@ -163,7 +164,7 @@ async def test_deny_policy_never_asks_and_never_runs(model, workspace):
     result = last_tool_results(model.requests[1])["c1"]
     assert result.startswith("denied:") and "policy" in result
     assert report.denied == 1 and report.stop_reason == StopReason.DONE
-    assert [e.data["state"] for e in events.of("approval")] == ["denied"]
+    assert [wire_fields(e)["state"] for e in events.of("approval")] == ["denied"]
 
 
 async def test_allow_commands_run_without_asking(model, workspace):
@@ -252,8 +253,8 @@ async def test_denial_is_fed_back_as_the_calls_result_and_the_run_goes_on(model,
     assert messages[-2]["role"] == "assistant" and messages[-2]["tool_calls"][0]["id"] == "e1"
     assert messages[-1]["role"] == "tool" and messages[-1]["tool_call_id"] == "e1"
     assert messages[-1]["content"].startswith("denied: the user said no. The edit_file call did not run")
-    result = [e for e in events.of("toolResult") if e.data["callId"] == "e1"]
-    assert len(result) == 1 and result[0].data["ok"] is False
+    result = [e for e in events.of("toolResult") if wire_fields(e)["callId"] == "e1"]
+    assert len(result) == 1 and wire_fields(result[0])["ok"] is False
 
 
 async def test_a_withdrawn_or_failing_approver_is_a_denial(model, workspace):
@@ -267,4 +268,4 @@ async def test_a_withdrawn_or_failing_approver_is_a_denial(model, workspace):
     assert report.stop_reason == StopReason.DONE
     assert not (workspace / "x.txt").exists()
     assert last_tool_results(model.requests[1])["w"].startswith("denied:")
-    assert [e.data["state"] for e in events.of("approval")] == ["pending", "withdrawn"]
+    assert [wire_fields(e)["state"] for e in events.of("approval")] == ["pending", "withdrawn"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from agent_lsp.agent.events import wire_fields
 from agent_lsp.agent.loop.run import Session
 from agent_lsp.agent.messages import StopReason
 from tests.unit.kit import call, run, tools_reply
@@ -121,8 +122,8 @@ async def test_no_tool_calls_means_done_with_final_text(model, workspace):
     assert report.turns == 1 and report.tool_calls == 0
     assert len(model.requests) == 1
     stop = events.of("stop")
-    assert len(stop) == 1 and stop[0].data["report"]["stopReason"] == "done"
-    assert stop[0].data["report"]["finalText"] == "Nothing to do: the code is fine."
+    assert len(stop) == 1 and wire_fields(stop[0])["report"]["stopReason"] == "done"
+    assert wire_fields(stop[0])["report"]["finalText"] == "Nothing to do: the code is fine."
 
 
 async def test_tool_calls_go_back_to_the_model_not_to_the_user(model, workspace):

@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from agent_lsp.agent.events import Event, wire_fields
 from agent_lsp.agent.fs.disk_workspace import DiskWorkspace
 from agent_lsp.agent.loop.run import Session, run_task
-from agent_lsp.agent.messages import Event, RunReport, StopCause, StopReason, Usage
+from agent_lsp.agent.messages import RunReport, StopCause, StopReason, Usage
 from agent_lsp.settings import Settings
 from tests.unit.kit import (
     Events,
@@ -33,7 +34,7 @@ def assert_cause(report: RunReport, events: Events, cause: StopCause) -> None:
     assert report.stop_cause == cause and report.stop_reason == cause.reason, report.to_dict()
     wire = report.to_dict()
     assert wire["stopCause"] == str(cause) and wire["stopReason"] == str(cause.reason)
-    assert events[-1].kind == "stop" and events[-1].data["report"]["stopCause"] == str(cause)
+    assert events[-1].kind == "stop" and wire_fields(events[-1])["report"]["stopCause"] == str(cause)
     stop = transcript_records(report)[-1]
     assert stop["type"] == "stop" and stop["report"]["stopCause"] == str(cause)
     json.dumps(wire)  # plain JSON on the wire

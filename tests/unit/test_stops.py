@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from agent_lsp.agent.events import wire_fields
 from agent_lsp.agent.fs.disk_workspace import DiskWorkspace
 from agent_lsp.agent.loop.run import Session, run_task
 from agent_lsp.agent.messages import StopReason
@@ -45,7 +46,7 @@ async def test_done(model, workspace):
     assert report.stop_reason == StopReason.DONE and report.error is None
     assert report.summary.startswith("Done:") and "calc.py" in report.summary
     assert report.usage.prompt_tokens > 0 and report.usage.completion_tokens > 0
-    assert events[-1].kind == "stop" and events[-1].data["report"] == report.to_dict()
+    assert events[-1].kind == "stop" and wire_fields(events[-1])["report"] == report.to_dict()
     _report_is_complete(report)
 
 
@@ -231,7 +232,7 @@ async def test_cancel_while_an_approval_waits(model, workspace):
     report = await asyncio.wait_for(task, 5)
 
     assert report.stop_reason == StopReason.CANCELLED
-    assert [e.data["state"] for e in events.of("approval")] == ["pending", "withdrawn"]
+    assert [wire_fields(e)["state"] for e in events.of("approval")] == ["pending", "withdrawn"]
     assert not (workspace / "x.txt").exists()
     assert_history_closed(session.messages())
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from agent_lsp.agent.events import wire_fields
 from agent_lsp.agent.fs.disk_workspace import DiskWorkspace
 from agent_lsp.agent.loop.run import Session
 from agent_lsp.agent.messages import StopReason
@@ -175,7 +176,7 @@ async def test_errors_are_not_sent_as_ok(model, workspace):
     model.add([tools_reply(call("read_file", id="bad", path="nope.txt"), call("read_file", id="good", path="README.md")),
                {"text": "ok"}])
     _, events, _ = await run("read", model, workspace)
-    oks = {e.data["callId"]: e.data["ok"] for e in events.of("toolResult")}
+    oks = {wire_fields(e)["callId"]: wire_fields(e)["ok"] for e in events.of("toolResult")}
     assert oks == {"bad": False, "good": True}
 
 

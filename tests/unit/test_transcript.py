@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from agent_lsp.agent.events import wire_fields
 from agent_lsp.agent.messages import StopReason
 from agent_lsp.agent.ports import Decision
 from agent_lsp.settings import Settings
@@ -90,7 +91,7 @@ async def test_the_api_key_never_appears(model, workspace):
     assert API_KEY not in events.text(), "not even across text deltas"
     for event in events:
         assert API_KEY not in event.text, event
-        assert API_KEY not in json.dumps(event.data, default=str), event
+        assert API_KEY not in json.dumps(wire_fields(event), default=str), event
     # Redaction hides the key, not the rest of the answer.
     assert "Done." in events.text() and "Done." in report.final_text
 
@@ -111,7 +112,7 @@ async def test_the_api_key_is_not_in_errors(model, workspace):
     assert "Incorrect API key" in report.error and API_KEY not in report.error
     assert API_KEY not in json.dumps(report.to_dict())
     assert API_KEY not in Path(report.transcript).read_text()
-    assert all(API_KEY not in json.dumps(e.data, default=str) + e.text for e in events)
+    assert all(API_KEY not in json.dumps(wire_fields(e), default=str) + e.text for e in events)
 
 
 async def test_a_recorded_run_replays_to_the_same_result(model, workspace, tmp_path):

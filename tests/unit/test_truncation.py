@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from agent_lsp.agent.events import wire_fields
 from agent_lsp.agent.loop.context import truncate_tool_output
 from agent_lsp.agent.loop.run import Session
 from tests.unit.kit import call, last_tool_results, run, tools_reply
@@ -65,8 +66,8 @@ async def test_big_result_keeps_head_tail_and_the_model_can_read_the_spill(model
     assert full.count("\n") == 199 and "100\tline 100 of the big log" in full
 
     # The event says it was truncated and where the full text is.
-    [event] = [e for e in events.of("toolResult") if e.data["callId"] == "big"]
-    assert event.data["truncated"] is True and event.data["spillPath"] == str(spill)
+    [event] = [e for e in events.of("toolResult") if wire_fields(e)["callId"] == "big"]
+    assert wire_fields(event)["truncated"] is True and wire_fields(event)["spillPath"] == str(spill)
 
     # read_file may read that spill file, outside the workspace.
     again = last_tool_results(model.requests[2])["again"]
@@ -130,5 +131,5 @@ async def test_command_output_is_truncated_too(model, workspace):
     assert result.endswith("output line 1999")
     assert len(result) < LIMIT + 300
     [event] = events.of("toolResult")
-    assert event.data["truncated"] is True
-    assert Path(event.data["spillPath"]).read_text().count("output line") == 2000
+    assert wire_fields(event)["truncated"] is True
+    assert Path(wire_fields(event)["spillPath"]).read_text().count("output line") == 2000

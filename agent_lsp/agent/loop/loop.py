@@ -7,9 +7,16 @@ import asyncio
 import logging
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
+from agent_lsp.agent.events import (
+    CompactionEvent,
+    StatusEvent,
+    TextDelta,
+    ThinkingDelta,
+    UsageEvent,
+)
 from agent_lsp.agent.loop.compaction import (
     COMPACTION_PROMPT,
     open_problems,
@@ -21,7 +28,6 @@ from agent_lsp.agent.loop.compaction import (
 from agent_lsp.agent.loop.services import LoopServices, call_cost
 from agent_lsp.agent.loop.tool_calls import ToolCalls, cancel_if_asked
 from agent_lsp.agent.messages import (
-    Event,
     Outcome,
     Reply,
     ReplyCut,
@@ -171,8 +177,8 @@ class AgentLoop(ToolCalls):
         for index, stub in stubs:
             self.history[index] = stub
         after = self.s.estimator.estimate(self._messages())
-        self.s.emit(Event("compaction", f"squeezed {len(stubs)} old tool results to stubs (~{before} -> ~{after} tokens)",
-                          {"turn": self.turn}, self.agent_id))
+        self.s.emit(CompactionEvent(f"squeezed {len(stubs)} old tool results to stubs (~{before} -> ~{after} tokens)",
+                                    self.turn, agent_id=self.agent_id))
         await self.s.transcript.write(self.agent_id, self.turn, "history", op="replace",
                                       items=[{"index": i, **e.to_record()} for i, e in stubs])
         return True
@@ -207,7 +213,7 @@ class AgentLoop(ToolCalls):
         self.logged = len(self.history)
         kept = len(self.history) - plan.start - 1
         text = f"compacted {len(summarised)} messages (~{before} -> ~{after} tokens); kept the user's requests and {kept} recent messages"
-        self.s.emit(Event("compaction", text, {"turn": self.turn}, self.agent_id))
+        self.s.emit(CompactionEvent(text, self.turn, agent_id=self.agent_id))
         await self.s.transcript.write(self.agent_id, self.turn, "compaction", summary=note.message["content"],
                                       dropped=len(summarised), tokensBefore=before, tokensAfter=after,
                                       start=plan.start, end=plan.end, entries=[e.to_record() for e in replacement])
@@ -215,19 +221,19 @@ class AgentLoop(ToolCalls):
     # -- node 2: the streamed LLM call -------------------------------------------------------
     async def call_model(self, messages: list[dict[str, Any]]) -> Reply:
         # `waiting: model` is the typed form of the text: a front end shows its waiting line from it.
-        self.s.emit(Event("status", f"turn {self.turn}/{self.max_turns}: asking the model", {"turn": self.turn, "waiting": "model"},
-                          self.agent_id))
+        self.s.emit(StatusEvent(f"turn {self.turn}/{self.max_turns}: asking the model", self.turn, waiting="model",
+                                agent_id=self.agent_id))
         stats = self.s.stats
 
-        def delta_of(kind: str) -> Callable[[str], None]:
+        def delta_of(kind: type[TextDelta | ThinkingDelta]) -> Callable[[str], None]:
             def on_delta(delta: str) -> None:
                 stats.reached_model = True
                 if self.is_main:
-                    self.s.emit(Event(kind, delta, {}, self.agent_id))
+                    self.s.emit(kind(delta, agent_id=self.agent_id))
             return on_delta
 
-        on_text = delta_of("text")
-        on_thinking = delta_of("thinking") if self.is_main else None
+        on_text = delta_of(TextDelta)
+        on_thinking = delta_of(ThinkingDelta) if self.is_main else None
         deadline = self.s.limits.request_timeout
         loop = asyncio.get_running_loop()
         ends = loop.time() + deadline
@@ -246,8 +252,8 @@ class AgentLoop(ToolCalls):
                                           StopCause.MODEL) from None
                         if not exc.retryable or attempt == MODEL_ATTEMPTS:
                             raise StopRun(f"model request failed: {exc}", StopCause.MODEL) from None
-                        self.s.emit(Event("status", f"the model's stream failed before it began ({exc}); sending it again ({attempt}/{MODEL_ATTEMPTS - 1})",
-                                          {"turn": self.turn}, self.agent_id))
+                        self.s.emit(StatusEvent(f"the model's stream failed before it began ({exc}); sending it again ({attempt}/{MODEL_ATTEMPTS - 1})",
+                                                self.turn, agent_id=self.agent_id))
         except TimeoutError:
             await self.s.transcript.write(self.agent_id, self.turn, "modelError", error="requestTimeout")
             raise StopRun(f"the model call took longer than requestTimeout ({deadline:g} s) in all, retries included; it was stopped and not sent again",
@@ -285,7 +291,8 @@ class AgentLoop(ToolCalls):
         if main_request:
             stats.context_tokens = reply.usage.prompt_tokens if reply.usage and reply.usage.prompt_tokens else self._tokens(messages)
         data = {**stats.usage.to_dict(), "contextTokens": stats.context_tokens, "contextWindow": self.s.limits.context_window}
-        self.s.emit(Event("usage", usage_line(data), data, self.agent_id))
+        self.s.emit(UsageEvent(usage_line(data), replace(stats.usage), stats.context_tokens, self.s.limits.context_window,
+                               agent_id=self.agent_id))
 
     def refuse_cut_reply(self, reply: Reply) -> None:
         """CONTRACT Decisions 5 and 6: nothing of a cut reply runs; each call is told why and
@@ -294,7 +301,7 @@ class AgentLoop(ToolCalls):
         if self._cuts >= 2:
             raise StopRun(*CUT_STOPS[reply.cut or ReplyCut.OUTPUT_LIMIT])
         note = CAP_NOTES.get(reply.cut or ReplyCut.OUTPUT_LIMIT, CUT_NOTE)
-        self.s.emit(Event("status", f"turn {self.turn}: {note.removeprefix('not run: ')}", {"turn": self.turn}, self.agent_id))
+        self.s.emit(StatusEvent(f"turn {self.turn}: {note.removeprefix('not run: ')}", self.turn, agent_id=self.agent_id))
         for call in reply.tool_calls:
             self.append(Entry(ToolResult(call.id, Outcome.NOT_RUN, note).to_message(), "tool", self.s.run_id, Outcome.NOT_RUN))
         if not reply.tool_calls:

@@ -6,14 +6,15 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
+from agent_lsp.agent.events import Event, StatusEvent, StopEvent, TextDelta, ThinkingDelta, redacted
 from agent_lsp.agent.exec import keyguard
 from agent_lsp.agent.exec.process import kill_group
 from agent_lsp.agent.loop.loop import AgentLoop, LoopOutcome, usage_line
 from agent_lsp.agent.loop.memory import recall_memory
 from agent_lsp.agent.loop.services import Limits, LoopServices, RunStats
-from agent_lsp.agent.messages import CancelCause, Event, RunReport, StopCause, StopReason
+from agent_lsp.agent.messages import CancelCause, RunReport, StopCause, StopReason
 from agent_lsp.agent.model.client import Model, ModelError, make_model
 from agent_lsp.agent.policy.approval import ApprovalPolicy
 from agent_lsp.agent.ports import Approver, EventSink, Workspace
@@ -79,13 +80,13 @@ class _Run:
 
         async def go() -> str:
             history = [Entry({"role": "user", "content": task}, "prompt", self.services.run_id)]
-            self.services.emit(Event("status", f"[{agent_id}] sub-agent started: {task[:120]}", {"turn": 0}, agent_id))
+            self.services.emit(StatusEvent(f"[{agent_id}] sub-agent started: {task[:120]}", 0, agent_id=agent_id))
             diagnostics = bool(getattr(self.services.tool_ctx.workspace, "has_diagnostics", False))
             sub = AgentLoop(self.services, agent_id, ToolBox(subagent_tools(diagnostics)), settings.delegate_max_turns, history,
                             SUBAGENT_PROMPT.format(roots=roots))
             outcome = await sub.loop()
-            self.services.emit(Event("status", f"[{agent_id}] sub-agent stopped: {outcome.reason} after {_count(outcome.turns, 'turn')}",
-                                     {"turn": outcome.turns}, agent_id))
+            self.services.emit(StatusEvent(f"[{agent_id}] sub-agent stopped: {outcome.reason} after {_count(outcome.turns, 'turn')}",
+                                           outcome.turns, agent_id=agent_id))
             if outcome.reason == StopReason.DONE:
                 return outcome.final_text.strip() or "(the sub-agent returned no summary)"
             if outcome.reason == StopReason.MAX_TURNS:
@@ -122,14 +123,16 @@ async def run_task(prompt: str, *, session: Session, settings: Settings, workspa
                             ApprovalPolicy(settings.approval, session.approvals), approver, settings.approval.timeout,
                             tool_ctx, state_dir() / "spill" / run_id, stats, pricing,
                             changed_files=lambda: [paths.display(p) for p in session.edited])  # this run's record is in session.runs
-    tool_ctx.notify = lambda text: services.emit(Event("status", text, {"turn": None}))
+    main: AgentLoop | None = None
+    # A tool's own status line (an edit applied late in the editor's preview) carries the turn
+    # the main loop is in (or ended in), like every other status line.
+    tool_ctx.notify = lambda text: services.emit(StatusEvent(text, main.turn if main is not None else 0))
     run = _Run(services, session, settings, paths, record)
     tool_ctx.spawn_subagent = run.spawn_subagent
     session.running = run_id
     session.runs.append(record)
     session.title = session.title or " ".join((options.title or prompt).split())
     session.history.append(Entry({"role": "user", "content": prompt}, "prompt", run_id))
-    main: AgentLoop | None = None
     try:
         try:
             if options.on_record is not None:
@@ -225,7 +228,7 @@ async def _close_run(run: _Run, main: AgentLoop | None, outcome: LoopOutcome, ow
             await options.on_record(session, run.record)
         except Exception as exc:  # the report must still go out
             log.warning("could not save session %s: %s", session.id, exc)
-    services.emit(Event("stop", report.summary, {"report": report.to_dict()}))
+    services.emit(StopEvent(report.summary, report))
     return report
 
 
@@ -234,29 +237,26 @@ def _redacting(emit: EventSink, redact: Redactor) -> EventSink:
     two of them: the tail that could start a secret waits for the next delta (or event)."""
     if not redact.secrets:
         return emit
-    pending: dict[tuple[str, str], str] = {}  # (kind, agent id) -> held-back text
+    pending: dict[tuple[type[TextDelta | ThinkingDelta], str], str] = {}  # (kind, agent id) -> held-back text
 
-    def flush(key: tuple[str, str]) -> None:
+    def flush(key: tuple[type[TextDelta | ThinkingDelta], str]) -> None:
         if held := pending.pop(key, ""):
-            emit(Event(key[0], redact(held), {}, key[1]))
+            emit(key[0](redact(held), agent_id=key[1]))
 
     def sink(event: Event) -> None:
-        if event.kind in ("text", "thinking"):  # both are streams of model deltas
-            key = (event.kind, event.agent_id)
+        if isinstance(event, TextDelta | ThinkingDelta):  # both are streams of model deltas
+            key = (type(event), event.agent_id)
             for other in [k for k in pending if k != key]:
                 flush(other)
             text = redact(pending.pop(key, "") + event.text)
             if keep := redact.held_back(text):
                 text, pending[key] = text[:-keep], text[-keep:]
             if text:
-                event.text = text
-                emit(event)
+                emit(replace(event, text=text))
             return
         for key in list(pending):
             flush(key)
-        event.text = redact(event.text)
-        event.data = redact.value(event.data)
-        emit(event)
+        emit(redacted(event, redact))
 
     return sink
 

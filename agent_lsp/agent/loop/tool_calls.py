@@ -12,8 +12,16 @@ from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 from agent_lsp.agent.display import clip, escape_invisible
+from agent_lsp.agent.events import (
+    ApprovalEvent,
+    ApprovalState,
+    StatusEvent,
+    ToolCallEvent,
+    ToolResultEvent,
+    wire_fields,
+)
 from agent_lsp.agent.loop.context import truncate_tool_output
-from agent_lsp.agent.messages import Event, Outcome, ToolCall, ToolResult, parse_arguments
+from agent_lsp.agent.messages import Outcome, ToolCall, ToolResult, parse_arguments
 from agent_lsp.agent.ports import Answer, ApprovalRequest, Decision, as_answer
 from agent_lsp.agent.state.session import Entry
 from agent_lsp.agent.tools.base import EditRejected, Prepared, Tool, ToolBox, ToolError
@@ -69,8 +77,7 @@ class ToolCalls:
     async def admit(self, call: ToolCall) -> tuple[Prepared, Answer] | None:
         """Validate and approve one call; a refusal becomes its result and None is returned."""
         self.s.stats.tool_calls += 1
-        data = {"callId": call.id, "tool": call.name, "arguments": _arguments(call)}
-        self.s.emit(Event("toolCall", describe_call(call), data, self.agent_id))
+        self.s.emit(ToolCallEvent(describe_call(call), call.id, call.name, _arguments(call), agent_id=self.agent_id))
         await self.s.transcript.write(self.agent_id, self.turn, "toolCall", callId=call.id, tool=call.name, arguments=call.arguments,
                                       **({"modelCallId": call.model_id} if call.model_id else {}))
         try:
@@ -94,7 +101,7 @@ class ToolCalls:
             answer = Answer(Decision.ALLOW)
         elif policy.verdict == "deny":
             answer = Answer(Decision.DENY, why="the policy denies it")
-            self._approval_event(call, prepared, "denied", "by policy")
+            self._approval_event(call, prepared, ApprovalState.DENIED, "by policy")
         else:
             answer = await self._ask(call, tool, prepared)
         await self.s.transcript.write(self.agent_id, self.turn, "approval", callId=call.id, tool=call.name, detail=prepared.detail,
@@ -126,12 +133,12 @@ class ToolCalls:
                                   can_preview=prepared.preview is not None, must_ask=prepared.must_ask)
         if request.diff and request.diff_truncated:
             request.diff = request.diff[:1_000_000]
-        self._approval_event(call, prepared, "pending", request=request)
+        self._approval_event(call, prepared, ApprovalState.PENDING, request=request)
         try:
             answer = as_answer(await self.s.approver.ask(request))
             cancel_if_asked()
         except asyncio.CancelledError:
-            self._approval_event(call, prepared, "withdrawn")
+            self._approval_event(call, prepared, ApprovalState.WITHDRAWN)
             raise
         except Exception as exc:  # an approver that fails must not crash the run: it is a no
             log.warning("approval for %s failed: %s", call.id, exc)
@@ -140,27 +147,27 @@ class ToolCalls:
             answer = Answer(Decision.WITHDRAWN, why="no one could be asked")
         if answer.decision == Decision.WITHDRAWN and answer.why is None:
             answer.why = f"unanswered after {self.s.approval_timeout:g} s"
-        state = {Decision.ALLOW: "allowed", Decision.ALLOW_SESSION: "allowed", Decision.DENY: "denied",
-                 Decision.PREVIEW: "preview"}.get(answer.decision, "withdrawn")
+        state = {Decision.ALLOW: ApprovalState.ALLOWED, Decision.ALLOW_SESSION: ApprovalState.ALLOWED, Decision.DENY: ApprovalState.DENIED,
+                 Decision.PREVIEW: ApprovalState.PREVIEW}.get(answer.decision, ApprovalState.WITHDRAWN)
         self._approval_event(call, prepared, state)
         return answer
 
-    def _approval_event(self, call: ToolCall, prepared: Prepared, state: str, note: str = "",
+    def _approval_event(self, call: ToolCall, prepared: Prepared, state: ApprovalState, note: str = "",
                         request: ApprovalRequest | None = None) -> None:
         detail = prepared.detail
-        # The state travels in data["state"] and every client labels the line with it
+        # The state travels typed and every client labels the line with it
         # ("[approval: pending] …"): the text is what is being approved, not the state again.
         text = f"{detail.splitlines()[0] if detail else call.name}{f' ({note})' if note else ''}"
-        data: dict[str, Any] = {"callId": call.id, "tool": call.name, "detail": detail, "state": state}
-        if request is not None and request.uri is not None:
-            data.update(uri=request.uri, diff=request.diff or "", newText=request.new_text or "")
-            if request.diff_truncated:
-                data["diffTruncated"] = True
-        self.s.emit(Event("approval", text, data, self.agent_id))
+        if request is not None and request.uri is not None:  # an edit's request: what the editor shows
+            self.s.emit(ApprovalEvent(text, call.id, call.name, detail, state, uri=request.uri, diff=request.diff or "",
+                                      new_text=request.new_text or "", diff_truncated=request.diff_truncated,
+                                      agent_id=self.agent_id))
+        else:
+            self.s.emit(ApprovalEvent(text, call.id, call.name, detail, state, agent_id=self.agent_id))
 
     async def _execute(self, call: ToolCall, prepared: Prepared, answer: Answer) -> None:
         first = prepared.detail.splitlines()[0] if prepared.detail else call.name
-        self.s.emit(Event("status", f"turn {self.turn}: {first}", {"turn": self.turn}, self.agent_id))
+        self.s.emit(StatusEvent(f"turn {self.turn}: {first}", self.turn, agent_id=self.agent_id))
         run = prepared.preview if answer.decision == Decision.PREVIEW and prepared.preview else prepared.execute
         if prepared.show_tail:
             self._show_tail.add(call.id)
@@ -197,15 +204,17 @@ class ToolCalls:
         await self._report_result(call.name, result, shown)
 
     async def _report_result(self, tool: str, result: ToolResult, text: str) -> None:
-        data: dict[str, Any] = {"callId": result.call_id, "ok": result.ok, "outcome": str(result.outcome), "truncated": result.truncated}
-        if result.spill_path:
-            data["spillPath"] = result.spill_path
         lines = text.splitlines()
         first = lines[0] if lines else ""
+        tail = None
         if result.call_id in self._show_tail and len(lines) > 1:
-            data["tail"] = "\n".join(clip(line, 300) for line in lines[1:][-TAIL_LINES:])
-        self.s.emit(Event("toolResult", f"{tool} {'ok' if result.ok else str(result.outcome)}: {clip(first, 200)}", data, self.agent_id))
-        await self.s.transcript.write(self.agent_id, self.turn, "toolResult", **data, content=result.content)
+            tail = "\n".join(clip(line, 300) for line in lines[1:][-TAIL_LINES:])
+        event = ToolResultEvent(f"{tool} {'ok' if result.ok else str(result.outcome)}: {clip(first, 200)}", result.call_id,
+                                result.outcome, truncated=result.truncated, spill_path=result.spill_path, tail=tail,
+                                agent_id=self.agent_id)
+        self.s.emit(event)
+        # The transcript's line holds the stream's fields (and the whole result).
+        await self.s.transcript.write(self.agent_id, self.turn, "toolResult", **wire_fields(event), content=result.content)
 
     def _spiral(self) -> str | None:
         for (name, _, _), count in self._failures.items():
