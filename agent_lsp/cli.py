@@ -6,8 +6,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import os
-import signal
 import sys
 from collections.abc import Coroutine
 from pathlib import Path
@@ -267,7 +265,9 @@ def _demo(args: argparse.Namespace) -> int:
 def _serve(args: argparse.Namespace) -> int:
     if sys.stdin.isatty():
         # A person started it by hand: say what it is, and let one Ctrl-C end it cleanly.
-        signal.signal(signal.SIGINT, lambda *_: os._exit(130))
+        from agent_lsp.frontend import exit_on_ctrl_c
+
+        exit_on_ctrl_c()
         print(TTY_HINT, file=sys.stderr, flush=True)
     from agent_lsp.server.main import serve
 

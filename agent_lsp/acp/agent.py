@@ -4,11 +4,7 @@ session or the shared AgentHost, convert). The core loads after `initialize` is 
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
-import importlib
 import logging
-import os
-import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -29,6 +25,7 @@ from acp.schema import (
 )
 
 from agent_lsp import __version__
+from agent_lsp.frontend import WarmUp, shut_down, stop_runs, user_settings
 
 if TYPE_CHECKING:
     from agent_lsp.acp.session import AcpSession
@@ -40,41 +37,6 @@ PROTOCOL_VERSION = 1
 CORE_MODULES = ("agent_lsp.settings", "agent_lsp.agent.host", "agent_lsp.mcp.config", "agent_lsp.acp.session",
                 "agent_lsp.acp.replay")
 WARM_UP_DELAY = 0.02  # let the initialize answer go out before the import thread takes the GIL
-SHUTDOWN_DEADLINE = 1.5
-
-
-class WarmUp:
-    """The core, then the model SDK, imported in a thread once `initialize` is answered (the
-    first run would otherwise import them on the event loop: 0.5-4 s of nothing answered)."""
-
-    def __init__(self) -> None:
-        self.core: concurrent.futures.Future[None] = concurrent.futures.Future()
-        self.sdk: concurrent.futures.Future[None] = concurrent.futures.Future()
-        self.started = False
-
-    def start(self) -> None:
-        if self.started:
-            return
-        self.started = True
-
-        def load() -> None:
-            for modules, done in ((CORE_MODULES, self.core), (("openai",), self.sdk)):
-                for name in modules:
-                    try:
-                        importlib.import_module(name)
-                    except Exception as exc:  # the code that needs it reports the problem
-                        log.debug("warm-up import of %s failed: %s", name, exc)
-                done.set_result(None)
-
-        threading.Thread(target=load, name="agent-lsp-acp-warm-up", daemon=True).start()
-
-    async def wait_core(self) -> None:
-        self.start()
-        await asyncio.shield(asyncio.wrap_future(self.core))
-
-    async def wait_sdk(self) -> None:
-        self.start()
-        await asyncio.shield(asyncio.wrap_future(self.sdk))
 
 
 def _root(cwd: str, method: str) -> Path:
@@ -92,7 +54,7 @@ class AcpAgent:
         self.client: Any = None  # the SDK's AgentSideConnection
         self.caps: Any = None
         self.sessions: dict[str, AcpSession] = {}
-        self.warm = WarmUp()
+        self.warm = WarmUp(CORE_MODULES, name="agent-lsp-acp-warm-up")
         self._host: AgentHost | None = None
 
     def on_connect(self, conn: Any) -> None:
@@ -235,7 +197,7 @@ class AcpAgent:
         await self.warm.wait_core()
         from agent_lsp.acp.session_roots import rewind_anywhere
 
-        return await rewind_anywhere(self.host, self._known_roots(), run_id, force, include_later)
+        return await rewind_anywhere(self.host, self._known_roots(), run_id, force, include_later, _settings()[0])
 
     async def ext_notification(self, method: str, params: dict[str, Any]) -> None:
         log.debug("ignoring the extension notification _%s", method)
@@ -249,22 +211,13 @@ class AcpAgent:
 
     def signalled(self, name: str) -> None:
         """SIGTERM or SIGHUP: every turn in flight is cancelled, its cause the signal."""
-        if self._host is not None:
-            from agent_lsp.agent.messages import CancelCause, StopCause
+        from agent_lsp.agent.messages import CancelCause, StopCause
 
-            self._host.cancel_every(CancelCause(StopCause.SIGNAL, name))
+        stop_runs(self._host, CancelCause(StopCause.SIGNAL, name))
 
     async def shutdown(self) -> None:
         """The client went away: cancel every turn (cause `shutdown`), end the MCP servers."""
-        if self._host is None:
-            return
-        from agent_lsp.agent.messages import CancelCause, StopCause
-
-        await self._host.cancel_all(SHUTDOWN_DEADLINE, CancelCause(StopCause.SHUTDOWN))
-        try:
-            await asyncio.wait_for(self._host.aclose(), SHUTDOWN_DEADLINE)
-        except TimeoutError:
-            log.warning("closing the MCP servers took longer than %ss", SHUTDOWN_DEADLINE)
+        await shut_down(self._host)
 
 
 def _modes(current: str) -> Any:
@@ -273,32 +226,7 @@ def _modes(current: str) -> Any:
     return modes_state(current)
 
 
-_resolved: dict[Any, tuple[Any, list[str]]] = {}
-
-
 def _settings() -> tuple[Any, list[str]]:
-    """ACP has no initializationOptions: the user's settings file, then the environment. Resolved
-    again only when the file or the environment changed (a new session sees an edited file)."""
-    from agent_lsp.settings import (
-        ENVIRONMENT,
-        from_environment,
-        from_user_file,
-        resolve,
-        user_settings_path,
-    )
-
-    path = user_settings_path()
-    try:
-        stat = path.stat()
-        stamp: Any = (stat.st_mtime_ns, stat.st_size)
-    except OSError:
-        stamp = None
-    key = (str(path), stamp, tuple(os.environ.get(n) for n in (*ENVIRONMENT, "OPENAI_BASE_URL")))
-    if key not in _resolved:
-        user, problems = from_user_file(path)
-        settings, more = resolve(user, from_environment())
-        for problem in problems + more:
-            log.warning("%s", problem)
-        _resolved.clear()
-        _resolved[key] = (settings, problems + more)
-    return _resolved[key]
+    """ACP has no initializationOptions: the user's settings file, then the environment, read
+    again when either changed (the same rule as the language server's, frontend.UserSources)."""
+    return user_settings()

@@ -4,11 +4,14 @@ through the official SDK). stdout is the protocol; every log line goes to stderr
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import signal
 import sys
-import threading
+from typing import Any
+
+from agent_lsp.frontend import exit_on_ctrl_c, leave, leave_after, on_signals
 
 TTY_HINT = ("agent-lsp acp speaks the Agent Client Protocol on stdin/stdout and is meant to be started by an editor "
             "(Zed, JetBrains, agent-shell, codecompanion: see `agent-lsp acp --help`). In a terminal, try "
@@ -21,7 +24,7 @@ def serve_acp() -> int:
     exit code (0; 130 on Ctrl-C)."""
     if sys.stdin.isatty():
         print(TTY_HINT, file=sys.stderr)
-        signal.signal(signal.SIGINT, lambda *_: os._exit(130))
+        exit_on_ctrl_c()
     level = os.environ.get("AGENT_LSP_LOG_LEVEL", "WARNING").upper()
     logging.getLogger().setLevel(getattr(logging, level, logging.WARNING))
     if not logging.getLogger().handlers:
@@ -32,16 +35,10 @@ def serve_acp() -> int:
         code = asyncio.run(_serve())
     except KeyboardInterrupt:
         code = 130
-    _last_rites()
-    # Everything is closed and flushed (runs cancelled, transcripts written, MCP servers ended).
-    # Tearing down the interpreter (thousands of pydantic models) costs seconds of CPU on a busy
-    # machine, and the editor is waiting for us to be gone: leave now.
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):  # the client closed its end
-            pass
-    os._exit(code)
+    # Everything is closed and flushed (runs cancelled, transcripts written, MCP servers ended):
+    # leave now, the editor is waiting for us to be gone.
+    leave(code)
+    return code  # not reached
 
 
 async def _serve() -> int:
@@ -51,18 +48,17 @@ async def _serve() -> int:
     from agent_lsp.acp.agent import AcpAgent
 
     agent = AcpAgent()
-    loop = asyncio.get_running_loop()
     main = asyncio.current_task()
 
     def on_signal(name: str) -> None:
         agent.signalled(name)  # the turns in flight stop `signal`, not `shutdown`
         main.cancel()  # type: ignore[union-attr]
 
-    for signum in (signal.SIGTERM, signal.SIGHUP):
-        try:
-            loop.add_signal_handler(signum, on_signal, signal.Signals(signum).name)
-        except (NotImplementedError, RuntimeError, ValueError):
-            pass
+    with on_signals({s: functools.partial(on_signal, s.name) for s in (signal.SIGTERM, signal.SIGHUP)}):
+        return await _until_gone(acp, agent)
+
+
+async def _until_gone(acp: Any, agent: Any) -> int:
     try:
         # Our own stdio streams, with a filter in front of the SDK's reader: a frame it cannot
         # take (a batch, a scalar, not JSON) is answered here and the connection stays.
@@ -76,26 +72,6 @@ async def _serve() -> int:
     except asyncio.CancelledError:
         pass
     finally:
-        _exit_watchdog()  # the client is gone: whatever happens next, do not outlive it
+        leave_after(EXIT_DEADLINE)  # the client is gone: whatever happens next, do not outlive it
         await agent.shutdown()
     return 0
-
-
-def _exit_watchdog() -> None:
-    def last_call() -> None:
-        _last_rites()
-        os._exit(0)
-
-    timer = threading.Timer(EXIT_DEADLINE, last_call)
-    timer.daemon = True
-    timer.start()
-
-
-def _last_rites() -> None:
-    """MCP server process groups end with us (os._exit skips atexit)."""
-    process = sys.modules.get("agent_lsp.mcp.process")
-    if process is not None:
-        try:
-            process.kill_live_groups()
-        except Exception:  # pragma: no cover - best effort on the way out
-            pass

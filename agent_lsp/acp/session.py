@@ -184,7 +184,8 @@ class AcpSession:
         if target is None:
             raise RequestError(-32602, "nothing to rewind: no run of this session changed files (or they were rewound already)")
         try:
-            result = await self.host.rewind(self.roots, self.workspace(), target, force=force, include_later=include_later, binary_ok=True)
+            result = await self.host.rewind(self.roots, self.workspace(), target, force=force, include_later=include_later, binary_ok=True,
+                                            settings=self.settings)  # its transcript goes where this session's runs' go
         except ValueError as exc:
             raise RequestError(-32602, f"rewind: {exc}") from None
         return result.to_dict(force=hints[0], include_later=hints[1])

@@ -52,12 +52,15 @@ def rewind_params(params: Any) -> tuple[str | None, bool, bool, str | None]:
     return run_id, force, later, session_id
 
 
-async def rewind_anywhere(host: Any, roots: list[Path], run_id: str | None, force: bool, include_later: bool) -> dict[str, Any]:
-    """A run of any known workspace, rewound on disk (no session: no editor to write through)."""
+async def rewind_anywhere(host: Any, roots: list[Path], run_id: str | None, force: bool, include_later: bool,
+                          settings: Any = None) -> dict[str, Any]:
+    """A run of any known workspace, rewound on disk (no session: no editor to write through);
+    its transcript goes where the settings' runs' transcripts go."""
     running: list[str] = []  # a workspace that knows the run but cannot rewind it yet says why
     for root in roots:
         try:
-            result = await host.rewind([root], DiskWorkspace([root]), run_id, force=force, include_later=include_later, binary_ok=True)
+            result = await host.rewind([root], DiskWorkspace([root]), run_id, force=force, include_later=include_later, binary_ok=True,
+                                       settings=settings)
         except RunNotFinished as exc:
             running.append(str(exc))
             continue

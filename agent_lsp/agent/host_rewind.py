@@ -17,7 +17,7 @@ from agent_lsp.agent.state.session import Entry, RunRecord, Session
 from agent_lsp.agent.state.sessions import SessionError, SessionStore
 from agent_lsp.agent.state.transcript import Redactor, Transcript
 from agent_lsp.agent.tools.paths import PathGuard
-from agent_lsp.settings import state_dir
+from agent_lsp.settings import Settings, state_dir
 
 log = logging.getLogger(__name__)
 
@@ -40,10 +40,11 @@ class HostRewinds:
         raise NotImplementedError
 
     async def rewind(self, roots: list[Path], workspace: Any, run_id: str, *, force: bool = False,
-                     include_later: bool = False, binary_ok: bool = True) -> RewindResult:
+                     include_later: bool = False, binary_ok: bool = True, settings: Settings | None = None) -> RewindResult:
         """Rewind a run's files (and with include_later the session's later runs that touched
         them), then drop that run and every later one from the session's history with a note
-        for the model. RewindError (a ValueError) for an unknown or running run."""
+        for the model. The rewind's transcript goes where the runs' go (the settings'
+        `transcriptDir`). RewindError (a ValueError) for an unknown or running run."""
         store = self.checkpoint_store(roots)
         try:
             manifest = await asyncio.to_thread(store.load, run_id)
@@ -58,10 +59,11 @@ class HostRewinds:
             result = await rewind(store, workspace, workspace, run_id, force=force, include_later=include_later, binary_ok=binary_ok)
         except OSError as exc:
             raise RewindError(f"the checkpoint store cannot be used ({exc}); nothing was changed") from None
-        await self._forget_rewound(roots, manifest.session_id, result)
+        transcripts = settings.transcript_path() if settings is not None else state_dir() / "runs"
+        await self._forget_rewound(roots, manifest.session_id, result, transcripts)
         return result
 
-    async def _forget_rewound(self, roots: list[Path], session_id: str, result: RewindResult) -> None:
+    async def _forget_rewound(self, roots: list[Path], session_id: str, result: RewindResult, transcripts: Path) -> None:
         """The session's history drops the rewound run and every later one; a note tells the model."""
         sessions = self.store(roots)
         live = self.live(session_id)
@@ -88,7 +90,7 @@ class HostRewinds:
         for record in session.runs:  # their files leave the session's edited files (Session.edited reads these)
             if record.run_id in dropped:
                 record.rewound = True
-        transcript = Transcript(state_dir() / "runs" / f"{result.rewind_id}.jsonl", result.rewind_id, Redactor([]))
+        transcript = Transcript(transcripts / f"{result.rewind_id}.jsonl", result.rewind_id, Redactor([]))
         await transcript.write("main", 0, "history", op="truncate", length=cut)
         await transcript.write("main", 0, "history", op="append", entries=[note.to_record()])
         await transcript.write("main", 0, "rewind", result=result.to_dict(), runs=sorted(rewound))

@@ -1,19 +1,15 @@
 """Settings over LSP: env < initializationOptions < workspace/configuration (untrusted keys
-dropped), re-read on didChangeConfiguration; problems shown to the user, never a crash."""
+dropped), re-read on didChangeConfiguration; the user's settings file and the environment re-read
+when they changed (frontend.UserSources, as ACP does); problems shown to the user, never a crash."""
 
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 from typing import Any
 
-from agent_lsp.settings import (
-    Settings,
-    from_environment,
-    from_user_file,
-    resolve,
-    user_settings_path,
-    without_untrusted,
-)
+from agent_lsp.frontend import UserSources
+from agent_lsp.settings import Settings, resolve, without_untrusted
 
 log = logging.getLogger(__name__)
 
@@ -22,9 +18,9 @@ class SettingsState:
     def __init__(self) -> None:
         self.init_options: dict[str, Any] = {}
         self.workspace_config: dict[str, Any] = {}
-        self.user_path = user_settings_path()
-        self.user_file, self.file_problems = from_user_file(self.user_path)  # the user's own settings file (trusted)
-        self.user_file_problems = list(self.file_problems)  # kept for agentLsp.health
+        self.user = UserSources()  # the user's own settings file (trusted) and the environment
+        self.user.refresh()
+        self.file_problems = list(self.user.file_problems)  # shown with the next merge
         self.settings = Settings()
         self.standing_problems: list[str] = []  # of the last merge (agentLsp.health lists them)
         self._last_problems: set[str] = set()
@@ -45,7 +41,9 @@ class SettingsState:
                 self.workspace_config = kept
             elif workspace_config not in (None, [], ""):
                 problems.append(f"the `agentLsp` configuration section must be an object, got {type(workspace_config).__name__}: ignored")
-        self.settings, more = resolve(self.user_file, from_environment(), self.init_options, self.workspace_config)
+        if self.user.refresh():  # the file (or the environment) changed since the last merge
+            self.file_problems = list(self.user.file_problems)
+        self.settings, more = resolve(self.user.file, self.user.env, self.init_options, self.workspace_config)
         problems, self.file_problems = self.file_problems + problems, []
         # The same sources are merged again at `initialized` and after each configuration pull:
         # a problem already shown by the previous merge is not shown again.
@@ -53,3 +51,20 @@ class SettingsState:
         self._last_problems = set(more)
         self.standing_problems = list(more)
         return fresh
+
+    def refresh(self) -> list[str]:
+        """The user's settings file and the environment read again if they changed (a stat):
+        the merge redone, the problems to show returned."""
+        if not self.user.refresh():
+            return []
+        self.file_problems = list(self.user.file_problems)
+        return self.update()
+
+    @property
+    def user_path(self) -> Path:
+        return self.user.path
+
+    @property
+    def user_file_problems(self) -> list[str]:
+        """The settings file's problems as it reads now (agentLsp.health lists them)."""
+        return self.user.file_problems

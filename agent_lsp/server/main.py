@@ -12,7 +12,8 @@ def serve(tcp: str | None = None, log_level: str = "INFO") -> int:
     for noisy in ("pygls", "httpx", "httpx2", "openai", "httpcore"):
         logging.getLogger(noisy).setLevel(logging.WARNING)  # pygls logs every message body at INFO
 
-    from agent_lsp.server.server import create_server, exit_soon
+    from agent_lsp.frontend import leave_after
+    from agent_lsp.server.server import create_server
 
     server = create_server()
     if tcp:
@@ -22,5 +23,5 @@ def serve(tcp: str | None = None, log_level: str = "INFO") -> int:
         server.start_io()
     # stdin closed (the editor died) or exit: runs were cancelled with the event loop; make
     # sure nothing (a reader thread) keeps the process alive past the deadline.
-    exit_soon(1.0)
+    leave_after(1.0)
     return 0

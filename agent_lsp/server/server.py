@@ -3,18 +3,14 @@
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
-import importlib
 import logging
-import os
-import sys
-import threading
 from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types
 from pygls.lsp.server import LanguageServer
 
 from agent_lsp import __version__
+from agent_lsp.frontend import WarmUp, leave_after, shut_down, stop_runs
 from agent_lsp.server.capabilities import ClientCaps
 from agent_lsp.server.rpc import AgentProtocol, client_request, safe_notify
 
@@ -24,7 +20,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-SHUTDOWN_DEADLINE = 1.5
 CONFIG_WAIT = 2.0  # CONTRACT Decision 8
 HEALTH_ENDPOINT_TIMEOUT = 6.0  # agentLsp.health answers within Emacs's 10 s command timeout
 
@@ -39,9 +34,11 @@ class AgentServer(LanguageServer):
         self._config: SettingsState | None = None
         self._runs: RunRegistry | None = None
         self._configured = asyncio.Event()  # the first workspace/configuration answer (or none to wait for)
+        self.warm = WarmUp(CORE_MODULES, tool_schemas=True)
 
     # The agent core, pydantic and the settings model load after `initialize` is answered
     # (start-up is the editor's wait); the first use, or the warm-up thread, brings them in.
+    # The user's settings file is read again when it changed, as ACP does (one UserSources).
     @property
     def config(self) -> SettingsState:
         if self._config is None:
@@ -49,6 +46,8 @@ class AgentServer(LanguageServer):
 
             self._config = SettingsState()
             self.show_problems(self._config.update(init_options=self.init_options or {}))
+        else:
+            self.show_problems(self._config.refresh())
         return self._config
 
     @property
@@ -59,6 +58,7 @@ class AgentServer(LanguageServer):
             from agent_lsp.server.runs import RunRegistry
 
             self._runs = RunRegistry(self)
+            self._runs.warm_up = self.warm.sdk  # a run's first model call waits for the SDK import
             hooks = LspMcpHooks(self, self.caps, self._runs.streams, self.config.settings.approval.timeout)
             self._runs.host.tool_servers = McpHub(McpHooks(hooks.ask_consent, hooks.on_status))
         return self._runs
@@ -103,9 +103,7 @@ def create_server() -> AgentServer:
 
     @server.feature(types.INITIALIZED)
     async def initialized(ls: AgentServer, params: types.InitializedParams) -> None:
-        sdk = warm_up_imports(SDK_MODULES)  # the model SDK, in the background
-        await asyncio.wrap_future(warm_up_imports(CORE_MODULES))  # the core, off the loop; then:
-        ls.runs.warm_up = sdk
+        await ls.warm.wait_core()  # the core off the loop (the model SDK after it, in the background); then:
         ls.config  # noqa: B018 - resolve initializationOptions now, problems shown to the user
         await ls.pull_configuration()
 
@@ -156,10 +154,11 @@ def create_server() -> AgentServer:
         from agent_lsp.server.workspace import LspWorkspace, workspace_folders
 
         parsed = commands.parse_args(commands.RewindArgs, "agentLsp.rewind", args)
+        await ls.settings_ready()  # its transcript goes where the runs' go (transcriptDir)
         roots, names = workspace_folders(ls)
         try:
             result = await ls.runs.host.rewind(roots, LspWorkspace(ls, ls.caps, roots, names), parsed.run_id, force=parsed.force,
-                                               include_later=parsed.include_later, binary_ok=False)
+                                               include_later=parsed.include_later, binary_ok=False, settings=ls.config.settings)
         except ValueError as exc:
             raise commands.JsonRpcInvalidParams(f"agentLsp.rewind: {exc}") from None
         return result.to_dict(force="`force: true`", include_later="`includeLater: true`")  # this command's own arguments
@@ -240,12 +239,7 @@ def create_server() -> AgentServer:
 
     @server.feature(types.SHUTDOWN)
     async def shutdown(ls: AgentServer, *args: Any) -> None:
-        if ls._runs is not None:
-            await ls.runs.cancel_all(SHUTDOWN_DEADLINE)
-            try:  # MCP server processes end with us
-                await asyncio.wait_for(ls.runs.host.aclose(), SHUTDOWN_DEADLINE)
-            except TimeoutError:
-                log.warning("closing the MCP servers took longer than %ss", SHUTDOWN_DEADLINE)
+        await shut_down(ls._runs.host if ls._runs is not None else None)
 
     @server.feature(types.EXIT)
     def exit_(ls: AgentServer, *args: Any) -> None:
@@ -253,8 +247,9 @@ def create_server() -> AgentServer:
         if ls._runs is not None:  # an exit without a shutdown first: the runs stop `shutdown` too
             from agent_lsp.agent.messages import CancelCause, StopCause
 
-            ls.runs.host.cancel_every(CancelCause(StopCause.SHUTDOWN))
-        exit_soon()
+            stop_runs(ls._runs.host, CancelCause(StopCause.SHUTDOWN))
+        # pygls waits for its stdin reader thread on exit: do not let that keep us alive
+        leave_after(1.0)
 
     return server
 
@@ -280,45 +275,3 @@ class EditorLogHandler(logging.Handler):
 
 CORE_MODULES = ("agent_lsp.server.config", "agent_lsp.server.runs", "agent_lsp.server.commands",
                 "agent_lsp.server.code_actions", "agent_lsp.server.run_prompt", "agent_lsp.mcp", "agent_lsp.agent.tools")
-SDK_MODULES = ("openai", "httpcore2", "httpcore")
-
-
-def warm_up_imports(modules: tuple[str, ...] = ("openai",)) -> concurrent.futures.Future[None]:
-    """Import the model SDK in a thread once `initialize` is answered. Imported lazily by the
-    first run instead, it would stall the event loop for 0.5-4 s: no cancel, no progress, no
-    approval answer handled meanwhile, and request timeouts firing across the stall."""
-    done: concurrent.futures.Future[None] = concurrent.futures.Future()
-
-    def load() -> None:
-        for name in modules:
-            try:
-                importlib.import_module(name)
-            except Exception as exc:  # the run that needs it will report the problem
-                log.debug("warm-up import of %s failed: %s", name, exc)
-        if "agent_lsp.agent.tools" in modules:  # the tool schemas (pydantic, ~5 ms a tool) are built once
-            try:
-                from agent_lsp.agent.tools.base import ToolBox
-                from agent_lsp.agent.tools.toolsets import main_tools
-
-                ToolBox(main_tools(diagnostics=True)).schemas()
-            except Exception as exc:
-                log.debug("warm-up of the tool schemas failed: %s", exc)
-        done.set_result(None)
-
-    threading.Thread(target=load, name="agent-lsp-warm-up", daemon=True).start()
-    return done
-
-
-def exit_soon(delay: float = 1.0) -> None:
-    """pygls waits for its stdin reader thread on exit; do not let that keep us alive (os._exit
-    skips atexit hooks: the MCP servers' process groups are ended here first)."""
-
-    def last_rites() -> None:
-        process = sys.modules.get("agent_lsp.mcp.process")
-        if process is not None:
-            process.kill_live_groups()
-        os._exit(0)
-
-    timer = threading.Timer(delay, last_rites)
-    timer.daemon = True
-    timer.start()

@@ -15,6 +15,7 @@ from agent_lsp.agent.fs.disk_workspace import DiskWorkspace
 from agent_lsp.agent.host import AgentHost
 from agent_lsp.agent.state.checkpoints import CheckpointStore
 from agent_lsp.agent.tools.paths import PathGuard
+from agent_lsp.frontend import shut_down, user_settings
 from agent_lsp.terminal.style import Style
 
 EXIT_CONFLICTS = 4
@@ -50,14 +51,21 @@ async def rewind_cli(args: argparse.Namespace) -> int:
     host = AgentHost()
     try:
         run_id = await asyncio.to_thread(resolve_run_id, host.checkpoint_store(roots), args.run_id)
+        # for the transcript dir: the rewind's record goes with the runs'
+        settings = user_settings(log_problems=False)[0]
         result = await host.rewind(
-            roots, DiskWorkspace(roots), run_id, force=args.force, include_later=args.include_later
+            roots,
+            DiskWorkspace(roots),
+            run_id,
+            force=args.force,
+            include_later=args.include_later,
+            settings=settings,
         )
     except (ValueError, OSError) as exc:
         print(f"agent-lsp rewind: {for_terminal(str(exc))}", file=sys.stderr)
         return EXIT_USAGE
     finally:
-        await host.aclose()
+        await shut_down(host, deadline=None)
     if args.json:
         print(json.dumps(result.to_dict(force=FORCE, include_later=INCLUDE_LATER)))
     else:

@@ -4,6 +4,7 @@ sessions that a later `--session ID` continues."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import os
 import signal
@@ -31,6 +32,7 @@ from agent_lsp.agent.ports import Answer, ApprovalRequest, Decision
 from agent_lsp.agent.state.checkpoints import CheckpointStore
 from agent_lsp.agent.state.sessions import SessionError
 from agent_lsp.agent.tools.paths import PathGuard
+from agent_lsp.frontend import on_signals, shut_down
 from agent_lsp.settings import Settings
 from agent_lsp.terminal.style import Style, isatty, read_line_async
 
@@ -251,28 +253,18 @@ async def run_headless(task: str, workspace: Path, settings: Settings, yes: bool
     ports = RunPorts(ws, TerminalApprover(yes, stream_out, interactive=interactive), stream)
     hint = f"run `agent-lsp run --session {session.id} \"...\"` in {workspace} to continue"
     hosted = host.start(task, session=session, store=store, settings=settings, ports=ports, mode=mode, continue_hint=hint)
-    loop = asyncio.get_running_loop()
     task_ = hosted.task
     assert task_ is not None
-    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        try:
-            # The report's stopCause says which: `user` for Ctrl-C, `signal` for the others.
-            loop.add_signal_handler(signum, hosted.cancel, SIGNAL_CAUSES[signum])
-        except (NotImplementedError, RuntimeError, ValueError):
-            pass
+    # The report's stopCause says which: `user` for Ctrl-C, `signal` for the others.
     try:
-        try:
-            await asyncio.shield(task_)
-        except asyncio.CancelledError:
-            if not task_.done():  # our own wait was cancelled: let the run close its report
-                await asyncio.wait([task_], timeout=5)
-    finally:
-        for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        with on_signals({signum: functools.partial(hosted.cancel, cause) for signum, cause in SIGNAL_CAUSES.items()}):
             try:
-                loop.remove_signal_handler(signum)
-            except (NotImplementedError, RuntimeError, ValueError):
-                pass
-        await host.aclose()
+                await asyncio.shield(task_)
+            except asyncio.CancelledError:
+                if not task_.done():  # our own wait was cancelled: let the run close its report
+                    await asyncio.wait([task_], timeout=5)
+    finally:
+        await shut_down(host, deadline=None)
     report = hosted.report
     if report is None:
         stream_out.write("\ncancelled\n")

@@ -144,3 +144,24 @@ async def test_the_api_key_never_reaches_the_editor(open_editor, model):
     for where, text in seen.items():
         assert API_KEY not in text, f"the API key leaked into {where}"
         assert API_KEY[8:] not in text, f"part of the API key leaked into {where}"
+
+
+async def test_the_user_settings_file_is_read_again_when_it_changes(open_editor, model, tmp_path, monkeypatch):
+    """Issue 21 item 18: like ACP, the server reads the user's settings file again when it
+    changed: a run started after the user edited it uses the edit."""
+    path = tmp_path / "settings.json"
+    path.write_text("{}")
+    monkeypatch.setenv("AGENT_LSP_SETTINGS", str(path))
+    for prompt in ("before the edit", "after the edit"):
+        model.add(prompt, [{"tool_calls": [{"name": "read_file", "arguments": {"path": "calc.py"}}]}, {"text": "read it"}])
+    editor = await open_editor()
+    first = await editor.wait_stop((await editor.run("before the edit"))["runId"])
+    assert first["stopReason"] == "done"
+
+    path.write_text(json.dumps({"maxTurns": 1}))
+    second = await editor.wait_stop((await editor.run("after the edit"))["runId"])
+    assert second["stopReason"] == "max_turns", second
+
+    path.write_text('{"maxTurns": 1,}')  # broken: shown to the user, and none of it applies
+    await editor.execute("agentLsp.models", {})
+    await editor.wait_for(lambda: any("settings.json" in m.message for m in editor.client.messages), 10, "the file's problem")

@@ -201,3 +201,15 @@ async def test_bad_rewind_requests_are_clear_errors(open_editor, model, workspac
     result = await editor.execute("agentLsp.rewind", {"runId": report["runId"]})
     assert result["restored"] == [] and result["notRestorable"] and "checkpoint" in result["notRestorable"][0]["reason"]
     assert (workspace / "calc.py").read_text() == before, "the workspace is untouched"
+
+
+async def test_a_rewinds_transcript_goes_where_the_runs_transcripts_go(open_editor, model, workspace, tmp_path):
+    """Issue 21 item 18: the rewind's record follows `transcriptDir`, like the runs' transcripts."""
+    transcripts = tmp_path / "my-transcripts"
+    model.add("change", replies(EDIT))
+    editor = await open_editor(init={**ALLOW, "transcriptDir": str(transcripts)})
+    report = await run_to_stop(editor, "change things")
+    assert Path(report["transcript"]).parent == transcripts
+
+    result = await editor.execute("agentLsp.rewind", {"runId": report["runId"]})
+    assert (transcripts / f"{result['rewindId']}.jsonl").is_file(), sorted(p.name for p in transcripts.iterdir())
