@@ -7,7 +7,6 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urlparse
 
 from acp.schema import AvailableCommand, AvailableCommandInput, PlanEntry, UnstructuredCommandInput
 
@@ -18,20 +17,10 @@ _STEP = re.compile(r"^\s{0,3}(?:\d+[.)]|[-*•])\s+(.+?)\s*$")
 _NUMBERED = re.compile(r"^\s{0,3}\d+[.)]\s+")
 
 
-def uri_path(uri: str) -> Path | None:
-    parsed = urlparse(uri)
-    if parsed.scheme != "file":
-        return None
-    return Path(unquote(parsed.path))
-
-
 def shown(uri: str, roots: list[Path]) -> str:
-    """A file URI as the model sees paths (the core's PathGuard.display): relative to its
+    """A file URI as the model sees paths (the core's PathGuard.display_uri): relative to its
     workspace folder, prefixed with the folder's name for folders after the first."""
-    path = uri_path(uri)
-    if path is None:
-        return uri
-    return PathGuard(roots).display(path)
+    return PathGuard(roots).display_uri(uri)
 
 
 def prompt_text(blocks: list[Any], roots: list[Path]) -> str:

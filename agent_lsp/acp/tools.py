@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from agent_lsp.agent.display import escape_invisible, show_command
-from agent_lsp.agent.tools.paths import PathGuard, PathRefused
+from agent_lsp.agent.tools.paths import PathGuard
 
 KINDS = {
     "read_file": "read",
@@ -74,10 +74,7 @@ def resolve_path(raw: Any, roots: list[Path]) -> Path | None:
     """The file a tool argument names, resolved by the core's own rule (PathGuard: relative to
     the first root, or to another by its folder name), so the client follows the file the tool
     works on; None when the tool refuses the path."""
-    try:
-        return PathGuard(roots).resolve(raw)
-    except (PathRefused, ValueError):
-        return None
+    return PathGuard(roots).locate(raw)
 
 
 def tool_locations(tool: str, arguments: Any, roots: list[Path]) -> list[dict[str, Any]]:

@@ -225,11 +225,7 @@ def print_report(report: RunReport, out: TextIO, paths: PathGuard | None = None,
 
 
 def _relative(uri: str, paths: PathGuard | None) -> str:
-    if paths is None or not uri.startswith("file://"):
-        return uri
-    from urllib.parse import unquote, urlparse
-
-    return paths.display(Path(unquote(urlparse(uri).path)))
+    return uri if paths is None else paths.display_uri(uri)
 
 
 async def run_headless(task: str, workspace: Path, settings: Settings, yes: bool, as_json: bool = False, *,

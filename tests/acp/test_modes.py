@@ -95,3 +95,21 @@ def test_prompt_with_embedded_context_and_links(connect, model, workspace: Path)
     assert "File: calc.py\n```\ndef add(a, b):\n    return a - b\n\n```" in sent
     assert "File: README.md" in sent
     client.close()
+
+
+def test_a_workspace_opened_through_a_symlink_names_its_files_as_the_tools_do(connect, model, workspace: Path, tmp_path: Path):
+    """Issue 21 item 18: one path mapping. The client's cwd and URIs go through a symlink; the
+    prompt names the file as the tools would (`calc.py`), not by an absolute path outside."""
+    link = tmp_path / "link-to-workspace"
+    link.symlink_to(workspace, target_is_directory=True)
+    model.add("through the link", [{"text": "seen"}])
+    client = connect(model_settings(model), cwd=link)
+    client.initialize()
+    session_id = client.new_session(link)
+    blocks = [{"type": "text", "text": "through the link: explain"},
+              {"type": "resource_link", "uri": (link / "calc.py").as_uri(), "name": "calc.py"}]
+    assert client.prompt(session_id, blocks)["stopReason"] == "end_turn"
+    sent = model.requests_for("through the link")[0]["messages"][-1]["content"]
+    assert sent.startswith("through the link: explain `calc.py`"), sent
+    assert "File: calc.py (read it with read_file when needed)" in sent
+    client.close()

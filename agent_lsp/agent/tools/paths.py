@@ -30,6 +30,14 @@ def folder_names(roots: list[Path], names: list[str] | None = None) -> list[str]
     return out
 
 
+def path_of_uri(uri: str) -> Path | None:
+    """The file a `file:` URI names (percent-decoded, not resolved); None for another scheme."""
+    parsed = urlparse(uri)
+    if parsed.scheme != "file":
+        return None
+    return Path(unquote(parsed.path))
+
+
 class PathGuard:
     def __init__(self, roots: list[Path], names: list[str] | None = None):
         if not roots:
@@ -51,7 +59,7 @@ class PathGuard:
         if len(text) > MAX_PATH:
             raise PathRefused(f"path too long ({len(text)} characters)")
         if text.startswith("file://"):
-            text = unquote(urlparse(text).path)
+            text = str(path_of_uri(text))
         elif _PERCENT.search(text):
             raise PathRefused(f"percent-encoded path {raw!r} refused: give the plain file name")
         if text.startswith("~"):
@@ -68,6 +76,23 @@ class PathGuard:
         if self.root_of(resolved) is None:
             raise PathRefused(f"{raw!r} is outside the workspace folders ({', '.join(map(str, self.roots))}); refused")
         return resolved
+
+    def locate(self, raw: object) -> Path | None:
+        """The file a path or a `file:` URI names, resolved as a tool resolves it; None when a
+        tool would refuse it."""
+        try:
+            return self.resolve(raw)
+        except (PathRefused, ValueError):
+            return None
+
+    def display_uri(self, uri: str) -> str:
+        """How the model sees the file a client's URI names: display() of the file the tools
+        would reach (the URI's path resolved, so a workspace opened through a symlink is still
+        the workspace); a path the tools refuse stays absolute, another scheme stays the URI."""
+        path = path_of_uri(uri)
+        if path is None:
+            return uri
+        return self.display(self.locate(uri) or path)
 
     def _under_root(self, relative: Path) -> Path:
         # Other folders by their name as prefix; everything else is in the first one.
