@@ -70,3 +70,28 @@ def test_acp_follow_along_never_points_at_a_path_the_tool_refuses(tmp_path, raw)
     roots = two_folders_named_alike(tmp_path)
     assert tool_locations("read_file", {"path": raw}, roots) == []
     assert tool_locations("search", {"path": raw}, roots) == [{"path": str(roots[0])}]
+
+
+# -- the user's settings file: read again when it changed, by every front end -------------------
+def test_lsp_and_acp_read_the_edited_settings_file_alike(tmp_path, monkeypatch):
+    import json
+
+    from agent_lsp.acp.agent import _settings
+    from agent_lsp.server.config import SettingsState
+
+    path = tmp_path / "settings.json"
+    path.write_text(json.dumps({"maxTurns": 7}))
+    monkeypatch.setenv("AGENT_LSP_SETTINGS", str(path))
+    monkeypatch.delenv("AGENT_LSP_MAX_TURNS", raising=False)
+    lsp = SettingsState()
+    lsp.update(init_options={})
+    assert lsp.settings.max_turns == 7 == _settings()[0].max_turns
+
+    path.write_text(json.dumps({"maxTurns": 3, "model": "edited"}))
+    assert lsp.refresh() == [] and lsp.refresh() == []  # merged again once, nothing to show
+    assert (lsp.settings.max_turns, lsp.settings.model) == (3, "edited") == (_settings()[0].max_turns, _settings()[0].model)
+
+    path.write_text("{broken")
+    shown = lsp.refresh()
+    assert len(shown) == 1 and "not valid JSON" in shown[0] and lsp.user_file_problems == shown
+    assert lsp.settings.max_turns == 25 == _settings()[0].max_turns  # none of the broken file applies
