@@ -14,7 +14,7 @@ from agent_lsp.agent.loop.run import Session
 from agent_lsp.agent.messages import StopReason
 from agent_lsp.agent.policy.approval import ApprovalPolicy, SessionApprovals
 from agent_lsp.agent.ports import Decision
-from agent_lsp.agent.tools.base import Prepared
+from agent_lsp.agent.tools.base import CommandPlan, Prepared
 from agent_lsp.agent.tools.command import needs_shell
 from agent_lsp.agent.tools.toolsets import main_tools
 from agent_lsp.settings import ApprovalSettings
@@ -38,8 +38,8 @@ def decide(p: ApprovalPolicy, name: str, command: str | None = None) -> str:
             argv = shlex.split(command)
         except ValueError:
             argv = None
-        prepared = Prepared("", _noop, command=command, argv=argv, shell=needs_shell(command), cwd=ROOT, roots=[ROOT],
-                            remember=command)
+        prepared = Prepared("", _noop, command=CommandPlan(command, argv=argv, shell=needs_shell(command), cwd=ROOT, roots=[ROOT],
+                                                           remember=command))
     return p.decide(TOOLS[name], prepared).verdict
 
 

@@ -109,7 +109,7 @@ class ToolCalls:
                                       **({"reason": answer.reason} if answer.reason else {}))
         if answer.decision in (Decision.ALLOW, Decision.ALLOW_SESSION, Decision.PREVIEW):
             if answer.decision == Decision.ALLOW_SESSION:
-                self.s.policy.session.remember(tool.grant_key, prepared.remember if prepared.command is not None else None)
+                self.s.policy.remember(tool, prepared)
             return prepared, answer
         await self._deny(call, prepared, answer)
         return None

@@ -23,8 +23,6 @@ GIT_RISKY = ("-c", "--config-env", "-C", "--git-dir", "--work-tree", "--exec-pat
              "--output-directory", "--upload-pack", "--receive-pack", "--ext-diff")
 
 
-
-
 @dataclass(frozen=True)
 class PolicyVerdict:
     verdict: Verdict
@@ -106,19 +104,24 @@ class ApprovalPolicy:
             return PolicyVerdict("ask", prepared.must_ask)
         if tool.read_only:
             return PolicyVerdict(configured or "allow", "read-only tool")
-        if prepared.command is not None:
-            if prepared.remember in self.session.commands:
+        plan = prepared.command
+        if plan is not None:
+            if plan.remember in self.session.commands:
                 return PolicyVerdict("allow", "allowed for this session")
-            argv = prepared.argv or []
-            entry = matching_entry(argv, self.settings.allow_commands) if argv and not prepared.shell else None
+            argv = plan.argv or []
+            entry = matching_entry(argv, self.settings.allow_commands) if argv and not plan.shell else None
             if entry is not None:
-                risky = risky_reason(argv, prepared.cwd or Path.cwd(), prepared.roots)
+                risky = risky_reason(argv, plan.cwd or Path.cwd(), plan.roots)
                 if risky is None:
                     return PolicyVerdict("allow", f"approval.allowCommands entry {entry!r}")
                 return PolicyVerdict("ask", f"allowCommands entry {entry!r} matched, but {risky}")
         elif tool.grant_key in self.session.tools:
             return PolicyVerdict("allow", "allowed for this session")
         verdict: Verdict = configured or self.settings.default
-        if verdict == "ask" and prepared.sandboxed and self.settings.sandboxed == "allow":
+        if verdict == "ask" and plan is not None and plan.sandboxed and self.settings.sandboxed == "allow":
             return PolicyVerdict("allow", "approval.sandboxed: the command runs in the sandbox")
         return PolicyVerdict(verdict, f"approval.tools[{tool.name}]" if configured else "approval.default")
+
+    def remember(self, tool: Tool, prepared: Prepared) -> None:
+        """"Allow for session": a command's exact line (with its cwd), any other tool by its key."""
+        self.session.remember(tool.grant_key, prepared.command.remember if prepared.command is not None else None)

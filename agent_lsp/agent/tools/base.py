@@ -46,6 +46,20 @@ class ToolContext:
 
 
 @dataclass
+class CommandPlan:
+    """What a command call would run: what the policy matches (argv, not through a shell, in
+    the workspace, sandboxed) and what "Allow for session" remembers."""
+
+    command: str
+    argv: list[str] | None = None
+    shell: bool = False
+    cwd: Path | None = None
+    roots: list[Path] = field(default_factory=list)
+    remember: str | None = None
+    sandboxed: bool = False
+
+
+@dataclass
 class Prepared:
     """A validated call: `detail` says exactly what would run or change (for approval)."""
 
@@ -56,14 +70,7 @@ class Prepared:
     uri: str | None = None
     diff: str | None = None
     new_text: str | None = None
-    # Commands: what the policy matches and what "allow for session" remembers.
-    command: str | None = None
-    argv: list[str] | None = None
-    shell: bool = False
-    cwd: Path | None = None
-    roots: list[Path] = field(default_factory=list)
-    remember: str | None = None
-    sandboxed: bool = False
+    command: CommandPlan | None = None  # a command's plan; None for every other tool
     # Why a person must answer even where a policy, `--yes` or a session grant would allow
     # (CONTRACT Decision 26: a repository whose git config runs programs).
     must_ask: str | None = None

@@ -11,7 +11,7 @@ from pydantic import Field
 
 from agent_lsp.agent.display import show_command
 from agent_lsp.agent.state.gitsafe import executing_config, mentions_git
-from agent_lsp.agent.tools.base import Args, Prepared, Tool, ToolContext, ToolError
+from agent_lsp.agent.tools.base import Args, CommandPlan, Prepared, Tool, ToolContext, ToolError
 
 DEFAULT_TIMEOUT = 120
 MAX_TIMEOUT = 600
@@ -98,8 +98,9 @@ class RunCommand(Tool):
         must_ask = await _risky_git(args.command, cwd)
         if must_ask:
             detail += f"\n{must_ask}"
-        return Prepared(detail, execute, command=args.command, argv=argv, shell=shell, cwd=cwd, roots=ctx.paths.roots,
-                        remember=remember, sandboxed=runner.sandboxed, show_tail=True, must_ask=must_ask)
+        plan = CommandPlan(args.command, argv=argv, shell=shell, cwd=cwd, roots=ctx.paths.roots, remember=remember,
+                           sandboxed=runner.sandboxed)
+        return Prepared(detail, execute, command=plan, show_tail=True, must_ask=must_ask)
 
 
 async def _risky_git(command: str, cwd: Path) -> str | None:
