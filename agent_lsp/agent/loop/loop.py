@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
@@ -25,8 +24,8 @@ from agent_lsp.agent.loop.compaction import (
     render_for_summary,
     summary_entry,
 )
-from agent_lsp.agent.loop.services import LoopServices, call_cost
-from agent_lsp.agent.loop.tool_calls import ToolCalls, cancel_if_asked
+from agent_lsp.agent.loop.services import LoopTools, RunSeams, call_cost
+from agent_lsp.agent.loop.tool_calls import ToolCallRunner, cancel_if_asked
 from agent_lsp.agent.messages import (
     Outcome,
     Reply,
@@ -38,7 +37,6 @@ from agent_lsp.agent.messages import (
 )
 from agent_lsp.agent.model.client import ModelError
 from agent_lsp.agent.state.session import Entry
-from agent_lsp.agent.tools.base import ToolBox
 
 log = logging.getLogger(__name__)
 
@@ -77,12 +75,22 @@ class LoopOutcome:
         return self.cause.reason
 
 
-class AgentLoop(ToolCalls):
-    def __init__(self, services: LoopServices, agent_id: str, tools: ToolBox, max_turns: int,
+class AgentLoop:
+    def __init__(self, seams: RunSeams, agent_id: str, tools: LoopTools, max_turns: int,
                  history: list[Entry], system_prompt: str):
-        self.s = services
+        self.run_id = seams.run_id
+        self.model = seams.model
+        self.emit = seams.emit
+        self.s = self  # `self.s.emit(` until the mechanical rename (the last commit of this change)
+        self.transcript = seams.transcript
+        self.estimator = seams.estimator
+        self.limits = seams.limits
+        self.stats = seams.stats
+        self.pricing = seams.pricing
+        self.changed_files = seams.changed_files
         self.agent_id = agent_id
-        self.tools = tools
+        self.calls = ToolCallRunner(agent_id, tools, seams.gate, seams.emit, seams.transcript, seams.redact, seams.stats,
+                                    seams.spill)
         self.max_turns = max_turns
         self.history = history
         self.system_prompt = system_prompt
@@ -90,13 +98,10 @@ class AgentLoop(ToolCalls):
         self.model_calls = 0  # model calls that answered (the report's `turns`)
         self.last_text = ""
         self.logged = 0  # history[:logged] is already in the transcript
-        self._finished: dict[str, ToolResult] = {}
-        self._failures: Counter[tuple[str, str, str]] = Counter()
-        self._denials: Counter[tuple[str, str]] = Counter()
         self._cuts = 0
-        self._show_tail: set[str] = set()  # calls whose output's last lines the user sees
         self.closed: list[Entry] = []  # synthetic results given on cancel (written by the run's close)
         self.schemas = tools.schemas()  # the same every turn: built once (and cache-friendly)
+        self.tool_names = tools.names()
         self._schema_chars = len(_json(self.schemas))
 
     @property
@@ -114,16 +119,17 @@ class AgentLoop(ToolCalls):
                 self.turn += 1
                 messages = await self.build_context()  # node 1 (+ compaction)
                 reply = await self.call_model(messages)  # node 2 (streamed)
-                self.append(Entry(reply.to_message(), "assistant", self.s.run_id))
+                self.append(Entry(reply.to_message(), "assistant", self.run_id))
                 if reply.cut is not None:  # a cut reply is not executed
                     self.refuse_cut_reply(reply)
                     continue
                 if not reply.tool_calls:  # node 3: the only fork
                     return LoopOutcome(StopCause.ANSWER, reply.text, self.turn)  # node 4
-                results = await self.execute_tools(reply.tool_calls)  # approve + execute
+                self._cuts = 0
+                results = await self.calls.run(reply.tool_calls, self.turn)  # approve + execute
                 for result in results:  # append in order
-                    self.append(Entry(result.to_message(), "tool", self.s.run_id, result.outcome))
-                if spiral := self._spiral():
+                    self.append(Entry(result.to_message(), "tool", self.run_id, result.outcome))
+                if spiral := self.calls.spiral():
                     return LoopOutcome(StopCause.SPIRAL, self.last_text, self.turn, note=spiral)
         except StopRun as stop:
             return LoopOutcome(stop.cause, self.last_text, self.turn, str(stop))
@@ -140,19 +146,19 @@ class AgentLoop(ToolCalls):
     # -- node 1: build context -------------------------------------------------------------
     async def build_context(self) -> list[dict[str, Any]]:
         messages = self._messages()
-        if self._tokens(messages) > self.s.limits.squeeze_threshold() and await self.squeeze_results():
+        if self._tokens(messages) > self.limits.squeeze_threshold() and await self.squeeze_results():
             messages = self._messages()
-        if self._tokens(messages) > self.s.limits.compaction_threshold():
+        if self._tokens(messages) > self.limits.compaction_threshold():
             await self.log_pending()
-            await self.compact_history(self.s.limits.context_budget())
+            await self.compact_history(self.limits.context_budget())
             messages = self._messages()
-            if self._tokens(messages) > self.s.limits.context_budget():
-                raise StopRun(f"the context does not fit in contextWindow ({self.s.limits.context_window} tokens) even after compaction",
+            if self._tokens(messages) > self.limits.context_budget():
+                raise StopRun(f"the context does not fit in contextWindow ({self.limits.context_window} tokens) even after compaction",
                               StopCause.MODEL)
         new = self.history[self.logged :]
-        first = {"system": self.system_prompt, "tools": list(self.tools.tools)} if self.turn == 1 else {}
-        await self.s.transcript.write(self.agent_id, self.turn, "request", messages=[e.message for e in new],
-                                      meta=[e.meta() for e in new], **first)
+        first = {"system": self.system_prompt, "tools": self.tool_names} if self.turn == 1 else {}
+        await self.transcript.write(self.agent_id, self.turn, "request", messages=[e.message for e in new],
+                                    meta=[e.meta() for e in new], **first)
         self.logged = len(self.history)
         return messages
 
@@ -161,7 +167,7 @@ class AgentLoop(ToolCalls):
         transcripts has them even when no request follows)."""
         new = self.history[self.logged :]
         if new:
-            await self.s.transcript.write(self.agent_id, self.turn, "history", op="append", entries=[e.to_record() for e in new])
+            await self.transcript.write(self.agent_id, self.turn, "history", op="append", entries=[e.to_record() for e in new])
         self.logged = len(self.history)
 
     async def squeeze_results(self) -> bool:
@@ -170,60 +176,60 @@ class AgentLoop(ToolCalls):
         stubs = plan_squeeze(self.history)
         freed = sum(len(str(self.history[i].message.get("content"))) - len(str(stub.message["content"])) for i, stub in stubs)
         # Only when it frees a good share of the budget: each squeeze breaks the prompt cache once.
-        if not stubs or freed / 4 < self.s.limits.context_budget() * 0.2:
+        if not stubs or freed / 4 < self.limits.context_budget() * 0.2:
             return False
         await self.log_pending()
-        before = self.s.estimator.estimate(self._messages())
+        before = self.estimator.estimate(self._messages())
         for index, stub in stubs:
             self.history[index] = stub
-        after = self.s.estimator.estimate(self._messages())
+        after = self.estimator.estimate(self._messages())
         self.s.emit(CompactionEvent(f"squeezed {len(stubs)} old tool results to stubs (~{before} -> ~{after} tokens)",
                                     self.turn, agent_id=self.agent_id))
-        await self.s.transcript.write(self.agent_id, self.turn, "history", op="replace",
-                                      items=[{"index": i, **e.to_record()} for i, e in stubs])
+        await self.transcript.write(self.agent_id, self.turn, "history", op="replace",
+                                    items=[{"index": i, **e.to_record()} for i, e in stubs])
         return True
 
     def _tokens(self, messages: list[dict[str, Any]]) -> int:
-        return self.s.estimator.estimate(messages, self._schema_chars)
+        return self.estimator.estimate(messages, self._schema_chars)
 
     def _messages(self) -> list[dict[str, Any]]:
         return [{"role": "system", "content": self.system_prompt}, *(e.message for e in self.history)]
 
     async def compact_history(self, budget: int) -> None:
         """Side path: summarise the middle of the history; keep the requests and the recent tail."""
-        plan = plan_compaction(self.history, budget // 3, self.s.estimator)
+        plan = plan_compaction(self.history, budget // 3, self.estimator)
         if plan is None:
             return
         summarised = [e for e in plan.middle if e.kind != "prompt"]
         prompt = [{"role": "system", "content": COMPACTION_PROMPT}, {"role": "user", "content": render_for_summary(summarised)}]
         try:
-            reply = await self.s.model.complete(prompt, [], lambda _t: None, agent_id=self.agent_id, turn=self.turn,
-                                                purpose="compaction", timeout=self.s.limits.request_timeout)
+            reply = await self.model.complete(prompt, [], lambda _t: None, agent_id=self.agent_id, turn=self.turn,
+                                              purpose="compaction", timeout=self.limits.request_timeout)
             self._count_usage(reply, prompt, main_request=False, schema_chars=0)
             summary = reply.text.strip() or render_for_summary(summarised, clip=200)
-            await self.s.transcript.write(self.agent_id, self.turn, "reply", purpose="compaction", reply=reply.to_record())
+            await self.transcript.write(self.agent_id, self.turn, "reply", purpose="compaction", reply=reply.to_record())
         except ModelError as exc:
             summary = f"(the summariser failed: {exc}; a mechanical digest follows)\n{render_for_summary(summarised, clip=200)[-4000:]}"
-        note = summary_entry(summary, self.s.changed_files(), open_problems(plan.middle), len(summarised),
-                             len(plan.kept_prompts), self.s.run_id)
-        before = self.s.estimator.estimate(self._messages())
+        note = summary_entry(summary, self.changed_files(), open_problems(plan.middle), len(summarised),
+                             len(plan.kept_prompts), self.run_id)
+        before = self.estimator.estimate(self._messages())
         replacement = [note, *plan.kept_prompts]
         self.history[plan.start : plan.end] = replacement
-        after = self.s.estimator.estimate(self._messages())
+        after = self.estimator.estimate(self._messages())
         self.logged = len(self.history)
         kept = len(self.history) - plan.start - 1
         text = f"compacted {len(summarised)} messages (~{before} -> ~{after} tokens); kept the user's requests and {kept} recent messages"
         self.s.emit(CompactionEvent(text, self.turn, agent_id=self.agent_id))
-        await self.s.transcript.write(self.agent_id, self.turn, "compaction", summary=note.message["content"],
-                                      dropped=len(summarised), tokensBefore=before, tokensAfter=after,
-                                      start=plan.start, end=plan.end, entries=[e.to_record() for e in replacement])
+        await self.transcript.write(self.agent_id, self.turn, "compaction", summary=note.message["content"],
+                                    dropped=len(summarised), tokensBefore=before, tokensAfter=after,
+                                    start=plan.start, end=plan.end, entries=[e.to_record() for e in replacement])
 
     # -- node 2: the streamed LLM call -------------------------------------------------------
     async def call_model(self, messages: list[dict[str, Any]]) -> Reply:
         # `waiting: model` is the typed form of the text: a front end shows its waiting line from it.
         self.s.emit(StatusEvent(f"turn {self.turn}/{self.max_turns}: asking the model", self.turn, waiting="model",
                                 agent_id=self.agent_id))
-        stats = self.s.stats
+        stats = self.stats
 
         def delta_of(kind: type[TextDelta | ThinkingDelta]) -> Callable[[str], None]:
             def on_delta(delta: str) -> None:
@@ -234,19 +240,19 @@ class AgentLoop(ToolCalls):
 
         on_text = delta_of(TextDelta)
         on_thinking = delta_of(ThinkingDelta) if self.is_main else None
-        deadline = self.s.limits.request_timeout
+        deadline = self.limits.request_timeout
         loop = asyncio.get_running_loop()
         ends = loop.time() + deadline
         try:
             async with asyncio.timeout(deadline):  # one deadline for the whole call, retries included
                 for attempt in range(1, MODEL_ATTEMPTS + 1):
                     try:
-                        reply = await self.s.model.complete(messages, self.schemas, on_text, agent_id=self.agent_id,
-                                                            turn=self.turn, timeout=max(1.0, ends - loop.time()),
-                                                            on_thinking=on_thinking)
+                        reply = await self.model.complete(messages, self.schemas, on_text, agent_id=self.agent_id,
+                                                          turn=self.turn, timeout=max(1.0, ends - loop.time()),
+                                                          on_thinking=on_thinking)
                         break
                     except ModelError as exc:
-                        await self.s.transcript.write(self.agent_id, self.turn, "modelError", error=str(exc), attempt=attempt)
+                        await self.transcript.write(self.agent_id, self.turn, "modelError", error=str(exc), attempt=attempt)
                         if exc.streamed:
                             raise StopRun(f"the model's stream was cut after {exc.streamed} characters had been shown ({exc})",
                                           StopCause.MODEL) from None
@@ -255,7 +261,7 @@ class AgentLoop(ToolCalls):
                         self.s.emit(StatusEvent(f"the model's stream failed before it began ({exc}); sending it again ({attempt}/{MODEL_ATTEMPTS - 1})",
                                                 self.turn, agent_id=self.agent_id))
         except TimeoutError:
-            await self.s.transcript.write(self.agent_id, self.turn, "modelError", error="requestTimeout")
+            await self.transcript.write(self.agent_id, self.turn, "modelError", error="requestTimeout")
             raise StopRun(f"the model call took longer than requestTimeout ({deadline:g} s) in all, retries included; it was stopped and not sent again",
                           StopCause.MODEL) from None
         self.model_calls += 1
@@ -265,33 +271,29 @@ class AgentLoop(ToolCalls):
         self._unique_ids(reply.tool_calls)
         self._count_usage(reply, messages, main_request=self.is_main, schema_chars=self._schema_chars)
         self.last_text = reply.text or self.last_text
-        await self.s.transcript.write(self.agent_id, self.turn, "reply", reply=reply.to_record())
+        await self.transcript.write(self.agent_id, self.turn, "reply", reply=reply.to_record())
         return reply
 
     def _unique_ids(self, calls: list[ToolCall]) -> None:
         """CONTRACT Decision 7: every id unique in the run before anything runs (a duplicate
         would give every call the last one's result and overwrite spill files)."""
-        used = self.s.stats.call_ids
         for call in calls:
-            if not call.id or call.id in used:
-                base, n = call.id or "call", 2
-                while f"{base}_{n}" in used:
-                    n += 1
-                call.model_id, call.id = call.id or None, f"{base}_{n}"
-            used.add(call.id)
+            chosen = self.stats.claim_call_id(call.id)
+            if chosen != call.id:
+                call.model_id, call.id = call.id or None, chosen
 
     def _count_usage(self, reply: Reply, messages: list[dict[str, Any]], *, main_request: bool, schema_chars: int) -> None:
-        stats = self.s.stats
+        stats = self.stats
         if reply.usage is not None:
-            reply.usage.cost_usd = call_cost(reply.usage, self.s.pricing)
-            stats.usage.add(reply.usage)
+            reply.usage.cost_usd = call_cost(reply.usage, self.pricing)
+            stats.add_usage(reply.usage)
             if reply.usage.prompt_tokens:
                 # prompt_tokens counts the tool schemas too: calibrate on what was actually sent.
-                self.s.estimator.calibrate(messages, reply.usage.prompt_tokens, schema_chars)
+                self.estimator.calibrate(messages, reply.usage.prompt_tokens, schema_chars)
         if main_request:
             stats.context_tokens = reply.usage.prompt_tokens if reply.usage and reply.usage.prompt_tokens else self._tokens(messages)
-        data = {**stats.usage.to_dict(), "contextTokens": stats.context_tokens, "contextWindow": self.s.limits.context_window}
-        self.s.emit(UsageEvent(usage_line(data), replace(stats.usage), stats.context_tokens, self.s.limits.context_window,
+        data = stats.usage_data(self.limits.context_window)
+        self.s.emit(UsageEvent(usage_line(data), replace(stats.usage), stats.context_tokens, self.limits.context_window,
                                agent_id=self.agent_id))
 
     def refuse_cut_reply(self, reply: Reply) -> None:
@@ -303,11 +305,36 @@ class AgentLoop(ToolCalls):
         note = CAP_NOTES.get(reply.cut or ReplyCut.OUTPUT_LIMIT, CUT_NOTE)
         self.s.emit(StatusEvent(f"turn {self.turn}: {note.removeprefix('not run: ')}", self.turn, agent_id=self.agent_id))
         for call in reply.tool_calls:
-            self.append(Entry(ToolResult(call.id, Outcome.NOT_RUN, note).to_message(), "tool", self.s.run_id, Outcome.NOT_RUN))
+            self.append(Entry(ToolResult(call.id, Outcome.NOT_RUN, note).to_message(), "tool", self.run_id, Outcome.NOT_RUN))
         if not reply.tool_calls:
-            self.append(Entry({"role": "user", "content": CONTINUE_NOTE}, "note", self.s.run_id))
+            self.append(Entry({"role": "user", "content": CONTINUE_NOTE}, "note", self.run_id))
 
-    # -- tool layer: approve, execute (reads in parallel, side effects in order) ------------
+    # -- tool layer (tool_calls.py); after a cancel or an error, every call gets a result --------
+    def close_dangling_calls(self, outcome: Outcome, why: str) -> None:
+        """After a cancel, give every tool call of the last reply a result (finished or
+        `why`), so a follow-up in this session never sends a dangling tool call."""
+        for index in range(len(self.history) - 1, -1, -1):
+            message = self.history[index].message
+            if message.get("role") == "assistant" and message.get("tool_calls"):
+                answered = {e.message.get("tool_call_id") for e in self.history[index + 1 :] if e.kind == "tool"}
+                for call in message["tool_calls"]:
+                    if call["id"] not in answered:
+                        done = self.calls.finished(call["id"])
+                        result = done or ToolResult(call["id"], outcome, why)
+                        entry = Entry(result.to_message(), "tool", self.run_id, result.outcome)
+                        self.history.append(entry)
+                        if done is None:
+                            self.closed.append(entry)
+                return
+            if message.get("role") == "user":
+                return
+
+    async def record_closed(self) -> None:
+        """The synthetic results of close_dangling_calls, in the transcript like any result."""
+        for entry in self.closed:
+            await self.transcript.write(self.agent_id, self.turn, "toolResult", callId=entry.message["tool_call_id"], ok=False,
+                                        outcome=str(entry.outcome), truncated=False, content=entry.message["content"])
+        self.closed = []
 
 
 def usage_line(data: dict[str, Any]) -> str:

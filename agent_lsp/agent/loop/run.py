@@ -13,7 +13,7 @@ from agent_lsp.agent.exec import keyguard
 from agent_lsp.agent.exec.process import kill_group
 from agent_lsp.agent.loop.loop import AgentLoop, LoopOutcome, usage_line
 from agent_lsp.agent.loop.memory import recall_memory
-from agent_lsp.agent.loop.services import Limits, LoopServices, RunStats
+from agent_lsp.agent.loop.services import ApprovalGate, Limits, LoopTools, RunSeams, RunStats, Spill
 from agent_lsp.agent.messages import CancelCause, RunReport, StopCause, StopReason
 from agent_lsp.agent.model.client import Model, ModelError, make_model
 from agent_lsp.agent.policy.approval import ApprovalPolicy
@@ -63,9 +63,10 @@ class RunOptions:
 
 @dataclass
 class _Run:
-    """The run's own state: the services the loop sees plus what closing it needs."""
+    """The run's own state: the seams its loops get plus what closing it needs."""
 
-    services: LoopServices
+    seams: RunSeams
+    tool_ctx: ToolContext
     session: Session
     settings: Settings
     paths: PathGuard
@@ -79,14 +80,14 @@ class _Run:
         settings = self.settings
 
         async def go() -> str:
-            history = [Entry({"role": "user", "content": task}, "prompt", self.services.run_id)]
-            self.services.emit(StatusEvent(f"[{agent_id}] sub-agent started: {task[:120]}", 0, agent_id=agent_id))
-            diagnostics = bool(getattr(self.services.tool_ctx.workspace, "has_diagnostics", False))
-            sub = AgentLoop(self.services, agent_id, ToolBox(subagent_tools(diagnostics)), settings.delegate_max_turns, history,
-                            SUBAGENT_PROMPT.format(roots=roots))
+            history = [Entry({"role": "user", "content": task}, "prompt", self.seams.run_id)]
+            self.seams.emit(StatusEvent(f"[{agent_id}] sub-agent started: {task[:120]}", 0, agent_id=agent_id))
+            diagnostics = bool(getattr(self.tool_ctx.workspace, "has_diagnostics", False))
+            tools = LoopTools(ToolBox(subagent_tools(diagnostics)), self.tool_ctx)
+            sub = AgentLoop(self.seams, agent_id, tools, settings.delegate_max_turns, history, SUBAGENT_PROMPT.format(roots=roots))
             outcome = await sub.loop()
-            self.services.emit(StatusEvent(f"[{agent_id}] sub-agent stopped: {outcome.reason} after {_count(outcome.turns, 'turn')}",
-                                           outcome.turns, agent_id=agent_id))
+            self.seams.emit(StatusEvent(f"[{agent_id}] sub-agent stopped: {outcome.reason} after {_count(outcome.turns, 'turn')}",
+                                        outcome.turns, agent_id=agent_id))
             if outcome.reason == StopReason.DONE:
                 return outcome.final_text.strip() or "(the sub-agent returned no summary)"
             if outcome.reason == StopReason.MAX_TURNS:
@@ -106,8 +107,7 @@ async def run_task(prompt: str, *, session: Session, settings: Settings, workspa
     env = env if env is not None else options.env if options.env is not None else keyguard.environment()
     redact = Redactor(keyguard.secrets(env, [settings.api_key_env]))
     transcript = Transcript(settings.transcript_path() / f"{run_id}.jsonl", run_id, redact)
-    paths = PathGuard(workspace.roots, getattr(workspace, "names", None))
-    paths.extra_readable = session.spill_files
+    paths = PathGuard(workspace.roots, getattr(workspace, "names", None), extra_readable=session.spill_files)
     runner = CommandRunner(env=env, secret_names=keyguard.key_names(settings.api_key_env), secrets=redact.secrets,
                            sandbox=settings.sandbox, roots=paths.roots, hidden=[state_dir(), settings.transcript_path()])
     record = RunRecord(run_id, str(transcript.path), time.time(), prompt)
@@ -118,16 +118,17 @@ async def run_task(prompt: str, *, session: Session, settings: Settings, workspa
         tool_ctx.checkpoint = RunCheckpoint(options.checkpoints, workspace, run_id, session.id)
     stats = RunStats()
     pricing = settings.pricing.get(session.model or settings.model)
-    services = LoopServices(run_id, model, _redacting(emit, redact), transcript, redact, session.estimator,  # type: ignore[arg-type]
-                            Limits(settings.context_window, settings.tool_output_limit, settings.request_timeout),
-                            ApprovalPolicy(settings.approval, session.approvals), approver, settings.approval.timeout,
-                            tool_ctx, state_dir() / "spill" / run_id, stats, pricing,
-                            changed_files=lambda: [paths.display(p) for p in session.edited])  # this run's record is in session.runs
+    gate = ApprovalGate(ApprovalPolicy(settings.approval, session.approvals), approver, settings.approval.timeout)
+    # A result cut to fit names its spill file, which the session's read_file may then read.
+    spill = Spill(state_dir() / "spill" / run_id, settings.tool_output_limit, session.add_spill_file)
+    seams = RunSeams(run_id, model, _redacting(emit, redact), transcript, redact, session.estimator,  # type: ignore[arg-type]
+                     Limits(settings.context_window, settings.tool_output_limit, settings.request_timeout), stats, gate, spill,
+                     pricing, changed_files=lambda: [paths.display(p) for p in session.edited])  # this run's record is in session.runs
     main: AgentLoop | None = None
     # A tool's own status line (an edit applied late in the editor's preview) carries the turn
     # the main loop is in (or ended in), like every other status line.
-    tool_ctx.notify = lambda text: services.emit(StatusEvent(text, main.turn if main is not None else 0))
-    run = _Run(services, session, settings, paths, record)
+    tool_ctx.notify = lambda text: seams.emit(StatusEvent(text, main.turn if main is not None else 0))
+    run = _Run(seams, tool_ctx, session, settings, paths, record)
     tool_ctx.spawn_subagent = run.spawn_subagent
     session.running = run_id
     session.runs.append(record)
@@ -137,8 +138,8 @@ async def run_task(prompt: str, *, session: Session, settings: Settings, workspa
         try:
             if options.on_record is not None:
                 await options.on_record(session, record)
-            if services.model is None:
-                services.model = make_model(settings, env, session.model)
+            if seams.model is None:
+                seams.model = make_model(settings, env, session.model)
             memory = await recall_memory(paths.roots, settings.memory_files)
             memory_text = redact("".join(f"\n\n## Memory: {label}\n{text}" for label, text in memory))
             system = SYSTEM_PROMPT.format(roots=", ".join(paths.names()), memory=memory_text)
@@ -146,8 +147,8 @@ async def run_task(prompt: str, *, session: Session, settings: Settings, workspa
             tools = (plan_tools if options.mode == "plan" else main_tools)(options.extra_tools, diagnostics)
             if options.mode == "plan":
                 system += PLAN_PROMPT
-            main = AgentLoop(services, "main", ToolBox(tools), settings.max_turns, session.history, system)
-            await transcript.write("main", 0, "start", prompt=prompt, sessionId=session.id, model=services.model.name,
+            main = AgentLoop(seams, "main", LoopTools(ToolBox(tools), tool_ctx), settings.max_turns, session.history, system)
+            await transcript.write("main", 0, "start", prompt=prompt, sessionId=session.id, model=seams.model.name,
                                    mode=options.mode or "default", memory=[label for label, _ in memory])
             outcome = await main.loop()
         except asyncio.CancelledError:
@@ -186,11 +187,11 @@ async def _uncancellable(coro: Awaitable[RunReport]) -> RunReport:
 
 
 async def _close_run(run: _Run, main: AgentLoop | None, outcome: LoopOutcome, owns_model: bool, options: RunOptions) -> RunReport:
-    services, session, settings = run.services, run.session, run.settings
-    transcript, redact, stats = services.transcript, services.redact, services.stats
-    if owns_model and hasattr(services.model, "aclose"):  # the client this run made, not the caller's
+    seams, session, settings = run.seams, run.session, run.settings
+    transcript, redact, stats = seams.transcript, seams.redact, seams.stats
+    if owns_model and hasattr(seams.model, "aclose"):  # the client this run made, not the caller's
         try:
-            await services.model.aclose()
+            await seams.model.aclose()
         except Exception as exc:
             log.debug("closing the model client failed: %s", exc)
     if main is not None:
@@ -198,7 +199,7 @@ async def _close_run(run: _Run, main: AgentLoop | None, outcome: LoopOutcome, ow
         await main.log_pending()
     turns = main.model_calls if main is not None else 0
     report = RunReport(
-        run_id=services.run_id,
+        run_id=seams.run_id,
         session_id=session.id,
         stop_reason=outcome.reason,
         stop_cause=outcome.cause,
@@ -215,7 +216,7 @@ async def _close_run(run: _Run, main: AgentLoop | None, outcome: LoopOutcome, ow
         context_window=settings.context_window,
         rewindable=False,
     )
-    checkpoint = services.tool_ctx.checkpoint
+    checkpoint = run.tool_ctx.checkpoint
     if checkpoint is not None:
         report.rewindable = await checkpoint.close()
     await transcript.write("main", turns, "stop", report=report.to_dict())
@@ -228,7 +229,7 @@ async def _close_run(run: _Run, main: AgentLoop | None, outcome: LoopOutcome, ow
             await options.on_record(session, run.record)
         except Exception as exc:  # the report must still go out
             log.warning("could not save session %s: %s", session.id, exc)
-    services.emit(StopEvent(report.summary, report))
+    seams.emit(StopEvent(report.summary, report))
     return report
 
 
@@ -276,13 +277,13 @@ def explain_stop(outcome: LoopOutcome, run: _Run, turns: int, continue_hint: str
     """Every stop says what was done and, unless done, what was left. A run that never heard
     from the model has nothing to continue: it says so instead of the continue hint (no
     session is kept for it, Decision 46). Who cancelled follows from the typed cause."""
-    stats = run.services.stats
+    stats = run.seams.stats
     edited = ", ".join(run.paths.display(p) for p in run.record.changes) or "no files"
     done = f"{_count(turns, 'turn')}, {_count(stats.tool_calls, 'tool call')}" + (f" ({stats.denied} denied)" if stats.denied else "") + f", edited {edited}"
-    usage = usage_line({**stats.usage.to_dict(), "contextTokens": stats.context_tokens, "contextWindow": run.settings.context_window})
+    usage = usage_line(stats.usage_data(run.settings.context_window))
     if outcome.reason == StopReason.DONE:
         return f"Done: {done} ({usage})."
-    if not run.services.stats.reached_model:
+    if not stats.reached_model:
         left = "the whole task: the model never answered, so nothing was done; run it again once the problem is fixed"
     else:
         left = f"the task is not finished; {continue_hint}"

@@ -1,19 +1,23 @@
-"""The narrow interface the loop sees of its run: the model, the sinks, the approval gate and
-the run's counters. The run (run.py) builds it; the loop never reaches past it."""
+"""The loop's seams: the small parts a loop is handed (the model, its tools, the approval gate,
+the event sink, the transcript, the limits, the run's counters, where big results spill). The run
+(run.py) builds them from what it has; the loop talks to each one directly and never reaches
+past it, and nothing it holds is an alias of session state."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from agent_lsp.agent.messages import Usage
+from agent_lsp.agent.loop.context import Truncated, truncate_tool_output
+from agent_lsp.agent.messages import ToolCall, Usage, parse_arguments
 from agent_lsp.agent.model.client import Model
 from agent_lsp.agent.model.tokens import TokenEstimator
-from agent_lsp.agent.policy.approval import ApprovalPolicy
-from agent_lsp.agent.ports import Approver, EventSink
+from agent_lsp.agent.policy.approval import ApprovalPolicy, PolicyVerdict
+from agent_lsp.agent.ports import Answer, ApprovalRequest, Approver, EventSink, as_answer
 from agent_lsp.agent.state.transcript import Redactor, Transcript
-from agent_lsp.agent.tools.base import ToolContext
+from agent_lsp.agent.tools.base import Prepared, Tool, ToolBox, ToolContext
 from agent_lsp.settings import Pricing
 
 
@@ -48,6 +52,25 @@ class RunStats:
     call_ids: set[str] = field(default_factory=set)  # every tool-call id used in this run
     reached_model: bool = False  # a reply (or a first streamed delta) came back: the endpoint answered as a model
 
+    def add_usage(self, usage: Usage) -> None:
+        self.usage.add(usage)
+
+    def claim_call_id(self, wanted: str) -> str:
+        """CONTRACT Decision 7: `wanted` if it is new in the run, else a fresh `<id>_<n>`."""
+        if wanted and wanted not in self.call_ids:
+            chosen = wanted
+        else:
+            base, n = wanted or "call", 2
+            while f"{base}_{n}" in self.call_ids:
+                n += 1
+            chosen = f"{base}_{n}"
+        self.call_ids.add(chosen)
+        return chosen
+
+    def usage_data(self, context_window: int) -> dict[str, Any]:
+        """The usage event's data (and the stop summary's figures)."""
+        return {**self.usage.to_dict(), "contextTokens": self.context_tokens, "contextWindow": context_window}
+
 
 def call_cost(usage: Usage, pricing: Pricing | None) -> float | None:
     """One call's cost (CONTRACT Decision 20): the endpoint's own figure wins."""
@@ -61,8 +84,71 @@ def call_cost(usage: Usage, pricing: Pricing | None) -> float | None:
             + usage.completion_tokens * pricing.output_per_m_tok) / 1e6
 
 
+class ApprovalGate:
+    """Between a prepared call and its execution: the policy decides, a person is asked when it
+    says ask, and "Allow for session" is remembered."""
+
+    def __init__(self, policy: ApprovalPolicy, approver: Approver, timeout: float):
+        self._policy = policy
+        self._approver = approver
+        self.timeout = timeout  # seconds an approval may stay unanswered (for the "unanswered" note)
+
+    def decide(self, tool: Tool, prepared: Prepared) -> PolicyVerdict:
+        return self._policy.decide(tool, prepared)
+
+    async def ask(self, request: ApprovalRequest) -> Answer:
+        return as_answer(await self._approver.ask(request))
+
+    def remember(self, tool: Tool, prepared: Prepared) -> None:
+        self._policy.remember(tool, prepared)
+
+
+class LoopTools:
+    """One loop's tools and what they may touch: the schemas the model sees, and a call made
+    into a prepared (validated, described) one."""
+
+    def __init__(self, box: ToolBox, ctx: ToolContext):
+        self._box = box
+        self._ctx = ctx
+
+    def schemas(self) -> list[dict[str, Any]]:
+        return self._box.schemas()
+
+    def names(self) -> list[str]:
+        return list(self._box.tools)
+
+    def has_side_effects(self, name: str) -> bool:
+        """A known tool that is not read-only: it runs alone, in order."""
+        tool = self._box.tools.get(name)
+        return tool is not None and not tool.read_only
+
+    async def prepare(self, call: ToolCall) -> tuple[Tool, Prepared]:
+        """ToolError (an unknown tool, bad arguments), PathRefused or ValueError when it cannot be prepared."""
+        tool = self._box.get(call.name)
+        return tool, await tool.prepare(tool.parse(parse_arguments(call)), self._ctx)
+
+
 @dataclass
-class LoopServices:
+class Spill:
+    """Where a big tool result goes: cut to `limit` characters, the whole text in `folder`, and
+    that file made readable for the rest of the session (an explicit grant, `allow_read`)."""
+
+    folder: Path
+    limit: int
+    allow_read: Callable[[Path], None]
+
+    async def fit(self, text: str, call_id: str, redact: Callable[[str], str]) -> Truncated:
+        cut = await truncate_tool_output(text, self.limit, self.folder, call_id, redact)
+        if cut.spill_path is not None:
+            self.allow_read(cut.spill_path.resolve())
+        return cut
+
+
+@dataclass
+class RunSeams:
+    """What a run hands each of its loops (the main one and its sub-agents); the loop keeps
+    each part as its own attribute."""
+
     run_id: str
     model: Model
     emit: EventSink
@@ -70,11 +156,8 @@ class LoopServices:
     redact: Redactor
     estimator: TokenEstimator
     limits: Limits
-    policy: ApprovalPolicy
-    approver: Approver
-    approval_timeout: float
-    tool_ctx: ToolContext
-    spill_dir: Path
     stats: RunStats
+    gate: ApprovalGate
+    spill: Spill
     pricing: Pricing | None = None
     changed_files: Callable[[], list[str]] = list  # workspace-relative, for the compaction note

@@ -1,7 +1,8 @@
 """The loop's fork, approve and execute nodes (shared/LOOP.md): each call validated and approved
 (by policy or by the user; a denial goes back to the model), read-only calls run in parallel and
 side effects in order, every result appended, repeated failures noted and a spiral stopped.
-A part of AgentLoop, kept apart from the turn itself."""
+The loop holds one ToolCallRunner and hands it each reply's calls; the runner is given its own
+narrow parts (the tools, the approval gate, the sinks, the counters, the spill)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import asyncio
 import hashlib
 import logging
 from collections import Counter
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from agent_lsp.agent.display import clip, escape_invisible
 from agent_lsp.agent.events import (
@@ -20,15 +21,12 @@ from agent_lsp.agent.events import (
     ToolResultEvent,
     wire_fields,
 )
-from agent_lsp.agent.loop.context import truncate_tool_output
+from agent_lsp.agent.loop.services import ApprovalGate, LoopTools, RunStats, Spill
 from agent_lsp.agent.messages import Outcome, ToolCall, ToolResult, parse_arguments
-from agent_lsp.agent.ports import Answer, ApprovalRequest, Decision, as_answer
-from agent_lsp.agent.state.session import Entry
-from agent_lsp.agent.tools.base import EditRejected, Prepared, Tool, ToolBox, ToolError
+from agent_lsp.agent.ports import Answer, ApprovalRequest, Decision, EventSink
+from agent_lsp.agent.state.transcript import Redactor, Transcript
+from agent_lsp.agent.tools.base import EditRejected, Prepared, Tool, ToolError
 from agent_lsp.agent.tools.paths import PathRefused
-
-if TYPE_CHECKING:
-    from agent_lsp.agent.loop.services import LoopServices
 
 log = logging.getLogger(__name__)
 
@@ -37,27 +35,39 @@ REPEATED_FAILURE_STOP = 5
 TAIL_LINES = 12  # of a command's output, shown to the user
 
 
-class ToolCalls:
-    """AgentLoop's tool-call nodes; the state they use is the loop's own."""
+class ToolCallRunner:
+    """One loop's calls: approved, run and reported; its counts of failures and denials span
+    the loop's turns (the spiral guard reads them)."""
 
-    s: LoopServices
-    agent_id: str
-    turn: int
-    tools: ToolBox
-    _finished: dict[str, ToolResult]
-    _failures: Counter[tuple[str, str, str]]
-    _denials: Counter[tuple[str, str]]
-    _show_tail: set[str]
-    closed: list[Entry]
-    history: list[Entry]
+    def __init__(self, agent_id: str, tools: LoopTools, gate: ApprovalGate, emit: EventSink, transcript: Transcript,
+                 redact: Redactor, stats: RunStats, spill: Spill):
+        self.agent_id = agent_id
+        self.tools = tools
+        self.gate = gate
+        self.emit = emit
+        self.s = self  # `self.s.emit(` until the mechanical rename (the last commit of this change)
+        self.transcript = transcript
+        self.redact = redact
+        self.stats = stats
+        self.spill = spill
+        self.turn = 0
+        self._finished: dict[str, ToolResult] = {}
+        self._failures: Counter[tuple[str, str, str]] = Counter()
+        self._denials: Counter[tuple[str, str]] = Counter()
+        self._show_tail: set[str] = set()  # calls whose output's last lines the user sees
 
-    async def execute_tools(self, calls: list[ToolCall]) -> list[ToolResult]:
-        self._cuts = 0
+    def finished(self, call_id: str) -> ToolResult | None:
+        """The result of a call of the last reply, if it finished."""
+        return self._finished.get(call_id)
+
+    async def run(self, calls: list[ToolCall], turn: int) -> list[ToolResult]:
+        """Every call of one reply, approved and executed: read-only calls in parallel, side
+        effects alone and in order; the results in the calls' order."""
+        self.turn = turn
         self._finished = {}
         batch: list[tuple[ToolCall, Prepared, Answer]] = []
         for call in calls:
-            tool = self.tools.tools.get(call.name)
-            if tool is not None and not tool.read_only:
+            if self.tools.has_side_effects(call.name):
                 await self._run_batch(batch)
                 batch = []
                 admitted = await self.admit(call)
@@ -76,13 +86,12 @@ class ToolCalls:
 
     async def admit(self, call: ToolCall) -> tuple[Prepared, Answer] | None:
         """Validate and approve one call; a refusal becomes its result and None is returned."""
-        self.s.stats.tool_calls += 1
+        self.stats.tool_calls += 1
         self.s.emit(ToolCallEvent(describe_call(call), call.id, call.name, _arguments(call), agent_id=self.agent_id))
-        await self.s.transcript.write(self.agent_id, self.turn, "toolCall", callId=call.id, tool=call.name, arguments=call.arguments,
-                                      **({"modelCallId": call.model_id} if call.model_id else {}))
+        await self.transcript.write(self.agent_id, self.turn, "toolCall", callId=call.id, tool=call.name, arguments=call.arguments,
+                                    **({"modelCallId": call.model_id} if call.model_id else {}))
         try:
-            tool = self.tools.get(call.name)
-            prepared = await tool.prepare(tool.parse(parse_arguments(call)), self.s.tool_ctx)
+            tool, prepared = await self.tools.prepare(call)
         except (ToolError, PathRefused, ValueError) as exc:
             await self._finish(call, Outcome.ERROR, str(exc))
             return None
@@ -90,13 +99,13 @@ class ToolCalls:
             log.exception("preparing %s failed", call.name)
             await self._finish(call, Outcome.ERROR, f"internal error in {call.name}: {type(exc).__name__}: {exc}")
             return None
-        if self.s.redact.overwrites_secret(prepared.diff, prepared.new_text):
+        if self.redact.overwrites_secret(prepared.diff, prepared.new_text):
             await self._finish(call, Outcome.ERROR, "this edit would replace the model's API key, which you see as "
                                                     "[redacted], with the text [redacted]; nothing was changed. Leave the lines "
                                                     "holding it as they are (edit_file around them).")
             return None
-        prepared.detail = self.s.redact(escape_invisible(prepared.detail))
-        policy = self.s.policy.decide(tool, prepared)
+        prepared.detail = self.redact(escape_invisible(prepared.detail))
+        policy = self.gate.decide(tool, prepared)
         if policy.verdict == "allow":
             answer = Answer(Decision.ALLOW)
         elif policy.verdict == "deny":
@@ -104,18 +113,18 @@ class ToolCalls:
             self._approval_event(call, prepared, ApprovalState.DENIED, "by policy")
         else:
             answer = await self._ask(call, tool, prepared)
-        await self.s.transcript.write(self.agent_id, self.turn, "approval", callId=call.id, tool=call.name, detail=prepared.detail,
-                                      decision=str(answer.decision), byPolicy=policy.verdict != "ask", rule=policy.why,
-                                      **({"reason": answer.reason} if answer.reason else {}))
+        await self.transcript.write(self.agent_id, self.turn, "approval", callId=call.id, tool=call.name, detail=prepared.detail,
+                                    decision=str(answer.decision), byPolicy=policy.verdict != "ask", rule=policy.why,
+                                    **({"reason": answer.reason} if answer.reason else {}))
         if answer.decision in (Decision.ALLOW, Decision.ALLOW_SESSION, Decision.PREVIEW):
             if answer.decision == Decision.ALLOW_SESSION:
-                self.s.policy.remember(tool, prepared)
+                self.gate.remember(tool, prepared)
             return prepared, answer
         await self._deny(call, prepared, answer)
         return None
 
     async def _deny(self, call: ToolCall, prepared: Prepared, answer: Answer) -> None:
-        self.s.stats.denied += 1
+        self.stats.denied += 1
         key = (call.name, _digest(call.arguments))
         self._denials[key] += 1
         why = answer.why or ("the approval request went unanswered" if answer.decision == Decision.WITHDRAWN else "the user said no")
@@ -127,15 +136,15 @@ class ToolCalls:
 
     async def _ask(self, call: ToolCall, tool: Tool, prepared: Prepared) -> Answer:
         request = ApprovalRequest(call.id, call.name, prepared.detail, self.agent_id, prepared.uri,
-                                  self.s.redact(prepared.diff) if prepared.diff is not None else None,
+                                  self.redact(prepared.diff) if prepared.diff is not None else None,
                                   bool(prepared.diff and len(prepared.diff) > 1_000_000),
-                                  self.s.redact(prepared.new_text) if prepared.new_text is not None else None,
+                                  self.redact(prepared.new_text) if prepared.new_text is not None else None,
                                   can_preview=prepared.preview is not None, must_ask=prepared.must_ask)
         if request.diff and request.diff_truncated:
             request.diff = request.diff[:1_000_000]
         self._approval_event(call, prepared, ApprovalState.PENDING, request=request)
         try:
-            answer = as_answer(await self.s.approver.ask(request))
+            answer = await self.gate.ask(request)
             cancel_if_asked()
         except asyncio.CancelledError:
             self._approval_event(call, prepared, ApprovalState.WITHDRAWN)
@@ -146,7 +155,7 @@ class ToolCalls:
         if answer.decision == Decision.PREVIEW and prepared.preview is None:
             answer = Answer(Decision.WITHDRAWN, why="no one could be asked")
         if answer.decision == Decision.WITHDRAWN and answer.why is None:
-            answer.why = f"unanswered after {self.s.approval_timeout:g} s"
+            answer.why = f"unanswered after {self.gate.timeout:g} s"
         state = {Decision.ALLOW: ApprovalState.ALLOWED, Decision.ALLOW_SESSION: ApprovalState.ALLOWED, Decision.DENY: ApprovalState.DENIED,
                  Decision.PREVIEW: ApprovalState.PREVIEW}.get(answer.decision, ApprovalState.WITHDRAWN)
         self._approval_event(call, prepared, state)
@@ -188,7 +197,7 @@ class ToolCalls:
         # enters the history here: the model never reads the key, whatever printed it.
         # A failure or a refusal is told to the model as "error: …" / "denied: …"; the prefix is
         # added here only, so the event (which names the outcome itself) does not say it twice.
-        shown = self.s.redact(text)
+        shown = self.redact(text)
         text = f"{outcome}: {shown}" if outcome in (Outcome.ERROR, Outcome.DENIED) else shown
         if outcome == Outcome.ERROR:
             key = (call.name, _digest(call.arguments), _digest(text))
@@ -196,9 +205,7 @@ class ToolCalls:
             if self._failures[key] >= REPEATED_FAILURE_NOTE:
                 note = f"\n(this identical call has now failed {self._failures[key]} times with the same result: change approach)"
                 text, shown = text + note, shown + note
-        cut = await truncate_tool_output(text, self.s.limits.tool_output_limit, self.s.spill_dir, call.id, self.s.redact)
-        if cut.spill_path is not None:
-            self.s.tool_ctx.paths.extra_readable.add(cut.spill_path.resolve())
+        cut = await self.spill.fit(text, call.id, self.redact)
         result = ToolResult(call.id, outcome, cut.content, cut.truncated, str(cut.spill_path) if cut.spill_path else None)
         self._finished[call.id] = result
         await self._report_result(call.name, result, shown)
@@ -214,40 +221,14 @@ class ToolCalls:
                                 agent_id=self.agent_id)
         self.s.emit(event)
         # The transcript's line holds the stream's fields (and the whole result).
-        await self.s.transcript.write(self.agent_id, self.turn, "toolResult", **wire_fields(event), content=result.content)
+        await self.transcript.write(self.agent_id, self.turn, "toolResult", **wire_fields(event), content=result.content)
 
-    def _spiral(self) -> str | None:
+    def spiral(self) -> str | None:
         for (name, _, _), count in self._failures.items():
             if count >= REPEATED_FAILURE_STOP:
                 # Counted over the run, not consecutively (other calls may come in between).
                 return f"the same {name} call failed {count} times in this run with the same result (a spiral guard: the turn budget is not spent on it)"
         return None
-
-    def close_dangling_calls(self, outcome: Outcome, why: str) -> None:
-        """After a cancel, give every tool call of the last reply a result (finished or
-        `why`), so a follow-up in this session never sends a dangling tool call."""
-        for index in range(len(self.history) - 1, -1, -1):
-            message = self.history[index].message
-            if message.get("role") == "assistant" and message.get("tool_calls"):
-                answered = {e.message.get("tool_call_id") for e in self.history[index + 1 :] if e.kind == "tool"}
-                for call in message["tool_calls"]:
-                    if call["id"] not in answered:
-                        done = self._finished.get(call["id"])
-                        result = done or ToolResult(call["id"], outcome, why)
-                        entry = Entry(result.to_message(), "tool", self.s.run_id, result.outcome)
-                        self.history.append(entry)
-                        if done is None:
-                            self.closed.append(entry)
-                return
-            if message.get("role") == "user":
-                return
-
-    async def record_closed(self) -> None:
-        """The synthetic results of close_dangling_calls, in the transcript like any result."""
-        for entry in self.closed:
-            await self.s.transcript.write(self.agent_id, self.turn, "toolResult", callId=entry.message["tool_call_id"], ok=False,
-                                          outcome=str(entry.outcome), truncated=False, content=entry.message["content"])
-        self.closed = []
 
 
 def cancel_if_asked() -> None:

@@ -110,6 +110,10 @@ class Session:
     updated: float = field(default_factory=time.time)
     runs: list[RunRecord] = field(default_factory=list)
 
+    def add_spill_file(self, path: Path) -> None:
+        """A spill file of one of its runs: read_file may read it for the rest of the session."""
+        self.spill_files.add(path)
+
     @property
     def edited(self) -> dict[Path, None]:
         """Every file its runs changed, in order: read from the runs' own records (a running

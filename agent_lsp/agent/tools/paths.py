@@ -4,6 +4,7 @@ folders. Folders after the first are addressed by their name: `<folder>/<path>`.
 from __future__ import annotations
 
 import re
+from collections.abc import Container
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
@@ -39,12 +40,13 @@ def path_of_uri(uri: str) -> Path | None:
 
 
 class PathGuard:
-    def __init__(self, roots: list[Path], names: list[str] | None = None):
+    def __init__(self, roots: list[Path], names: list[str] | None = None, *, extra_readable: Container[Path] = frozenset()):
         if not roots:
             raise ValueError("a workspace needs at least one folder")
         self.roots = [Path(r).resolve() for r in roots]
         self.labels = folder_names(self.roots, names)
-        self.extra_readable: set[Path] = set()  # spill files of this session
+        # Readable outside the folders (the session's spill files); the guard only looks.
+        self.extra_readable = extra_readable
 
     def names(self) -> list[str]:
         """How the roots are shown: the first by its path, the others by their names."""
