@@ -19,6 +19,7 @@ from agent_lsp.agent.messages import CancelCause, RunReport, StopCause
 from agent_lsp.agent.model.client import Model, ModelError, make_model
 from agent_lsp.agent.ports import Approver, EventSink, ToolServers, ToolSet, Workspace
 from agent_lsp.agent.state.checkpoints import CheckpointStore
+from agent_lsp.agent.state.rewind import RewindResult
 from agent_lsp.agent.state.session import RunRecord, Session, SessionApprovals, new_id
 from agent_lsp.agent.state.sessions import SessionError, SessionStore
 from agent_lsp.settings import Settings, state_dir
@@ -68,7 +69,7 @@ class HostedRun:
 
 
 @dataclass
-class AgentHost(HostRewinds):
+class AgentHost:
     sessions: dict[str, tuple[Session, SessionStore]] = field(default_factory=dict)  # live sessions of this process
     active: dict[str, HostedRun] = field(default_factory=dict)
     models: dict[tuple[Any, ...], Model] = field(default_factory=dict)
@@ -88,6 +89,11 @@ class AgentHost(HostRewinds):
     _loading: dict[tuple[Path, str], asyncio.Future[tuple[Session, SessionStore]]] = field(default_factory=dict)
     _background: set[asyncio.Task[Any]] = field(default_factory=set)
     _swept: float = 0.0
+    rewinds: HostRewinds = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.rewinds = HostRewinds(checkpoints=self.checkpoint_store, sessions=self.store, live=self.live,
+                                   load=self._load_once, in_flight=lambda run_id: run_id in self.active)
 
     def store(self, roots: list[Path]) -> SessionStore:
         return SessionStore(state_dir(), roots[0])
@@ -98,6 +104,15 @@ class AgentHost(HostRewinds):
         if key not in self.checkpoints or self.checkpoints[key].snapshotter.roots != roots:
             self.checkpoints[key] = CheckpointStore(state_dir(), roots)
         return self.checkpoints[key]
+
+    async def rewind(self, roots: list[Path], workspace: Any, run_id: str, *, force: bool = False,
+                     include_later: bool = False, binary_ok: bool = True) -> RewindResult:
+        """A run's files put back and the session's history cut there (host_rewind.py)."""
+        return await self.rewinds.rewind(roots, workspace, run_id, force=force, include_later=include_later, binary_ok=binary_ok)
+
+    async def last_rewindable(self, roots: list[Path], session_id: str | None = None) -> tuple[str, int] | None:
+        """The newest run the workspace (or session_id's session) can rewind (host_rewind.py)."""
+        return await self.rewinds.last_rewindable(roots, session_id)
 
     def model_for(self, settings: Settings, name: str | None = None) -> Model | None:
         """One model client per endpoint, shared by all runs: a client per run costs an SSL

@@ -1,12 +1,14 @@
 """Rewind as the host does it: a run's files put back (agent/state/rewind.py), then the session's
 history cut at that run with a note for the model and the rewound runs marked, live and on
-disk; and the one rule for "the last rewindable run". A part of AgentHost."""
+disk; and the one rule for "the last rewindable run". A part AgentHost holds, given only what it
+needs of the host."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,21 +25,17 @@ log = logging.getLogger(__name__)
 
 
 class HostRewinds:
-    """AgentHost's rewind; the state it uses is the host's own."""
+    """The host's rewind: its stores, its sessions (live or loaded once) and its runs in flight
+    (a run of the session blocks its rewind)."""
 
-    active: dict[str, Any]  # the runs in flight (a run of the session blocks its rewind)
-
-    def store(self, roots: list[Path]) -> SessionStore:
-        raise NotImplementedError
-
-    def checkpoint_store(self, roots: list[Path]) -> CheckpointStore:
-        raise NotImplementedError
-
-    def live(self, session_id: str) -> tuple[Session, SessionStore] | None:
-        raise NotImplementedError
-
-    async def _load_once(self, store: SessionStore, session_id: str) -> tuple[Session, SessionStore]:
-        raise NotImplementedError
+    def __init__(self, *, checkpoints: Callable[[list[Path]], CheckpointStore], sessions: Callable[[list[Path]], SessionStore],
+                 live: Callable[[str], tuple[Session, SessionStore] | None],
+                 load: Callable[[SessionStore, str], Awaitable[tuple[Session, SessionStore]]], in_flight: Callable[[str], bool]):
+        self.checkpoint_store = checkpoints
+        self.store = sessions
+        self.live = live
+        self._load_once = load
+        self.in_flight = in_flight
 
     async def rewind(self, roots: list[Path], workspace: Any, run_id: str, *, force: bool = False,
                      include_later: bool = False, binary_ok: bool = True, settings: Settings | None = None) -> RewindResult:
@@ -53,7 +51,7 @@ class HostRewinds:
         if manifest is None:
             raise RewindError(f"unknown runId {run_id!r}: no checkpoint of that run in this workspace (a run that changed no file has none)")
         live = self.live(manifest.session_id)
-        if run_id in self.active or (live is not None and live[0].running):
+        if self.in_flight(run_id) or (live is not None and live[0].running):
             raise RunNotFinished(f"a run of session {manifest.session_id} is still running; wait for it or cancel it before rewinding")
         try:
             result = await rewind(store, workspace, workspace, run_id, force=force, include_later=include_later, binary_ok=binary_ok)
@@ -111,7 +109,7 @@ class HostRewinds:
         for manifest in reversed(manifests):
             if session_id is not None and manifest.session_id != session_id:
                 continue
-            if manifest.kind == "run" and manifest.finished and manifest.run_id not in undone and manifest.run_id not in self.active:
+            if manifest.kind == "run" and manifest.finished and manifest.run_id not in undone and not self.in_flight(manifest.run_id):
                 count = sum(1 for f in manifest.files.values() if f.restorable)
                 if count:
                     return manifest.run_id, count
