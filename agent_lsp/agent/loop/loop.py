@@ -81,7 +81,6 @@ class AgentLoop:
         self.run_id = seams.run_id
         self.model = seams.model
         self.emit = seams.emit
-        self.s = self  # `self.s.emit(` until the mechanical rename (the last commit of this change)
         self.transcript = seams.transcript
         self.estimator = seams.estimator
         self.limits = seams.limits
@@ -183,7 +182,7 @@ class AgentLoop:
         for index, stub in stubs:
             self.history[index] = stub
         after = self.estimator.estimate(self._messages())
-        self.s.emit(CompactionEvent(f"squeezed {len(stubs)} old tool results to stubs (~{before} -> ~{after} tokens)",
+        self.emit(CompactionEvent(f"squeezed {len(stubs)} old tool results to stubs (~{before} -> ~{after} tokens)",
                                     self.turn, agent_id=self.agent_id))
         await self.transcript.write(self.agent_id, self.turn, "history", op="replace",
                                     items=[{"index": i, **e.to_record()} for i, e in stubs])
@@ -219,7 +218,7 @@ class AgentLoop:
         self.logged = len(self.history)
         kept = len(self.history) - plan.start - 1
         text = f"compacted {len(summarised)} messages (~{before} -> ~{after} tokens); kept the user's requests and {kept} recent messages"
-        self.s.emit(CompactionEvent(text, self.turn, agent_id=self.agent_id))
+        self.emit(CompactionEvent(text, self.turn, agent_id=self.agent_id))
         await self.transcript.write(self.agent_id, self.turn, "compaction", summary=note.message["content"],
                                     dropped=len(summarised), tokensBefore=before, tokensAfter=after,
                                     start=plan.start, end=plan.end, entries=[e.to_record() for e in replacement])
@@ -227,7 +226,7 @@ class AgentLoop:
     # -- node 2: the streamed LLM call -------------------------------------------------------
     async def call_model(self, messages: list[dict[str, Any]]) -> Reply:
         # `waiting: model` is the typed form of the text: a front end shows its waiting line from it.
-        self.s.emit(StatusEvent(f"turn {self.turn}/{self.max_turns}: asking the model", self.turn, waiting="model",
+        self.emit(StatusEvent(f"turn {self.turn}/{self.max_turns}: asking the model", self.turn, waiting="model",
                                 agent_id=self.agent_id))
         stats = self.stats
 
@@ -235,7 +234,7 @@ class AgentLoop:
             def on_delta(delta: str) -> None:
                 stats.reached_model = True
                 if self.is_main:
-                    self.s.emit(kind(delta, agent_id=self.agent_id))
+                    self.emit(kind(delta, agent_id=self.agent_id))
             return on_delta
 
         on_text = delta_of(TextDelta)
@@ -258,7 +257,7 @@ class AgentLoop:
                                           StopCause.MODEL) from None
                         if not exc.retryable or attempt == MODEL_ATTEMPTS:
                             raise StopRun(f"model request failed: {exc}", StopCause.MODEL) from None
-                        self.s.emit(StatusEvent(f"the model's stream failed before it began ({exc}); sending it again ({attempt}/{MODEL_ATTEMPTS - 1})",
+                        self.emit(StatusEvent(f"the model's stream failed before it began ({exc}); sending it again ({attempt}/{MODEL_ATTEMPTS - 1})",
                                                 self.turn, agent_id=self.agent_id))
         except TimeoutError:
             await self.transcript.write(self.agent_id, self.turn, "modelError", error="requestTimeout")
@@ -293,7 +292,7 @@ class AgentLoop:
         if main_request:
             stats.context_tokens = reply.usage.prompt_tokens if reply.usage and reply.usage.prompt_tokens else self._tokens(messages)
         data = stats.usage_data(self.limits.context_window)
-        self.s.emit(UsageEvent(usage_line(data), replace(stats.usage), stats.context_tokens, self.limits.context_window,
+        self.emit(UsageEvent(usage_line(data), replace(stats.usage), stats.context_tokens, self.limits.context_window,
                                agent_id=self.agent_id))
 
     def refuse_cut_reply(self, reply: Reply) -> None:
@@ -303,7 +302,7 @@ class AgentLoop:
         if self._cuts >= 2:
             raise StopRun(*CUT_STOPS[reply.cut or ReplyCut.OUTPUT_LIMIT])
         note = CAP_NOTES.get(reply.cut or ReplyCut.OUTPUT_LIMIT, CUT_NOTE)
-        self.s.emit(StatusEvent(f"turn {self.turn}: {note.removeprefix('not run: ')}", self.turn, agent_id=self.agent_id))
+        self.emit(StatusEvent(f"turn {self.turn}: {note.removeprefix('not run: ')}", self.turn, agent_id=self.agent_id))
         for call in reply.tool_calls:
             self.append(Entry(ToolResult(call.id, Outcome.NOT_RUN, note).to_message(), "tool", self.run_id, Outcome.NOT_RUN))
         if not reply.tool_calls:

@@ -45,7 +45,6 @@ class ToolCallRunner:
         self.tools = tools
         self.gate = gate
         self.emit = emit
-        self.s = self  # `self.s.emit(` until the mechanical rename (the last commit of this change)
         self.transcript = transcript
         self.redact = redact
         self.stats = stats
@@ -87,7 +86,7 @@ class ToolCallRunner:
     async def admit(self, call: ToolCall) -> tuple[Prepared, Answer] | None:
         """Validate and approve one call; a refusal becomes its result and None is returned."""
         self.stats.tool_calls += 1
-        self.s.emit(ToolCallEvent(describe_call(call), call.id, call.name, _arguments(call), agent_id=self.agent_id))
+        self.emit(ToolCallEvent(describe_call(call), call.id, call.name, _arguments(call), agent_id=self.agent_id))
         await self.transcript.write(self.agent_id, self.turn, "toolCall", callId=call.id, tool=call.name, arguments=call.arguments,
                                     **({"modelCallId": call.model_id} if call.model_id else {}))
         try:
@@ -168,15 +167,15 @@ class ToolCallRunner:
         # ("[approval: pending] …"): the text is what is being approved, not the state again.
         text = f"{detail.splitlines()[0] if detail else call.name}{f' ({note})' if note else ''}"
         if request is not None and request.uri is not None:  # an edit's request: what the editor shows
-            self.s.emit(ApprovalEvent(text, call.id, call.name, detail, state, uri=request.uri, diff=request.diff or "",
+            self.emit(ApprovalEvent(text, call.id, call.name, detail, state, uri=request.uri, diff=request.diff or "",
                                       new_text=request.new_text or "", diff_truncated=request.diff_truncated,
                                       agent_id=self.agent_id))
         else:
-            self.s.emit(ApprovalEvent(text, call.id, call.name, detail, state, agent_id=self.agent_id))
+            self.emit(ApprovalEvent(text, call.id, call.name, detail, state, agent_id=self.agent_id))
 
     async def _execute(self, call: ToolCall, prepared: Prepared, answer: Answer) -> None:
         first = prepared.detail.splitlines()[0] if prepared.detail else call.name
-        self.s.emit(StatusEvent(f"turn {self.turn}: {first}", self.turn, agent_id=self.agent_id))
+        self.emit(StatusEvent(f"turn {self.turn}: {first}", self.turn, agent_id=self.agent_id))
         run = prepared.preview if answer.decision == Decision.PREVIEW and prepared.preview else prepared.execute
         if prepared.show_tail:
             self._show_tail.add(call.id)
@@ -219,7 +218,7 @@ class ToolCallRunner:
         event = ToolResultEvent(f"{tool} {'ok' if result.ok else str(result.outcome)}: {clip(first, 200)}", result.call_id,
                                 result.outcome, truncated=result.truncated, spill_path=result.spill_path, tail=tail,
                                 agent_id=self.agent_id)
-        self.s.emit(event)
+        self.emit(event)
         # The transcript's line holds the stream's fields (and the whole result).
         await self.transcript.write(self.agent_id, self.turn, "toolResult", **wire_fields(event), content=result.content)
 
