@@ -1,5 +1,5 @@
-"""`agent-lsp`: serve (the language server) | run (headless) | sessions | rewind | doctor | acp |
-demo | --version. Thin: each command hands over to its module."""
+"""`agent-lsp`: serve (the language server) | run (headless) | sessions | worktrees | rewind |
+doctor | acp | demo | --version. Thin: each command hands over to its module."""
 
 from __future__ import annotations
 
@@ -97,6 +97,14 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--json", action="store_true", help="print only the run report, as JSON, on stdout"
     )
+    run.add_argument(
+        "--worktree",
+        nargs="?",
+        const="",
+        metavar="NAME",
+        help="work in a git worktree of its own, on a new branch agent/NAME "
+        "(default NAME: the run id), with your uncommitted changes; an idle NAME is reused",
+    )
     sessions = sub.add_parser(
         "sessions", help="list this workspace's sessions and their runs, newest first"
     )
@@ -116,6 +124,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     # SUPPRESS: the subcommand's own default must not overwrite a --workspace given before `delete`
     delete.add_argument("--workspace", type=Path, default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+    _worktrees(sub)
     rewind = sub.add_parser(
         "rewind", help="put back the files a run changed, as they were before it"
     )
@@ -172,6 +181,20 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _worktrees(sub: Any) -> None:
+    worktrees = sub.add_parser("worktrees", help="list this workspace's worktrees of `run --worktree`")
+    _workspace(worktrees)
+    worktrees.add_argument("--json", action="store_true", help="print them as JSON")
+    remove = worktrees.add_subparsers(dest="action").add_parser(
+        "remove", help="remove a worktree (its branch is kept)"
+    )
+    remove.add_argument("name", metavar="NAME")
+    remove.add_argument(
+        "--force", action="store_true", help="even when it has uncommitted changes (they are lost)"
+    )
+    remove.add_argument("--workspace", type=Path, default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+
+
 def _workspace(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--workspace",
@@ -215,6 +238,10 @@ def main(argv: list[str] | None = None) -> int:
         from agent_lsp.terminal.sessions import sessions_cli
 
         return sessions_cli(args)
+    if args.command == "worktrees":
+        from agent_lsp.terminal.worktrees import worktrees_cli
+
+        return worktrees_cli(args)
     if args.command == "rewind":
         from agent_lsp.terminal.rewind import rewind_cli
 
@@ -307,15 +334,24 @@ def _run(args: argparse.Namespace) -> int:
         return code
     if args.max_turns is not None and settings.max_turns != args.max_turns:
         return EXIT_USAGE
+    worktree = None
+    if args.worktree is not None:  # the run's workspace becomes its worktree (Decision 42)
+        from agent_lsp.terminal.worktrees import enter_worktree
+
+        entered = enter_worktree(args.worktree, args.workspace, args.session)
+        if isinstance(entered, int):
+            return entered
+        worktree = entered
     return _interruptible(
         run_headless(
             args.task,
-            args.workspace,
+            worktree.workspace if worktree else args.workspace,
             settings,
             args.yes,
             args.json,
             session_id=args.session,
             mode=args.mode,
+            worktree=worktree,
         )
     )
 

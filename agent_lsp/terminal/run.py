@@ -10,7 +10,7 @@ import os
 import signal
 import sys
 from pathlib import Path
-from typing import TextIO, assert_never
+from typing import TYPE_CHECKING, TextIO, assert_never
 
 from agent_lsp.agent.display import escape_invisible, for_terminal
 from agent_lsp.agent.events import (
@@ -35,6 +35,9 @@ from agent_lsp.agent.tools.paths import PathGuard
 from agent_lsp.frontend import on_signals, shut_down
 from agent_lsp.settings import Settings
 from agent_lsp.terminal.style import Style, isatty, read_line_async
+
+if TYPE_CHECKING:
+    from agent_lsp.terminal.worktrees import WorktreeRun
 
 EXIT_CODES = {StopReason.DONE: 0, StopReason.FATAL: 1, StopReason.MAX_TURNS: 3, StopReason.CANCELLED: 130}
 EXIT_USAGE = 2
@@ -230,7 +233,7 @@ def _relative(uri: str, paths: PathGuard | None) -> str:
 
 async def run_headless(task: str, workspace: Path, settings: Settings, yes: bool, as_json: bool = False, *,
                        session_id: str | None = None, mode: str | None = None,
-                       out: TextIO | None = None, err: TextIO | None = None) -> int:
+                       out: TextIO | None = None, err: TextIO | None = None, worktree: WorktreeRun | None = None) -> int:
     """One run in the terminal. With --json, stdout holds exactly the report (the stream goes to
     stderr). SIGINT, SIGTERM and SIGHUP cancel the run (exit 130) after killing its commands."""
     stdout = out or sys.stdout
@@ -248,7 +251,10 @@ async def run_headless(task: str, workspace: Path, settings: Settings, yes: bool
     stream = TerminalStream(stream_out, endpoint_of(settings, session.model))
     ports = RunPorts(ws, TerminalApprover(yes, stream_out, interactive=interactive), stream)
     hint = f"run `agent-lsp run --session {session.id} \"...\"` in {workspace} to continue"
-    hosted = host.start(task, session=session, store=store, settings=settings, ports=ports, mode=mode, continue_hint=hint)
+    if worktree is not None:  # the run works in its worktree (Decision 42)
+        hint = worktree.continue_hint(session.id)
+    hosted = host.start(task, session=session, store=store, settings=settings, ports=ports, mode=mode, continue_hint=hint,
+                        run_id=worktree.run_id if worktree is not None else None)
     task_ = hosted.task
     assert task_ is not None
     # The report's stopCause says which: `user` for Ctrl-C, `signal` for the others.
@@ -264,15 +270,29 @@ async def run_headless(task: str, workspace: Path, settings: Settings, yes: bool
     report = hosted.report
     if report is None:
         stream_out.write("\ncancelled\n")
+        _worktree_line(worktree, stream_out)
         return EXIT_CODES[StopReason.CANCELLED]
     if as_json:
-        stdout.write(json.dumps(report.to_dict()) + "\n")
+        data = report.to_dict()
+        if worktree is not None:
+            data["worktree"] = worktree.to_dict()
+        stdout.write(json.dumps(data) + "\n")
         stdout.flush()
     else:
         kept = any(r.reached for r in session.runs if r.kind == "run")
         short = await asyncio.to_thread(short_run_id, host.checkpoint_store(roots), report.run_id) if report.rewindable else None
+        if short is not None and worktree is not None:
+            short = worktree.rewind_command(short)
         print_report(report, stdout, PathGuard(roots), rewind_id=short, session_kept=kept)
+    _worktree_line(worktree, stream_out)
     return EXIT_CODES[report.stop_reason]
+
+
+def _worktree_line(worktree: WorktreeRun | None, out: TextIO) -> None:
+    """The terminal's last line names the run's worktree and branch (on stderr with --json)."""
+    if worktree is not None:
+        out.write(Style.for_stream(out).dim(worktree.last_line()) + "\n")
+        out.flush()
 
 
 async def _mcp_on_the_terminal(host: AgentHost, roots: list[Path], settings: Settings, out: TextIO, interactive: bool) -> None:

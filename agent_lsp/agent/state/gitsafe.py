@@ -13,6 +13,7 @@ import fcntl
 import fnmatch
 import logging
 import os
+import subprocess
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -115,11 +116,11 @@ def private_git_dir(folder: Path, repo: Repository) -> Path:
     return folder
 
 
-def _read_small(path: Path) -> bytes:
+def _read_small(path: Path, limit: int = 1 << 20) -> bytes:
     from agent_lsp.agent.fs.safeio import read_regular_sync
 
     try:
-        return read_regular_sync(path, 1 << 20)
+        return read_regular_sync(path, limit)
     except (OSError, ValueError):
         return b""
 
@@ -141,6 +142,47 @@ async def run_git(cwd: Path, args: list[str], env: dict[str, str], stdin: bytes 
             await asyncio.shield(proc.wait())
         raise
     return proc.returncode or 0, out, err
+
+
+def run_git_sync(cwd: Path, args: list[str], env: dict[str, str]) -> tuple[int, bytes, bytes]:
+    """run_git for code off any event loop (the `agent-lsp worktrees` commands, a worktree made
+    before the run starts); a Ctrl-C kills git (subprocess.run does)."""
+    try:
+        proc = subprocess.run(["git", *GIT_SAFE, *args], cwd=cwd, env=env, stdin=subprocess.DEVNULL,
+                              capture_output=True, check=False)
+    except OSError as exc:
+        return 127, b"", str(exc).encode()
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+def repository_env(repo: Repository) -> dict[str, str]:
+    """For the few calls that must change the repository itself (a worktree registered, a branch
+    made or dropped): git reads its config, so only calls that run no program may use this; hooks
+    and fsmonitor are off by GIT_SAFE, and a checkout (filters) never runs with it."""
+    env = base_env()
+    env.update(GIT_DIR=str(repo.git_dir), GIT_TERMINAL_PROMPT="0", GIT_PAGER="cat", GIT_EDITOR="true",
+               GIT_ASKPASS="/bin/false", GIT_NO_REPLACE_OBJECTS="1")
+    return env
+
+
+def resolve_head(git_dir: Path, common_dir: Path) -> tuple[str | None, str | None]:
+    """(commit, branch ref) of a work tree's HEAD read from the files, without git (its config is
+    not read): (None, ref) for an unborn branch or refs git keeps elsewhere (reftable)."""
+    head = _read_small(git_dir / "HEAD").decode(errors="replace").strip()
+    if not head.startswith("ref:"):
+        return (head or None), None
+    ref = head[len("ref:"):].strip()
+    if not ref.startswith("refs/") or ".." in ref.split("/"):
+        return None, None
+    for folder in dict.fromkeys((git_dir, common_dir)):
+        loose = _read_small(folder / ref).decode(errors="replace").strip()
+        if loose and not loose.startswith("ref:"):
+            return loose, ref
+    for line in _read_small(common_dir / "packed-refs", 1 << 28).decode(errors="replace").splitlines():
+        sha, _, name = line.partition(" ")
+        if name.strip() == ref and not line.startswith(("#", "^")):
+            return sha, ref
+    return None, ref
 
 
 @contextlib.asynccontextmanager
