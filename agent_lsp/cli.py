@@ -182,7 +182,9 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _worktrees(sub: Any) -> None:
-    worktrees = sub.add_parser("worktrees", help="list this workspace's worktrees of `run --worktree`")
+    worktrees = sub.add_parser(
+        "worktrees", help="list this workspace's worktrees of `run --worktree`"
+    )
     _workspace(worktrees)
     worktrees.add_argument("--json", action="store_true", help="print them as JSON")
     remove = worktrees.add_subparsers(dest="action").add_parser(

@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -242,3 +244,21 @@ def test_a_repository_config_naming_programs_never_runs_them(model, workspace, t
     assert not marker.exists(), f"the repository's program ran: {marker.read_text()}"
     subprocess.run(["git", "status"], cwd=workspace, capture_output=True, check=False)
     assert marker.exists(), "the trap is armed: the user's own git runs it"
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None and not os.environ.get("CI"), reason="bubblewrap is not installed")
+def test_with_the_sandbox_on_only_the_worktree_is_writable(model, workspace, tmp_path):
+    git_repo(workspace)
+    settings = tmp_path / "settings.json"
+    settings.write_text(json.dumps({"sandbox": {"mode": "workspace-write"}, "approval": {"default": "allow"}}))
+    outside = workspace / "outside.txt"
+    model.add([tools_reply(call("run_command", id="c", command=f"sh -c 'echo in > inside.txt; echo out > {outside}'")),
+               {"text": "ok"}])
+
+    proc = run_cli(agent_run(model, workspace, "write", "--worktree", "boxed", "--settings", str(settings)))
+
+    assert proc.returncode == 0, proc.stderr
+    tree = Path(report_of(proc.stdout)["worktree"]["path"])
+    assert (tree / "inside.txt").read_text() == "in\n"
+    assert not outside.exists(), "the workspace the worktree came from is not writable"
+    assert "sandbox" in last_tool_results(model.requests[-1])["c"] or "Read-only" in last_tool_results(model.requests[-1])["c"]
