@@ -131,6 +131,8 @@ def test_list_and_remove_keep_work_and_the_branch(model, workspace):
         assert f"branch agent/{name} is kept" in removed.stdout
         assert git(workspace, "branch", "--list", f"agent/{name}").strip()
     assert listed(workspace) == {}
+    again = run_cli(agent_run(model, workspace, "edit", "--worktree", "clean"))
+    assert again.returncode == 2 and "git branch -D agent/clean" in again.stderr, "a kept branch is never reset"
     assert not Path(item["path"]).exists()
     assert git(workspace, "worktree", "list").count("\n") == 1, "git knows no worktree of ours any more"
     text = cli("worktrees", "--workspace", str(workspace))

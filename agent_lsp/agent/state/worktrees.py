@@ -269,6 +269,9 @@ def _register(repo: Repository, path: Path, branch: str, head: str) -> None:
                                 repository_env(repo))
     if code != 0:
         said = err.decode(errors="replace").strip().splitlines()
+        if said and f"'{branch}' already exists" in said[-1]:
+            raise WorktreeError(f"branch {branch} already exists (kept when its worktree was removed?): "
+                                f"delete it with `git branch -D {branch}`, or pick another NAME")
         raise WorktreeError(f"git could not make the worktree: {said[-1] if said else f'exit {code}'}")
 
 
