@@ -76,7 +76,7 @@ def _parser() -> argparse.ArgumentParser:
     mode.add_argument("--tcp", metavar="HOST:PORT", help="listen on a TCP address, for debugging")
     serve.add_argument("--log-level", default="INFO", help="stderr log level (default INFO)")
     run = sub.add_parser("run", help="run the agent headless in this terminal")
-    run.add_argument("task", help="what the agent should do")
+    run.add_argument("task", help="what the agent should do; - reads it from stdin")
     _workspace(run)
     run.add_argument("--yes", action="store_true", help="approve every side effect without asking")
     run.add_argument("--model", help="model name, or replay:PATH")
@@ -104,6 +104,18 @@ def _parser() -> argparse.ArgumentParser:
         metavar="NAME",
         help="work in a git worktree of its own, on a new branch agent/NAME "
         "(default NAME: the run id), with your uncommitted changes; an idle NAME is reused",
+    )
+    run.add_argument(
+        "--output-format",
+        choices=["text", "json", "stream-json"],
+        help="text (default); json: the report as JSON (= --json); stream-json: one JSON line per "
+        "stream event, the last one the result with the report",
+    )
+    run.add_argument(
+        "--output-schema",
+        type=Path,
+        metavar="FILE",
+        help="a JSON Schema the answer must fit: the report's structuredOutput is that JSON",
     )
     sessions = sub.add_parser(
         "sessions", help="list this workspace's sessions and their runs, newest first"
@@ -322,6 +334,25 @@ def _settings(args: argparse.Namespace, flags: dict[str, Any]) -> tuple[Settings
 def _run(args: argparse.Namespace) -> int:
     from agent_lsp.terminal.run import run_headless
 
+    if args.json and args.output_format not in (None, "json"):
+        print("agent-lsp run: --json is --output-format json; give one of them", file=sys.stderr)
+        return EXIT_USAGE
+    output_format = "json" if args.json else args.output_format or "text"
+    schema = None
+    if args.output_schema is not None:
+        from agent_lsp.agent.loop.structured import SchemaProblem, load_schema
+
+        try:
+            schema = load_schema(args.output_schema)
+        except SchemaProblem as exc:
+            print(f"agent-lsp run: --output-schema: {_shown(str(exc))}", file=sys.stderr)
+            return EXIT_USAGE
+    task = args.task
+    if task == "-":  # the prompt from stdin: then there is no terminal to ask approvals on
+        task = sys.stdin.read()
+        if not task.strip():
+            print("agent-lsp run: the prompt read from stdin is empty", file=sys.stderr)
+            return EXIT_USAGE
     flags = {
         k: v
         for k, v in {
@@ -346,14 +377,16 @@ def _run(args: argparse.Namespace) -> int:
         worktree = entered
     return _interruptible(
         run_headless(
-            args.task,
+            task,
             worktree.workspace if worktree else args.workspace,
             settings,
             args.yes,
-            args.json,
             session_id=args.session,
             mode=args.mode,
             worktree=worktree,
+            output_format=output_format,
+            output_schema=schema,
+            prompt_from_stdin=args.task == "-",
         )
     )
 

@@ -15,6 +15,7 @@ from typing import Any
 from agent_lsp.agent.exec import keyguard
 from agent_lsp.agent.host_rewind import HostRewinds
 from agent_lsp.agent.loop.run import RunOptions, run_task
+from agent_lsp.agent.loop.structured import OutputSchema
 from agent_lsp.agent.messages import CancelCause, RunReport, StopCause
 from agent_lsp.agent.model.client import Model, ModelError, make_model
 from agent_lsp.agent.ports import Approver, EventSink, ToolServers, ToolSet, Workspace
@@ -205,7 +206,7 @@ class AgentHost:
               continue_hint: str = "a follow-up in this session continues from here",
               before: Callable[[], Awaitable[None]] | None = None,
               after: Callable[[HostedRun], None] | None = None, mcp_servers: list[Any] | None = None,
-              title: str | None = None) -> HostedRun:
+              title: str | None = None, output_schema: OutputSchema | None = None) -> HostedRun:
         """Start a run in the background (its session claimed at once)."""
         run_id = run_id or new_id("r")
         if session.running:  # checked again here, where the claim is made (nothing awaits in between)
@@ -234,7 +235,7 @@ class AgentHost:
                 extra = await self._prelude(before, ports.workspace.roots, settings, mcp_servers, hosted)
                 options = RunOptions(run_id=run_id, mode=mode, continue_hint=continue_hint, on_record=save, extra_tools=extra,
                                      checkpoints=self.checkpoint_store(ports.workspace.roots), title=title,
-                                     cancelled_by=lambda: hosted.cancel_cause or BY_SHUTDOWN)
+                                     cancelled_by=lambda: hosted.cancel_cause or BY_SHUTDOWN, output_schema=output_schema)
                 hosted.report = await run_task(prompt, session=session, settings=settings, workspace=ports.workspace,
                                                approver=ports.approver, emit=ports.emit,
                                                model=self.model_for(settings, session.model), options=options)

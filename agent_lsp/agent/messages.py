@@ -185,6 +185,13 @@ class ToolResult:
         return {"role": "tool", "tool_call_id": self.call_id, "content": self.content}
 
 
+@dataclass(frozen=True)
+class Structured:
+    """The answer's JSON, validated against the run's output schema (`structuredOutput`)."""
+
+    value: Any
+
+
 @dataclass
 class RunReport:
     run_id: str
@@ -203,6 +210,7 @@ class RunReport:
     context_tokens: int = 0
     context_window: int = 0
     rewindable: bool = False
+    structured_output: Structured | None = None  # only with an output schema, once the answer validated
 
     def __post_init__(self) -> None:
         if self.stop_cause.reason != self.stop_reason:
@@ -228,6 +236,8 @@ class RunReport:
         }
         if self.error:
             out["error"] = self.error
+        if self.structured_output is not None:
+            out["structuredOutput"] = self.structured_output.value
         return out
 
 

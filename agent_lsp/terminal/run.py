@@ -26,14 +26,17 @@ from agent_lsp.agent.events import (
     UsageEvent,
 )
 from agent_lsp.agent.fs.disk_workspace import DiskWorkspace
-from agent_lsp.agent.host import AgentHost, RunPorts
-from agent_lsp.agent.messages import CancelCause, RunReport, StopCause, StopReason
-from agent_lsp.agent.ports import Answer, ApprovalRequest, Decision
+from agent_lsp.agent.host import AgentHost, HostedRun, RunPorts
+from agent_lsp.agent.loop.structured import OutputSchema
+from agent_lsp.agent.messages import CancelCause, RunReport, StopCause, StopReason, Usage
+from agent_lsp.agent.ports import Answer, ApprovalRequest, Decision, EventSink
 from agent_lsp.agent.state.checkpoints import CheckpointStore
+from agent_lsp.agent.state.session import new_id
 from agent_lsp.agent.state.sessions import SessionError
 from agent_lsp.agent.tools.paths import PathGuard
 from agent_lsp.frontend import on_signals, shut_down
 from agent_lsp.settings import Settings
+from agent_lsp.terminal.stream_json import StreamJson
 from agent_lsp.terminal.style import Style, isatty, read_line_async
 
 if TYPE_CHECKING:
@@ -233,11 +236,16 @@ def _relative(uri: str, paths: PathGuard | None) -> str:
 
 async def run_headless(task: str, workspace: Path, settings: Settings, yes: bool, as_json: bool = False, *,
                        session_id: str | None = None, mode: str | None = None,
-                       out: TextIO | None = None, err: TextIO | None = None, worktree: WorktreeRun | None = None) -> int:
+                       out: TextIO | None = None, err: TextIO | None = None, output_format: str | None = None,
+                       output_schema: OutputSchema | None = None, prompt_from_stdin: bool = False,
+                       worktree: WorktreeRun | None = None) -> int:
     """One run in the terminal. With --json, stdout holds exactly the report (the stream goes to
-    stderr). SIGINT, SIGTERM and SIGHUP cancel the run (exit 130) after killing its commands."""
+    stderr); with stream-json, the stream's JSON lines and last the result line (human lines go
+    to stderr). SIGINT, SIGTERM and SIGHUP cancel the run (exit 130) after killing its commands.
+    A prompt read from stdin leaves no terminal to ask approvals on."""
+    fmt = output_format or ("json" if as_json else "text")
     stdout = out or sys.stdout
-    stream_out = (err or sys.stderr) if as_json else stdout
+    stream_out = (err or sys.stderr) if fmt != "text" else stdout
     host = AgentHost()
     roots = [workspace.resolve()]
     try:
@@ -246,15 +254,18 @@ async def run_headless(task: str, workspace: Path, settings: Settings, yes: bool
         (err or sys.stderr).write(f"agent-lsp run: {for_terminal(str(exc))}\n")
         return EXIT_USAGE
     ws = DiskWorkspace(roots)
-    interactive = sys.stdin.isatty()
+    interactive = sys.stdin.isatty() and not prompt_from_stdin
     await _mcp_on_the_terminal(host, roots, settings, stream_out, interactive)
-    stream = TerminalStream(stream_out, endpoint_of(settings, session.model))
-    ports = RunPorts(ws, TerminalApprover(yes, stream_out, interactive=interactive), stream)
+    approver = TerminalApprover(yes, stream_out, interactive=interactive)
+    run_id = worktree.run_id if worktree is not None else new_id("r")
+    extra = {"worktree": worktree.to_dict()} if worktree is not None else None
+    machine = StreamJson(stdout, run_id, extra) if fmt == "stream-json" else None
+    stream: EventSink = machine or TerminalStream(stream_out, endpoint_of(settings, session.model))
     hint = f"run `agent-lsp run --session {session.id} \"...\"` in {workspace} to continue"
     if worktree is not None:  # the run works in its worktree (Decision 42)
         hint = worktree.continue_hint(session.id)
-    hosted = host.start(task, session=session, store=store, settings=settings, ports=ports, mode=mode, continue_hint=hint,
-                        run_id=worktree.run_id if worktree is not None else None)
+    hosted = host.start(task, session=session, store=store, settings=settings, ports=RunPorts(ws, approver, stream),
+                        mode=mode, continue_hint=hint, run_id=run_id, output_schema=output_schema)
     task_ = hosted.task
     assert task_ is not None
     # The report's stopCause says which: `user` for Ctrl-C, `signal` for the others.
@@ -265,20 +276,24 @@ async def run_headless(task: str, workspace: Path, settings: Settings, yes: bool
             except asyncio.CancelledError:
                 if not task_.done():  # our own wait was cancelled: let the run close its report
                     await asyncio.wait([task_], timeout=5)
+            if machine is not None:  # from the run id on, every outcome ends with one result line
+                machine.result(hosted.report or _no_report(hosted))
     finally:
+        if machine is not None:
+            machine.result(hosted.report or _no_report(hosted))
         await shut_down(host, deadline=None)
     report = hosted.report
     if report is None:
         stream_out.write("\ncancelled\n")
         _worktree_line(worktree, stream_out)
         return EXIT_CODES[StopReason.CANCELLED]
-    if as_json:
+    if fmt == "json":
         data = report.to_dict()
         if worktree is not None:
             data["worktree"] = worktree.to_dict()
         stdout.write(json.dumps(data) + "\n")
         stdout.flush()
-    else:
+    elif fmt == "text":
         kept = any(r.reached for r in session.runs if r.kind == "run")
         short = await asyncio.to_thread(short_run_id, host.checkpoint_store(roots), report.run_id) if report.rewindable else None
         if short is not None and worktree is not None:
@@ -293,6 +308,14 @@ def _worktree_line(worktree: WorktreeRun | None, out: TextIO) -> None:
     if worktree is not None:
         out.write(Style.for_stream(out).dim(worktree.last_line()) + "\n")
         out.flush()
+
+
+def _no_report(hosted: HostedRun) -> RunReport:
+    """The result of a run that ended without its report (it never should): cancelled."""
+    cause = hosted.cancel_cause.cause if hosted.cancel_cause is not None else StopCause.SHUTDOWN
+    return RunReport(run_id=hosted.id, session_id=hosted.session.id, stop_reason=cause.reason, stop_cause=cause, turns=0,
+                     final_text="", summary="The run ended without a report.", edited_files=[], tool_calls=0, denied=0,
+                     usage=Usage(), transcript="")
 
 
 async def _mcp_on_the_terminal(host: AgentHost, roots: list[Path], settings: Settings, out: TextIO, interactive: bool) -> None:

@@ -14,7 +14,8 @@ from agent_lsp.agent.exec.process import kill_group
 from agent_lsp.agent.loop.loop import AgentLoop, LoopOutcome, usage_line
 from agent_lsp.agent.loop.memory import recall_memory
 from agent_lsp.agent.loop.services import ApprovalGate, Limits, LoopTools, RunSeams, RunStats, Spill
-from agent_lsp.agent.messages import CancelCause, RunReport, StopCause, StopReason
+from agent_lsp.agent.loop.structured import OutputSchema, answer_in_schema
+from agent_lsp.agent.messages import CancelCause, RunReport, StopCause, StopReason, Structured
 from agent_lsp.agent.model.client import Model, ModelError, make_model
 from agent_lsp.agent.policy.approval import ApprovalPolicy
 from agent_lsp.agent.ports import Approver, EventSink, Workspace
@@ -59,6 +60,7 @@ class RunOptions:
     checkpoints: CheckpointStore | None = None  # where the run's checkpoint goes (rewind)
     title: str | None = None  # the user's own words (the prompt may carry a file and a selection)
     cancelled_by: Callable[[], CancelCause | None] | None = None  # who cancelled, when not the user (a signal, a shutdown)
+    output_schema: OutputSchema | None = None  # the answer must end with JSON that fits it (--output-schema)
 
 
 @dataclass
@@ -72,6 +74,7 @@ class _Run:
     paths: PathGuard
     record: RunRecord
     subagents: int = 0
+    structured: Structured | None = None  # the answer's JSON, once it validated against the output schema
 
     def spawn_subagent(self, task: str) -> Callable[[], Awaitable[str]]:
         self.subagents += 1
@@ -147,10 +150,15 @@ async def run_task(prompt: str, *, session: Session, settings: Settings, workspa
             tools = (plan_tools if options.mode == "plan" else main_tools)(options.extra_tools, diagnostics)
             if options.mode == "plan":
                 system += PLAN_PROMPT
+            if options.output_schema is not None:
+                system += options.output_schema.prompt()
             main = AgentLoop(seams, "main", LoopTools(ToolBox(tools), tool_ctx), settings.max_turns, session.history, system)
             await transcript.write("main", 0, "start", prompt=prompt, sessionId=session.id, model=seams.model.name,
                                    mode=options.mode or "default", memory=[label for label, _ in memory])
             outcome = await main.loop()
+            if options.output_schema is not None:
+                outcome, check = await answer_in_schema(main, outcome, options.output_schema, redact)
+                run.structured = Structured(check.value) if check is not None else None
         except asyncio.CancelledError:
             task = asyncio.current_task()
             if task is not None:
@@ -215,6 +223,7 @@ async def _close_run(run: _Run, main: AgentLoop | None, outcome: LoopOutcome, ow
         context_tokens=stats.context_tokens,
         context_window=settings.context_window,
         rewindable=False,
+        structured_output=run.structured,
     )
     checkpoint = run.tool_ctx.checkpoint
     if checkpoint is not None:
