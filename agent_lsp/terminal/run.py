@@ -259,8 +259,9 @@ async def run_headless(task: str, workspace: Path, settings: Settings, yes: bool
     approver = TerminalApprover(yes, stream_out, interactive=interactive)
     run_id = worktree.run_id if worktree is not None else new_id("r")
     extra = {"worktree": worktree.to_dict()} if worktree is not None else None
+    shown = TerminalStream(stream_out, endpoint_of(settings, session.model))
     machine = StreamJson(stdout, run_id, extra) if fmt == "stream-json" else None
-    stream: EventSink = machine or TerminalStream(stream_out, endpoint_of(settings, session.model))
+    stream: EventSink = shown if machine is None else _both(machine, shown)  # a CI log shows the run on stderr
     hint = f"run `agent-lsp run --session {session.id} \"...\"` in {workspace} to continue"
     if worktree is not None:  # the run works in its worktree (Decision 42)
         hint = worktree.continue_hint(session.id)
@@ -308,6 +309,13 @@ def _worktree_line(worktree: WorktreeRun | None, out: TextIO) -> None:
     if worktree is not None:
         out.write(Style.for_stream(out).dim(worktree.last_line()) + "\n")
         out.flush()
+
+
+def _both(first: EventSink, second: EventSink) -> EventSink:
+    def sink(event: Event) -> None:
+        first(event)
+        second(event)
+    return sink
 
 
 def _no_report(hosted: HostedRun) -> RunReport:
