@@ -57,5 +57,5 @@ class StreamJson:
         self.seq += 1
 
     def _line(self, payload: dict[str, Any]) -> None:
-        self.out.write(json.dumps(payload, ensure_ascii=False) + "\n")
+        self.out.write(json.dumps(payload) + "\n")  # ASCII: any stdout encoding, lone surrogates escaped
         self.out.flush()
