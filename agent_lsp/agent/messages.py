@@ -29,7 +29,7 @@ class StopCause(enum.StrEnum):
     OUTPUT_LIMIT = "output_limit"  # fatal: replies cut at the model's output limit, twice in a row
     CONTENT_FILTER = "content_filter"  # fatal: the endpoint's content filter stopped the reply
     ARGUMENT_CAP = "argument_cap"  # fatal: replies past our caps (1 MB a call, 4 MB a reply), twice in a row
-    SCHEMA = "schema"  # fatal: an answer that does not fit the asked-for schema (not built yet)
+    SCHEMA = "schema"  # fatal: the answer still does not fit --output-schema after its one repair turn
     HOOK = "hook"  # fatal: a hook refused the prompt or said stop (not built yet)
     INTERNAL = "internal"  # fatal: a bug of ours
     USER = "user"  # cancelled: the user cancelled (Ctrl-C, agentLsp.cancel, session/cancel)
