@@ -264,3 +264,21 @@ def test_with_the_sandbox_on_only_the_worktree_is_writable(model, workspace, tmp
     assert (tree / "inside.txt").read_text() == "in\n"
     assert not outside.exists(), "the workspace the worktree came from is not writable"
     assert "sandbox" in last_tool_results(model.requests[-1])["c"] or "Read-only" in last_tool_results(model.requests[-1])["c"]
+
+
+def test_the_stream_json_result_names_the_worktree(model, workspace):
+    """Decision 42's `worktree: {path, branch}` is in the report whatever the output format:
+    stream-json's last line carries it too."""
+    git_repo(workspace)
+    model.add([tools_reply(FIX), {"text": "fixed"}])
+
+    proc = run_cli(agent_run(model, workspace, "fix add", "--worktree", "sj", "--output-format", "stream-json",
+                             json_report=False))
+
+    assert proc.returncode == 0, proc.stderr
+    lines = [json.loads(line) for line in proc.stdout.splitlines()]
+    result = lines[-1]
+    assert result["type"] == "result" and result["report"]["worktree"]["branch"] == "agent/sj"
+    tree = Path(result["report"]["worktree"]["path"])
+    assert "return a + b" in (tree / "calc.py").read_text()
+    assert {line["runId"] for line in lines[:-1]} == {result["report"]["runId"]}
