@@ -30,6 +30,7 @@ log = logging.getLogger(__name__)
 
 SDK_MODULES = ("openai", "httpcore2", "httpcore")
 SHUTDOWN_DEADLINE = 1.5  # for the runs to end, then again for the MCP servers to close
+TELEMETRY_FLUSH = 1.0  # the exit's export of pending spans and metrics waits at most this (Decision 43)
 
 
 # -- warm-up ---------------------------------------------------------------------------------
@@ -108,6 +109,7 @@ class UserSources:
         (the first look included)."""
         from agent_lsp.settings import (
             ENVIRONMENT,
+            TELEMETRY_ENV,
             from_environment,
             from_user_file,
             user_settings_path,
@@ -119,7 +121,7 @@ class UserSources:
             stamp: Any = (stat.st_mtime_ns, stat.st_size)
         except OSError:
             stamp = None
-        key = (str(path), stamp, tuple(os.environ.get(n) for n in (*ENVIRONMENT, "OPENAI_BASE_URL")))
+        key = (str(path), stamp, tuple(os.environ.get(n) for n in (*ENVIRONMENT, TELEMETRY_ENV, "OPENAI_BASE_URL")))
         if key == self._key:
             return False
         self._key = key
@@ -172,14 +174,23 @@ async def shut_down(host: AgentHost | None, cause: CancelCause | None = None, de
         await asyncio.wait_for(host.aclose(), deadline)
     except TimeoutError:
         log.warning("closing the MCP servers took longer than %ss", deadline)
+    if host.telemetry is not None:  # the runs' spans and metrics go out (at most TELEMETRY_FLUSH s)
+        await asyncio.to_thread(host.telemetry.flush, TELEMETRY_FLUSH)
 
 
 def last_rites() -> None:
-    """MCP server process groups end with us (os._exit skips the atexit hook that would)."""
+    """MCP server process groups end with us (os._exit skips the atexit hook that would), and
+    telemetry that was on exports what is pending (at most TELEMETRY_FLUSH s)."""
     process = sys.modules.get("agent_lsp.mcp.process")
     if process is not None:
         try:
             process.kill_live_groups()
+        except Exception:  # pragma: no cover - best effort on the way out
+            pass
+    otel = sys.modules.get("agent_lsp.telemetry.otel")
+    if otel is not None:
+        try:
+            otel.flush_all(TELEMETRY_FLUSH)
         except Exception:  # pragma: no cover - best effort on the way out
             pass
 

@@ -22,6 +22,7 @@ from agent_lsp.settings_schema import McpSettings as McpSettings
 from agent_lsp.settings_schema import Pricing as Pricing
 from agent_lsp.settings_schema import SandboxSettings as SandboxSettings
 from agent_lsp.settings_schema import Settings as Settings
+from agent_lsp.settings_schema import TelemetrySettings as TelemetrySettings
 from agent_lsp.settings_schema import state_dir as state_dir
 
 log = logging.getLogger(__name__)
@@ -39,6 +40,7 @@ TRUSTED_FIELDS = frozenset(
         "approval",
         "mcp",
         "sandbox",
+        "telemetry",
     }
 )
 
@@ -48,6 +50,7 @@ ENVIRONMENT = {
     "AGENT_LSP_MAX_TURNS": "maxTurns",
     "AGENT_LSP_TRANSCRIPT_DIR": "transcriptDir",
 }
+TELEMETRY_ENV = "AGENT_LSP_ENABLE_TELEMETRY"  # `1` (or true, yes, on): telemetry.enabled
 
 
 def user_settings_path(env: Mapping[str, str] | None = None) -> Path:
@@ -103,6 +106,8 @@ def from_environment(env: Mapping[str, str] | None = None) -> dict[str, Any]:
     for name, key in ENVIRONMENT.items():
         if value := source.get(name):
             layer[key] = value
+    if source.get(TELEMETRY_ENV, "").strip().lower() in ("1", "true", "yes", "on"):
+        layer["telemetry"] = {"enabled": True}
     return layer
 
 

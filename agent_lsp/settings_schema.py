@@ -57,6 +57,15 @@ class SandboxSettings(_Model):
     $XDG_CONFIG_HOME twin."""
 
 
+class TelemetrySettings(_Model):
+    enabled: bool = False
+    """OpenTelemetry traces and metrics (GenAI conventions) to the OTLP endpoint the standard
+    `OTEL_EXPORTER_OTLP_*` variables name; env `AGENT_LSP_ENABLE_TELEMETRY=1` turns it on too.
+    Needs the `otel` extra."""
+    log_content: bool = False
+    """Also record prompts, replies and tool arguments (redacted of the key)."""
+
+
 class Settings(_Model):
     model: str = "gpt-4.1-mini"
     """Model name; `replay:PATH` replays a recorded transcript offline."""
@@ -89,6 +98,7 @@ class Settings(_Model):
     `{name: {type: "http", url, headers?}}`)."""
     mcp: McpSettings = Field(default_factory=McpSettings)
     sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
+    telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings)
 
     def transcript_path(self) -> Path:
         return (

@@ -67,6 +67,7 @@ class AcpAgent:
             from agent_lsp.acp.session import CURRENT
             from agent_lsp.agent.host import AgentHost
             from agent_lsp.mcp.hub import McpHooks, McpHub
+            from agent_lsp.telemetry.hub import OtelTelemetry
 
             def outbox() -> Any:
                 session = CURRENT.get()
@@ -81,7 +82,7 @@ class AcpAgent:
                     box.send(thought(f"[MCP] {message}"))
 
             hooks = McpHooks(McpConsent(self.client, outbox, self._approval_timeout()).ask, on_status)
-            self._host = AgentHost(tool_servers=McpHub(hooks))
+            self._host = AgentHost(tool_servers=McpHub(hooks), telemetry=OtelTelemetry())
         return self._host
 
     @staticmethod

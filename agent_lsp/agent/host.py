@@ -18,7 +18,15 @@ from agent_lsp.agent.loop.run import RunOptions, run_task
 from agent_lsp.agent.loop.structured import OutputSchema
 from agent_lsp.agent.messages import CancelCause, RunReport, StopCause
 from agent_lsp.agent.model.client import Model, ModelError, make_model
-from agent_lsp.agent.ports import Approver, EventSink, ToolServers, ToolSet, Workspace
+from agent_lsp.agent.ports import (
+    Approver,
+    EventSink,
+    RunTelemetry,
+    Telemetry,
+    ToolServers,
+    ToolSet,
+    Workspace,
+)
 from agent_lsp.agent.state.checkpoints import CheckpointStore
 from agent_lsp.agent.state.rewind import RewindResult
 from agent_lsp.agent.state.session import RunRecord, Session, SessionApprovals, new_id
@@ -76,6 +84,7 @@ class AgentHost:
     models: dict[tuple[Any, ...], Model] = field(default_factory=dict)
     finished: dict[str, HostedRun] = field(default_factory=dict)  # recent runs, for rewind
     tool_servers: ToolServers | None = None  # MCP, plugged in by the front end (none: no such tools)
+    telemetry: Telemetry | None = None  # OpenTelemetry, plugged in by the front end (none: nothing recorded)
     checkpoints: dict[Path, CheckpointStore] = field(default_factory=dict)  # first folder -> its store
     keep_sessions: int = KEEP_LIVE_SESSIONS
     idle_seconds: float = IDLE_SECONDS
@@ -235,7 +244,8 @@ class AgentHost:
                 extra = await self._prelude(before, ports.workspace.roots, settings, mcp_servers, hosted)
                 options = RunOptions(run_id=run_id, mode=mode, continue_hint=continue_hint, on_record=save, extra_tools=extra,
                                      checkpoints=self.checkpoint_store(ports.workspace.roots), title=title,
-                                     cancelled_by=lambda: hosted.cancel_cause or BY_SHUTDOWN, output_schema=output_schema)
+                                     cancelled_by=lambda: hosted.cancel_cause or BY_SHUTDOWN, output_schema=output_schema,
+                                     telemetry=self._run_telemetry(settings, run_id, session))
                 hosted.report = await run_task(prompt, session=session, settings=settings, workspace=ports.workspace,
                                                approver=ports.approver, emit=ports.emit,
                                                model=self.model_for(settings, session.model), options=options)
@@ -254,6 +264,17 @@ class AgentHost:
 
         hosted.task = asyncio.ensure_future(drive())
         return hosted
+
+    def _run_telemetry(self, settings: Settings, run_id: str, session: Session) -> RunTelemetry | None:
+        """The run's recorder when telemetry is on; a failing integration costs the telemetry only."""
+        if self.telemetry is None:
+            return None
+        try:
+            return self.telemetry.for_run(settings, run_id=run_id, session_id=session.id, model=session.model or settings.model,
+                                          endpoint=settings.base_url)
+        except Exception as exc:
+            log.warning("telemetry is unavailable for this run: %s", exc)
+            return None
 
     async def _prelude(self, before: Callable[[], Awaitable[None]] | None, roots: list[Path], settings: Settings,
                        mcp_servers: list[Any] | None, hosted: HostedRun) -> list[Any]:

@@ -123,6 +123,7 @@ class Reply:
     cut: ReplyCut | None = None
     reasoning: str = ""  # the model's reasoning deltas (shown as `thinking`, never answer text)
     reasoning_content: bool = False  # the endpoint streamed the `reasoning_content` field (DeepSeek)
+    model: str | None = None  # the model the endpoint says answered (telemetry; not in the transcript)
 
     def to_message(self) -> dict[str, Any]:
         message: dict[str, Any] = {"role": "assistant", "content": self.text or None}

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import enum
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
 from agent_lsp.agent.events import Event
+from agent_lsp.agent.messages import Reply, ToolCall
 
 
 @dataclass
@@ -147,3 +149,85 @@ class Restorer(Protocol):
     async def restore(self, restores: list[Restore]) -> RestoreOutcome:
         """Apply every restore as one change where the host can (one applyEdit)."""
         ...
+
+
+# -- telemetry: what the loop tells a tracer at its nodes (CONTRACT "Headless at scale") --------
+class TraceSpan(Protocol):
+    """One span of a run's trace: an agent, a model call or a tool call."""
+
+    def event(self, name: str, attributes: Mapping[str, str | bool | int]) -> None: ...
+
+    def traceparent(self) -> str | None:
+        """The span as a W3C `traceparent` (None: not recorded)."""
+        ...
+
+
+class RunTelemetry(Protocol):
+    """One run's trace and metrics. The loop calls it at its nodes; spans are handed back
+    explicitly (read-only calls and sub-agents run concurrently)."""
+
+    def agent_started(self, agent_id: str, parent: TraceSpan | None) -> TraceSpan: ...
+
+    def agent_ended(self, span: TraceSpan, stop: str, cause: str, error: str | None = None) -> None:
+        """`stop` the stop reason, `cause` the typed stop cause (a cancel: both `cancelled`)."""
+        ...
+
+    def chat_started(self, parent: TraceSpan, model: str, messages: list[dict[str, Any]]) -> TraceSpan: ...
+
+    def chat_ended(self, span: TraceSpan, reply: Reply | None, error: str | None = None) -> None: ...
+
+    def tool_started(self, parent: TraceSpan, call: ToolCall) -> TraceSpan: ...
+
+    def tool_ended(self, span: TraceSpan, outcome: str, decision: str | None) -> None: ...
+
+
+class Telemetry(Protocol):
+    """An integration that records runs (OpenTelemetry), plugged into the host by a front end's
+    composition code; the core imports none."""
+
+    def for_run(self, settings: Any, *, run_id: str, session_id: str, model: str,
+                endpoint: str | None) -> RunTelemetry | None:
+        """The run's recorder, or None when the settings leave telemetry off."""
+        ...
+
+    def flush(self, timeout: float) -> None:
+        """Export what is pending, waiting at most `timeout` seconds (the process is leaving)."""
+        ...
+
+
+class _NoSpan:
+    def event(self, name: str, attributes: Mapping[str, str | bool | int]) -> None:
+        pass
+
+    def traceparent(self) -> str | None:
+        return None
+
+
+NO_SPAN: TraceSpan = _NoSpan()
+
+
+class NoTelemetry:
+    """Telemetry off: every node a no-op."""
+
+    def agent_started(self, agent_id: str, parent: TraceSpan | None) -> TraceSpan:
+        return NO_SPAN
+
+    def agent_ended(self, span: TraceSpan, stop: str, cause: str, error: str | None = None) -> None:
+        pass
+
+    def chat_started(self, parent: TraceSpan, model: str, messages: list[dict[str, Any]]) -> TraceSpan:
+        return NO_SPAN
+
+    def chat_ended(self, span: TraceSpan, reply: Reply | None, error: str | None = None) -> None:
+        pass
+
+    def tool_started(self, parent: TraceSpan, call: ToolCall) -> TraceSpan:
+        return NO_SPAN
+
+    def tool_ended(self, span: TraceSpan, outcome: str, decision: str | None) -> None:
+        pass
+
+
+# The tool call whose execution is in progress in this task (a command gets its TRACEPARENT, a
+# sub-agent's span nests under its delegate call). Set around one tool's execution only.
+current_tool_span: ContextVar[TraceSpan | None] = ContextVar("agent_lsp_tool_span", default=None)

@@ -56,11 +56,13 @@ class AgentServer(LanguageServer):
             from agent_lsp.mcp.hub import McpHooks, McpHub
             from agent_lsp.server.mcp import LspMcpHooks
             from agent_lsp.server.runs import RunRegistry
+            from agent_lsp.telemetry.hub import OtelTelemetry
 
             self._runs = RunRegistry(self)
             self._runs.warm_up = self.warm.sdk  # a run's first model call waits for the SDK import
             hooks = LspMcpHooks(self, self.caps, self._runs.streams, self.config.settings.approval.timeout)
             self._runs.host.tool_servers = McpHub(McpHooks(hooks.ask_consent, hooks.on_status))
+            self._runs.host.telemetry = OtelTelemetry()  # the SDK only once a run has telemetry on
         return self._runs
 
     async def settings_ready(self) -> None:

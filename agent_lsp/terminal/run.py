@@ -36,6 +36,7 @@ from agent_lsp.agent.state.sessions import SessionError
 from agent_lsp.agent.tools.paths import PathGuard
 from agent_lsp.frontend import on_signals, shut_down
 from agent_lsp.settings import Settings
+from agent_lsp.telemetry.hub import OtelTelemetry
 from agent_lsp.terminal.stream_json import StreamJson
 from agent_lsp.terminal.style import Style, isatty, read_line_async
 
@@ -246,7 +247,7 @@ async def run_headless(task: str, workspace: Path, settings: Settings, yes: bool
     fmt = output_format or ("json" if as_json else "text")
     stdout = out or sys.stdout
     stream_out = (err or sys.stderr) if fmt != "text" else stdout
-    host = AgentHost()
+    host = AgentHost(telemetry=OtelTelemetry())
     roots = [workspace.resolve()]
     try:
         session, store = await host.open_session(roots, session_id)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import ctypes
 import logging
 import os
+import re
 import sys
 from collections.abc import Callable, Iterable, Mapping
 
@@ -21,6 +22,8 @@ MIN_SECRET = 6  # shorter values are placeholders ("none", "x"), as for the tran
 # servers take dummy keys like "ollama" or "lm-studio", and PATH=/opt/ollama/bin is no secret.
 MIN_CONTAINED = 12
 _PR_GET_DUMPABLE, _PR_SET_DUMPABLE = 3, 4
+# The OTLP exporter's headers carry its backend's credentials (CONTRACT Decision 43): ours only.
+OTLP_HEADERS = re.compile(r"OTEL_EXPORTER_OTLP_(?:[A-Z]+_)?HEADERS")
 
 _held: dict[str, str] = {}  # variables taken out of os.environ because they hold a key
 _names: set[str] = set(DEFAULT_KEY_NAMES)
@@ -61,7 +64,8 @@ def child_env(
 ) -> dict[str, str]:
     """The environment a child process gets (a command, an MCP server, rg, git, bwrap): `env`
     (default: os.environ) without the key's variables by name, and without every variable
-    whose value is or contains the key, whatever its name. The one scrub every spawn site uses."""
+    whose value is or contains the key, whatever its name, and without the OTLP exporter's
+    headers (a telemetry backend's credentials). The one scrub every spawn site uses."""
     base = dict(os.environ if env is None else env)
     wanted = list(names)
     banned = set(key_names(*wanted))
@@ -70,7 +74,8 @@ def child_env(
         *(secrets(base, wanted) if env is not None else []),
         *(s for s in extra_secrets if s),
     ]
-    return {k: v for k, v in base.items() if k not in banned and not holds_key(v, known)}
+    return {k: v for k, v in base.items()
+            if k not in banned and not holds_key(v, known) and not OTLP_HEADERS.fullmatch(k)}
 
 
 def environment() -> dict[str, str]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -36,6 +36,7 @@ from agent_lsp.agent.messages import (
     ToolResult,
 )
 from agent_lsp.agent.model.client import ModelError
+from agent_lsp.agent.ports import NO_SPAN, current_tool_span
 from agent_lsp.agent.state.session import Entry
 
 log = logging.getLogger(__name__)
@@ -87,9 +88,11 @@ class AgentLoop:
         self.stats = seams.stats
         self.pricing = seams.pricing
         self.changed_files = seams.changed_files
+        self.telemetry = seams.telemetry
+        self.span = NO_SPAN  # this agent's span (telemetry), while its loop goes
         self.agent_id = agent_id
         self.calls = ToolCallRunner(agent_id, tools, seams.gate, seams.emit, seams.transcript, seams.redact, seams.stats,
-                                    seams.spill)
+                                    seams.spill, seams.telemetry)
         self.max_turns = max_turns
         self.history = history
         self.system_prompt = system_prompt
@@ -108,6 +111,19 @@ class AgentLoop:
         return self.agent_id == "main"
 
     async def loop(self) -> LoopOutcome:
+        """The loop, as one span of the run's trace (a sub-agent's under its delegate call)."""
+        self.span = self.calls.agent_span = self.telemetry.agent_started(self.agent_id, current_tool_span.get())
+        try:
+            outcome = await self.turns()
+        except BaseException as exc:
+            cancelled = isinstance(exc, asyncio.CancelledError)
+            self.telemetry.agent_ended(self.span, "cancelled" if cancelled else "fatal", "cancelled" if cancelled else "internal",
+                                       None if cancelled else f"{type(exc).__name__}: {exc}")
+            raise
+        self.telemetry.agent_ended(self.span, str(outcome.reason), str(outcome.cause), outcome.error)
+        return outcome
+
+    async def turns(self) -> LoopOutcome:
         """The whole design in one function."""
         self.logged = max(0, len(self.history) - 1)  # the new user message is this run's input
         try:
@@ -202,8 +218,9 @@ class AgentLoop:
         summarised = [e for e in plan.middle if e.kind != "prompt"]
         prompt = [{"role": "system", "content": COMPACTION_PROMPT}, {"role": "user", "content": render_for_summary(summarised)}]
         try:
-            reply = await self.model.complete(prompt, [], lambda _t: None, agent_id=self.agent_id, turn=self.turn,
-                                              purpose="compaction", timeout=self.limits.request_timeout)
+            reply = await self._traced(prompt, lambda: self.model.complete(prompt, [], lambda _t: None, agent_id=self.agent_id,
+                                                                           turn=self.turn, purpose="compaction",
+                                                                           timeout=self.limits.request_timeout))
             self._count_usage(reply, prompt, main_request=False, schema_chars=0)
             summary = reply.text.strip() or render_for_summary(summarised, clip=200)
             await self.transcript.write(self.agent_id, self.turn, "reply", purpose="compaction", reply=reply.to_record())
@@ -237,8 +254,33 @@ class AgentLoop:
                     self.emit(kind(delta, agent_id=self.agent_id))
             return on_delta
 
-        on_text = delta_of(TextDelta)
         on_thinking = delta_of(ThinkingDelta) if self.is_main else None
+        reply = await self._traced(messages, lambda: self._complete(messages, delta_of(TextDelta), on_thinking))
+        self.model_calls += 1
+        stats.reached_model = True
+        if reply.finish_reason == "content_filter":
+            raise StopRun("the endpoint's content filter stopped the model's reply", StopCause.CONTENT_FILTER)
+        self._unique_ids(reply.tool_calls)
+        self._count_usage(reply, messages, main_request=self.is_main, schema_chars=self._schema_chars)
+        self.last_text = reply.text or self.last_text
+        await self.transcript.write(self.agent_id, self.turn, "reply", reply=reply.to_record())
+        return reply
+
+    async def _traced(self, messages: list[dict[str, Any]], call: Callable[[], Awaitable[Reply]]) -> Reply:
+        """A model call as a `chat` span of this agent's (telemetry)."""
+        chat = self.telemetry.chat_started(self.span, self.model.name, messages)
+        try:
+            reply = await call()
+        except BaseException as exc:  # `kind: message`, the kind a stop cause or the exception's type
+            kind = "cancelled" if isinstance(exc, asyncio.CancelledError) else exc.cause if isinstance(exc, StopRun) else type(exc).__name__
+            self.telemetry.chat_ended(chat, None, f"{kind}: {exc}")
+            raise
+        self.telemetry.chat_ended(chat, reply)
+        return reply
+
+    async def _complete(self, messages: list[dict[str, Any]], on_text: Callable[[str], None],
+                        on_thinking: Callable[[str], None] | None) -> Reply:
+        """One model call within one deadline, a stream that failed before it began sent again."""
         deadline = self.limits.request_timeout
         loop = asyncio.get_running_loop()
         ends = loop.time() + deadline
@@ -263,14 +305,6 @@ class AgentLoop:
             await self.transcript.write(self.agent_id, self.turn, "modelError", error="requestTimeout")
             raise StopRun(f"the model call took longer than requestTimeout ({deadline:g} s) in all, retries included; it was stopped and not sent again",
                           StopCause.MODEL) from None
-        self.model_calls += 1
-        stats.reached_model = True
-        if reply.finish_reason == "content_filter":
-            raise StopRun("the endpoint's content filter stopped the model's reply", StopCause.CONTENT_FILTER)
-        self._unique_ids(reply.tool_calls)
-        self._count_usage(reply, messages, main_request=self.is_main, schema_chars=self._schema_chars)
-        self.last_text = reply.text or self.last_text
-        await self.transcript.write(self.agent_id, self.turn, "reply", reply=reply.to_record())
         return reply
 
     def _unique_ids(self, calls: list[ToolCall]) -> None:

@@ -18,7 +18,7 @@ from agent_lsp.agent.loop.structured import OutputSchema, answer_in_schema
 from agent_lsp.agent.messages import CancelCause, RunReport, StopCause, StopReason, Structured
 from agent_lsp.agent.model.client import Model, ModelError, make_model
 from agent_lsp.agent.policy.approval import ApprovalPolicy
-from agent_lsp.agent.ports import Approver, EventSink, Workspace
+from agent_lsp.agent.ports import Approver, EventSink, NoTelemetry, RunTelemetry, Workspace
 from agent_lsp.agent.state.checkpoints import CheckpointStore, RunCheckpoint
 from agent_lsp.agent.state.session import Entry, RunRecord, Session, new_id
 from agent_lsp.agent.state.transcript import Redactor, Transcript
@@ -61,6 +61,7 @@ class RunOptions:
     title: str | None = None  # the user's own words (the prompt may carry a file and a selection)
     cancelled_by: Callable[[], CancelCause | None] | None = None  # who cancelled, when not the user (a signal, a shutdown)
     output_schema: OutputSchema | None = None  # the answer must end with JSON that fits it (--output-schema)
+    telemetry: RunTelemetry | None = None  # the run's trace and metrics (None: telemetry off)
 
 
 @dataclass
@@ -126,7 +127,8 @@ async def run_task(prompt: str, *, session: Session, settings: Settings, workspa
     spill = Spill(state_dir() / "spill" / run_id, settings.tool_output_limit, session.add_spill_file)
     seams = RunSeams(run_id, model, _redacting(emit, redact), transcript, redact, session.estimator,  # type: ignore[arg-type]
                      Limits(settings.context_window, settings.tool_output_limit, settings.request_timeout), stats, gate, spill,
-                     pricing, changed_files=lambda: [paths.display(p) for p in session.edited])  # this run's record is in session.runs
+                     pricing, changed_files=lambda: [paths.display(p) for p in session.edited],  # this run's record is in session.runs
+                     telemetry=options.telemetry or NoTelemetry())
     main: AgentLoop | None = None
     # A tool's own status line (an edit applied late in the editor's preview) carries the turn
     # the main loop is in (or ended in), like every other status line.

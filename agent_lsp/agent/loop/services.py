@@ -15,7 +15,15 @@ from agent_lsp.agent.messages import ToolCall, Usage, parse_arguments
 from agent_lsp.agent.model.client import Model
 from agent_lsp.agent.model.tokens import TokenEstimator
 from agent_lsp.agent.policy.approval import ApprovalPolicy, PolicyVerdict
-from agent_lsp.agent.ports import Answer, ApprovalRequest, Approver, EventSink, as_answer
+from agent_lsp.agent.ports import (
+    Answer,
+    ApprovalRequest,
+    Approver,
+    EventSink,
+    NoTelemetry,
+    RunTelemetry,
+    as_answer,
+)
 from agent_lsp.agent.state.transcript import Redactor, Transcript
 from agent_lsp.agent.tools.base import Prepared, Tool, ToolBox, ToolContext
 from agent_lsp.settings import Pricing
@@ -161,3 +169,4 @@ class RunSeams:
     spill: Spill
     pricing: Pricing | None = None
     changed_files: Callable[[], list[str]] = list  # workspace-relative, for the compaction note
+    telemetry: RunTelemetry = field(default_factory=NoTelemetry)  # spans and metrics at the loop's nodes

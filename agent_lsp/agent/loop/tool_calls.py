@@ -23,7 +23,16 @@ from agent_lsp.agent.events import (
 )
 from agent_lsp.agent.loop.services import ApprovalGate, LoopTools, RunStats, Spill
 from agent_lsp.agent.messages import Outcome, ToolCall, ToolResult, parse_arguments
-from agent_lsp.agent.ports import Answer, ApprovalRequest, Decision, EventSink
+from agent_lsp.agent.ports import (
+    NO_SPAN,
+    Answer,
+    ApprovalRequest,
+    Decision,
+    EventSink,
+    RunTelemetry,
+    TraceSpan,
+    current_tool_span,
+)
 from agent_lsp.agent.state.transcript import Redactor, Transcript
 from agent_lsp.agent.tools.base import EditRejected, Prepared, Tool, ToolError
 from agent_lsp.agent.tools.paths import PathRefused
@@ -40,7 +49,7 @@ class ToolCallRunner:
     the loop's turns (the spiral guard reads them)."""
 
     def __init__(self, agent_id: str, tools: LoopTools, gate: ApprovalGate, emit: EventSink, transcript: Transcript,
-                 redact: Redactor, stats: RunStats, spill: Spill):
+                 redact: Redactor, stats: RunStats, spill: Spill, telemetry: RunTelemetry):
         self.agent_id = agent_id
         self.tools = tools
         self.gate = gate
@@ -49,6 +58,9 @@ class ToolCallRunner:
         self.redact = redact
         self.stats = stats
         self.spill = spill
+        self.telemetry = telemetry
+        self.agent_span = NO_SPAN  # the loop's own span: each call's span is its child
+        self._spans: dict[str, tuple[TraceSpan, str | None]] = {}  # call id -> its span and approval decision
         self.turn = 0
         self._finished: dict[str, ToolResult] = {}
         self._failures: Counter[tuple[str, str, str]] = Counter()
@@ -87,6 +99,8 @@ class ToolCallRunner:
         """Validate and approve one call; a refusal becomes its result and None is returned."""
         self.stats.tool_calls += 1
         self.emit(ToolCallEvent(describe_call(call), call.id, call.name, _arguments(call), agent_id=self.agent_id))
+        span = self.telemetry.tool_started(self.agent_span, call)
+        self._spans[call.id] = (span, None)
         await self.transcript.write(self.agent_id, self.turn, "toolCall", callId=call.id, tool=call.name, arguments=call.arguments,
                                     **({"modelCallId": call.model_id} if call.model_id else {}))
         try:
@@ -115,6 +129,10 @@ class ToolCallRunner:
         await self.transcript.write(self.agent_id, self.turn, "approval", callId=call.id, tool=call.name, detail=prepared.detail,
                                     decision=str(answer.decision), byPolicy=policy.verdict != "ask", rule=policy.why,
                                     **({"reason": answer.reason} if answer.reason else {}))
+        self._spans[call.id] = (span, str(answer.decision))
+        span.event("agent_lsp.approval", {"agent_lsp.approval.decision": str(answer.decision),
+                                          "agent_lsp.approval.by_policy": policy.verdict != "ask",
+                                          **({"agent_lsp.approval.rule": policy.why} if policy.why else {})})
         if answer.decision in (Decision.ALLOW, Decision.ALLOW_SESSION, Decision.PREVIEW):
             if answer.decision == Decision.ALLOW_SESSION:
                 self.gate.remember(tool, prepared)
@@ -179,8 +197,13 @@ class ToolCallRunner:
         run = prepared.preview if answer.decision == Decision.PREVIEW and prepared.preview else prepared.execute
         if prepared.show_tail:
             self._show_tail.add(call.id)
+        traced = current_tool_span.set(self._spans.get(call.id, (NO_SPAN, None))[0])  # TRACEPARENT, a sub-agent's parent
         try:
-            await self._finish(call, Outcome.OK, await run())
+            try:
+                text = await run()
+            finally:
+                current_tool_span.reset(traced)
+            await self._finish(call, Outcome.OK, text)
         except EditRejected as exc:
             await self._deny(call, prepared, Answer(Decision.DENY, why=str(exc) or "the user rejected the edit in the preview"))
         except (ToolError, PathRefused) as exc:
@@ -207,6 +230,8 @@ class ToolCallRunner:
         cut = await self.spill.fit(text, call.id, self.redact)
         result = ToolResult(call.id, outcome, cut.content, cut.truncated, str(cut.spill_path) if cut.spill_path else None)
         self._finished[call.id] = result
+        span, decision = self._spans.pop(call.id, (NO_SPAN, None))
+        self.telemetry.tool_ended(span, str(outcome), decision)
         await self._report_result(call.name, result, shown)
 
     async def _report_result(self, tool: str, result: ToolResult, text: str) -> None:

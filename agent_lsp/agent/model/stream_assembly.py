@@ -91,6 +91,7 @@ class StreamAssembly:
         self.cut: ReplyCut | None = None
         self.finish: str | None = None
         self.usage: Usage | None = None
+        self.model: str | None = None  # the chunks' `model`: who answered
 
     # -- one chunk --------------------------------------------------------------------------
     def feed(self, chunk: Any, usage_of: Callable[[Any], Usage]) -> None:
@@ -99,6 +100,8 @@ class StreamAssembly:
             # vLLM's older in-stream shape `{"object": "error", "message": ...}`; the SDK
             # raises for a truthy `error` key itself (handled by the client).
             raise StreamError(describe_error(extra.get("error") or extra or "an error object"))
+        if self.model is None and isinstance(model := getattr(chunk, "model", None), str) and model:
+            self.model = model
         if chunk.usage:
             self.usage = usage_of(chunk.usage)
         if not chunk.choices:  # the usage chunk, Azure's prompt_filter_results
@@ -197,7 +200,7 @@ class StreamAssembly:
                                   extra_content=c.extra_content))
         cut = self.cut or (ReplyCut.OUTPUT_LIMIT if self.finish == "length" else None)
         return Reply(text, calls, self.finish, self.usage, cut, reasoning=reasoning,
-                     reasoning_content=self.reasoning_content)
+                     reasoning_content=self.reasoning_content, model=self.model)
 
 
 def describe_error(body: Any, limit: int = 600) -> str:

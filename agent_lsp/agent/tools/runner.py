@@ -15,6 +15,7 @@ from agent_lsp.agent.exec.process import (
     reaped,
     run_process,
 )
+from agent_lsp.agent.ports import current_tool_span
 from agent_lsp.agent.tools.errors import ToolError
 from agent_lsp.settings import SandboxSettings
 
@@ -56,7 +57,7 @@ class CommandRunner:
         else:
             policy, wrapped = None, reaped(argv)
         try:
-            result = await run_process(wrapped, cwd, timeout, env=self.env, processes=self.processes)
+            result = await run_process(wrapped, cwd, timeout, env=self._env(), processes=self.processes)
         except CommandNotStarted as exc:
             raise ToolError(str(exc)) from None
         failure = sandbox.setup_failure(result.output) if policy is not None and result.code == 1 else None
@@ -64,6 +65,12 @@ class CommandRunner:
             raise ToolError(f"refused: the sandbox could not be set up ({failure}). Nothing ran.")
         note = sandbox.explain_blocked(result.output, policy) if policy is not None and result.code != 0 else None
         return result, note
+
+    def _env(self) -> dict[str, str]:
+        """The command's environment: with telemetry on, `TRACEPARENT` names its tool call's span."""
+        span = current_tool_span.get()
+        traceparent = span.traceparent() if span is not None else None
+        return {**self.env, "TRACEPARENT": traceparent} if traceparent else self.env
 
     async def stop_all(self) -> None:
         procs = list(self.processes)
