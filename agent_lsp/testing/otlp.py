@@ -96,7 +96,9 @@ class OtlpReceiver:
             return b"".join(body for _, body in self.bodies)
 
     def spans(self) -> list[Span]:
-        from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+        from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+            ExportTraceServiceRequest,
+        )
 
         out = []
         with self._lock:
@@ -113,7 +115,9 @@ class OtlpReceiver:
         return out
 
     def points(self, name: str | None = None) -> list[Point]:
-        from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest
+        from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
+            ExportMetricsServiceRequest,
+        )
 
         out = []
         with self._lock:
