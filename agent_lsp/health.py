@@ -1,6 +1,7 @@
 """The health checks of a setup, computed in one place for `agent-lsp doctor` and the LSP
 command `agentLsp.health` (CONTRACT Decision 47): the settings file, the API key, the endpoint
-(GET /models), the model, ripgrep, the sandbox (bwrap and namespaces) and the MCP servers."""
+(GET /models), the model, ripgrep, the sandbox (bwrap and namespaces), the MCP servers and, when
+it is on, telemetry (the `otel` extra installed)."""
 
 from __future__ import annotations
 
@@ -92,7 +93,23 @@ async def run_checks(
         )
         checks += _endpoint_checks(settings, await models)
     rg, sandbox, mcp = await others
-    return [*checks, rg, sandbox, *mcp]
+    return [*checks, rg, sandbox, *mcp, *_telemetry(settings)]
+
+
+def _telemetry(settings: Settings) -> list[Check]:
+    """Only when telemetry is on: whether the `otel` extra is there, and where spans go."""
+    if not settings.telemetry.enabled:
+        return []
+    from agent_lsp.telemetry.hub import EXTRA_HINT, missing_extra
+
+    missing = missing_extra()
+    if missing is not None:
+        return [Check("telemetry", False, f"telemetry is on but {missing}: {EXTRA_HINT}")]
+    endpoint = (os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
+                or "http://localhost:4318 (the OTLP default)")
+    protocol = os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL") or "http/protobuf"
+    content = ", prompts and tool arguments included" if settings.telemetry.log_content else ""
+    return [Check("telemetry", True, f"on: OTLP {protocol} to {endpoint}{content}")]
 
 
 def _endpoint_checks(settings: Settings, found: dict[str, Any]) -> list[Check]:

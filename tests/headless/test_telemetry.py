@@ -186,3 +186,46 @@ def test_with_telemetry_off_nothing_is_exported_and_nothing_of_the_sdk_is_import
     else:
         assert lines["SDK"] == ""
         assert not receiver.wait(lambda: receiver.bodies, timeout=1.0)
+
+
+WITHOUT_THE_EXTRA = """
+import importlib.abc, sys
+class NoOtel(importlib.abc.MetaPathFinder):  # what a machine without the `otel` extra sees
+    def find_spec(self, name, path=None, target=None):
+        if name.startswith(("opentelemetry.sdk", "opentelemetry.exporter")):
+            raise ModuleNotFoundError(f"No module named {{name!r}}", name=name)
+        return None
+sys.meta_path.insert(0, NoOtel())
+from agent_lsp.cli import main
+print("EXIT=%d" % main({argv!r}))
+"""
+
+
+def test_without_the_extra_doctor_says_so_and_a_run_still_works(model, workspace, receiver):
+    script_run_with_tools_and_a_delegate(model, workspace)
+    env = otel_env(receiver)
+
+    def cli(argv: list[str]) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-c", WITHOUT_THE_EXTRA.format(argv=argv)], stdin=subprocess.DEVNULL,
+                              capture_output=True, text=True, timeout=60, env=env)
+
+    doctor = cli(["doctor", "--workspace", str(workspace), "--base-url", model.base_url, "--model", "m", "--json"])
+    checks = {c["name"]: c for c in json.loads(doctor.stdout.rsplit("EXIT=", 1)[0])["checks"]}
+    assert checks["telemetry"]["ok"] is False, doctor.stdout + doctor.stderr
+    assert "pip install 'agent-lsp-server[otel]'" in checks["telemetry"]["detail"]
+
+    run = cli(agent_run(model, workspace, "MAIN: look around")[3:])
+    assert "EXIT=0" in run.stdout, run.stdout + run.stderr
+    assert "telemetry.enabled is on but OpenTelemetry is missing" in run.stderr
+    assert receiver.bodies == []
+
+
+def test_doctor_names_where_telemetry_goes_when_it_is_on(model, workspace, receiver):
+    argv = ["doctor", "--workspace", str(workspace), "--base-url", model.base_url, "--model", "m", "--json"]
+    on = subprocess.run([sys.executable, "-m", "agent_lsp", *argv], stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                        timeout=60, env=otel_env(receiver))
+    checks = {c["name"]: c for c in json.loads(on.stdout)["checks"]}
+    assert checks["telemetry"] == {"name": "telemetry", "ok": True, "detail": f"on: OTLP http/protobuf to {receiver.endpoint}"}
+    off = subprocess.run([sys.executable, "-m", "agent_lsp", *argv], stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                         timeout=60, env=otel_env(receiver, enabled=False))
+    assert "telemetry" not in {c["name"] for c in json.loads(off.stdout)["checks"]}
