@@ -37,6 +37,7 @@ from benchmarks import (  # noqa: E402
     session,
     startup,
     streaming,
+    telemetry,
     turns,
 )
 from benchmarks.common import REPO, Config, Row, bench_env, median, ms, verdict  # noqa: E402
@@ -46,7 +47,7 @@ from benchmarks.model_process import ModelProcess  # noqa: E402
 MIB = 1024 * 1024
 ANALYSIS = "## Analysis"  # RESULTS.md keeps everything from this heading on when regenerated
 FIGURES = ("turns", "lsp", "startup", "streaming", "delegation", "concurrency", "session", "checkpoints", "snapshots",
-           "rewind", "search", "diagnostics", "resume", "acp", "mcp", "sandbox")
+           "rewind", "search", "diagnostics", "resume", "acp", "mcp", "sandbox", "telemetry")
 USAGE_NOTE = "usage events on (one `usage` event per model call, as every run emits)"
 
 
@@ -245,6 +246,15 @@ def sandbox_rows(s: dict[str, Any]) -> list[Row]:
                      f"process's first sandboxed command (with the one-time bwrap probe) took {ms(s['first'])}")]
 
 
+def telemetry_rows(t: dict[str, Any]) -> list[Row]:
+    extra = t["on"] - t["off"]
+    return [Row(f"telemetry on: overhead per turn, K={t['k']} with 50 KB results",
+                f"{extra * 1000:+.2f} ms ({ms(t['on'])} on, {ms(t['off'])} off)", "<= off + 2 ms",
+                _ratio(t["on"], t["off"] + 0.002),
+                note=f"headless run_task, OTLP/HTTP to a receiver in its own process, runs interleaved, median of "
+                     f"{t['samples']} each; CPU per turn {ms(t['cpu_on'])} on, {ms(t['cpu_off'])} off")]
+
+
 # -- the run -----------------------------------------------------------------------------
 async def measure(cfg: Config, only: set[str], log: Any) -> tuple[list[Row], dict[str, Any]]:
     """Every selected figure; one that fails becomes a failed row and the others still run."""
@@ -293,6 +303,8 @@ async def measure(cfg: Config, only: set[str], log: Any) -> tuple[list[Row], dic
         await figure("diagnostics", lambda: diagnostics.measure(cfg, model, env), diagnostics_rows)
         # Issue 14: resuming a long session (usage events and token economy: see turns, lsp, session)
         await figure("resume", lambda: resume.measure(cfg, model, env), resume_rows)
+        # Issue 25: OpenTelemetry on against off, per turn
+        await figure("telemetry", lambda: telemetry.measure(cfg, model), telemetry_rows)
         # ---- Issue 16 (ACP front end): the figures of benchmarks/acp.py (written apart) join here ----
         await figure("acp", lambda: acp_figures(cfg, model, env), lambda r: acp_rows(r, cfg))
     # Issue 15: an MCP tool call (the MCP start-up figure is in `startup`); issue 17: the sandbox

@@ -140,3 +140,18 @@ class OtlpReceiver:
                 return True
             time.sleep(0.05)
         return bool(predicate())
+
+
+def serve() -> None:
+    """`python -m agent_lsp.testing.otlp`: a receiver in a process of its own (a benchmark's
+    collector must not compete for the measured process's GIL); prints its endpoint, then
+    serves until stdin closes."""
+    import sys
+
+    with OtlpReceiver() as receiver:
+        print(receiver.endpoint, flush=True)
+        sys.stdin.read()
+
+
+if __name__ == "__main__":
+    serve()
