@@ -16,6 +16,7 @@ import re
 import shutil
 import subprocess
 import sys
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -204,10 +205,12 @@ def assert_no_key(run: ActionRun, tmp: Path) -> None:
 
 @needs_bwrap
 def test_sandboxed_run_edits_runs_a_command_and_fills_the_outputs(model, repo, tmp_path):
+    outside = Path("/var/tmp") / f"agent-lsp-action-{uuid.uuid4().hex}"  # not /tmp: private in the sandbox
     model.add([
         tools_reply(call("edit_file", id="e", path="calc.py", old_text="return a - b", new_text="return a + b"),
                     call("write_file", id="w", path="notes/fix.md", content="fixed add\n")),
-        tools_reply(call("run_command", id="c", command="touch made-by-command.txt && echo ran inside"),
+        tools_reply(call("run_command", id="c", command="touch made-by-command.txt && echo ran inside && env"),
+                    call("run_command", id="x", command=f"touch {outside}"),
                     call("remember", id="r", note="add() subtracted")),
         {"text": "Fixed add().\nIt subtracted."},
     ])
@@ -221,6 +224,12 @@ def test_sandboxed_run_edits_runs_a_command_and_fills_the_outputs(model, repo, t
     assert "return a + b" in (repo / "calc.py").read_text()
     results = {m["tool_call_id"]: m["content"] for m in model.requests[2]["messages"] if m["role"] == "tool"}
     assert results["c"].startswith("exit code 0") and "ran inside" in results["c"]
+    assert "INPUT_PROMPT=" in results["c"] and ACTION_KEY not in results["c"], "commands never see the key"
+    # The commands ran without asking because they ran in the sandbox, where only the workspace
+    # is writable.
+    assert not results["x"].startswith(("exit code 0", "denied")) and not outside.exists()
+    records = [json.loads(line) for line in Path(json.loads(Path(run.outputs["report"]).read_text())["transcript"]).read_text().splitlines()]
+    assert "approval.sandboxed" in json.dumps(records)
     assert results["r"].startswith("denied"), "a side effect outside the sandbox and the edits is denied"
     assert not (repo / ".agent-lsp" / "memory.md").exists()
     # The prompt went in whole (from stdin: a leading -- is not an option).
