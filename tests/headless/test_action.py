@@ -63,11 +63,11 @@ def evaluate(expr: str, contexts: dict[str, Any]) -> Any:
 
 
 def _split(expr: str, op: str) -> list[str]:
-    parts, depth, start, i = [], False, 0, 0
+    parts, quoted, start, i = [], False, 0, 0
     while i < len(expr):
         if expr[i] == "'":
-            depth = not depth
-        elif not depth and expr.startswith(op, i):
+            quoted = not quoted
+        elif not quoted and expr.startswith(op, i):
             parts.append(expr[start:i])
             start = i = i + len(op)
             continue
