@@ -19,23 +19,29 @@ import unicodedata
 # which look like nothing, the variation selectors, the tag characters (U+E0000-E007F, used
 # to smuggle hidden text) and the reserved blocks meant to stay invisible when assigned later.
 DEFAULT_IGNORABLE: tuple[tuple[int, int], ...] = (
-    (0x00AD, 0x00AD),    # SOFT HYPHEN
-    (0x034F, 0x034F),    # COMBINING GRAPHEME JOINER
-    (0x061C, 0x061C),    # ARABIC LETTER MARK
-    (0x115F, 0x1160),    # HANGUL CHOSEONG FILLER, HANGUL JUNGSEONG FILLER
-    (0x17B4, 0x17B5),    # KHMER VOWEL INHERENT AQ, AA
-    (0x180B, 0x180F),    # MONGOLIAN FREE VARIATION SELECTORS, VOWEL SEPARATOR
-    (0x200B, 0x200F),    # ZERO WIDTH SPACE .. RIGHT-TO-LEFT MARK
-    (0x202A, 0x202E),    # bidi embeddings and overrides
-    (0x2060, 0x206F),    # WORD JOINER .. NOMINAL DIGIT SHAPES (bidi isolates, invisible operators; 2065 reserved)
-    (0x3164, 0x3164),    # HANGUL FILLER
-    (0xFE00, 0xFE0F),    # VARIATION SELECTOR-1..16
-    (0xFEFF, 0xFEFF),    # ZERO WIDTH NO-BREAK SPACE (BOM)
-    (0xFFA0, 0xFFA0),    # HALFWIDTH HANGUL FILLER
-    (0xFFF0, 0xFFF8),    # reserved
+    (0x00AD, 0x00AD),  # SOFT HYPHEN
+    (0x034F, 0x034F),  # COMBINING GRAPHEME JOINER
+    (0x061C, 0x061C),  # ARABIC LETTER MARK
+    (0x115F, 0x1160),  # HANGUL CHOSEONG FILLER, HANGUL JUNGSEONG FILLER
+    (0x17B4, 0x17B5),  # KHMER VOWEL INHERENT AQ, AA
+    (0x180B, 0x180F),  # MONGOLIAN FREE VARIATION SELECTORS, VOWEL SEPARATOR
+    (0x200B, 0x200F),  # ZERO WIDTH SPACE .. RIGHT-TO-LEFT MARK
+    (0x202A, 0x202E),  # bidi embeddings and overrides
+    (
+        0x2060,
+        0x206F,
+    ),  # WORD JOINER .. NOMINAL DIGIT SHAPES (bidi isolates, invisible operators; 2065 reserved)
+    (0x3164, 0x3164),  # HANGUL FILLER
+    (0xFE00, 0xFE0F),  # VARIATION SELECTOR-1..16
+    (0xFEFF, 0xFEFF),  # ZERO WIDTH NO-BREAK SPACE (BOM)
+    (0xFFA0, 0xFFA0),  # HALFWIDTH HANGUL FILLER
+    (0xFFF0, 0xFFF8),  # reserved
     (0x1BCA0, 0x1BCA3),  # SHORTHAND FORMAT controls
     (0x1D173, 0x1D17A),  # MUSICAL SYMBOL BEGIN BEAM .. END PHRASE
-    (0xE0000, 0xE0FFF),  # tags (E0001, E0020-E007F), VARIATION SELECTOR-17..256 (E0100-E01EF), reserved
+    (
+        0xE0000,
+        0xE0FFF,
+    ),  # tags (E0001, E0020-E007F), VARIATION SELECTOR-17..256 (E0100-E01EF), reserved
 )
 _IGNORABLE = frozenset(code for first, last in DEFAULT_IGNORABLE for code in range(first, last + 1))
 # Blank yet not a space to the shell or a reader: the braille blank renders as an empty cell.
@@ -51,7 +57,13 @@ def _escape_char(ch: str) -> str:
     if ch in _NAMED:
         return _NAMED[ch]
     code = ord(ch)
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+    return (
+        f"\\x{code:02x}"
+        if code < 0x100
+        else f"\\u{code:04x}"
+        if code < 0x10000
+        else f"\\U{code:08x}"
+    )
 
 
 def is_hidden(ch: str) -> bool:
@@ -71,7 +83,10 @@ def escape_invisible(text: str, keep_newlines: bool = True) -> str:
     multi-line text such as a diff)."""
     if text.isascii() and text.isprintable():
         return text
-    return "".join(ch if (keep_newlines and ch in "\n\t") or not is_hidden(ch) else _escape_char(ch) for ch in text)
+    return "".join(
+        ch if (keep_newlines and ch in "\n\t") or not is_hidden(ch) else _escape_char(ch)
+        for ch in text
+    )
 
 
 def show_command(command: str) -> str:
@@ -88,7 +103,10 @@ def for_terminal(text: str) -> str:
     them escaped what follows is plain text (Decision 45: prose escapes only these)."""
     if text.isprintable():
         return text
-    return "".join(_escape_char(ch) if unicodedata.category(ch) == "Cc" and ch not in "\n\t" else ch for ch in text)
+    return "".join(
+        _escape_char(ch) if unicodedata.category(ch) == "Cc" and ch not in "\n\t" else ch
+        for ch in text
+    )
 
 
 def fits_title(text: str, limit: int = MAX_TITLE) -> bool:

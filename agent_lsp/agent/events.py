@@ -102,7 +102,9 @@ class StatusEvent:
 
     kind: ClassVar[Literal["status"]] = "status"
     text: str
-    turn: int | None  # None: a front end's own line, outside the loop (waiting for the editor, an MCP server)
+    turn: (
+        int | None
+    )  # None: a front end's own line, outside the loop (waiting for the editor, an MCP server)
     _: KW_ONLY
     waiting: Literal["model"] | None = None
     mcp_server: str | None = None  # an MCP server's state changed: its name and new state
@@ -145,10 +147,28 @@ class StopEvent:
     agent_id: str = "main"
 
 
-Event = (TextDelta | ThinkingDelta | ToolCallEvent | ApprovalEvent | ToolResultEvent | StatusEvent | CompactionEvent
-         | UsageEvent | StopEvent)
-EVENT_TYPES: tuple[type[Event], ...] = (TextDelta, ThinkingDelta, ToolCallEvent, ApprovalEvent, ToolResultEvent, StatusEvent,
-                                        CompactionEvent, UsageEvent, StopEvent)
+Event = (
+    TextDelta
+    | ThinkingDelta
+    | ToolCallEvent
+    | ApprovalEvent
+    | ToolResultEvent
+    | StatusEvent
+    | CompactionEvent
+    | UsageEvent
+    | StopEvent
+)
+EVENT_TYPES: tuple[type[Event], ...] = (
+    TextDelta,
+    ThinkingDelta,
+    ToolCallEvent,
+    ApprovalEvent,
+    ToolResultEvent,
+    StatusEvent,
+    CompactionEvent,
+    UsageEvent,
+    StopEvent,
+)
 
 
 def wire_fields(event: Event) -> dict[str, Any]:
@@ -160,14 +180,24 @@ def wire_fields(event: Event) -> dict[str, Any]:
         case ToolCallEvent():
             return {"callId": event.call_id, "tool": event.tool, "arguments": event.arguments}
         case ApprovalEvent():
-            out: dict[str, Any] = {"callId": event.call_id, "tool": event.tool, "detail": event.detail, "state": str(event.state)}
+            out: dict[str, Any] = {
+                "callId": event.call_id,
+                "tool": event.tool,
+                "detail": event.detail,
+                "state": str(event.state),
+            }
             if event.uri is not None:
                 out.update(uri=event.uri, diff=event.diff, newText=event.new_text)
                 if event.diff_truncated:
                     out["diffTruncated"] = True
             return out
         case ToolResultEvent():
-            out = {"callId": event.call_id, "ok": event.ok, "outcome": str(event.outcome), "truncated": event.truncated}
+            out = {
+                "callId": event.call_id,
+                "ok": event.ok,
+                "outcome": str(event.outcome),
+                "truncated": event.truncated,
+            }
             if event.spill_path:
                 out["spillPath"] = event.spill_path
             if event.tail is not None:
@@ -183,15 +213,28 @@ def wire_fields(event: Event) -> dict[str, Any]:
         case CompactionEvent():
             return {"turn": event.turn}
         case UsageEvent():
-            return {**event.usage.to_dict(), "contextTokens": event.context_tokens, "contextWindow": event.context_window}
+            return {
+                **event.usage.to_dict(),
+                "contextTokens": event.context_tokens,
+                "contextWindow": event.context_window,
+            }
         case StopEvent():
             return {"report": event.report.to_dict()}
 
 
-def to_wire(event: Event, run_id: str, seq: int, *, tag: Literal["kind", "type"] = "kind") -> dict[str, Any]:
+def to_wire(
+    event: Event, run_id: str, seq: int, *, tag: Literal["kind", "type"] = "kind"
+) -> dict[str, Any]:
     """One stream event as it goes out: `agentLsp/stream`'s params (`tag="kind"`) or a
     `stream-json` line (`tag="type"`, Decision 40: every other field as over LSP)."""
-    return {**wire_fields(event), "agentId": event.agent_id, "runId": run_id, "seq": seq, tag: event.kind, "text": event.text}
+    return {
+        **wire_fields(event),
+        "agentId": event.agent_id,
+        "runId": run_id,
+        "seq": seq,
+        tag: event.kind,
+        "text": event.text,
+    }
 
 
 def redacted(event: Event, redact: Callable[[str], str]) -> Event:
@@ -210,6 +253,10 @@ def _redact_value(value: Any, redact: Callable[[str], str]) -> Any:
     if isinstance(value, list | tuple):
         return [_redact_value(v, redact) for v in value]
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        changes = {f.name: _redact_value(getattr(value, f.name), redact) for f in dataclasses.fields(value) if f.init}
+        changes = {
+            f.name: _redact_value(getattr(value, f.name), redact)
+            for f in dataclasses.fields(value)
+            if f.init
+        }
         return dataclasses.replace(value, **changes)
     return value

@@ -28,8 +28,12 @@ class StopCause(enum.StrEnum):
     # error, a broken or timed-out stream, no key, a context that does not fit its window)
     OUTPUT_LIMIT = "output_limit"  # fatal: replies cut at the model's output limit, twice in a row
     CONTENT_FILTER = "content_filter"  # fatal: the endpoint's content filter stopped the reply
-    ARGUMENT_CAP = "argument_cap"  # fatal: replies past our caps (1 MB a call, 4 MB a reply), twice in a row
-    SCHEMA = "schema"  # fatal: the answer still does not fit --output-schema after its one repair turn
+    ARGUMENT_CAP = (
+        "argument_cap"  # fatal: replies past our caps (1 MB a call, 4 MB a reply), twice in a row
+    )
+    SCHEMA = (
+        "schema"  # fatal: the answer still does not fit --output-schema after its one repair turn
+    )
     HOOK = "hook"  # fatal: a hook refused the prompt or said stop (not built yet)
     INTERNAL = "internal"  # fatal: a bug of ours
     USER = "user"  # cancelled: the user cancelled (Ctrl-C, agentLsp.cancel, session/cancel)
@@ -45,8 +49,18 @@ class StopCause(enum.StrEnum):
 _REASON_OF = {
     StopCause.ANSWER: StopReason.DONE,
     **dict.fromkeys((StopCause.TURNS, StopCause.SPIRAL, StopCause.BUDGET), StopReason.MAX_TURNS),
-    **dict.fromkeys((StopCause.MODEL, StopCause.OUTPUT_LIMIT, StopCause.CONTENT_FILTER, StopCause.ARGUMENT_CAP,
-                     StopCause.SCHEMA, StopCause.HOOK, StopCause.INTERNAL), StopReason.FATAL),
+    **dict.fromkeys(
+        (
+            StopCause.MODEL,
+            StopCause.OUTPUT_LIMIT,
+            StopCause.CONTENT_FILTER,
+            StopCause.ARGUMENT_CAP,
+            StopCause.SCHEMA,
+            StopCause.HOOK,
+            StopCause.INTERNAL,
+        ),
+        StopReason.FATAL,
+    ),
     **dict.fromkeys((StopCause.USER, StopCause.SIGNAL, StopCause.SHUTDOWN), StopReason.CANCELLED),
 }
 
@@ -66,11 +80,19 @@ class ToolCall:
     name: str
     arguments: str  # raw JSON text, as the model sent it
     model_id: str | None = None  # the id the model gave, when it had to be made unique
-    extra_content: dict[str, Any] | None = None  # as received (Gemini 3's thought signature): sent back as is
+    extra_content: dict[str, Any] | None = (
+        None  # as received (Gemini 3's thought signature): sent back as is
+    )
 
     def to_message(self) -> dict[str, Any]:
-        message: dict[str, Any] = {"id": self.id, "type": "function", "function": {"name": self.name, "arguments": self.arguments}}
-        if self.extra_content is not None:  # only a server that sent it gets it back (strict servers refuse unknown keys)
+        message: dict[str, Any] = {
+            "id": self.id,
+            "type": "function",
+            "function": {"name": self.name, "arguments": self.arguments},
+        }
+        if (
+            self.extra_content is not None
+        ):  # only a server that sent it gets it back (strict servers refuse unknown keys)
             message["extra_content"] = self.extra_content
         return message
 
@@ -90,18 +112,23 @@ class Usage:
             self.cost_usd = (self.cost_usd or 0.0) + other.cost_usd
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"promptTokens": self.prompt_tokens, "completionTokens": self.completion_tokens,
-                               "cachedTokens": self.cached_tokens}
+        out: dict[str, Any] = {
+            "promptTokens": self.prompt_tokens,
+            "completionTokens": self.completion_tokens,
+            "cachedTokens": self.cached_tokens,
+        }
         if self.cost_usd is not None:
             out["costUsd"] = round(self.cost_usd, 6)
         return out
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Usage:
-        return cls(int(data.get("promptTokens", data.get("prompt_tokens", 0)) or 0),
-                   int(data.get("completionTokens", data.get("completion_tokens", 0)) or 0),
-                   int(data.get("cachedTokens", data.get("cached_tokens", 0)) or 0),
-                   data.get("costUsd", data.get("cost_usd")))
+        return cls(
+            int(data.get("promptTokens", data.get("prompt_tokens", 0)) or 0),
+            int(data.get("completionTokens", data.get("completion_tokens", 0)) or 0),
+            int(data.get("cachedTokens", data.get("cached_tokens", 0)) or 0),
+            data.get("costUsd", data.get("cost_usd")),
+        )
 
 
 class ReplyCut(enum.StrEnum):
@@ -122,8 +149,12 @@ class Reply:
     usage: Usage | None = None
     cut: ReplyCut | None = None
     reasoning: str = ""  # the model's reasoning deltas (shown as `thinking`, never answer text)
-    reasoning_content: bool = False  # the endpoint streamed the `reasoning_content` field (DeepSeek)
-    model: str | None = None  # the model the endpoint says answered (telemetry; not in the transcript)
+    reasoning_content: bool = (
+        False  # the endpoint streamed the `reasoning_content` field (DeepSeek)
+    )
+    model: str | None = (
+        None  # the model the endpoint says answered (telemetry; not in the transcript)
+    )
 
     def to_message(self) -> dict[str, Any]:
         message: dict[str, Any] = {"role": "assistant", "content": self.text or None}
@@ -138,11 +169,21 @@ class Reply:
     def to_record(self) -> dict[str, Any]:
         calls = []
         for c in self.tool_calls:
-            calls.append({"id": c.id, "name": c.name, "arguments": c.arguments,
-                          **({"modelCallId": c.model_id} if c.model_id else {}),
-                          **({"extraContent": c.extra_content} if c.extra_content is not None else {})})
-        record: dict[str, Any] = {"text": self.text, "toolCalls": calls, "finishReason": self.finish_reason,
-                                  "usage": self.usage.to_dict() if self.usage else None}
+            calls.append(
+                {
+                    "id": c.id,
+                    "name": c.name,
+                    "arguments": c.arguments,
+                    **({"modelCallId": c.model_id} if c.model_id else {}),
+                    **({"extraContent": c.extra_content} if c.extra_content is not None else {}),
+                }
+            )
+        record: dict[str, Any] = {
+            "text": self.text,
+            "toolCalls": calls,
+            "finishReason": self.finish_reason,
+            "usage": self.usage.to_dict() if self.usage else None,
+        }
         if self.reasoning or self.reasoning_content:
             record["reasoning"] = self.reasoning
             record["reasoningContent"] = self.reasoning_content
@@ -152,12 +193,23 @@ class Reply:
 
     @classmethod
     def from_record(cls, record: dict[str, Any]) -> Reply:
-        calls = [ToolCall(c["id"], c["name"], c["arguments"], extra_content=c.get("extraContent"))
-                 for c in record.get("toolCalls", [])]
+        calls = [
+            ToolCall(c["id"], c["name"], c["arguments"], extra_content=c.get("extraContent"))
+            for c in record.get("toolCalls", [])
+        ]
         usage = Usage.from_dict(record["usage"]) if record.get("usage") else None
-        cut = ReplyCut(record["cut"]) if record.get("cut") in ReplyCut.__members__.values() else None
-        return cls(record.get("text", ""), calls, record.get("finishReason"), usage, cut,
-                   str(record.get("reasoning") or ""), bool(record.get("reasoningContent")))
+        cut = (
+            ReplyCut(record["cut"]) if record.get("cut") in ReplyCut.__members__.values() else None
+        )
+        return cls(
+            record.get("text", ""),
+            calls,
+            record.get("finishReason"),
+            usage,
+            cut,
+            str(record.get("reasoning") or ""),
+            bool(record.get("reasoningContent")),
+        )
 
 
 class Outcome(enum.StrEnum):
@@ -211,11 +263,15 @@ class RunReport:
     context_tokens: int = 0
     context_window: int = 0
     rewindable: bool = False
-    structured_output: Structured | None = None  # only with an output schema, once the answer validated
+    structured_output: Structured | None = (
+        None  # only with an output schema, once the answer validated
+    )
 
     def __post_init__(self) -> None:
         if self.stop_cause.reason != self.stop_reason:
-            raise ValueError(f"stop cause {self.stop_cause} does not belong to stop reason {self.stop_reason}")
+            raise ValueError(
+                f"stop cause {self.stop_cause} does not belong to stop reason {self.stop_reason}"
+            )
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -247,7 +303,11 @@ def parse_arguments(call: ToolCall) -> dict[str, Any]:
     try:
         value = json.loads(call.arguments or "{}")
     except json.JSONDecodeError as exc:
-        raise ValueError(f"the arguments of {call.name} are not valid JSON ({exc.msg} at char {exc.pos}); send a JSON object") from None
+        raise ValueError(
+            f"the arguments of {call.name} are not valid JSON ({exc.msg} at char {exc.pos}); send a JSON object"
+        ) from None
     if not isinstance(value, dict):
-        raise ValueError(f"the arguments of {call.name} must be a JSON object, got {type(value).__name__}")
+        raise ValueError(
+            f"the arguments of {call.name} must be a JSON object, got {type(value).__name__}"
+        )
     return value

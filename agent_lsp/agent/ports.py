@@ -42,8 +42,15 @@ class Workspace(Protocol):
         """The current text: the open buffer if there is one, else the file on disk."""
         ...
 
-    async def apply(self, path: Path, before: Document | None, after: str, *, preview: str | None = None,
-                    late: Callable[[], None] | None = None) -> EditOutcome:
+    async def apply(
+        self,
+        path: Path,
+        before: Document | None,
+        after: str,
+        *,
+        preview: str | None = None,
+        late: Callable[[], None] | None = None,
+    ) -> EditOutcome:
         """Replace the file's text (before=None: create it). Never raises for a refusal.
         `preview`: the editor shows the edit and asks (its label); applied=False, rejected=True
         when the user declined there. `late`: called if the run stopped waiting (a cancel) and
@@ -103,7 +110,9 @@ EventSink = Callable[[Event], None]
 # Called in the model's order when a delegate call is prepared (so sub-agent ids are
 # deterministic for replay); the returned callable runs the sub-agent and gives its summary.
 SubAgentSpawner = Callable[[str], Callable[[], Awaitable[str]]]
-DiagnosticsSource = Callable[[list[Path] | None, dict[Path, int] | None], Awaitable[list[dict[str, Any]] | None]]
+DiagnosticsSource = Callable[
+    [list[Path] | None, dict[Path, int] | None], Awaitable[list[dict[str, Any]] | None]
+]
 
 
 class ToolSet(Protocol):
@@ -120,7 +129,9 @@ class ToolServers(Protocol):
     """Integrations that give runs more tools (MCP servers). A front end's composition code
     plugs one into the host; the core imports no integration."""
 
-    async def toolset(self, roots: list[Path], settings: Any, extra: list[Any] | None = None) -> ToolSet: ...
+    async def toolset(
+        self, roots: list[Path], settings: Any, extra: list[Any] | None = None
+    ) -> ToolSet: ...
 
     async def status(self, roots: list[Path], settings: Any) -> list[dict[str, Any]]: ...
 

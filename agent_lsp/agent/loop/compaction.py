@@ -25,7 +25,9 @@ class CompactionPlan:
     kept_prompts: list[Entry]
 
 
-def plan_compaction(history: list[Entry], keep_tokens: int, estimator: TokenEstimator) -> CompactionPlan | None:
+def plan_compaction(
+    history: list[Entry], keep_tokens: int, estimator: TokenEstimator
+) -> CompactionPlan | None:
     """The session's first request stays at the top; the recent tail (starting at a user or
     assistant message, so an assistant's tool calls are never split from their results) stays
     verbatim; every user request in between is kept verbatim too while they fit in a sixth of
@@ -39,8 +41,13 @@ def plan_compaction(history: list[Entry], keep_tokens: int, estimator: TokenEsti
             break
         if history[index].kind != "tool":
             end = index
-    if end == len(history):  # never leave the newest exchange out of the tail even if it alone is large
-        end = next((i for i in range(len(history) - 1, start - 1, -1) if history[i].kind != "tool"), len(history))
+    if end == len(
+        history
+    ):  # never leave the newest exchange out of the tail even if it alone is large
+        end = next(
+            (i for i in range(len(history) - 1, start - 1, -1) if history[i].kind != "tool"),
+            len(history),
+        )
     end = max(end, start)
     middle = history[start:end]
     if not any(e.kind != "prompt" for e in middle):
@@ -65,11 +72,18 @@ def render_for_summary(entries: list[Entry], clip: int = 1500) -> str:
         role = message.get("role")
         content = str(message.get("content") or "")
         if entry.kind == "tool" and len(content) > clip:
-            content = content[: clip // 2] + f"\n[... {len(content) - clip} characters ...]\n" + content[-clip // 2 :]
+            content = (
+                content[: clip // 2]
+                + f"\n[... {len(content) - clip} characters ...]\n"
+                + content[-clip // 2 :]
+            )
         if entry.kind == "tool" and entry.outcome not in (None, Outcome.OK):
             content = f"({entry.outcome}) {content}"
         if role == "assistant" and message.get("tool_calls"):
-            calls = ", ".join(f"{c['function']['name']}({c['function']['arguments'][:300]})" for c in message["tool_calls"])
+            calls = ", ".join(
+                f"{c['function']['name']}({c['function']['arguments'][:300]})"
+                for c in message["tool_calls"]
+            )
             content = f"{content}\n[called: {calls}]".strip()
         lines.append(f"## {role}\n{content}")
     return "\n\n".join(lines)
@@ -88,13 +102,25 @@ def open_problems(entries: list[Entry], limit: int = 3) -> list[str]:
     return found[-limit:]
 
 
-def summary_entry(summary: str, edited: list[str], problems: list[str], dropped: int, kept_prompts: int,
-                  run_id: str) -> Entry:
-    parts = [f"[Context compacted: {dropped} earlier messages were summarised"
-             + ("; the user's requests among them follow verbatim" if kept_prompts else "") + ".]", summary.strip()]
+def summary_entry(
+    summary: str,
+    edited: list[str],
+    problems: list[str],
+    dropped: int,
+    kept_prompts: int,
+    run_id: str,
+) -> Entry:
+    parts = [
+        f"[Context compacted: {dropped} earlier messages were summarised"
+        + ("; the user's requests among them follow verbatim" if kept_prompts else "")
+        + ".]",
+        summary.strip(),
+    ]
     parts.append("Files changed so far: " + (", ".join(edited) if edited else "none"))
     if problems:
-        parts.append("Open problems seen before compaction:\n" + "\n".join(f"- {p}" for p in problems))
+        parts.append(
+            "Open problems seen before compaction:\n" + "\n".join(f"- {p}" for p in problems)
+        )
     message: dict[str, Any] = {"role": "user", "content": "\n\n".join(parts)}
     return Entry(message, "summary", run_id, problems=tuple(problems))
 
@@ -118,12 +144,21 @@ def plan_squeeze(history: list[Entry]) -> list[tuple[int, Entry]]:
         for call in entry.message.get("tool_calls") or []:
             calls[call["id"]] = call
         content = entry.message.get("content")
-        if entry.kind != "tool" or entry.outcome != Outcome.OK or not isinstance(content, str) or len(content) < STUB_MIN_CHARS:
+        if (
+            entry.kind != "tool"
+            or entry.outcome != Outcome.OK
+            or not isinstance(content, str)
+            or len(content) < STUB_MIN_CHARS
+        ):
             continue
         call = calls.get(entry.message.get("tool_call_id", ""), {})
         function = call.get("function") or {}
         what = f"{function.get('name', 'a tool')} {function.get('arguments', '')[:200]}".strip()
-        stub = (f"[squeezed to save context: the result of {what} ({len(content)} characters) was here; "
-                "call the tool again if you need it]")
-        out.append((index, Entry({**entry.message, "content": stub}, "tool", entry.run_id, entry.outcome)))
+        stub = (
+            f"[squeezed to save context: the result of {what} ({len(content)} characters) was here; "
+            "call the tool again if you need it]"
+        )
+        out.append(
+            (index, Entry({**entry.message, "content": stub}, "tool", entry.run_id, entry.outcome))
+        )
     return out

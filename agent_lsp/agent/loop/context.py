@@ -21,8 +21,9 @@ class Truncated:
     spill_path: Path | None
 
 
-async def truncate_tool_output(text: str, limit: int, spill_dir: Path, call_id: str,
-                               redact: Callable[[str], str] = lambda s: s) -> Truncated:
+async def truncate_tool_output(
+    text: str, limit: int, spill_dir: Path, call_id: str, redact: Callable[[str], str] = lambda s: s
+) -> Truncated:
     """Keep head + tail within `limit` characters; the whole text goes to a private spill file
     (secrets redacted) whose path the model gets."""
     if len(text) <= limit:
@@ -45,4 +46,6 @@ async def truncate_tool_output(text: str, limit: int, spill_dir: Path, call_id: 
     head = text[: int(limit * 0.6)]
     tail = text[len(text) - int(limit * 0.3) :]
     omitted = len(text) - len(head) - len(tail)
-    return Truncated(f"{head}\n\n[... {omitted} characters omitted. {where} ...]\n\n{tail}", True, spill)
+    return Truncated(
+        f"{head}\n\n[... {omitted} characters omitted. {where} ...]\n\n{tail}", True, spill
+    )

@@ -23,7 +23,9 @@ async def recall_memory(roots: list[Path], names: list[str]) -> list[tuple[str, 
     seen: set[Path] = set()
     for name in names:
         given = Path(name).expanduser()
-        candidates = [(given, None)] if given.is_absolute() else [(root / name, root) for root in roots]
+        candidates = (
+            [(given, None)] if given.is_absolute() else [(root / name, root) for root in roots]
+        )
         for path, root in candidates:
             try:
                 resolved = path.resolve()
@@ -32,7 +34,11 @@ async def recall_memory(roots: list[Path], names: list[str]) -> list[tuple[str, 
             if resolved in seen or not resolved.exists():
                 continue
             if root is not None and not resolved.is_relative_to(root.resolve()):
-                log.warning("memory file %s resolves outside its workspace folder (%s): not recalled", path, resolved)
+                log.warning(
+                    "memory file %s resolves outside its workspace folder (%s): not recalled",
+                    path,
+                    resolved,
+                )
                 continue
             try:
                 text = await _head(resolved)

@@ -58,7 +58,9 @@ class RunStats:
     usage: Usage = field(default_factory=Usage)
     context_tokens: int = 0  # the main agent's last request
     call_ids: set[str] = field(default_factory=set)  # every tool-call id used in this run
-    reached_model: bool = False  # a reply (or a first streamed delta) came back: the endpoint answered as a model
+    reached_model: bool = (
+        False  # a reply (or a first streamed delta) came back: the endpoint answered as a model
+    )
 
     def add_usage(self, usage: Usage) -> None:
         self.usage.add(usage)
@@ -77,7 +79,11 @@ class RunStats:
 
     def usage_data(self, context_window: int) -> dict[str, Any]:
         """The usage event's data (and the stop summary's figures)."""
-        return {**self.usage.to_dict(), "contextTokens": self.context_tokens, "contextWindow": context_window}
+        return {
+            **self.usage.to_dict(),
+            "contextTokens": self.context_tokens,
+            "contextWindow": context_window,
+        }
 
 
 def call_cost(usage: Usage, pricing: Pricing | None) -> float | None:
@@ -87,9 +93,16 @@ def call_cost(usage: Usage, pricing: Pricing | None) -> float | None:
     if pricing is None:
         return None
     cached = min(usage.cached_tokens, usage.prompt_tokens)
-    cached_price = pricing.cached_input_per_m_tok if pricing.cached_input_per_m_tok is not None else pricing.input_per_m_tok
-    return ((usage.prompt_tokens - cached) * pricing.input_per_m_tok + cached * cached_price
-            + usage.completion_tokens * pricing.output_per_m_tok) / 1e6
+    cached_price = (
+        pricing.cached_input_per_m_tok
+        if pricing.cached_input_per_m_tok is not None
+        else pricing.input_per_m_tok
+    )
+    return (
+        (usage.prompt_tokens - cached) * pricing.input_per_m_tok
+        + cached * cached_price
+        + usage.completion_tokens * pricing.output_per_m_tok
+    ) / 1e6
 
 
 class ApprovalGate:
@@ -99,7 +112,9 @@ class ApprovalGate:
     def __init__(self, policy: ApprovalPolicy, approver: Approver, timeout: float):
         self._policy = policy
         self._approver = approver
-        self.timeout = timeout  # seconds an approval may stay unanswered (for the "unanswered" note)
+        self.timeout = (
+            timeout  # seconds an approval may stay unanswered (for the "unanswered" note)
+        )
 
     def decide(self, tool: Tool, prepared: Prepared) -> PolicyVerdict:
         return self._policy.decide(tool, prepared)

@@ -27,7 +27,16 @@ from agent_lsp.agent.model.stream_assembly import (
 
 log = logging.getLogger(__name__)
 
-__all__ = ["MAX_ARGUMENT_CHARS", "MAX_REPLY_CHARS", "Model", "ModelError", "OpenAIModel", "ReplayModel", "TextSink", "make_model"]
+__all__ = [
+    "MAX_ARGUMENT_CHARS",
+    "MAX_REPLY_CHARS",
+    "Model",
+    "ModelError",
+    "OpenAIModel",
+    "ReplayModel",
+    "TextSink",
+    "make_model",
+]
 
 
 class ModelError(Exception):
@@ -90,16 +99,27 @@ def usage_of(raw: Any) -> Usage:
     cached = getattr(details, "cached_tokens", None) if details is not None else None
     extra = getattr(raw, "model_extra", None) or {}
     cost = extra.get("cost", getattr(raw, "cost", None))
-    return Usage(int(getattr(raw, "prompt_tokens", 0) or 0), int(getattr(raw, "completion_tokens", 0) or 0),
-                 int(cached or 0), float(cost) if isinstance(cost, int | float) else None)
+    return Usage(
+        int(getattr(raw, "prompt_tokens", 0) or 0),
+        int(getattr(raw, "completion_tokens", 0) or 0),
+        int(cached or 0),
+        float(cost) if isinstance(cost, int | float) else None,
+    )
 
 
 class OpenAIModel:
     """Streamed chat completions through the official SDK; the SDK retries 429/5xx itself,
     within one deadline for the whole call that the loop holds."""
 
-    def __init__(self, name: str, base_url: str | None, api_key: str | None, timeout: float, max_retries: int = 2,
-                 stream_usage: bool = True):
+    def __init__(
+        self,
+        name: str,
+        base_url: str | None,
+        api_key: str | None,
+        timeout: float,
+        max_retries: int = 2,
+        stream_usage: bool = True,
+    ):
         self.name = name
         self._base_url = base_url
         self._api_key = api_key
@@ -117,11 +137,17 @@ class OpenAIModel:
         if self._client is None:
             openai = await import_openai()
             if not self._api_key and not self._base_url and not os.environ.get("OPENAI_BASE_URL"):
-                raise ModelError("no API key: set the environment variable named by `apiKeyEnv` (default OPENAI_API_KEY), or point `baseUrl` at a local server")
+                raise ModelError(
+                    "no API key: set the environment variable named by `apiKeyEnv` (default OPENAI_API_KEY), or point `baseUrl` at a local server"
+                )
             # Off the loop: the client's HTTP stack imports and builds an SSL context (~70 ms).
             self._client = await asyncio.to_thread(
-                openai.AsyncOpenAI, api_key=self._api_key or "not-needed", base_url=self._base_url or None,
-                timeout=self._timeout, max_retries=self._max_retries)
+                openai.AsyncOpenAI,
+                api_key=self._api_key or "not-needed",
+                base_url=self._base_url or None,
+                timeout=self._timeout,
+                max_retries=self._max_retries,
+            )
         return self._client
 
     async def aclose(self) -> None:
@@ -138,26 +164,45 @@ class OpenAIModel:
             page = await client.models.list(timeout=min(self._timeout, 15))
             return sorted(str(m.id) for m in page.data)
         except openai.APIStatusError as exc:
-            raise ModelError(f"{self.endpoint} answered GET /models with HTTP {exc.status_code}: {_status_message(exc)}") from None
+            raise ModelError(
+                f"{self.endpoint} answered GET /models with HTTP {exc.status_code}: {_status_message(exc)}"
+            ) from None
         except openai.APITimeoutError:
             raise ModelError(f"{self.endpoint} did not answer GET /models in time") from None
         except openai.APIConnectionError as exc:
-            raise ModelError(f"cannot connect to the model endpoint {self.endpoint}: {_connection_reason(exc)}") from None
+            raise ModelError(
+                f"cannot connect to the model endpoint {self.endpoint}: {_connection_reason(exc)}"
+            ) from None
 
-    async def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], on_text: TextSink, *,
-                       agent_id: str, turn: int, purpose: str = "turn", timeout: float | None = None,
-                       on_thinking: TextSink | None = None) -> Reply:
+    async def complete(
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]],
+        on_text: TextSink,
+        *,
+        agent_id: str,
+        turn: int,
+        purpose: str = "turn",
+        timeout: float | None = None,
+        on_thinking: TextSink | None = None,
+    ) -> Reply:
         client = await self._get_client()
         openai = sys.modules["openai"]
-        body: dict[str, Any] = {"model": self.name, "messages": self._wire(messages), "stream": True}
+        body: dict[str, Any] = {
+            "model": self.name,
+            "messages": self._wire(messages),
+            "stream": True,
+        }
         if self._stream_usage:  # some servers refuse the field (setting streamUsage: false)
             body["stream_options"] = {"include_usage": True}
         if tools:
             body["tools"] = tools
         # The sinks are our code (the front ends' streams): their failures are bugs of ours,
         # never the endpoint's bad data.
-        acc = StreamAssembly(lambda text: _ours(on_text, text),
-                             (lambda text: _ours(on_thinking, text)) if on_thinking is not None else None)
+        acc = StreamAssembly(
+            lambda text: _ours(on_text, text),
+            (lambda text: _ours(on_thinking, text)) if on_thinking is not None else None,
+        )
         received = False
         try:
             try:
@@ -174,30 +219,58 @@ class OpenAIModel:
                         break
             finally:
                 await _close(stream)
-        except _OwnBug as bug:  # only errors of the stream's data are the endpoint's; this one is ours
-            log.error("internal error while reading the stream from %s", self.endpoint, exc_info=bug.error)
+        except (
+            _OwnBug
+        ) as bug:  # only errors of the stream's data are the endpoint's; this one is ours
+            log.error(
+                "internal error while reading the stream from %s", self.endpoint, exc_info=bug.error
+            )
             raise bug.error from None
         except openai.APIStatusError as exc:
-            raise ModelError(f"the model endpoint {self.endpoint} answered HTTP {exc.status_code}: {_status_message(exc)}"
-                             f"{self._path_hint(exc.status_code)}") from None
+            raise ModelError(
+                f"the model endpoint {self.endpoint} answered HTTP {exc.status_code}: {_status_message(exc)}"
+                f"{self._path_hint(exc.status_code)}"
+            ) from None
         except openai.APITimeoutError:
-            raise ModelError(f"the model endpoint {self.endpoint} did not answer within requestTimeout ({self._timeout:g} s)", streamed=acc.streamed) from None
+            raise ModelError(
+                f"the model endpoint {self.endpoint} did not answer within requestTimeout ({self._timeout:g} s)",
+                streamed=acc.streamed,
+            ) from None
         except openai.APIConnectionError as exc:
             if received:  # a stream cut mid-reply: the SDK does not retry it
-                raise ModelError(f"the stream from {self.endpoint} was cut mid-reply ({_connection_reason(exc)})",
-                                 retryable=acc.streamed == 0, streamed=acc.streamed) from None
-            raise ModelError(f"cannot connect to the model endpoint {self.endpoint}: {_connection_reason(exc)}") from None
-        except openai.APIError as exc:  # an `{"error": ...}` object inside the stream (OpenRouter, vLLM, OpenAI)
+                raise ModelError(
+                    f"the stream from {self.endpoint} was cut mid-reply ({_connection_reason(exc)})",
+                    retryable=acc.streamed == 0,
+                    streamed=acc.streamed,
+                ) from None
+            raise ModelError(
+                f"cannot connect to the model endpoint {self.endpoint}: {_connection_reason(exc)}"
+            ) from None
+        except (
+            openai.APIError
+        ) as exc:  # an `{"error": ...}` object inside the stream (OpenRouter, vLLM, OpenAI)
             words = describe_error(exc.body) or describe_error(exc.message)
-            raise ModelError(f"the model endpoint {self.endpoint} sent an error in its stream: {words}", streamed=acc.streamed) from None
+            raise ModelError(
+                f"the model endpoint {self.endpoint} sent an error in its stream: {words}",
+                streamed=acc.streamed,
+            ) from None
         except StreamError as exc:
-            raise ModelError(f"the model endpoint {self.endpoint} sent an error in its stream: {exc}", streamed=acc.streamed) from None
+            raise ModelError(
+                f"the model endpoint {self.endpoint} sent an error in its stream: {exc}",
+                streamed=acc.streamed,
+            ) from None
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
-            raise ModelError(f"the model endpoint {self.endpoint} sent something that is not a valid completion stream: {exc}",
-                             retryable=acc.streamed == 0, streamed=acc.streamed) from None
+            raise ModelError(
+                f"the model endpoint {self.endpoint} sent something that is not a valid completion stream: {exc}",
+                retryable=acc.streamed == 0,
+                streamed=acc.streamed,
+            ) from None
         if acc.finish is None and acc.cut is None:
-            raise ModelError("the model's stream ended without a finish reason (cut short)", retryable=acc.streamed == 0,
-                             streamed=acc.streamed)
+            raise ModelError(
+                "the model's stream ended without a finish reason (cut short)",
+                retryable=acc.streamed == 0,
+                streamed=acc.streamed,
+            )
         return acc.reply()
 
     def _wire(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -211,7 +284,11 @@ class OpenAIModel:
         for message in messages:
             for call in message.get("tool_calls") or ():
                 names[call.get("id", "")] = call.get("function", {}).get("name", "")
-            if message.get("role") == "tool" and "name" not in message and names.get(message.get("tool_call_id", "")):
+            if (
+                message.get("role") == "tool"
+                and "name" not in message
+                and names.get(message.get("tool_call_id", ""))
+            ):
                 message = {**message, "name": names[message["tool_call_id"]]}
             out.append(message)
         return out
@@ -225,7 +302,9 @@ class OpenAIModel:
             return ""
         return f" (the base URL has no /v1: most servers want {self.endpoint.rstrip('/')}/v1 as baseUrl)"
 
-    async def _open_stream(self, client: Any, openai: Any, body: dict[str, Any], timeout: float | None) -> Any:
+    async def _open_stream(
+        self, client: Any, openai: Any, body: dict[str, Any], timeout: float | None
+    ) -> Any:
         """`chat.completions.create(**body)` minus its per-request walk over every message to
         "transform" params that are already in wire format (~1 ms per message per turn: the
         largest CPU cost of a long session). `post` is the SDK's public low-level call; it
@@ -237,8 +316,14 @@ class OpenAIModel:
             return await client.chat.completions.create(**body, **options)
         completion, chunk_type = fast
         self.fast_path_calls += 1
-        return await client.post("/chat/completions", body=body, cast_to=completion, stream=True,
-                                 stream_cls=openai.AsyncStream[chunk_type], options=options)
+        return await client.post(
+            "/chat/completions",
+            body=body,
+            cast_to=completion,
+            stream=True,
+            stream_cls=openai.AsyncStream[chunk_type],
+            options=options,
+        )
 
 
 def _fast_path(client: Any, openai: Any) -> tuple[Any, Any] | None:
@@ -297,7 +382,9 @@ class ReplayModel:
         try:
             lines = self.path.read_text(encoding="utf-8").splitlines()
         except OSError as exc:
-            raise ModelError(f"cannot read the replay transcript {self.path}: {exc.strerror}") from None
+            raise ModelError(
+                f"cannot read the replay transcript {self.path}: {exc.strerror}"
+            ) from None
         replies: dict[tuple[str, int, str], Reply] = {}
         for number, line in enumerate(lines, 1):
             if not line.strip():
@@ -307,18 +394,33 @@ class ReplayModel:
             except json.JSONDecodeError:
                 raise ModelError(f"replay transcript {self.path}:{number} is not JSON") from None
             if record.get("type") == "reply":
-                key = (record.get("agentId", "main"), int(record.get("turn", 0)), record.get("purpose", "turn"))
+                key = (
+                    record.get("agentId", "main"),
+                    int(record.get("turn", 0)),
+                    record.get("purpose", "turn"),
+                )
                 replies[key] = Reply.from_record(record["reply"])
         return replies
 
-    async def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], on_text: TextSink, *,
-                       agent_id: str, turn: int, purpose: str = "turn", timeout: float | None = None,
-                       on_thinking: TextSink | None = None) -> Reply:
+    async def complete(
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]],
+        on_text: TextSink,
+        *,
+        agent_id: str,
+        turn: int,
+        purpose: str = "turn",
+        timeout: float | None = None,
+        on_thinking: TextSink | None = None,
+    ) -> Reply:
         if self._replies is None:  # read once, off the event loop
             self._replies = await asyncio.to_thread(self._load)
         reply = self._replies.get((agent_id, turn, purpose))
         if reply is None:
-            raise ModelError(f"the replay transcript has no reply for agent {agent_id!r} turn {turn} ({purpose})")
+            raise ModelError(
+                f"the replay transcript has no reply for agent {agent_id!r} turn {turn} ({purpose})"
+            )
         for start in range(0, len(reply.text), 12):
             if self._delay:
                 await asyncio.sleep(self._delay)
@@ -336,5 +438,10 @@ def make_model(settings: Any, env: dict[str, str] | None = None, name: str | Non
     name = name or settings.model
     if name.startswith("replay:"):
         return ReplayModel(Path(name.removeprefix("replay:")).expanduser(), delay=0.01)
-    return OpenAIModel(name, settings.base_url, source.get(settings.api_key_env), settings.request_timeout,
-                       stream_usage=settings.stream_usage)
+    return OpenAIModel(
+        name,
+        settings.base_url,
+        source.get(settings.api_key_env),
+        settings.request_timeout,
+        stream_usage=settings.stream_usage,
+    )

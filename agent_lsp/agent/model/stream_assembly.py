@@ -17,7 +17,10 @@ from agent_lsp.agent.messages import Reply, ReplyCut, ToolCall, Usage
 TextSink = Callable[[str], None]
 MAX_ARGUMENT_CHARS = 1_000_000  # one tool call's arguments (CONTRACT Decision 6)
 MAX_REPLY_CHARS = 4_000_000  # one whole reply
-REASONING_FIELDS = ("reasoning_content", "reasoning")  # DeepSeek/vLLM/LiteLLM; OpenRouter/Ollama/newer vLLM
+REASONING_FIELDS = (
+    "reasoning_content",
+    "reasoning",
+)  # DeepSeek/vLLM/LiteLLM; OpenRouter/Ollama/newer vLLM
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
@@ -127,7 +130,9 @@ class StreamAssembly:
         for name in REASONING_FIELDS:
             value = extra.get(name)
             if isinstance(value, str) and name == "reasoning_content":
-                self.reasoning_content = True  # even empty: DeepSeek wants the field back on its tool turns
+                self.reasoning_content = (
+                    True  # even empty: DeepSeek wants the field back on its tool turns
+                )
             if isinstance(value, str) and value:
                 self.size += len(value)
                 self.streamed += self._reasoning.add(value)
@@ -150,7 +155,9 @@ class StreamAssembly:
             call.size += len(arguments)
             self.size += len(arguments)
         extra = getattr(part, "model_extra", None) or {}
-        if isinstance(extra.get("extra_content"), dict):  # Gemini 3's thought signature: returned as received
+        if isinstance(
+            extra.get("extra_content"), dict
+        ):  # Gemini 3's thought signature: returned as received
             call.extra_content = {**(call.extra_content or {}), **extra["extra_content"]}
         if call.size > MAX_ARGUMENT_CHARS:
             self.cut = ReplyCut.ARGUMENT_CAP
@@ -168,11 +175,21 @@ class StreamAssembly:
                 current = None  # another call under the same index
         elif call_id:
             current = self._by_id.get(call_id)  # no index: the id tells calls apart
-            if current is None and self.calls and not self.calls[-1].id and not self.calls[-1].has_name:
+            if (
+                current is None
+                and self.calls
+                and not self.calls[-1].id
+                and not self.calls[-1].has_name
+            ):
                 current = self.calls[-1]  # fragments that came before their id
         else:
             current = self.calls[-1] if self.calls else None
-            if current is not None and name and current.has_name and ("".join(current.name) != name or current.arguments):
+            if (
+                current is not None
+                and name
+                and current.has_name
+                and ("".join(current.name) != name or current.arguments)
+            ):
                 current = None  # no index, no id: a whole new call after a whole call
         if current is None:
             current = _Call()
@@ -195,12 +212,28 @@ class StreamAssembly:
         calls = []
         for c in self.calls:
             joined = valid_text("".join(c.arguments))
-            arguments = "" if self.cut else joined if joined.strip() else "{}"  # "" means no arguments
-            calls.append(ToolCall(c.id or f"call_{uuid.uuid4().hex[:12]}", valid_text("".join(c.name)), arguments,
-                                  extra_content=c.extra_content))
+            arguments = (
+                "" if self.cut else joined if joined.strip() else "{}"
+            )  # "" means no arguments
+            calls.append(
+                ToolCall(
+                    c.id or f"call_{uuid.uuid4().hex[:12]}",
+                    valid_text("".join(c.name)),
+                    arguments,
+                    extra_content=c.extra_content,
+                )
+            )
         cut = self.cut or (ReplyCut.OUTPUT_LIMIT if self.finish == "length" else None)
-        return Reply(text, calls, self.finish, self.usage, cut, reasoning=reasoning,
-                     reasoning_content=self.reasoning_content, model=self.model)
+        return Reply(
+            text,
+            calls,
+            self.finish,
+            self.usage,
+            cut,
+            reasoning=reasoning,
+            reasoning_content=self.reasoning_content,
+            model=self.model,
+        )
 
 
 def describe_error(body: Any, limit: int = 600) -> str:
@@ -228,7 +261,16 @@ def _words(body: Any, depth: int) -> str:
     if isinstance(body, list):
         return "; ".join(w for w in (_words(item, depth + 1) for item in body[:3]) if w)
     if isinstance(body, dict):
-        for key in ("error", "message", "detail", "msg", "error_message", "reason", "title", "description"):
+        for key in (
+            "error",
+            "message",
+            "detail",
+            "msg",
+            "error_message",
+            "reason",
+            "title",
+            "description",
+        ):
             value = body.get(key)
             if value:
                 words = _words(value, depth + 1)

@@ -19,8 +19,20 @@ Verdict = Literal["allow", "ask", "deny"]
 
 # git options that point git at other files, programs or configuration: an allowlisted git
 # command carrying one of them still asks (`git diff --output=/anywhere`).
-GIT_RISKY = ("-c", "--config-env", "-C", "--git-dir", "--work-tree", "--exec-path", "--output", "-o",
-             "--output-directory", "--upload-pack", "--receive-pack", "--ext-diff")
+GIT_RISKY = (
+    "-c",
+    "--config-env",
+    "-C",
+    "--git-dir",
+    "--work-tree",
+    "--exec-path",
+    "--output",
+    "-o",
+    "--output-directory",
+    "--upload-pack",
+    "--receive-pack",
+    "--ext-diff",
+)
 
 
 @dataclass(frozen=True)
@@ -61,7 +73,11 @@ def risky_reason(argv: list[str], cwd: Path, roots: list[Path]) -> str | None:
     if argv and os.path.basename(argv[0]) == "git":
         for arg in argv[1:]:
             for flag in GIT_RISKY:
-                if arg == flag or arg.startswith(flag + "=") or (len(flag) == 2 and arg.startswith(flag) and not arg.startswith("--")):
+                if (
+                    arg == flag
+                    or arg.startswith(flag + "=")
+                    or (len(flag) == 2 and arg.startswith(flag) and not arg.startswith("--"))
+                ):
                     return f"git option {arg.split('=')[0]} may read or write outside the workspace"
     for arg in argv[1:]:
         for candidate in _path_candidates(arg):
@@ -78,7 +94,11 @@ def _path_candidates(arg: str) -> list[str]:
         found.append(arg.split("=", 1)[1])
     if arg.startswith("-") and not arg.startswith("--") and len(arg) > 2:
         found.append(arg[2:])  # -o/tmp/x
-    return [c for c in found if c.startswith(("/", "~")) or ".." in Path(c).parts or ("/" in c and not c.startswith("-"))]
+    return [
+        c
+        for c in found
+        if c.startswith(("/", "~")) or ".." in Path(c).parts or ("/" in c and not c.startswith("-"))
+    ]
 
 
 class ApprovalPolicy:
@@ -89,17 +109,32 @@ class ApprovalPolicy:
     def decide(self, tool: Tool, prepared: Prepared) -> PolicyVerdict:
         """The policy's answer for a prepared call; `ask` goes to the user."""
         configured = self.settings.tools.get(tool.name) or next(
-            (self.settings.tools[a] for a in getattr(tool, "aliases", ()) if a in self.settings.tools), None)
+            (
+                self.settings.tools[a]
+                for a in getattr(tool, "aliases", ())
+                if a in self.settings.tools
+            ),
+            None,
+        )
         if configured == "deny":
             return PolicyVerdict("deny", f"approval.tools denies {tool.name}")
         # A name that may mean this tool or another (two MCP servers' names sanitise alike) only
         # ever restricts: its deny or ask applies, its allow is for nobody.
-        cautious = {a: self.settings.tools[a] for a in getattr(tool, "contested_aliases", ()) if a in self.settings.tools}
+        cautious = {
+            a: self.settings.tools[a]
+            for a in getattr(tool, "contested_aliases", ())
+            if a in self.settings.tools
+        }
         for alias, rule in cautious.items():
             if rule == "deny":
-                return PolicyVerdict("deny", f"approval.tools denies {alias}, a name that may mean {tool.name}")
+                return PolicyVerdict(
+                    "deny", f"approval.tools denies {alias}, a name that may mean {tool.name}"
+                )
         if "ask" in cautious.values() and configured != "ask":
-            return PolicyVerdict("ask", f"approval.tools asks for {next(a for a, r in cautious.items() if r == 'ask')}, a name that may mean {tool.name}")
+            return PolicyVerdict(
+                "ask",
+                f"approval.tools asks for {next(a for a, r in cautious.items() if r == 'ask')}, a name that may mean {tool.name}",
+            )
         if prepared.must_ask:  # above every allow: rules, the sandbox, session grants, --yes
             return PolicyVerdict("ask", prepared.must_ask)
         if tool.read_only:
@@ -109,7 +144,11 @@ class ApprovalPolicy:
             if plan.remember in self.session.commands:
                 return PolicyVerdict("allow", "allowed for this session")
             argv = plan.argv or []
-            entry = matching_entry(argv, self.settings.allow_commands) if argv and not plan.shell else None
+            entry = (
+                matching_entry(argv, self.settings.allow_commands)
+                if argv and not plan.shell
+                else None
+            )
             if entry is not None:
                 risky = risky_reason(argv, plan.cwd or Path.cwd(), plan.roots)
                 if risky is None:
@@ -118,10 +157,19 @@ class ApprovalPolicy:
         elif tool.grant_key in self.session.tools:
             return PolicyVerdict("allow", "allowed for this session")
         verdict: Verdict = configured or self.settings.default
-        if verdict == "ask" and plan is not None and plan.sandboxed and self.settings.sandboxed == "allow":
+        if (
+            verdict == "ask"
+            and plan is not None
+            and plan.sandboxed
+            and self.settings.sandboxed == "allow"
+        ):
             return PolicyVerdict("allow", "approval.sandboxed: the command runs in the sandbox")
-        return PolicyVerdict(verdict, f"approval.tools[{tool.name}]" if configured else "approval.default")
+        return PolicyVerdict(
+            verdict, f"approval.tools[{tool.name}]" if configured else "approval.default"
+        )
 
     def remember(self, tool: Tool, prepared: Prepared) -> None:
-        """"Allow for session": a command's exact line (with its cwd), any other tool by its key."""
-        self.session.remember(tool.grant_key, prepared.command.remember if prepared.command is not None else None)
+        """ "Allow for session": a command's exact line (with its cwd), any other tool by its key."""
+        self.session.remember(
+            tool.grant_key, prepared.command.remember if prepared.command is not None else None
+        )

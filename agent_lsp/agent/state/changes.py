@@ -38,5 +38,8 @@ class RunChanges:
     def from_uris(cls, uris: Iterable[object]) -> RunChanges:
         """Read back from a session index: file URIs only (an index is a file on disk; anything
         else in it names no file the run changed)."""
-        return cls.of(Path(url2pathname(urlparse(uri).path)) for uri in uris
-                      if isinstance(uri, str) and uri.startswith("file://"))
+        return cls.of(
+            Path(url2pathname(urlparse(uri).path))
+            for uri in uris
+            if isinstance(uri, str) and uri.startswith("file://")
+        )

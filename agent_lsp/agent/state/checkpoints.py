@@ -37,8 +37,14 @@ class FileRecord:
     via: str = "edit"  # edit | command
 
     def to_dict(self) -> dict[str, Any]:
-        return {"path": self.path, "before": self.before, "after": self.after, "restorable": self.restorable,
-                "reason": self.reason, "via": self.via}
+        return {
+            "path": self.path,
+            "before": self.before,
+            "after": self.after,
+            "restorable": self.restorable,
+            "reason": self.reason,
+            "via": self.via,
+        }
 
 
 @dataclass
@@ -52,16 +58,41 @@ class Manifest:
     rewinds: list[str] = field(default_factory=list)  # for a rewind: the runs it rewound
 
     def to_json(self) -> bytes:
-        return json.dumps({"runId": self.run_id, "sessionId": self.session_id, "created": self.created,
-                           "finished": self.finished, "kind": self.kind, "rewinds": self.rewinds,
-                           "files": [f.to_dict() for f in self.files.values()]}, ensure_ascii=False).encode()
+        return json.dumps(
+            {
+                "runId": self.run_id,
+                "sessionId": self.session_id,
+                "created": self.created,
+                "finished": self.finished,
+                "kind": self.kind,
+                "rewinds": self.rewinds,
+                "files": [f.to_dict() for f in self.files.values()],
+            },
+            ensure_ascii=False,
+        ).encode()
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Manifest:
-        files = {f["path"]: FileRecord(f["path"], f.get("before"), f.get("after"), bool(f.get("restorable", True)),
-                                       str(f.get("reason", "")), str(f.get("via", "edit"))) for f in data.get("files", [])}
-        return cls(str(data["runId"]), str(data.get("sessionId", "")), float(data.get("created", 0)), files,
-                   bool(data.get("finished")), str(data.get("kind", "run")), list(data.get("rewinds") or []))
+        files = {
+            f["path"]: FileRecord(
+                f["path"],
+                f.get("before"),
+                f.get("after"),
+                bool(f.get("restorable", True)),
+                str(f.get("reason", "")),
+                str(f.get("via", "edit")),
+            )
+            for f in data.get("files", [])
+        }
+        return cls(
+            str(data["runId"]),
+            str(data.get("sessionId", "")),
+            float(data.get("created", 0)),
+            files,
+            bool(data.get("finished")),
+            str(data.get("kind", "run")),
+            list(data.get("rewinds") or []),
+        )
 
     @property
     def rewindable(self) -> bool:
@@ -91,7 +122,9 @@ class CheckpointStore:
         self.blobs = BlobStore(self.dir / "blobs")
         # The state dir may sit inside a workspace (XDG_STATE_HOME under the project): its own
         # files are never a command's changes.
-        self.snapshotter = Snapshotter(workspace_state(state, roots[0]), roots, self.blobs, exclude=(state,))
+        self.snapshotter = Snapshotter(
+            workspace_state(state, roots[0]), roots, self.blobs, exclude=(state,)
+        )
         # What each file last held after an edit tool wrote it, and which run wrote it: a file a
         # command of one run "changed" that holds exactly another run's edit is that run's
         # change (concurrent runs in one workspace; an editor saving a buffer late).
@@ -115,11 +148,16 @@ class CheckpointStore:
             target = self.path(run_id)
             if not os.path.lexists(target):
                 return None
-            return Manifest.from_json(json.loads(read_regular_sync(target, MAX_MANIFEST)))  # a regular file only
+            return Manifest.from_json(
+                json.loads(read_regular_sync(target, MAX_MANIFEST))
+            )  # a regular file only
         except KeyError:
             return None
         except (OSError, ValueError) as exc:
-            raise OSError(0, f"the checkpoint of {run_id} cannot be read ({exc}); it is kept at {self.path(run_id)}") from None
+            raise OSError(
+                0,
+                f"the checkpoint of {run_id} cannot be read ({exc}); it is kept at {self.path(run_id)}",
+            ) from None
 
     def all(self) -> list[Manifest]:
         """Every manifest, oldest first. Asked on every code-action request: a manifest is read
@@ -144,7 +182,9 @@ class CheckpointStore:
                     manifest = cached[1]
                 else:
                     try:
-                        manifest = Manifest.from_json(json.loads(read_regular_sync(file, MAX_MANIFEST)))
+                        manifest = Manifest.from_json(
+                            json.loads(read_regular_sync(file, MAX_MANIFEST))
+                        )
                     except (OSError, ValueError, KeyError):
                         log.warning("checkpoint %s is unreadable: skipped (kept on disk)", file)
                         manifest = None
@@ -164,8 +204,14 @@ class CheckpointStore:
                 self.path(manifest.run_id).unlink(missing_ok=True)
                 dropped += 1
         if dropped:
-            used = {sha for m in self.all() for f in m.files.values() for sha in (f.before, f.after) if sha}
-            for folder in (self.blobs.folder.iterdir() if self.blobs.folder.is_dir() else []):
+            used = {
+                sha
+                for m in self.all()
+                for f in m.files.values()
+                for sha in (f.before, f.after)
+                if sha
+            }
+            for folder in self.blobs.folder.iterdir() if self.blobs.folder.is_dir() else []:
                 for blob in folder.iterdir():
                     if blob.name not in used:
                         blob.unlink(missing_ok=True)
@@ -176,7 +222,14 @@ class RunCheckpoint:
     """The checkpoint of one run (the tools' `ctx.checkpoint`). A failure to keep a checkpoint
     never stops an edit: the file is then listed as not restorable, never silently skipped."""
 
-    def __init__(self, store: CheckpointStore, workspace: Workspace, run_id: str, session_id: str, kind: str = "run"):
+    def __init__(
+        self,
+        store: CheckpointStore,
+        workspace: Workspace,
+        run_id: str,
+        session_id: str,
+        kind: str = "run",
+    ):
         self.store = store
         self.workspace = workspace
         self.manifest = Manifest(run_id, session_id, time.time(), kind=kind)
@@ -186,8 +239,12 @@ class RunCheckpoint:
         # server's copy of the buffer is not yet the truth when the run closes.
         self._left: dict[str, str | None] = {}
 
-    def _record(self, path: Path, before: str | None, via: str, restorable: bool = True, reason: str = "") -> None:
-        self.manifest.files.setdefault(str(path), FileRecord(str(path), before, None, restorable, reason, via))
+    def _record(
+        self, path: Path, before: str | None, via: str, restorable: bool = True, reason: str = ""
+    ) -> None:
+        self.manifest.files.setdefault(
+            str(path), FileRecord(str(path), before, None, restorable, reason, via)
+        )
 
     async def before_change(self, path: Path, before: Document | None) -> None:
         """Keep the file as it is before the run's first change to it (edit tools)."""
@@ -201,7 +258,13 @@ class RunCheckpoint:
                 sha = await asyncio.to_thread(self.store.blobs.put, before.text.encode("utf-8"))
                 self._record(path, sha, "edit")
             except OSError as exc:
-                self._record(path, None, "edit", False, f"its checkpoint could not be written ({exc.strerror or exc})")
+                self._record(
+                    path,
+                    None,
+                    "edit",
+                    False,
+                    f"its checkpoint could not be written ({exc.strerror or exc})",
+                )
             await asyncio.to_thread(self.store.save, self.manifest)
 
     def edited(self, path: Path, text: str) -> None:
@@ -214,15 +277,23 @@ class RunCheckpoint:
         """An edit that landed after the run closed (a preview applied after a cancel). OSError
         when it cannot be kept: the caller tells the user."""
         async with self._lock:
-            sha = await asyncio.to_thread(self.store.blobs.put, before.text.encode("utf-8")) if before is not None else None
-            self.manifest.files[str(path)] = FileRecord(str(path), sha, content_sha(after.encode("utf-8")), via="edit")
+            sha = (
+                await asyncio.to_thread(self.store.blobs.put, before.text.encode("utf-8"))
+                if before is not None
+                else None
+            )
+            self.manifest.files[str(path)] = FileRecord(
+                str(path), sha, content_sha(after.encode("utf-8")), via="edit"
+            )
             await asyncio.to_thread(self.store.save, self.manifest)
 
     async def before_command(self) -> Snapshot | None:
         try:
             return await self.store.snapshotter.take()
         except OSError as exc:
-            log.warning("no snapshot before the command (%s): its changes will not be restorable", exc)
+            log.warning(
+                "no snapshot before the command (%s): its changes will not be restorable", exc
+            )
             return None
 
     async def after_command(self, before: Snapshot) -> list[Path]:
@@ -235,7 +306,9 @@ class RunCheckpoint:
         changes = [c for c in changes if not await self._another_runs_edit(c.path)]
         async with self._lock:
             for change in changes:
-                self._record(change.path, change.before, "command", change.restorable, change.reason)
+                self._record(
+                    change.path, change.before, "command", change.restorable, change.reason
+                )
                 self._left.pop(str(change.path), None)  # read it again at the close
             if changes:
                 await asyncio.to_thread(self.store.save, self.manifest)
@@ -255,7 +328,9 @@ class RunCheckpoint:
                 record.after = self._left[key]
             else:
                 record.after = content_sha(await current_content(self.workspace, Path(record.path)))
-            if record.restorable and record.after == record.before:  # e.g. an edit discarded in the preview
+            if (
+                record.restorable and record.after == record.before
+            ):  # e.g. an edit discarded in the preview
                 del self.manifest.files[key]
         self.manifest.finished = True
         if self.manifest.files:
@@ -263,6 +338,8 @@ class RunCheckpoint:
                 await asyncio.to_thread(self.store.save, self.manifest)
                 await asyncio.to_thread(self.store.prune)
             except OSError as exc:
-                log.warning("the checkpoint of %s could not be saved: %s", self.manifest.run_id, exc)
+                log.warning(
+                    "the checkpoint of %s could not be saved: %s", self.manifest.run_id, exc
+                )
                 return False
         return self.manifest.rewindable

@@ -22,25 +22,76 @@ from pathlib import Path
 log = logging.getLogger(__name__)
 
 # -c wins over every config file, the user's global one included.
-GIT_SAFE = ["-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null", "-c", "core.quotePath=false",
-            "-c", "core.untrackedCache=false"]
+GIT_SAFE = [
+    "-c",
+    "core.fsmonitor=false",
+    "-c",
+    "core.hooksPath=/dev/null",
+    "-c",
+    "core.quotePath=false",
+    "-c",
+    "core.untrackedCache=false",
+]
 # What git needs from the environment to find the user's global and system config and to run;
 # everything else (the API key in any variable, GIT_* redirections) stays out.
-_PASSED = ("PATH", "HOME", "XDG_CONFIG_HOME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR",
-           "GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM", "GIT_CONFIG_NOSYSTEM")
+_PASSED = (
+    "PATH",
+    "HOME",
+    "XDG_CONFIG_HOME",
+    "LANG",
+    "LC_ALL",
+    "LC_CTYPE",
+    "TZ",
+    "TMPDIR",
+    "GIT_CONFIG_GLOBAL",
+    "GIT_CONFIG_SYSTEM",
+    "GIT_CONFIG_NOSYSTEM",
+)
 
 # Repository config keys that make git run a program (Decision 45's list, and the other keys of
 # git-config(1) that name a command). Section and key are case-insensitive, so the patterns
 # are matched against the lower-cased name; `*` stands for a subsection.
 EXECUTING_KEYS = (
-    "core.fsmonitor", "core.hookspath", "core.sshcommand", "core.pager", "core.editor", "core.askpass",
-    "core.gitproxy", "core.alternaterefscommand", "sequence.editor", "diff.external", "diff.*.textconv",
-    "diff.*.command", "filter.*.clean", "filter.*.smudge", "filter.*.process", "merge.*.driver",
-    "credential.helper", "credential.*.helper", "gpg.program", "gpg.*.program", "uploadpack.packobjectshook",
-    "include.path", "includeif.*.path", "pager.*", "interactive.difffilter", "difftool.*.cmd", "mergetool.*.cmd",
-    "remote.*.uploadpack", "remote.*.receivepack", "remote.*.vcs", "web.browser", "browser.*.cmd", "man.*.cmd",
-    "ssh.variant", "sendemail.smtpserver", "sendemail.*.smtpserver", "sendemail.tocmd", "sendemail.cccmd",
-    "sendemail.headercmd", "receive.procreceiverefs",
+    "core.fsmonitor",
+    "core.hookspath",
+    "core.sshcommand",
+    "core.pager",
+    "core.editor",
+    "core.askpass",
+    "core.gitproxy",
+    "core.alternaterefscommand",
+    "sequence.editor",
+    "diff.external",
+    "diff.*.textconv",
+    "diff.*.command",
+    "filter.*.clean",
+    "filter.*.smudge",
+    "filter.*.process",
+    "merge.*.driver",
+    "credential.helper",
+    "credential.*.helper",
+    "gpg.program",
+    "gpg.*.program",
+    "uploadpack.packobjectshook",
+    "include.path",
+    "includeif.*.path",
+    "pager.*",
+    "interactive.difffilter",
+    "difftool.*.cmd",
+    "mergetool.*.cmd",
+    "remote.*.uploadpack",
+    "remote.*.receivepack",
+    "remote.*.vcs",
+    "web.browser",
+    "browser.*.cmd",
+    "man.*.cmd",
+    "ssh.variant",
+    "sendemail.smtpserver",
+    "sendemail.*.smtpserver",
+    "sendemail.tocmd",
+    "sendemail.cccmd",
+    "sendemail.headercmd",
+    "receive.procreceiverefs",
 )
 _VALUE_EXECUTES = ("alias.*", "submodule.*.update")  # only when the value starts with "!"
 
@@ -49,7 +100,9 @@ _VALUE_EXECUTES = ("alias.*", "submodule.*.update")  # only when the value start
 class Repository:
     top: Path  # the work tree's top folder
     git_dir: Path  # .git, or the folder a `.git` file points to (worktrees, submodules)
-    common_dir: Path  # where objects, config and hooks live (the main repository's .git for a worktree)
+    common_dir: (
+        Path  # where objects, config and hooks live (the main repository's .git for a worktree)
+    )
 
 
 def find_repository(folder: Path) -> Repository | None:
@@ -64,14 +117,16 @@ def find_repository(folder: Path) -> Repository | None:
                 text = dot_git.read_text(encoding="utf-8", errors="replace").strip()
                 if not text.startswith("gitdir:"):
                     continue
-                git_dir = (candidate / text[len("gitdir:"):].strip()).resolve()
+                git_dir = (candidate / text[len("gitdir:") :].strip()).resolve()
             else:
                 continue
             if not (git_dir / "HEAD").is_file():
                 continue
             common = git_dir
             if (git_dir / "commondir").is_file():
-                common = (git_dir / (git_dir / "commondir").read_text(encoding="utf-8").strip()).resolve()
+                common = (
+                    git_dir / (git_dir / "commondir").read_text(encoding="utf-8").strip()
+                ).resolve()
             return Repository(candidate.resolve(), git_dir, common)
         except OSError:
             continue
@@ -86,8 +141,16 @@ def base_env() -> dict[str, str]:
 
 def git_env(git_dir: Path, work_tree: Path, index: Path | None = None) -> dict[str, str]:
     env = base_env()
-    env.update(GIT_DIR=str(git_dir), GIT_WORK_TREE=str(work_tree), GIT_OPTIONAL_LOCKS="0", GIT_TERMINAL_PROMPT="0",
-               GIT_PAGER="cat", GIT_EDITOR="true", GIT_ASKPASS="/bin/false", GIT_NO_REPLACE_OBJECTS="1")
+    env.update(
+        GIT_DIR=str(git_dir),
+        GIT_WORK_TREE=str(work_tree),
+        GIT_OPTIONAL_LOCKS="0",
+        GIT_TERMINAL_PROMPT="0",
+        GIT_PAGER="cat",
+        GIT_EDITOR="true",
+        GIT_ASKPASS="/bin/false",
+        GIT_NO_REPLACE_OBJECTS="1",
+    )
     if index is not None:
         env["GIT_INDEX_FILE"] = str(index)
     return env
@@ -125,13 +188,21 @@ def _read_small(path: Path, limit: int = 1 << 20) -> bytes:
         return b""
 
 
-async def run_git(cwd: Path, args: list[str], env: dict[str, str], stdin: bytes | None = None) -> tuple[int, bytes, bytes]:
+async def run_git(
+    cwd: Path, args: list[str], env: dict[str, str], stdin: bytes | None = None
+) -> tuple[int, bytes, bytes]:
     """git with the safe overrides; killed if the caller is cancelled (no git left running)."""
     try:
         proc = await asyncio.create_subprocess_exec(
-            "git", *GIT_SAFE, *args, cwd=cwd, env=env,
+            "git",
+            *GIT_SAFE,
+            *args,
+            cwd=cwd,
+            env=env,
             stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
     except OSError as exc:
         return 127, b"", str(exc).encode()
     try:
@@ -222,7 +293,11 @@ async def executing_config(folder: Path) -> list[str]:
         if not config.is_file():
             continue
         # Outside any repository (cwd /, no GIT_DIR): git only parses that one file.
-        code, out, _ = await run_git(Path("/"), ["config", "--file", str(config), "--no-includes", "--list", "-z"], base_env())
+        code, out, _ = await run_git(
+            Path("/"),
+            ["config", "--file", str(config), "--no-includes", "--list", "-z"],
+            base_env(),
+        )
         if code != 0:
             found.append(f"{config} (git cannot parse it)")
             continue
@@ -238,7 +313,9 @@ def _executes(name: str, value: str) -> bool:
     low = name.lower()
     if any(fnmatch.fnmatchcase(low, pattern) for pattern in EXECUTING_KEYS):
         return True
-    return value.lstrip().startswith("!") and any(fnmatch.fnmatchcase(low, p) for p in _VALUE_EXECUTES)
+    return value.lstrip().startswith("!") and any(
+        fnmatch.fnmatchcase(low, p) for p in _VALUE_EXECUTES
+    )
 
 
 def _hooks(repo: Repository) -> list[str]:
@@ -248,7 +325,11 @@ def _hooks(repo: Repository) -> list[str]:
             entries = list((git_dir / "hooks").iterdir())
         except OSError:
             continue
-        found += [f"hook {e.name}" for e in entries if not e.name.endswith(".sample") and os.access(e, os.X_OK)]
+        found += [
+            f"hook {e.name}"
+            for e in entries
+            if not e.name.endswith(".sample") and os.access(e, os.X_OK)
+        ]
     return found
 
 

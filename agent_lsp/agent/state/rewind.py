@@ -38,23 +38,35 @@ class RewindResult:
     conflicts: list[tuple[Path, str]]
     not_restorable: list[tuple[Path, str]]
     runs: list[str]
-    later: set[Path] = field(default_factory=set)  # conflicting files that later runs of the session also changed
+    later: set[Path] = field(
+        default_factory=set
+    )  # conflicting files that later runs of the session also changed
 
     def conflict_hint(self, path: Path, force: str, include_later: str) -> str:
         """What would take a conflict anyway, in a front end's own words (its flag or argument
         names): the core's reason is neutral, each front end adds this."""
         hint = f"use {force} to overwrite it"
-        return hint + (f", or {include_later} to rewind those runs too" if path in self.later else "")
+        return hint + (
+            f", or {include_later} to rewind those runs too" if path in self.later else ""
+        )
 
     def to_dict(self, force: str | None = None, include_later: str | None = None) -> dict[str, Any]:
         """With `force`/`include_later` (how the front end spells those options) each conflict's
         reason ends with the hint; without them it is the core's neutral reason."""
-        def reason(path: Path, text: str) -> str:
-            return f"{text}; {self.conflict_hint(path, force, include_later or 'includeLater')}" if force else text
 
-        return {"rewindId": self.rewind_id, "restored": [p.as_uri() for p in self.restored],
-                "conflicts": [{"uri": p.as_uri(), "reason": reason(p, r)} for p, r in self.conflicts],
-                "notRestorable": [{"uri": p.as_uri(), "reason": r} for p, r in self.not_restorable]}
+        def reason(path: Path, text: str) -> str:
+            return (
+                f"{text}; {self.conflict_hint(path, force, include_later or 'includeLater')}"
+                if force
+                else text
+            )
+
+        return {
+            "rewindId": self.rewind_id,
+            "restored": [p.as_uri() for p in self.restored],
+            "conflicts": [{"uri": p.as_uri(), "reason": reason(p, r)} for p, r in self.conflicts],
+            "notRestorable": [{"uri": p.as_uri(), "reason": r} for p, r in self.not_restorable],
+        }
 
 
 CHANGED_SINCE = "changed since the run left it (by you or by a later run)"
@@ -66,8 +78,13 @@ def later_touched(store: CheckpointStore, run_id: str) -> set[str]:
     target = store.load(run_id)
     if target is None:
         return set()
-    return {path for m in store.all() if m.created > target.created and m.session_id == target.session_id
-            and m.kind == "run" for path in m.files if path in target.files}
+    return {
+        path
+        for m in store.all()
+        if m.created > target.created and m.session_id == target.session_id and m.kind == "run"
+        for path in m.files
+        if path in target.files
+    }
 
 
 def runs_to_rewind(store: CheckpointStore, run_id: str, include_later: bool) -> list[Manifest]:
@@ -77,19 +94,36 @@ def runs_to_rewind(store: CheckpointStore, run_id: str, include_later: bool) -> 
     if target is None:
         raise RewindError(f"unknown runId {run_id!r}: no checkpoint of that run in this workspace")
     if not target.finished:
-        raise RewindError(f"run {run_id} has not finished; cancel it or wait for it before rewinding it")
+        raise RewindError(
+            f"run {run_id} has not finished; cancel it or wait for it before rewinding it"
+        )
     chosen = [target]
     if include_later:
         touched = set(target.files)
-        for later in reversed([m for m in store.all() if m.created > target.created and m.session_id == target.session_id
-                               and m.kind == "run"]):
+        for later in reversed(
+            [
+                m
+                for m in store.all()
+                if m.created > target.created
+                and m.session_id == target.session_id
+                and m.kind == "run"
+            ]
+        ):
             if touched & set(later.files):
                 chosen.insert(0, later)
     return chosen
 
 
-async def rewind(store: CheckpointStore, workspace: Workspace, restorer: Restorer, run_id: str, *, force: bool = False,
-                 include_later: bool = False, binary_ok: bool = True) -> RewindResult:
+async def rewind(
+    store: CheckpointStore,
+    workspace: Workspace,
+    restorer: Restorer,
+    run_id: str,
+    *,
+    force: bool = False,
+    include_later: bool = False,
+    binary_ok: bool = True,
+) -> RewindResult:
     manifests = await asyncio.to_thread(runs_to_rewind, store, run_id, include_later)
     plan: dict[Path, Restore] = {}
     conflicts: list[tuple[Path, str]] = []
@@ -118,12 +152,20 @@ async def rewind(store: CheckpointStore, workspace: Workspace, restorer: Restore
                 _once(conflicts, path, CHANGED_SINCE)
                 continue
             try:
-                content = await asyncio.to_thread(store.blobs.get, record.before) if record.before else None
+                content = (
+                    await asyncio.to_thread(store.blobs.get, record.before)
+                    if record.before
+                    else None
+                )
             except (OSError, ValueError) as exc:
                 _once(not_restorable, path, f"its checkpoint cannot be read ({exc})")
                 continue
             if content is not None and not binary_ok and (b"\x00" in content or not _utf8(content)):
-                _once(not_restorable, path, "binary: the editor cannot restore it (agent-lsp rewind restores it on disk)")
+                _once(
+                    not_restorable,
+                    path,
+                    "binary: the editor cannot restore it (agent-lsp rewind restores it on disk)",
+                )
                 continue
             plan[path] = Restore(path, content, current)
     conflicted = {p for p, _ in conflicts}
@@ -132,17 +174,33 @@ async def rewind(store: CheckpointStore, workspace: Workspace, restorer: Restore
     undo = RunCheckpoint(store, workspace, rewind_id, manifests[0].session_id, kind="rewind")
     undo.manifest.rewinds = [m.run_id for m in manifests]
     for item in restores:  # the rewind's own checkpoint: what it overwrote, so it can be undone
-        sha = await asyncio.to_thread(store.blobs.put, item.current) if item.current is not None else None
+        sha = (
+            await asyncio.to_thread(store.blobs.put, item.current)
+            if item.current is not None
+            else None
+        )
         undo.manifest.files[str(item.path)] = FileRecord(str(item.path), sha, via="rewind")
     outcome = await restorer.restore(restores) if restores else RestoreOutcome()
     for path, reason in outcome.failed:
         undo.manifest.files.pop(str(path), None)
         _once(not_restorable, path, reason)
-    restored = outcome.restored + [p for p, r in plan.items() if p not in conflicted and r.content == r.current]
+    restored = outcome.restored + [
+        p for p, r in plan.items() if p not in conflicted and r.content == r.current
+    ]
     await undo.close()
-    later = set() if include_later or not conflicts else {Path(p) for p in await asyncio.to_thread(later_touched, store, run_id)}
-    return RewindResult(rewind_id, restored, conflicts, not_restorable, [m.run_id for m in manifests],
-                        later & {p for p, _ in conflicts})
+    later = (
+        set()
+        if include_later or not conflicts
+        else {Path(p) for p in await asyncio.to_thread(later_touched, store, run_id)}
+    )
+    return RewindResult(
+        rewind_id,
+        restored,
+        conflicts,
+        not_restorable,
+        [m.run_id for m in manifests],
+        later & {p for p, _ in conflicts},
+    )
 
 
 def _once(items: list[tuple[Path, str]], path: Path, reason: str) -> None:

@@ -59,9 +59,13 @@ class Entry:
     @classmethod
     def from_record(cls, message: dict[str, Any], meta: dict[str, Any]) -> Entry:
         outcome = meta.get("outcome")
-        return cls(message, str(meta.get("kind", "note")), str(meta.get("runId", "")),
-                   Outcome(str(outcome)) if outcome in Outcome.__members__.values() else None,
-                   tuple(meta.get("problems") or ()))
+        return cls(
+            message,
+            str(meta.get("kind", "note")),
+            str(meta.get("runId", "")),
+            Outcome(str(outcome)) if outcome in Outcome.__members__.values() else None,
+            tuple(meta.get("problems") or ()),
+        )
 
 
 @dataclass
@@ -86,14 +90,29 @@ class RunRecord:
         return self.changes.uris()
 
     def to_dict(self) -> dict[str, Any]:
-        return {"runId": self.run_id, "transcript": self.transcript, "started": self.started, "prompt": self.prompt,
-                "stop": self.stop, "edited": self.edited, "rewound": self.rewound, "kind": self.kind}
+        return {
+            "runId": self.run_id,
+            "transcript": self.transcript,
+            "started": self.started,
+            "prompt": self.prompt,
+            "stop": self.stop,
+            "edited": self.edited,
+            "rewound": self.rewound,
+            "kind": self.kind,
+        }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RunRecord:
-        return cls(str(data["runId"]), str(data["transcript"]), float(data.get("started", 0)), str(data.get("prompt", "")),
-                   data.get("stop"), RunChanges.from_uris(data.get("edited") or []), bool(data.get("rewound")),
-                   str(data.get("kind", "run")))
+        return cls(
+            str(data["runId"]),
+            str(data["transcript"]),
+            float(data.get("started", 0)),
+            str(data.get("prompt", "")),
+            data.get("stop"),
+            RunChanges.from_uris(data.get("edited") or []),
+            bool(data.get("rewound")),
+            str(data.get("kind", "run")),
+        )
 
 
 @dataclass
@@ -131,7 +150,12 @@ class Session:
 def edited_by(runs: list[RunRecord]) -> dict[Path, None]:
     """The files the session's runs changed that its history still holds: agent runs (a
     rewind's own restores are not changes the conversation made) not rewound since."""
-    return dict.fromkeys(path for record in runs if record.kind == "run" and not record.rewound for path in record.changes)
+    return dict.fromkeys(
+        path
+        for record in runs
+        if record.kind == "run" and not record.rewound
+        for path in record.changes
+    )
 
 
 def apply_history_record(history: list[Entry], record: dict[str, Any]) -> None:
@@ -139,7 +163,10 @@ def apply_history_record(history: list[Entry], record: dict[str, Any]) -> None:
     kind = record.get("type")
     if kind == "request":
         metas = record.get("meta") or [{} for _ in record.get("messages", [])]
-        history += [Entry.from_record(m, meta) for m, meta in zip(record.get("messages", []), metas, strict=False)]
+        history += [
+            Entry.from_record(m, meta)
+            for m, meta in zip(record.get("messages", []), metas, strict=False)
+        ]
     elif kind == "history":
         if record.get("op") == "append":
             history += [Entry.from_record(e["message"], e) for e in record.get("entries", [])]
@@ -149,4 +176,6 @@ def apply_history_record(history: list[Entry], record: dict[str, Any]) -> None:
             for item in record.get("items", []):
                 history[int(item["index"])] = Entry.from_record(item["message"], item)
     elif kind == "compaction" and "start" in record:
-        history[int(record["start"]) : int(record["end"])] = [Entry.from_record(e["message"], e) for e in record["entries"]]
+        history[int(record["start"]) : int(record["end"])] = [
+            Entry.from_record(e["message"], e) for e in record["entries"]
+        ]

@@ -64,9 +64,15 @@ class SessionStore:
         return self.dir / f"{safe}.json"
 
     async def save(self, session: Session) -> None:
-        data = {"sessionId": session.id, "workspace": str(self.root), "title": title_of(session.title),
-                "created": session.created, "updated": session.updated, "model": session.model,
-                "runs": [r.to_dict() for r in session.runs]}
+        data = {
+            "sessionId": session.id,
+            "workspace": str(self.root),
+            "title": title_of(session.title),
+            "created": session.created,
+            "updated": session.updated,
+            "model": session.model,
+            "runs": [r.to_dict() for r in session.runs],
+        }
         path = self._index(session.id)
         await asyncio.to_thread(_save, path, json.dumps(data, ensure_ascii=False).encode())
 
@@ -77,23 +83,38 @@ class SessionStore:
     def _load(self, session_id: str) -> Session:
         path = self._index(session_id)
         if not path.exists() and not path.is_symlink():
-            raise SessionError(f"unknown sessionId {session_id!r}: no such session in this workspace ({self.root}); "
-                               "omit it to start a new session")
+            raise SessionError(
+                f"unknown sessionId {session_id!r}: no such session in this workspace ({self.root}); "
+                "omit it to start a new session"
+            )
         try:
             data = json.loads(_read_state_file(path, INDEX_MAX_BYTES))
         except (OSError, ValueError) as exc:
-            raise SessionError(f"session {session_id} cannot be read ({exc}); its index is kept at {path}") from None
+            raise SessionError(
+                f"session {session_id} cannot be read ({exc}); its index is kept at {path}"
+            ) from None
         if not isinstance(data, dict):
-            raise SessionError(f"session {session_id} cannot be read (its index is not a JSON object); it is kept at {path}")
+            raise SessionError(
+                f"session {session_id} cannot be read (its index is not a JSON object); it is kept at {path}"
+            )
         if data.get("workspace") not in (None, str(self.root)):
-            raise SessionError(f"session {session_id} belongs to another workspace ({data.get('workspace')})")
-        session = Session(id=session_id, title=str(data.get("title", "")), created=float(data.get("created", 0)),
-                          updated=float(data.get("updated", 0)), model=data.get("model"))
+            raise SessionError(
+                f"session {session_id} belongs to another workspace ({data.get('workspace')})"
+            )
+        session = Session(
+            id=session_id,
+            title=str(data.get("title", "")),
+            created=float(data.get("created", 0)),
+            updated=float(data.get("updated", 0)),
+            model=data.get("model"),
+        )
         session.runs = [RunRecord.from_dict(r) for r in data.get("runs", [])]
         for record in session.runs:
             if record.stop is None:  # the process ended while it ran
                 record.stop = "cancelled"
-            session.spill_files |= self._own_spills(_replay(Path(record.transcript), session.history))
+            session.spill_files |= self._own_spills(
+                _replay(Path(record.transcript), session.history)
+            )
         return session
 
     def _own_spills(self, named: set[Path]) -> set[Path]:
@@ -108,13 +129,21 @@ class SessionStore:
         for path in named:
             try:
                 resolved = path.resolve()
-                regular = resolved.is_relative_to(folder) and resolved != folder and stat.S_ISREG(os.lstat(resolved).st_mode)
+                regular = (
+                    resolved.is_relative_to(folder)
+                    and resolved != folder
+                    and stat.S_ISREG(os.lstat(resolved).st_mode)
+                )
             except (OSError, RuntimeError, ValueError):
                 continue
             if regular:
                 kept.add(resolved)
             else:
-                log.warning("a transcript names %s as a spill file: not under %s, or not a regular file; not readable", path, folder)
+                log.warning(
+                    "a transcript names %s as a spill file: not under %s, or not a regular file; not readable",
+                    path,
+                    folder,
+                )
         return kept
 
     def list(self) -> builtins.list[dict[str, Any]]:
@@ -129,14 +158,32 @@ class SessionStore:
                 log.warning("session index %s is unreadable: skipped (kept on disk)", path)
                 continue
             runs = [r for r in data.get("runs", []) if r.get("kind", "run") == "run"]
-            edited = list(dict.fromkeys(u for r in runs if not r.get("rewound") for u in r.get("edited", [])))
+            edited = list(
+                dict.fromkeys(u for r in runs if not r.get("rewound") for u in r.get("edited", []))
+            )
             last = runs[-1].get("stop") if runs else None
-            run_list = [{"runId": str(r.get("runId", "")), "started": iso(float(r.get("started", 0))), "stopReason": r.get("stop"),
-                         "editedFiles": list(r.get("edited") or [])} for r in runs]
-            items.append({"sessionId": data.get("sessionId", path.stem), "title": title_of(str(data.get("title", ""))),
-                          "created": iso(float(data.get("created", 0))), "updated": iso(float(data.get("updated", 0))),
-                          "runs": len(runs), "runList": run_list, "lastStop": last, "editedFiles": edited,
-                          "_updated": float(data.get("updated", 0))})
+            run_list = [
+                {
+                    "runId": str(r.get("runId", "")),
+                    "started": iso(float(r.get("started", 0))),
+                    "stopReason": r.get("stop"),
+                    "editedFiles": list(r.get("edited") or []),
+                }
+                for r in runs
+            ]
+            items.append(
+                {
+                    "sessionId": data.get("sessionId", path.stem),
+                    "title": title_of(str(data.get("title", ""))),
+                    "created": iso(float(data.get("created", 0))),
+                    "updated": iso(float(data.get("updated", 0))),
+                    "runs": len(runs),
+                    "runList": run_list,
+                    "lastStop": last,
+                    "editedFiles": edited,
+                    "_updated": float(data.get("updated", 0)),
+                }
+            )
         items.sort(key=lambda i: i.pop("_updated"), reverse=True)
         return items
 
@@ -146,7 +193,9 @@ class SessionStore:
         except OSError:
             return []
 
-    def prune(self, keep: int = KEEP_SESSIONS, days: float = KEEP_DAYS, protect: set[str] | None = None) -> builtins.list[str]:
+    def prune(
+        self, keep: int = KEEP_SESSIONS, days: float = KEEP_DAYS, protect: set[str] | None = None
+    ) -> builtins.list[str]:
         """Drop the oldest sessions past `keep` or older than `days` (their index, and their
         runs' transcripts and spill folders under the state dir); returns the ids dropped.
         Never a file outside the state dir."""
@@ -188,7 +237,9 @@ class SessionStore:
         found = []
         for path in self._files():
             try:
-                updated = float(json.loads(_read_state_file(path, INDEX_MAX_BYTES)).get("updated", 0))
+                updated = float(
+                    json.loads(_read_state_file(path, INDEX_MAX_BYTES)).get("updated", 0)
+                )
             except (OSError, ValueError, TypeError):
                 updated = _mtime(path)
             if now - updated > seconds:
@@ -202,9 +253,13 @@ class SessionStore:
                 data = json.loads(_read_state_file(path, INDEX_MAX_BYTES))
                 for run in data.get("runs", []):
                     # resolved: no `..` out of the state dir
-                    _remove_run_files(state, str(run.get("runId", "")), Path(run.get("transcript", "")).resolve())
+                    _remove_run_files(
+                        state, str(run.get("runId", "")), Path(run.get("transcript", "")).resolve()
+                    )
             except (OSError, ValueError, AttributeError, TypeError) as exc:
-                log.warning("session index %s: its runs' files could not all be removed (%s)", path, exc)
+                log.warning(
+                    "session index %s: its runs' files could not all be removed (%s)", path, exc
+                )
         path.unlink(missing_ok=True)
 
 
@@ -218,7 +273,12 @@ def _mtime(path: Path) -> float:
 def _remove_run_files(state: Path, run_id: str, transcript: Path) -> None:
     """A run's transcript and spill folder, when they lie under the state dir (a transcriptDir
     the user chose elsewhere is theirs)."""
-    if transcript.name and transcript.is_relative_to(state) and transcript.is_file() and not transcript.is_symlink():
+    if (
+        transcript.name
+        and transcript.is_relative_to(state)
+        and transcript.is_file()
+        and not transcript.is_symlink()
+    ):
         transcript.unlink()
     if run_id and run_id.replace("-", "").replace("_", "").isalnum():
         spill = state / "spill" / run_id
@@ -239,7 +299,10 @@ def sweep_orphans(state: Path, live_runs: set[str], days: float = KEEP_DAYS) -> 
             return 0  # an unreadable index may name anything: remove nothing
     cutoff = time.time() - days * 86400
     removed = 0
-    candidates = [*_children(state / "spill"), *(p for p in _children(state / "runs") if p.suffix == ".jsonl")]
+    candidates = [
+        *_children(state / "spill"),
+        *(p for p in _children(state / "runs") if p.suffix == ".jsonl"),
+    ]
     for path in candidates:
         run_id = path.name.removesuffix(".jsonl")
         if run_id in named or _mtime(path) > cutoff or path.is_symlink():
@@ -269,7 +332,9 @@ def _read_state_file(path: Path, max_bytes: int) -> str:
         return read_regular_sync(path, max_bytes).decode("utf-8")
     except NotReadable as exc:
         if path.is_symlink():  # O_NOFOLLOW's ELOOP says "too many levels of symbolic links"
-            raise NotReadable(f"{path} is a symbolic link, not a regular file: only regular files are read") from None
+            raise NotReadable(
+                f"{path} is a symbolic link, not a regular file: only regular files are read"
+            ) from None
         raise NotReadable(str(exc).replace(path.name, str(path), 1)) from None
 
 
@@ -284,11 +349,15 @@ def _replay(transcript: Path, history: list[Entry]) -> set[Path]:
     skipped with a log line; any other damage is an error naming the file."""
     spills: set[Path] = set()
     if not transcript.exists() and not transcript.is_symlink():
-        raise SessionError(f"the transcript {transcript} of this session is missing; the session cannot be resumed")
+        raise SessionError(
+            f"the transcript {transcript} of this session is missing; the session cannot be resumed"
+        )
     try:
         text = _read_state_file(transcript, TRANSCRIPT_MAX_BYTES)
     except (OSError, ValueError) as exc:
-        raise SessionError(f"the transcript {transcript} cannot be read ({exc}); it is kept as it is") from None
+        raise SessionError(
+            f"the transcript {transcript} cannot be read ({exc}); it is kept as it is"
+        ) from None
     lines = text.split("\n")
     last = max((i for i, line in enumerate(lines) if line.strip()), default=-1)
     for number, line in enumerate(lines):
@@ -298,16 +367,23 @@ def _replay(transcript: Path, history: list[Entry]) -> set[Path]:
             record = json.loads(line)
         except json.JSONDecodeError:
             if number == last:
-                log.warning("transcript %s: its last line is cut (the process ended mid-write); resumed without it", transcript)
+                log.warning(
+                    "transcript %s: its last line is cut (the process ended mid-write); resumed without it",
+                    transcript,
+                )
                 break
-            raise SessionError(f"the transcript {transcript} is corrupt at line {number + 1}; it is kept as it is "
-                               "and the session cannot be resumed") from None
+            raise SessionError(
+                f"the transcript {transcript} is corrupt at line {number + 1}; it is kept as it is "
+                "and the session cannot be resumed"
+            ) from None
         if isinstance(record, dict) and record.get("agentId", "main") == "main":
             if record.get("type") == "toolResult" and record.get("spillPath"):
                 spills.add(Path(record["spillPath"]))
             try:
                 apply_history_record(history, record)
             except (KeyError, TypeError, ValueError, IndexError) as exc:
-                raise SessionError(f"the transcript {transcript} has a damaged record at line {number + 1} ({exc}); "
-                                   "it is kept as it is") from None
+                raise SessionError(
+                    f"the transcript {transcript} has a damaged record at line {number + 1} ({exc}); "
+                    "it is kept as it is"
+                ) from None
     return spills

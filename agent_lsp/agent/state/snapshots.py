@@ -73,8 +73,12 @@ class Change:
 
 @dataclass
 class Snapshot:
-    git_trees: dict[Path, tuple[Repository, str]] = field(default_factory=dict)  # workspace root -> (repository, tree id)
-    files: dict[Path, tuple[int, int, str | None]] = field(default_factory=dict)  # non-git: path -> (size, mtime_ns, sha)
+    git_trees: dict[Path, tuple[Repository, str]] = field(
+        default_factory=dict
+    )  # workspace root -> (repository, tree id)
+    files: dict[Path, tuple[int, int, str | None]] = field(
+        default_factory=dict
+    )  # non-git: path -> (size, mtime_ns, sha)
     # Shared locks on the private git dirs whose trees this snapshot names: while held, their
     # objects are not dropped (by this process or another). Released by `changes`, or when the
     # snapshot is collected.
@@ -95,7 +99,9 @@ def _release(leases: list[int]) -> None:
 class Snapshotter:
     """Snapshots of one workspace's folders; keeps its git index and stat cache between commands."""
 
-    def __init__(self, state: Path, roots: list[Path], blobs: BlobStore, exclude: tuple[Path, ...] = ()):
+    def __init__(
+        self, state: Path, roots: list[Path], blobs: BlobStore, exclude: tuple[Path, ...] = ()
+    ):
         self.state = state
         self.roots = roots
         self.blobs = blobs
@@ -143,7 +149,14 @@ class Snapshotter:
             current = after.files.get(path)
             if sha is None:  # too big to have been kept: only its size and time tell
                 if current is None or current[:2] != (size, mtime):
-                    found.append(Change(path, None, False, f"larger than {SMALL_FILE // 1_000_000} MB and not in git: no copy was kept"))
+                    found.append(
+                        Change(
+                            path,
+                            None,
+                            False,
+                            f"larger than {SMALL_FILE // 1_000_000} MB and not in git: no copy was kept",
+                        )
+                    )
                 continue
             if current is not None and current[2] == sha:
                 continue
@@ -207,7 +220,11 @@ class Snapshotter:
             (Path(env["GIT_DIR"]) / "index").unlink(missing_ok=True)
             code, out, err = await run_git(repo.top, args, env)
         if code != 0:
-            log.info("git add for a snapshot of %s said: %s", root, err.decode(errors="replace").strip()[:300])
+            log.info(
+                "git add for a snapshot of %s said: %s",
+                root,
+                err.decode(errors="replace").strip()[:300],
+            )
 
     async def _write_tree(self, repo: Repository, root: Path) -> str:
         await self._add(repo, root)
@@ -218,7 +235,9 @@ class Snapshotter:
 
     async def _git_changes(self, repo: Repository, old: str) -> list[Change]:
         env = await self._git_env(repo)
-        code, raw, err = await run_git(repo.top, ["diff-index", "--cached", "-r", "-z", "--no-renames", "--raw", old], env)
+        code, raw, err = await run_git(
+            repo.top, ["diff-index", "--cached", "-r", "-z", "--no-renames", "--raw", old], env
+        )
         if code != 0:
             raise OSError(0, f"git diff-index failed: {err.decode(errors='replace').strip()[:300]}")
         changes: list[Change] = []
@@ -233,7 +252,9 @@ class Snapshotter:
             if status == "A" or old_sha.strip("0") == "":
                 changes.append(Change(path, None))
             elif old_mode.startswith("12") or old_mode.startswith("16"):  # a symlink or a submodule
-                changes.append(Change(path, None, False, "a symbolic link or submodule: not restored"))
+                changes.append(
+                    Change(path, None, False, "a symbolic link or submodule: not restored")
+                )
             else:
                 wanted.setdefault(old_sha, path)
                 changes.append(Change(path, old_sha))
@@ -243,13 +264,21 @@ class Snapshotter:
                 continue
             content = contents.get(change.before)
             if content is None:
-                change.before, change.restorable, change.reason = None, False, "its old content could not be read from git"
+                change.before, change.restorable, change.reason = (
+                    None,
+                    False,
+                    "its old content could not be read from git",
+                )
             else:
                 change.before = await asyncio.to_thread(self.blobs.put, content)
         return changes
 
-    async def _blobs_of(self, repo: Repository, shas: list[str], env: dict[str, str]) -> dict[str, bytes]:
-        code, out, _ = await run_git(repo.top, ["cat-file", "--batch"], env, stdin="".join(f"{s}\n" for s in shas).encode())
+    async def _blobs_of(
+        self, repo: Repository, shas: list[str], env: dict[str, str]
+    ) -> dict[str, bytes]:
+        code, out, _ = await run_git(
+            repo.top, ["cat-file", "--batch"], env, stdin="".join(f"{s}\n" for s in shas).encode()
+        )
         found: dict[str, bytes] = {}
         at = 0
         while code == 0 and at < len(out):
@@ -258,7 +287,7 @@ class Snapshotter:
             at = end + 1
             if len(header) == 3 and header[1] == b"blob":
                 size = int(header[2])
-                found[header[0].decode()] = out[at:at + size]
+                found[header[0].decode()] = out[at : at + size]
                 at += size + 1
         return found
 
@@ -317,10 +346,18 @@ def _drop_objects(folder: Path, bound: int) -> None:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            log.info("snapshot objects in %s passed %d bytes but a snapshot still uses them: kept for now", folder, bound)
+            log.info(
+                "snapshot objects in %s passed %d bytes but a snapshot still uses them: kept for now",
+                folder,
+                bound,
+            )
             return
         shutil.rmtree(folder / "objects")
         (folder / "index").unlink(missing_ok=True)
-        log.info("snapshot objects in %s passed %d bytes: dropped (the next snapshot rebuilds its index)", folder, bound)
+        log.info(
+            "snapshot objects in %s passed %d bytes: dropped (the next snapshot rebuilds its index)",
+            folder,
+            bound,
+        )
     finally:
         os.close(fd)

@@ -37,7 +37,11 @@ class Redactor:
         key only as `[redacted]` and is writing that back (the user's key would be lost)."""
         if not diff or not new_text or REDACTED not in new_text:
             return False
-        removed = (line for line in diff.splitlines() if line.startswith("-") and not line.startswith("---"))
+        removed = (
+            line
+            for line in diff.splitlines()
+            if line.startswith("-") and not line.startswith("---")
+        )
         return any(secret in line for line in removed for secret in self.secrets)
 
     def value(self, value: Any) -> Any:
@@ -70,7 +74,14 @@ class Transcript:
     async def write(self, agent_id: str, turn: int, type: str, **fields: Any) -> None:
         if self._failed:
             return
-        record = {"ts": round(time.time(), 3), "runId": self.run_id, "agentId": agent_id, "turn": turn, "type": type, **fields}
+        record = {
+            "ts": round(time.time(), 3),
+            "runId": self.run_id,
+            "agentId": agent_id,
+            "turn": turn,
+            "type": type,
+            **fields,
+        }
         line = self.redact(json.dumps(record, ensure_ascii=False, default=str)) + "\n"
         try:
             if self._handle is None:

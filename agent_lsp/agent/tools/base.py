@@ -42,7 +42,9 @@ class ToolContext:
     spawn_subagent: SubAgentSpawner | None = None
     runner: CommandRunner | None = None
     checkpoint: RunCheckpoint | None = None
-    notify: Callable[[str], None] | None = None  # a status line for the user (e.g. after the run ended)
+    notify: Callable[[str], None] | None = (
+        None  # a status line for the user (e.g. after the run ended)
+    )
 
 
 @dataclass
@@ -83,7 +85,9 @@ class Tool:
     args: ClassVar[type[Args]]
     read_only: bool = True
     aliases: tuple[str, ...] = ()  # other names approval.tools may use for it
-    contested_aliases: tuple[str, ...] = ()  # names that may mean it or another tool: their deny/ask apply, never allow
+    contested_aliases: tuple[
+        str, ...
+    ] = ()  # names that may mean it or another tool: their deny/ask apply, never allow
 
     @property
     def grant_key(self) -> str:
@@ -98,7 +102,9 @@ class Tool:
         try:
             return self.args.model_validate(raw)
         except ValidationError as exc:
-            problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'arguments'}: {e['msg']}" for e in exc.errors())
+            problems = "; ".join(
+                f"{'.'.join(map(str, e['loc'])) or 'arguments'}: {e['msg']}" for e in exc.errors()
+            )
             raise ToolError(f"invalid arguments for {self.name}: {problems}") from None
 
     async def prepare(self, args: Any, ctx: ToolContext) -> Prepared:
@@ -111,7 +117,10 @@ def _schema_of(name: str, description: str, args: type[Args]) -> dict[str, Any]:
     params.pop("title", None)
     for prop in params.get("properties", {}).values():
         prop.pop("title", None)
-    return {"type": "function", "function": {"name": name, "description": description, "parameters": params}}
+    return {
+        "type": "function",
+        "function": {"name": name, "description": description, "parameters": params},
+    }
 
 
 class ToolBox:

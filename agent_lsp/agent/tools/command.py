@@ -37,7 +37,9 @@ def split_command(command: str) -> list[str]:
 class RunCommandArgs(Args):
     command: str = Field(description="The command line, e.g. 'pytest -x tests'")
     cwd: str | None = Field(None, description="Working directory, relative to the workspace")
-    timeout: float | None = Field(None, gt=0, description=f"Seconds (default {DEFAULT_TIMEOUT}, max {MAX_TIMEOUT})")
+    timeout: float | None = Field(
+        None, gt=0, description=f"Seconds (default {DEFAULT_TIMEOUT}, max {MAX_TIMEOUT})"
+    )
 
 
 class RunCommand(Tool):
@@ -60,10 +62,19 @@ class RunCommand(Tool):
             raise ToolError("run_command is not available here")
         timeout = min(args.timeout or DEFAULT_TIMEOUT, MAX_TIMEOUT)
         shell = needs_shell(args.command)
-        if not shell and not runner.sandboxed and shutil.which(argv[0], path=runner.env.get("PATH")) is None and "/" not in argv[0]:
+        if (
+            not shell
+            and not runner.sandboxed
+            and shutil.which(argv[0], path=runner.env.get("PATH")) is None
+            and "/" not in argv[0]
+        ):
             raise ToolError(f"cannot start {argv[0]!r}: no such command on the PATH")
         where = ctx.paths.display(cwd)
-        detail = f"$ {show_command(args.command)}" + (f"   (in {where})" if where != "." else "") + ("   [runs in /bin/sh]" if shell else "")
+        detail = (
+            f"$ {show_command(args.command)}"
+            + (f"   (in {where})" if where != "." else "")
+            + ("   [runs in /bin/sh]" if shell else "")
+        )
         if runner.sandboxed:
             detail += f"\n{runner.describe()}"
         run_argv = ["/bin/sh", "-c", args.command] if shell else argv
@@ -83,10 +94,16 @@ class RunCommand(Tool):
                 if checkpoint is not None and before is not None:
                     for path in await checkpoint.after_command(before):
                         ctx.changes.add(path)
-            status = f"timed out after {timeout:g}s (killed, with every process it started)" if result.timed_out else f"exit code {result.code}"
+            status = (
+                f"timed out after {timeout:g}s (killed, with every process it started)"
+                if result.timed_out
+                else f"exit code {result.code}"
+            )
             if result.dropped_bytes:
-                status += (f"; the output was {result.total_bytes} bytes: the first and last megabytes are kept below and "
-                           f"{result.dropped_bytes} bytes in the middle were dropped (not saved anywhere)")
+                status += (
+                    f"; the output was {result.total_bytes} bytes: the first and last megabytes are kept below and "
+                    f"{result.dropped_bytes} bytes in the middle were dropped (not saved anywhere)"
+                )
             text = f"{status}\n{result.output}".rstrip() + note
             if blocked:
                 text += f"\n{blocked}"
@@ -98,8 +115,15 @@ class RunCommand(Tool):
         must_ask = await _risky_git(args.command, cwd)
         if must_ask:
             detail += f"\n{must_ask}"
-        plan = CommandPlan(args.command, argv=argv, shell=shell, cwd=cwd, roots=ctx.paths.roots, remember=remember,
-                           sandboxed=runner.sandboxed)
+        plan = CommandPlan(
+            args.command,
+            argv=argv,
+            shell=shell,
+            cwd=cwd,
+            roots=ctx.paths.roots,
+            remember=remember,
+            sandboxed=runner.sandboxed,
+        )
         return Prepared(detail, execute, command=plan, show_tail=True, must_ask=must_ask)
 
 

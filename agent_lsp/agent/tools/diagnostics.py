@@ -17,7 +17,9 @@ SEVERITY = {1: "error", 2: "warning", 3: "info", 4: "hint"}
 MAX_SHOWN = 200
 
 
-def format_diagnostics(items: list[dict[str, Any]], paths: PathGuard, *, severe_only: bool = False) -> list[str]:
+def format_diagnostics(
+    items: list[dict[str, Any]], paths: PathGuard, *, severe_only: bool = False
+) -> list[str]:
     """`path:line:col: severity: message (source)` lines, sorted, positions 1-based."""
     lines: list[tuple[str, int, int, str]] = []
     for item in items:
@@ -33,7 +35,14 @@ def format_diagnostics(items: list[dict[str, Any]], paths: PathGuard, *, severe_
             source = f" ({diagnostic['source']})" if diagnostic.get("source") else ""
             code = f" [{diagnostic['code']}]" if diagnostic.get("code") not in (None, "") else ""
             message = " ".join(str(diagnostic.get("message", "")).split())
-            lines.append((shown, line, col, f"{shown}:{line}:{col}: {SEVERITY.get(severity, 'error')}: {message}{code}{source}"))
+            lines.append(
+                (
+                    shown,
+                    line,
+                    col,
+                    f"{shown}:{line}:{col}: {SEVERITY.get(severity, 'error')}: {message}{code}{source}",
+                )
+            )
     return [text for *_, text in sorted(lines)]
 
 
@@ -55,20 +64,27 @@ async def problems_after_edit(ctx: ToolContext, path: Path, version: int | None)
 
 
 class DiagnosticsArgs(Args):
-    path: str | None = Field(None, description="A file (or folder) to limit the problems to; default: every file the editor knows")
+    path: str | None = Field(
+        None,
+        description="A file (or folder) to limit the problems to; default: every file the editor knows",
+    )
 
 
 class Diagnostics(Tool):
     name = "diagnostics"
-    description = ("The problems (errors, warnings, hints) the editor shows right now, from every language server, for a "
-                   "file or the whole workspace: `file:line:col: severity: message (source)`.")
+    description = (
+        "The problems (errors, warnings, hints) the editor shows right now, from every language server, for a "
+        "file or the whole workspace: `file:line:col: severity: message (source)`."
+    )
     args = DiagnosticsArgs
 
     async def prepare(self, args: DiagnosticsArgs, ctx: ToolContext) -> Prepared:
         target = ctx.paths.resolve(args.path) if args.path else None
         ask = getattr(ctx.workspace, "diagnostics", None)
         if ask is None:
-            raise ToolError("diagnostics are not available: the editor does not answer agentLsp/diagnostics")
+            raise ToolError(
+                "diagnostics are not available: the editor does not answer agentLsp/diagnostics"
+            )
 
         async def execute() -> str:
             files = [target] if target is not None and not target.is_dir() else None
@@ -80,7 +96,11 @@ class Diagnostics(Tool):
             lines = format_diagnostics(items, ctx.paths)
             if not lines:
                 return f"no problems shown for {args.path or 'the workspace'}"
-            more = f"\n[… {len(lines) - MAX_SHOWN} more: narrow with path]" if len(lines) > MAX_SHOWN else ""
+            more = (
+                f"\n[… {len(lines) - MAX_SHOWN} more: narrow with path]"
+                if len(lines) > MAX_SHOWN
+                else ""
+            )
             return "\n".join(lines[:MAX_SHOWN]) + more
 
         return Prepared(f"diagnostics {args.path or '(workspace)'}", execute)

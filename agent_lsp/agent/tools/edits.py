@@ -23,8 +23,12 @@ SUMMARY_DIFF_LINES = 40
 def unified_diff(display: str, before: str | None, after: str, context: int = 3) -> str:
     old = (before or "").splitlines(keepends=True)
     new = after.splitlines(keepends=True)
-    lines = difflib.unified_diff(old, new, "/dev/null" if before is None else f"a/{display}", f"b/{display}", n=context)
-    return "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines)
+    lines = difflib.unified_diff(
+        old, new, "/dev/null" if before is None else f"a/{display}", f"b/{display}", n=context
+    )
+    return "".join(
+        line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines
+    )
 
 
 def diff_summary(display: str, before: str | None, after: str) -> str:
@@ -74,7 +78,9 @@ def _applied_late(ctx: ToolContext, path: Path, before: Document | None, after: 
 
     def tell(text: str) -> None:
         if ctx.notify is not None:
-            ctx.notify(f"the edit to {shown} was applied in the editor's preview after the run was cancelled; {text}")
+            ctx.notify(
+                f"the edit to {shown} was applied in the editor's preview after the run was cancelled; {text}"
+            )
 
     async def record() -> None:
         if ctx.checkpoint is None:
@@ -83,8 +89,14 @@ def _applied_late(ctx: ToolContext, path: Path, before: Document | None, after: 
         try:
             await ctx.checkpoint.record_late(path, before, after)
         except Exception as exc:
-            log.warning("the late edit of %s could not be added to the run's checkpoint", path, exc_info=True)
-            tell(f"it could not be added to the run's checkpoint ({exc}), so rewind cannot take it back")
+            log.warning(
+                "the late edit of %s could not be added to the run's checkpoint",
+                path,
+                exc_info=True,
+            )
+            tell(
+                f"it could not be added to the run's checkpoint ({exc}), so rewind cannot take it back"
+            )
             return
         tell("it is in the run's checkpoint (rewind can take it back)")
 
@@ -109,22 +121,39 @@ def _prepared(ctx: ToolContext, path: Path, before: Document | None, after: str)
         if preview is None:
             outcome = await ctx.workspace.apply(path, before, after)
         else:
-            outcome = await ctx.workspace.apply(path, before, after, preview=preview,
-                                                late=lambda: _applied_late(ctx, path, before, after))
+            outcome = await ctx.workspace.apply(
+                path,
+                before,
+                after,
+                preview=preview,
+                late=lambda: _applied_late(ctx, path, before, after),
+            )
         if outcome.rejected:
             raise EditRejected("the user rejected the edit in the preview")
         if not outcome.applied:
             reason = outcome.message or "the editor refused the edit"
-            raise ToolError(f"the edit to {shown} was not applied: {reason}. Read the file again before retrying.")
+            raise ToolError(
+                f"the edit to {shown} was not applied: {reason}. Read the file again before retrying."
+            )
         ctx.changes.add(path)
         if ctx.checkpoint is not None:
             ctx.checkpoint.edited(path, after)
         problems = await problems_after_edit(ctx, path, outcome.version)
-        return f"applied: {summary.splitlines()[0]}" + (f"\n{outcome.message}" if outcome.message else "") + problems
+        return (
+            f"applied: {summary.splitlines()[0]}"
+            + (f"\n{outcome.message}" if outcome.message else "")
+            + problems
+        )
 
     label = f"agent-lsp: {'write_file' if before is None else 'edit_file'} {shown}"
-    return Prepared(summary, apply, preview=lambda: apply(label), uri=path.as_uri(),
-                    diff=unified_diff(shown, before.text if before else None, after), new_text=after)
+    return Prepared(
+        summary,
+        apply,
+        preview=lambda: apply(label),
+        uri=path.as_uri(),
+        diff=unified_diff(shown, before.text if before else None, after),
+        new_text=after,
+    )
 
 
 class EditFileArgs(Args):
@@ -135,7 +164,9 @@ class EditFileArgs(Args):
 
 class EditFile(Tool):
     name = "edit_file"
-    description = "Replace one exact occurrence of old_text with new_text in a file (applied in the editor)."
+    description = (
+        "Replace one exact occurrence of old_text with new_text in a file (applied in the editor)."
+    )
     args = EditFileArgs
     read_only = False
 
@@ -145,17 +176,24 @@ class EditFile(Tool):
         if before is None:
             raise ToolError(f"{args.path} does not exist; use write_file to create it")
         if not before.exact:
-            raise ToolError(f"{args.path} is not valid UTF-8 text (or holds NUL bytes); it is not edited, so none of its bytes are lost")
+            raise ToolError(
+                f"{args.path} is not valid UTF-8 text (or holds NUL bytes); it is not edited, so none of its bytes are lost"
+            )
         if not args.old_text:
             raise ToolError("old_text is empty; give the exact text to replace")
         old, new = args.old_text, args.new_text
         count = before.text.count(old)
         if count == 0 and line_ending(before.text) == "\r\n" and "\r\n" not in old:
-            old, new = with_endings(old, "\r\n"), with_endings(new, "\r\n")  # the model wrote \n for a CRLF file
+            old, new = (
+                with_endings(old, "\r\n"),
+                with_endings(new, "\r\n"),
+            )  # the model wrote \n for a CRLF file
             count = before.text.count(old)
         if count != 1:
             where = "does not occur" if count == 0 else f"occurs {count} times"
-            raise ToolError(f"old_text {where} in {args.path}; it must occur exactly once (add surrounding lines)")
+            raise ToolError(
+                f"old_text {where} in {args.path}; it must occur exactly once (add surrounding lines)"
+            )
         return _prepared(ctx, path, before, before.text.replace(old, new, 1))
 
 
@@ -176,7 +214,9 @@ class WriteFile(Tool):
         content = args.content
         if before is not None:
             if not before.exact and before.text:
-                raise ToolError(f"{args.path} is not valid UTF-8 text (or holds NUL bytes); it is not overwritten")
+                raise ToolError(
+                    f"{args.path} is not valid UTF-8 text (or holds NUL bytes); it is not overwritten"
+                )
             content = with_endings(content, line_ending(before.text))
             if before.text.endswith(("\n", "\r\n")) and content and not content.endswith("\n"):
                 content += line_ending(before.text)

@@ -30,8 +30,10 @@ class ReadFileArgs(Args):
 
 class ReadFile(Tool):
     name = "read_file"
-    description = (f"Read a text file (the editor's unsaved buffer if it is open), with line numbers; a page of up to "
-                   f"{PAGE_CHARS // 1000}K characters at a time (use offset/limit for the rest).")
+    description = (
+        f"Read a text file (the editor's unsaved buffer if it is open), with line numbers; a page of up to "
+        f"{PAGE_CHARS // 1000}K characters at a time (use offset/limit for the rest)."
+    )
     args = ReadFileArgs
 
     async def prepare(self, args: ReadFileArgs, ctx: ToolContext) -> Prepared:
@@ -51,7 +53,9 @@ class ReadFile(Tool):
             if not lines:
                 return f"{args.path}: (empty file)"
             if not chosen:
-                raise ToolError(f"offset {args.offset} is past the end of {args.path} ({len(lines)} lines)")
+                raise ToolError(
+                    f"offset {args.offset} is past the end of {args.path} ({len(lines)} lines)"
+                )
             width = len(str(start + len(chosen)))
             shown: list[str] = []
             size = 0

@@ -19,7 +19,10 @@ class PathRefused(Exception):
 def folder_names(roots: list[Path], names: list[str] | None = None) -> list[str]:
     """Each folder's name (the editor's, else its directory name); a name two folders share
     falls back to the directory name, and a still-clashing one gets a number."""
-    wanted = [(names[i] if names and i < len(names) and names[i] else root.name) or str(i) for i, root in enumerate(roots)]
+    wanted = [
+        (names[i] if names and i < len(names) and names[i] else root.name) or str(i)
+        for i, root in enumerate(roots)
+    ]
     out: list[str] = []
     for index, name in enumerate(wanted):
         if wanted.count(name) > 1:
@@ -40,7 +43,13 @@ def path_of_uri(uri: str) -> Path | None:
 
 
 class PathGuard:
-    def __init__(self, roots: list[Path], names: list[str] | None = None, *, extra_readable: Container[Path] = frozenset()):
+    def __init__(
+        self,
+        roots: list[Path],
+        names: list[str] | None = None,
+        *,
+        extra_readable: Container[Path] = frozenset(),
+    ):
         if not roots:
             raise ValueError("a workspace needs at least one folder")
         self.roots = [Path(r).resolve() for r in roots]
@@ -50,7 +59,13 @@ class PathGuard:
 
     def names(self) -> list[str]:
         """How the roots are shown: the first by its path, the others by their names."""
-        return [str(self.roots[0]), *(f"{label} ({root})" for label, root in zip(self.labels[1:], self.roots[1:], strict=False))]
+        return [
+            str(self.roots[0]),
+            *(
+                f"{label} ({root})"
+                for label, root in zip(self.labels[1:], self.roots[1:], strict=False)
+            ),
+        ]
 
     def resolve(self, raw: object, *, for_read: bool = False) -> Path:
         if not isinstance(raw, str) or not raw.strip():
@@ -65,7 +80,9 @@ class PathGuard:
         elif _PERCENT.search(text):
             raise PathRefused(f"percent-encoded path {raw!r} refused: give the plain file name")
         if text.startswith("~"):
-            raise PathRefused(f"{raw!r}: `~` is outside the workspace; use a path relative to the workspace")
+            raise PathRefused(
+                f"{raw!r}: `~` is outside the workspace; use a path relative to the workspace"
+            )
         candidate = Path(text)
         if not candidate.is_absolute():
             candidate = self._under_root(candidate)
@@ -76,7 +93,9 @@ class PathGuard:
         if for_read and resolved in self.extra_readable:
             return resolved
         if self.root_of(resolved) is None:
-            raise PathRefused(f"{raw!r} is outside the workspace folders ({', '.join(map(str, self.roots))}); refused")
+            raise PathRefused(
+                f"{raw!r} is outside the workspace folders ({', '.join(map(str, self.roots))}); refused"
+            )
         return resolved
 
     def locate(self, raw: object) -> Path | None:
@@ -109,7 +128,9 @@ class PathGuard:
         """The workspace folder holding path (the deepest, for nested folders)."""
         best = None
         for root in self.roots:
-            if (path == root or path.is_relative_to(root)) and (best is None or len(root.parts) > len(best.parts)):
+            if (path == root or path.is_relative_to(root)) and (
+                best is None or len(root.parts) > len(best.parts)
+            ):
                 best = root
         return best
 

@@ -20,13 +20,17 @@ def _normal(text: str) -> str:
 
 
 class RememberArgs(Args):
-    note: str = Field(description="One line worth recalling in later sessions: a project convention, a command, a pitfall found")
+    note: str = Field(
+        description="One line worth recalling in later sessions: a project convention, a command, a pitfall found"
+    )
 
 
 class Remember(Tool):
     name = "remember"
-    description = (f"Save one line to the workspace's {MEMORY_FILE}, recalled in every later session. Few and exact: "
-                   "conventions, commands, pitfalls; not progress notes. Asks the user like any edit.")
+    description = (
+        f"Save one line to the workspace's {MEMORY_FILE}, recalled in every later session. Few and exact: "
+        "conventions, commands, pitfalls; not progress notes. Asks the user like any edit."
+    )
     args = RememberArgs
     read_only = False
 
@@ -35,16 +39,22 @@ class Remember(Tool):
         if not note:
             raise ToolError("the note is empty")
         if len(note) > MAX_NOTE:
-            raise ToolError(f"the note is {len(note)} characters; keep it to one line of at most {MAX_NOTE}")
+            raise ToolError(
+                f"the note is {len(note)} characters; keep it to one line of at most {MAX_NOTE}"
+            )
         path = ctx.paths.resolve(MEMORY_FILE)
         before = await _current(ctx, path)
         text = before.text if before is not None else ""
         for number, line in enumerate(text.splitlines(), 1):
             if _normal(line) == _normal(note):
-                raise ToolError(f"that note is already in {MEMORY_FILE} (line {number}); nothing to add")
+                raise ToolError(
+                    f"that note is already in {MEMORY_FILE} (line {number}); nothing to add"
+                )
         body = text if text else HEADER
         after = body + ("" if body.endswith("\n") else "\n") + f"- {note}\n"
         if len(after) > MAX_MEMORY:
-            raise ToolError(f"{MEMORY_FILE} is full ({len(text)} of {MAX_MEMORY} characters: memory is read into every "
-                            "session's context); ask the user to prune it or to keep this note somewhere else")
+            raise ToolError(
+                f"{MEMORY_FILE} is full ({len(text)} of {MAX_MEMORY} characters: memory is read into every "
+                "session's context); ask the user to prune it or to keep this note somewhere else"
+            )
         return _prepared(ctx, path, before, after)

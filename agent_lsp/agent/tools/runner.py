@@ -21,8 +21,16 @@ from agent_lsp.settings import SandboxSettings
 
 
 class CommandRunner:
-    def __init__(self, *, env: dict[str, str], secret_names: list[str], secrets: list[str], sandbox: SandboxSettings,
-                 roots: list[Path], hidden: list[Path]):
+    def __init__(
+        self,
+        *,
+        env: dict[str, str],
+        secret_names: list[str],
+        secrets: list[str],
+        sandbox: SandboxSettings,
+        roots: list[Path],
+        hidden: list[Path],
+    ):
         self.env = child_env(env, names=secret_names, extra_secrets=secrets)
         self.settings = sandbox
         self.roots = roots
@@ -35,35 +43,56 @@ class CommandRunner:
 
     def policy(self) -> sandbox.SandboxPolicy:
         hide = self.settings.hide if self.settings.hide is not None else list(sandbox.DEFAULT_HIDE)
-        return sandbox.SandboxPolicy(self.settings.mode, self.settings.network, tuple(self.roots),
-                                     sandbox.expand_hidden(hide, self.hidden, self.env),
-                                     runtime=sandbox.runtime_dirs(self.env), sockets=sandbox.host_sockets(self.env))
+        return sandbox.SandboxPolicy(
+            self.settings.mode,
+            self.settings.network,
+            tuple(self.roots),
+            sandbox.expand_hidden(hide, self.hidden, self.env),
+            runtime=sandbox.runtime_dirs(self.env),
+            sockets=sandbox.host_sockets(self.env),
+        )
 
     def describe(self) -> str:
         return self.policy().describe() if self.sandboxed else ""
 
-    async def run(self, argv: list[str], cwd: Path, timeout: float) -> tuple[ProcessResult, str | None]:
+    async def run(
+        self, argv: list[str], cwd: Path, timeout: float
+    ) -> tuple[ProcessResult, str | None]:
         """(result, a note when the sandbox blocked something). ToolError when it cannot start;
         with the sandbox on and unavailable, nothing runs at all."""
         if self.sandboxed:
             problem = await sandbox.probe()
             if problem is not None:
-                raise ToolError(f"refused: run_command is set to run in a sandbox (sandbox.mode={self.settings.mode}) and {problem}. Nothing ran.")
+                raise ToolError(
+                    f"refused: run_command is set to run in a sandbox (sandbox.mode={self.settings.mode}) and {problem}. Nothing ran."
+                )
             policy = self.policy()
             try:
                 wrapped = await asyncio.to_thread(sandbox.bwrap_argv, policy, argv, cwd)
             except sandbox.CannotHide as exc:
-                raise ToolError(f"refused: the sandbox cannot hide what it must ({exc}). Nothing ran.") from None
+                raise ToolError(
+                    f"refused: the sandbox cannot hide what it must ({exc}). Nothing ran."
+                ) from None
         else:
             policy, wrapped = None, reaped(argv)
         try:
-            result = await run_process(wrapped, cwd, timeout, env=self._env(), processes=self.processes)
+            result = await run_process(
+                wrapped, cwd, timeout, env=self._env(), processes=self.processes
+            )
         except CommandNotStarted as exc:
             raise ToolError(str(exc)) from None
-        failure = sandbox.setup_failure(result.output) if policy is not None and result.code == 1 else None
+        failure = (
+            sandbox.setup_failure(result.output)
+            if policy is not None and result.code == 1
+            else None
+        )
         if failure is not None:
             raise ToolError(f"refused: the sandbox could not be set up ({failure}). Nothing ran.")
-        note = sandbox.explain_blocked(result.output, policy) if policy is not None and result.code != 0 else None
+        note = (
+            sandbox.explain_blocked(result.output, policy)
+            if policy is not None and result.code != 0
+            else None
+        )
         return result, note
 
     def _env(self) -> dict[str, str]:

@@ -30,18 +30,27 @@ BUFFER_SEARCHES = 4  # rg processes searching editor buffers at once
 
 
 class SearchArgs(Args):
-    pattern: str = Field(description="Regular expression in ripgrep's (Rust regex) syntax, e.g. 'fn \\w+\\(' or "
-                                     "'TODO|FIXME'; no look-around or backreferences")
-    path: str = Field(".", description="Directory or file to search, relative to the workspace (default: every folder)")
-    glob: str | None = Field(None, description="Only files matching this glob, e.g. '*.py' or 'src/**/*.ts'; "
-                                               "'!*.md' excludes")
+    pattern: str = Field(
+        description="Regular expression in ripgrep's (Rust regex) syntax, e.g. 'fn \\w+\\(' or "
+        "'TODO|FIXME'; no look-around or backreferences"
+    )
+    path: str = Field(
+        ".",
+        description="Directory or file to search, relative to the workspace (default: every folder)",
+    )
+    glob: str | None = Field(
+        None,
+        description="Only files matching this glob, e.g. '*.py' or 'src/**/*.ts'; '!*.md' excludes",
+    )
     ignore_case: bool = Field(False, alias="ignoreCase", description="Match case-insensitively")
 
 
 class Search(Tool):
     name = "search"
-    description = (f"Search file contents with a ripgrep (Rust syntax) regex over every file .gitignore does not "
-                   f"exclude (editor buffers as open); returns `file:line: text` (at most {MAX_MATCHES}).")
+    description = (
+        f"Search file contents with a ripgrep (Rust syntax) regex over every file .gitignore does not "
+        f"exclude (editor buffers as open); returns `file:line: text` (at most {MAX_MATCHES})."
+    )
     args = SearchArgs
     read_only = True
 
@@ -49,10 +58,14 @@ class Search(Tool):
         _no_nul(args.pattern, "pattern")
         _no_nul(args.glob, "glob")
         if len(args.pattern.encode("utf-8", "surrogatepass")) > ripgrep.MAX_PATTERN_BYTES:
-            raise ToolError(f"the pattern is too long ({len(args.pattern)} characters; the limit is "
-                            f"{ripgrep.MAX_PATTERN_BYTES} bytes): search for a shorter, distinctive part of it")
+            raise ToolError(
+                f"the pattern is too long ({len(args.pattern)} characters; the limit is "
+                f"{ripgrep.MAX_PATTERN_BYTES} bytes): search for a shorter, distinctive part of it"
+            )
         bases = _bases(args.path, ctx.paths)
-        detail = f"search {args.pattern!r} in {args.path}" + (f" ({args.glob})" if args.glob else "")
+        detail = f"search {args.pattern!r} in {args.path}" + (
+            f" ({args.glob})" if args.glob else ""
+        )
 
         async def execute() -> str:
             return await _search(args, bases, ctx)
@@ -83,8 +96,10 @@ async def _search(args: SearchArgs, bases: list[Path], ctx: ToolContext) -> str:
     skip = {str(p) for found in buffers.values() for p, _ in found}
     problems: list[str] = []
     if unread:
-        problems.append(f"the editor's open buffers could not be read ({unread}): these results come from the files on disk, "
-                        "without unsaved changes")
+        problems.append(
+            f"the editor's open buffers could not be read ({unread}): these results come from the files on disk, "
+            "without unsaved changes"
+        )
     try:
         # Every folder and the buffers at once, each disk search stopped once it has more
         # than the cap. rg's parallel walk prints in no fixed order, so when a search was
@@ -93,8 +108,16 @@ async def _search(args: SearchArgs, bases: list[Path], ctx: ToolContext) -> str:
         # (Worst case: more than the cap in all, but all in the last files in path order: the
         # sorted rerun then reads the whole tree on one thread.)
         def disk_search(base: Path, sort: bool = False) -> Awaitable[ripgrep.SearchResult]:
-            return ripgrep.search(args.pattern, base, ctx.processes, glob=args.glob, ignore_case=args.ignore_case,
-                                  limit=MAX_MATCHES + 1, skip=skip, sort=sort)
+            return ripgrep.search(
+                args.pattern,
+                base,
+                ctx.processes,
+                glob=args.glob,
+                ignore_case=args.ignore_case,
+                limit=MAX_MATCHES + 1,
+                skip=skip,
+                sort=sort,
+            )
 
         disk_task = asyncio.ensure_future(_all(*(disk_search(base) for base in on_disk)))
         buffer_task = asyncio.ensure_future(_search_buffers(args, buffers, ctx))
@@ -108,7 +131,9 @@ async def _search(args: SearchArgs, bases: list[Path], ctx: ToolContext) -> str:
             if note := result.problems.note():
                 problems.append(note)
             root = _root_index(base, paths)
-            hits += [_Hit(root, m.path, m.line, m.text) for m in result.matches if _inside(m.path, paths)]
+            hits += [
+                _Hit(root, m.path, m.line, m.text) for m in result.matches if _inside(m.path, paths)
+            ]
     except ripgrep.RipgrepMissing as exc:
         raise ToolError(f"search is unavailable: {exc}") from None
     except ripgrep.RipgrepError as exc:
@@ -116,15 +141,25 @@ async def _search(args: SearchArgs, bases: list[Path], ctx: ToolContext) -> str:
     hits += [h for h in from_buffers if h.path in wanted]
     hits.sort(key=_Hit.key)
     capped = len(hits) > MAX_MATCHES
-    out = "\n".join(f"{_display(Path(h.path), paths)}:{h.line}: {h.text}" for h in hits[:MAX_MATCHES])
-    notes = [f"[capped at {MAX_MATCHES} matches (the first ones in path order): narrow the pattern, path or glob]"] if capped else []
+    out = "\n".join(
+        f"{_display(Path(h.path), paths)}:{h.line}: {h.text}" for h in hits[:MAX_MATCHES]
+    )
+    notes = (
+        [
+            f"[capped at {MAX_MATCHES} matches (the first ones in path order): narrow the pattern, path or glob]"
+        ]
+        if capped
+        else []
+    )
     notes += [f"[{note}]" for note in problems]
     if not hits:
         out = "no matches" if not problems else "no matches in the files that could be searched"
     return "\n".join([out, *notes])
 
 
-async def _changed_buffers(ctx: ToolContext, bases: list[Path]) -> tuple[dict[str, list[tuple[Path, str]]], str | None]:
+async def _changed_buffers(
+    ctx: ToolContext, bases: list[Path]
+) -> tuple[dict[str, list[tuple[Path, str]]], str | None]:
     """Open buffers under the searched bases whose text differs from disk (or that have no
     file on disk), by kind: "edited" (the file exists) and "new"; and why the buffers could not
     be read, when they could not.
@@ -139,10 +174,16 @@ async def _changed_buffers(ctx: ToolContext, bases: list[Path]) -> tuple[dict[st
     except Exception as exc:  # the search goes on over the disk, and says so
         log.warning("search: the editor's open buffers could not be read", exc_info=True)
         return {"edited": [], "new": []}, f"{type(exc).__name__}: {exc}"
-    return (await asyncio.to_thread(_compare_buffers, texts, bases) if texts else {"edited": [], "new": []}), None
+    return (
+        await asyncio.to_thread(_compare_buffers, texts, bases)
+        if texts
+        else {"edited": [], "new": []}
+    ), None
 
 
-def _compare_buffers(texts: dict[Path, str], bases: list[Path]) -> dict[str, list[tuple[Path, str]]]:
+def _compare_buffers(
+    texts: dict[Path, str], bases: list[Path]
+) -> dict[str, list[tuple[Path, str]]]:
     out: dict[str, list[tuple[Path, str]]] = {"edited": [], "new": []}
     for raw, text in texts.items():
         try:
@@ -170,8 +211,12 @@ def _compare_buffers(texts: dict[Path, str], bases: list[Path]) -> dict[str, lis
     return out
 
 
-async def _searchable(buffers: dict[str, list[tuple[Path, str]]], bases: list[Path], glob: str | None,
-                      ctx: ToolContext) -> set[str]:
+async def _searchable(
+    buffers: dict[str, list[tuple[Path, str]]],
+    bases: list[Path],
+    glob: str | None,
+    ctx: ToolContext,
+) -> set[str]:
     """Which changed buffers rg would search, decided by rg alongside the searches:
     - an edited file: if `rg --files` with the same ignore rules and glob lists it (exactly the
       disk search's choice); one listing per searched folder holding edited buffers, and only
@@ -189,14 +234,21 @@ async def _searchable(buffers: dict[str, list[tuple[Path, str]]], bases: list[Pa
     if not glob or not new:
         return wanted | {str(p) for p in new}
     for base in bases:
-        under = {p.relative_to(base).as_posix(): p for p in new if p != base and p.is_relative_to(base)}
+        under = {
+            p.relative_to(base).as_posix(): p for p in new if p != base and p.is_relative_to(base)
+        }
         wanted |= {str(p) for p in new if p == base}
         if under:
-            wanted |= {str(under[name]) for name in await ripgrep.glob_keeps(list(under), glob, ctx.processes)}
+            wanted |= {
+                str(under[name])
+                for name in await ripgrep.glob_keeps(list(under), glob, ctx.processes)
+            }
     return wanted
 
 
-async def _search_buffers(args: SearchArgs, buffers: dict[str, list[tuple[Path, str]]], ctx: ToolContext) -> list[_Hit]:
+async def _search_buffers(
+    args: SearchArgs, buffers: dict[str, list[tuple[Path, str]]], ctx: ToolContext
+) -> list[_Hit]:
     todo = buffers["edited"] + buffers["new"]
     if not todo:
         return []
@@ -204,8 +256,14 @@ async def _search_buffers(args: SearchArgs, buffers: dict[str, list[tuple[Path, 
 
     async def one(path: Path, text: str) -> list[_Hit]:
         async with gate:
-            found = await ripgrep.search_text(args.pattern, text, ctx.processes, ignore_case=args.ignore_case,
-                                              limit=MAX_MATCHES + 1, cwd=ctx.paths.roots[0])
+            found = await ripgrep.search_text(
+                args.pattern,
+                text,
+                ctx.processes,
+                ignore_case=args.ignore_case,
+                limit=MAX_MATCHES + 1,
+                cwd=ctx.paths.roots[0],
+            )
         root = _root_index(path, ctx.paths)
         return [_Hit(root, str(path), m.line, m.text) for m in found]
 
@@ -217,8 +275,12 @@ async def _search_buffers(args: SearchArgs, buffers: dict[str, list[tuple[Path, 
 
 
 class ListFilesArgs(Args):
-    path: str = Field(".", description="Directory to list, relative to the workspace (default: every folder)")
-    glob: str | None = Field(None, description="Only files matching this glob, e.g. '*.py' or 'src/**/*.ts'")
+    path: str = Field(
+        ".", description="Directory to list, relative to the workspace (default: every folder)"
+    )
+    glob: str | None = Field(
+        None, description="Only files matching this glob, e.g. '*.py' or 'src/**/*.ts'"
+    )
 
 
 class ListFiles(Tool):
@@ -234,7 +296,11 @@ class ListFiles(Tool):
         async def execute() -> str:
             for base in bases:
                 if not base.is_dir():
-                    raise ToolError(f"{args.path} is not a directory" if base.exists() else f"{args.path} does not exist")
+                    raise ToolError(
+                        f"{args.path} is not a directory"
+                        if base.exists()
+                        else f"{args.path} does not exist"
+                    )
             return await _list(args, bases, ctx)
 
         return Prepared(f"list {args.path}" + (f" ({args.glob})" if args.glob else ""), execute)
@@ -242,11 +308,19 @@ class ListFiles(Tool):
 
 async def _list(args: ListFilesArgs, bases: list[Path], ctx: ToolContext) -> str:
     try:
-        listings = await _all(*(ripgrep.list_files(base, ctx.processes, glob=args.glob, limit=MAX_LIST + 1)
-                                for base in bases))
+        listings = await _all(
+            *(
+                ripgrep.list_files(base, ctx.processes, glob=args.glob, limit=MAX_LIST + 1)
+                for base in bases
+            )
+        )
         # Shown as PathGuard.display would, from strings (a Path per entry costs ~10 µs).
-        shown = [prefix + name for listing in listings
-                 for prefix in [_display_prefix(listing.folder, ctx.paths)] for name in listing.names]
+        shown = [
+            prefix + name
+            for listing in listings
+            for prefix in [_display_prefix(listing.folder, ctx.paths)]
+            for name in listing.names
+        ]
         total = sum(listing.total for listing in listings)
         problems = [note for listing in listings if (note := listing.problems.note())]
     except ripgrep.RipgrepError as exc:
@@ -292,7 +366,7 @@ def _no_nul(value: str | None, what: str) -> None:
 
 
 def _bases(raw: str, paths: PathGuard) -> list[Path]:
-    """"." (the default) with several workspace folders: every folder; else the path resolved."""
+    """ "." (the default) with several workspace folders: every folder; else the path resolved."""
     if raw.strip() in (".", "./") and len(paths.roots) > 1:
         return list(paths.roots)
     return [paths.resolve(raw)]

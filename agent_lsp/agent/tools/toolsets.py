@@ -18,7 +18,15 @@ def read_tools(diagnostics: bool = False) -> list[Tool]:
 
 
 def main_tools(extra: list[Tool] | None = None, diagnostics: bool = False) -> list[Tool]:
-    return [*read_tools(diagnostics), EditFile(), WriteFile(), RunCommand(), Delegate(), Remember(), *(extra or [])]
+    return [
+        *read_tools(diagnostics),
+        EditFile(),
+        WriteFile(),
+        RunCommand(),
+        Delegate(),
+        Remember(),
+        *(extra or []),
+    ]
 
 
 def plan_tools(extra: list[Tool] | None = None, diagnostics: bool = False) -> list[Tool]:
@@ -29,4 +37,3 @@ def plan_tools(extra: list[Tool] | None = None, diagnostics: bool = False) -> li
 
 def subagent_tools(diagnostics: bool = False) -> list[Tool]:
     return read_tools(diagnostics)
-
