@@ -18,7 +18,11 @@ from agent_lsp.server.rpc import ClientRequestError, OutgoingRequest
 
 log = logging.getLogger(__name__)
 
-ACTIONS = {"Allow": Decision.ALLOW, "Allow for session": Decision.ALLOW_SESSION, "Deny": Decision.DENY}
+ACTIONS = {
+    "Allow": Decision.ALLOW,
+    "Allow for session": Decision.ALLOW_SESSION,
+    "Deny": Decision.DENY,
+}
 BY_NAME = {"allow": Decision.ALLOW, "allowSession": Decision.ALLOW_SESSION, "deny": Decision.DENY}
 SAID_NO = "the user said no"
 
@@ -40,7 +44,9 @@ class PendingApprovals:
         pending = self.waiting.get((run_id, call_id))
         if pending is None or pending.answer.done() or decision not in BY_NAME:
             return False
-        pending.answer.set_result(Answer(BY_NAME[decision], reason or None, SAID_NO if decision == "deny" else None))
+        pending.answer.set_result(
+            Answer(BY_NAME[decision], reason or None, SAID_NO if decision == "deny" else None)
+        )
         return True
 
     def get(self, run_id: str, call_id: str) -> PendingApproval | None:
@@ -51,8 +57,15 @@ class PendingApprovals:
 
 
 class LspApprover:
-    def __init__(self, ls: LanguageServer, caps: ClientCaps, registry: PendingApprovals, run_id: str,
-                 timeout: float, on_waiting: Any = None):
+    def __init__(
+        self,
+        ls: LanguageServer,
+        caps: ClientCaps,
+        registry: PendingApprovals,
+        run_id: str,
+        timeout: float,
+        on_waiting: Any = None,
+    ):
         self.ls = ls
         self.caps = caps
         self.registry = registry
@@ -70,11 +83,18 @@ class LspApprover:
         outgoing: OutgoingRequest | None = None
         try:
             if self.caps.can_show_message_request:
-                outgoing = OutgoingRequest(self.ls, types.WINDOW_SHOW_MESSAGE_REQUEST, {
-                    "type": types.MessageType.Warning.value,
-                    "message": f"agent-lsp wants to {describe(request)}",
-                    "actions": [{"title": title, "runId": self.run_id, "callId": request.call_id} for title in ACTIONS],
-                })
+                outgoing = OutgoingRequest(
+                    self.ls,
+                    types.WINDOW_SHOW_MESSAGE_REQUEST,
+                    {
+                        "type": types.MessageType.Warning.value,
+                        "message": f"agent-lsp wants to {describe(request)}",
+                        "actions": [
+                            {"title": title, "runId": self.run_id, "callId": request.call_id}
+                            for title in ACTIONS
+                        ],
+                    },
+                )
                 outgoing.answer.add_done_callback(lambda done: _from_message(done, pending.answer))
             if self.on_waiting:
                 self.on_waiting(request)
@@ -100,13 +120,31 @@ def _from_message(done: asyncio.Future[Any], answer: asyncio.Future[Answer]) -> 
         return
     exc = done.exception()
     if isinstance(exc, ClientRequestError):
-        answer.set_result(Answer(Decision.DENY, why="the editor could not show the approval request"))
+        answer.set_result(
+            Answer(Decision.DENY, why="the editor could not show the approval request")
+        )
         return
     result = done.result()
-    item = result if isinstance(result, dict) else {"title": getattr(result, "title", None)} if result is not None else {}
+    item = (
+        result
+        if isinstance(result, dict)
+        else {"title": getattr(result, "title", None)}
+        if result is not None
+        else {}
+    )
     decision = ACTIONS.get(str(item.get("title") or ""))
     if decision is None:  # dismissed (null) or an unknown title: a no
         answer.set_result(Answer(Decision.DENY, why="the user dismissed the approval request"))
         return
-    reason = item.get("reason") if decision == Decision.DENY and isinstance(item.get("reason"), str) else None
-    answer.set_result(Answer(decision, reason.strip() or None if reason else None, SAID_NO if decision == Decision.DENY else None))
+    reason = (
+        item.get("reason")
+        if decision == Decision.DENY and isinstance(item.get("reason"), str)
+        else None
+    )
+    answer.set_result(
+        Answer(
+            decision,
+            reason.strip() or None if reason else None,
+            SAID_NO if decision == Decision.DENY else None,
+        )
+    )

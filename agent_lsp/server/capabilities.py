@@ -22,7 +22,9 @@ class ClientCaps:
     client_name: str = ""
 
     @classmethod
-    def from_params(cls, caps: types.ClientCapabilities | None, client_name: str | None = None) -> ClientCaps:
+    def from_params(
+        cls, caps: types.ClientCapabilities | None, client_name: str | None = None
+    ) -> ClientCaps:
         if caps is None:
             caps = types.ClientCapabilities()
         window = caps.window
@@ -39,7 +41,9 @@ class ClientCaps:
             can_create_files=types.ResourceOperationKind.Create in resource_ops,
             can_delete_files=types.ResourceOperationKind.Delete in resource_ops,
             can_pull_configuration=bool(workspace and workspace.configuration),
-            edit_preview=bool(ours.get("editPreview")) and annotations and bool(edit and edit.document_changes),
+            edit_preview=bool(ours.get("editPreview"))
+            and annotations
+            and bool(edit and edit.document_changes),
             diagnostics=bool(ours.get("diagnostics")),
             client_name=client_name or "",
         )

@@ -26,21 +26,43 @@ def approval_actions(pending: PendingApproval) -> list[types.CodeAction]:
     command is on the detail's first line, its invisible characters escaped."""
     request = pending.request
     head = (request.detail.splitlines() or [request.tool])[0]
-    allow = fits_title(head) if request.tool == "run_command" else True  # an edit's title: path and size
+    allow = (
+        fits_title(head) if request.tool == "run_command" else True
+    )  # an edit's title: path and size
     shown = head if allow else f"{head[:60]}… (too long for one line: see the full command)"
-    choices = [("Allow", "allow"), ("Allow for session", "allowSession"), ("Deny", "deny")] if allow else [("Deny", "deny")]
+    choices = (
+        [("Allow", "allow"), ("Allow for session", "allowSession"), ("Deny", "deny")]
+        if allow
+        else [("Deny", "deny")]
+    )
     base = {"runId": pending.run_id, "callId": request.call_id}
-    actions = [types.CodeAction(title=f"Agent approval: {title} — {shown}", kind=types.CodeActionKind.QuickFix,
-                                command=types.Command(title=title, command="agentLsp.approve", arguments=[{**base, "decision": decision}]))
-               for title, decision in choices]
+    actions = [
+        types.CodeAction(
+            title=f"Agent approval: {title} — {shown}",
+            kind=types.CodeActionKind.QuickFix,
+            command=types.Command(
+                title=title, command="agentLsp.approve", arguments=[{**base, "decision": decision}]
+            ),
+        )
+        for title, decision in choices
+    ]
     what = "command" if request.tool == "run_command" else "change"
-    actions.append(types.CodeAction(title=f"Agent approval: show the full {what}", kind=types.CodeActionKind.QuickFix,
-                                    command=types.Command(title="Show", command="agentLsp.showApproval", arguments=[base])))
+    actions.append(
+        types.CodeAction(
+            title=f"Agent approval: show the full {what}",
+            kind=types.CodeActionKind.QuickFix,
+            command=types.Command(title="Show", command="agentLsp.showApproval", arguments=[base]),
+        )
+    )
     return actions
 
 
-def code_actions(ls: LanguageServer, params: types.CodeActionParams, approvals: PendingApprovals,
-                 extra: list[types.CodeAction] | None = None) -> list[types.CodeAction]:
+def code_actions(
+    ls: LanguageServer,
+    params: types.CodeActionParams,
+    approvals: PendingApprovals,
+    extra: list[types.CodeAction] | None = None,
+) -> list[types.CodeAction]:
     uri = params.text_document.uri
     rng = params.range
     actions: list[types.CodeAction] = []
@@ -56,21 +78,49 @@ def code_actions(ls: LanguageServer, params: types.CodeActionParams, approvals: 
                 # Worded as a `question` run is (one builder); our clients turn the "Ask" action
                 # into `{question, textDocument, range}`, a stock client runs this prompt.
                 prompt = selection_prompt(instruction, where, rng, text, doc.language_id or "")
-                args: dict[str, Any] = {"prompt": prompt, "textDocument": {"uri": uri},
-                                        "range": _range_dict(rng), "selectionInPrompt": True}
+                args: dict[str, Any] = {
+                    "prompt": prompt,
+                    "textDocument": {"uri": uri},
+                    "range": _range_dict(rng),
+                    "selectionInPrompt": True,
+                }
                 if ask:
                     args["ask"] = True
-                actions.append(types.CodeAction(title=title, kind=types.CodeActionKind.RefactorRewrite if not ask else types.CodeActionKind.Empty,
-                                                command=types.Command(title=title, command="agentLsp.run", arguments=[args])))
+                actions.append(
+                    types.CodeAction(
+                        title=title,
+                        kind=types.CodeActionKind.RefactorRewrite
+                        if not ask
+                        else types.CodeActionKind.Empty,
+                        command=types.Command(
+                            title=title, command="agentLsp.run", arguments=[args]
+                        ),
+                    )
+                )
     for diagnostic in params.context.diagnostics or []:
-        prompt = f"Fix this problem: {diagnostic.message}" + (f" ({diagnostic.source})" if diagnostic.source else "")
-        args = {"prompt": prompt, "textDocument": {"uri": uri}, "range": _range_dict(diagnostic.range)}
-        actions.append(types.CodeAction(title="Agent: fix this problem", kind=types.CodeActionKind.QuickFix,
-                                        diagnostics=[diagnostic],
-                                        command=types.Command(title="Agent: fix this problem", command="agentLsp.run", arguments=[args])))
+        prompt = f"Fix this problem: {diagnostic.message}" + (
+            f" ({diagnostic.source})" if diagnostic.source else ""
+        )
+        args = {
+            "prompt": prompt,
+            "textDocument": {"uri": uri},
+            "range": _range_dict(diagnostic.range),
+        }
+        actions.append(
+            types.CodeAction(
+                title="Agent: fix this problem",
+                kind=types.CodeActionKind.QuickFix,
+                diagnostics=[diagnostic],
+                command=types.Command(
+                    title="Agent: fix this problem", command="agentLsp.run", arguments=[args]
+                ),
+            )
+        )
     return actions
 
 
 def _range_dict(rng: types.Range) -> dict[str, Any]:
-    return {"start": {"line": rng.start.line, "character": rng.start.character},
-            "end": {"line": rng.end.line, "character": rng.end.character}}
+    return {
+        "start": {"line": rng.start.line, "character": rng.start.character},
+        "end": {"line": rng.end.line, "character": rng.end.character},
+    }

@@ -19,13 +19,17 @@ from agent_lsp.server.wording import fenced
 from agent_lsp.settings import is_replay
 
 MAX_PROMPT = 1_000_000
-WHAT_TO_DO = ("give `prompt` (the task), or `question` with `textDocument` and `range` (a question about that "
-              "selection), or `carryOutPlan: true` with the plan's `sessionId`")
+WHAT_TO_DO = (
+    "give `prompt` (the task), or `question` with `textDocument` and `range` (a question about that "
+    "selection), or `carryOutPlan: true` with the plan's `sessionId`"
+)
 
 
 def not_replay(model: str | None) -> str | None:
     if model is not None and is_replay(model):
-        raise ValueError("a replay: model can only come from your own settings, not from a command's arguments")
+        raise ValueError(
+            "a replay: model can only come from your own settings, not from a command's arguments"
+        )
     return model
 
 
@@ -59,7 +63,9 @@ class RunArgs(_Args):
     session_id: str | None = Field(None, alias="sessionId")
     model: str | None = Field(None, min_length=1, max_length=200)
     mode: Literal["plan"] | None = None
-    selection_in_prompt: bool = Field(False, alias="selectionInPrompt")  # our code actions' prompts hold it
+    selection_in_prompt: bool = Field(
+        False, alias="selectionInPrompt"
+    )  # our code actions' prompts hold it
 
     @field_validator("prompt", "question")
     @classmethod
@@ -70,19 +76,32 @@ class RunArgs(_Args):
 
     @model_validator(mode="after")
     def _one_request(self) -> RunArgs:
-        given = [name for name, value in (("prompt", self.prompt), ("question", self.question),
-                                          ("carryOutPlan", self.carry_out_plan)) if value]
+        given = [
+            name
+            for name, value in (
+                ("prompt", self.prompt),
+                ("question", self.question),
+                ("carryOutPlan", self.carry_out_plan),
+            )
+            if value
+        ]
         if not given:
             raise ValueError(f"nothing to do: {WHAT_TO_DO}")
         if len(given) > 1:
-            raise ValueError(f"{' and '.join(f'`{name}`' for name in given)} were both given; {WHAT_TO_DO}")
+            raise ValueError(
+                f"{' and '.join(f'`{name}`' for name in given)} were both given; {WHAT_TO_DO}"
+            )
         if self.question is not None and (self.text_document is None or self.range is None):
-            raise ValueError("`question` asks about a selection: it needs `textDocument` and `range` "
-                             "(a question about no selection goes in `prompt`)")
+            raise ValueError(
+                "`question` asks about a selection: it needs `textDocument` and `range` "
+                "(a question about no selection goes in `prompt`)"
+            )
         if self.carry_out_plan and self.session_id is None:
             raise ValueError("`carryOutPlan` follows up a plan: it needs the plan's `sessionId`")
         if self.carry_out_plan and self.mode == "plan":
-            raise ValueError('`carryOutPlan` carries a plan out with every tool: it cannot go with `mode: "plan"`')
+            raise ValueError(
+                '`carryOutPlan` carries a plan out with every tool: it cannot go with `mode: "plan"`'
+            )
         return self
 
     @property
@@ -141,11 +160,15 @@ def parse_args(model: type[_Args], command: str, args: tuple[Any, ...]) -> Any:
     if model is NoArgs and not args:
         return NoArgs()
     if len(args) != 1 or not isinstance(args[0], dict):
-        raise JsonRpcInvalidParams(f"{command} takes exactly one object argument, e.g. {example(command)}")
+        raise JsonRpcInvalidParams(
+            f"{command} takes exactly one object argument, e.g. {example(command)}"
+        )
     try:
         return model.model_validate(args[0])
     except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'argument'}: {e['msg']}" for e in exc.errors()[:5])
+        problems = "; ".join(
+            f"{'.'.join(map(str, e['loc'])) or 'argument'}: {e['msg']}" for e in exc.errors()[:5]
+        )
         raise JsonRpcInvalidParams(f"{command}: invalid argument: {problems}") from None
 
 

@@ -30,20 +30,33 @@ class SettingsState:
         problems: list[str] = []
         if init_options is not None:
             if isinstance(init_options, dict):
-                self.init_options = init_options.get("agentLsp", init_options) if isinstance(init_options.get("agentLsp"), dict) else init_options
+                self.init_options = (
+                    init_options.get("agentLsp", init_options)
+                    if isinstance(init_options.get("agentLsp"), dict)
+                    else init_options
+                )
             else:
-                problems.append(f"initializationOptions must be an object, got {type(init_options).__name__}: ignored")
+                problems.append(
+                    f"initializationOptions must be an object, got {type(init_options).__name__}: ignored"
+                )
         if workspace_config is not None:
             if isinstance(workspace_config, dict):
                 kept, dropped = without_untrusted(workspace_config)
                 for key in dropped:
-                    log.warning("ignoring `%s` from workspace/configuration: it may only come from the user's own settings (the settings file, environment or initializationOptions)", key)
+                    log.warning(
+                        "ignoring `%s` from workspace/configuration: it may only come from the user's own settings (the settings file, environment or initializationOptions)",
+                        key,
+                    )
                 self.workspace_config = kept
             elif workspace_config not in (None, [], ""):
-                problems.append(f"the `agentLsp` configuration section must be an object, got {type(workspace_config).__name__}: ignored")
+                problems.append(
+                    f"the `agentLsp` configuration section must be an object, got {type(workspace_config).__name__}: ignored"
+                )
         if self.user.refresh():  # the file (or the environment) changed since the last merge
             self.file_problems = list(self.user.file_problems)
-        self.settings, more = resolve(self.user.file, self.user.env, self.init_options, self.workspace_config)
+        self.settings, more = resolve(
+            self.user.file, self.user.env, self.init_options, self.workspace_config
+        )
         problems, self.file_problems = self.file_problems + problems, []
         # The same sources are merged again at `initialized` and after each configuration pull:
         # a problem already shown by the previous merge is not shown again.

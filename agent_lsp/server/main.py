@@ -7,8 +7,11 @@ import sys
 
 
 def serve(tcp: str | None = None, log_level: str = "INFO") -> int:
-    logging.basicConfig(level=getattr(logging, str(log_level).upper(), logging.INFO), stream=sys.stderr,
-                        format="%(asctime)s agent-lsp %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=getattr(logging, str(log_level).upper(), logging.INFO),
+        stream=sys.stderr,
+        format="%(asctime)s agent-lsp %(levelname)s %(name)s: %(message)s",
+    )
     for noisy in ("pygls", "httpx", "httpx2", "openai", "httpcore"):
         logging.getLogger(noisy).setLevel(logging.WARNING)  # pygls logs every message body at INFO
 

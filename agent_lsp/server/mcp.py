@@ -20,7 +20,9 @@ CHOICES = {"Allow": "allow", "Allow always for this workspace": "allowAlways", "
 
 
 class LspMcpHooks:
-    def __init__(self, ls: LanguageServer, caps: ClientCaps, streams: dict[str, Any], timeout: float):
+    def __init__(
+        self, ls: LanguageServer, caps: ClientCaps, streams: dict[str, Any], timeout: float
+    ):
         self.ls = ls
         self.caps = caps
         self.streams = streams  # the runs in flight: their streams get the status lines
@@ -31,10 +33,18 @@ class LspMcpHooks:
         """allow | allowAlways | deny; None when nobody can be asked (Helix) or nobody answered."""
         if not self.caps.can_show_message_request:
             return None
-        request = OutgoingRequest(self.ls, types.WINDOW_SHOW_MESSAGE_REQUEST, {
-            "type": types.MessageType.Warning.value, "message": f"agent-lsp: {prompt}",
-            "actions": [{"title": title} for title in CHOICES]})
-        for stream in list(self.streams.values()):  # a write right after the request (see PITFALLS: eglot)
+        request = OutgoingRequest(
+            self.ls,
+            types.WINDOW_SHOW_MESSAGE_REQUEST,
+            {
+                "type": types.MessageType.Warning.value,
+                "message": f"agent-lsp: {prompt}",
+                "actions": [{"title": title} for title in CHOICES],
+            },
+        )
+        for stream in list(
+            self.streams.values()
+        ):  # a write right after the request (see PITFALLS: eglot)
             stream.send(StatusEvent(f"waiting for consent to start MCP server `{decl.name}`", None))
         try:
             result = await asyncio.wait_for(asyncio.shield(request.answer), self.timeout)
@@ -47,10 +57,22 @@ class LspMcpHooks:
         return CHOICES.get(str(title), "deny") if result is not None else "deny"
 
     def on_status(self, name: str, state: str, message: str) -> None:
-        safe_notify(self.ls, types.WINDOW_LOG_MESSAGE, types.LogMessageParams(
-            type=types.MessageType.Error if state == "failed" else types.MessageType.Info, message=f"agent-lsp: {message}"))
+        safe_notify(
+            self.ls,
+            types.WINDOW_LOG_MESSAGE,
+            types.LogMessageParams(
+                type=types.MessageType.Error if state == "failed" else types.MessageType.Info,
+                message=f"agent-lsp: {message}",
+            ),
+        )
         for stream in list(self.streams.values()):
             stream.send(StatusEvent(message, None, mcp_server=name, mcp_state=state))
         if state == "failed" and name not in self.shown:
             self.shown.add(name)
-            safe_notify(self.ls, types.WINDOW_SHOW_MESSAGE, types.ShowMessageParams(type=types.MessageType.Error, message=f"agent-lsp: {message}"))
+            safe_notify(
+                self.ls,
+                types.WINDOW_SHOW_MESSAGE,
+                types.ShowMessageParams(
+                    type=types.MessageType.Error, message=f"agent-lsp: {message}"
+                ),
+            )

@@ -74,10 +74,15 @@ class OutgoingRequest:
             self.answer.cancel()
 
 
-async def client_request(ls: LanguageServer, method: str, params: Any, timeout: float | None = None,
-                         on_sent: Callable[[], None] | None = None,
-                         late: Callable[[Any], None] | None = None,
-                         settled: Callable[[], None] | None = None) -> Any:
+async def client_request(
+    ls: LanguageServer,
+    method: str,
+    params: Any,
+    timeout: float | None = None,
+    on_sent: Callable[[], None] | None = None,
+    late: Callable[[Any], None] | None = None,
+    settled: Callable[[], None] | None = None,
+) -> Any:
     """Send a request and wait for its answer; TimeoutError when nobody answers in time.
     `on_sent` runs right after the request is written (see PITFALLS: eglot's reader). With
     `late`, a cancelled waiter leaves the request open (a user may still answer it, e.g. in the
@@ -99,7 +104,9 @@ async def client_request(ls: LanguageServer, method: str, params: Any, timeout: 
         if late is None:
             request.withdraw()
         else:
-            request.answer.add_done_callback(lambda done: None if done.cancelled() or done.exception() else late(done.result()))
+            request.answer.add_done_callback(
+                lambda done: None if done.cancelled() or done.exception() else late(done.result())
+            )
         raise
     except TimeoutError:
         request.withdraw()

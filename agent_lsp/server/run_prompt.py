@@ -21,8 +21,12 @@ def range_text(ls: LanguageServer, text: str, rng: Any) -> str:
     """The exact text of an LSP range (positions in the negotiated encoding)."""
     lines = lsp_lines(text)
     codec = ls.workspace.position_codec
-    start = codec.position_from_client_units(lines, types.Position(line=rng.start.line, character=rng.start.character))
-    end = codec.position_from_client_units(lines, types.Position(line=rng.end.line, character=rng.end.character))
+    start = codec.position_from_client_units(
+        lines, types.Position(line=rng.start.line, character=rng.start.character)
+    )
+    end = codec.position_from_client_units(
+        lines, types.Position(line=rng.end.line, character=rng.end.character)
+    )
     offsets = [0]
     for line in lines:
         offsets.append(offsets[-1] + len(line))
@@ -59,8 +63,10 @@ async def document_context(ls: LanguageServer, uri: str, *, need_text: bool) -> 
     guard = PathGuard(roots, names)
     path = uri_to_path(uri) if uri.startswith("file:") else None
     if uri.startswith("file:") and (path is None or guard.root_of(path) is None):
-        raise JsonRpcInvalidParams(f"agentLsp.run: textDocument {uri} is outside the workspace folders "
-                                   f"({', '.join(map(str, roots))}); no run was started")
+        raise JsonRpcInvalidParams(
+            f"agentLsp.run: textDocument {uri} is outside the workspace folders "
+            f"({', '.join(map(str, roots))}); no run was started"
+        )
     shown = guard.display(path) if path is not None else uri
     doc = ls.workspace.text_documents.get(uri)
     if doc is not None:
@@ -79,15 +85,27 @@ async def build_run_prompt(ls: LanguageServer, args: RunArgs) -> str:
     if args.text_document is None:
         return compose_prompt(args, None, None)
     uri = args.text_document.uri
-    wants_selection = args.range is not None and (args.question is not None or not args.selection_in_prompt)
+    wants_selection = args.range is not None and (
+        args.question is not None or not args.selection_in_prompt
+    )
     context = await document_context(ls, uri, need_text=wants_selection)
-    selection = range_text(ls, context.text, args.range) if wants_selection and context.text is not None else None
+    selection = (
+        range_text(ls, context.text, args.range)
+        if wants_selection and context.text is not None
+        else None
+    )
     if args.question is None:
         return compose_prompt(args, context.shown, selection)
     if context.text is None:
-        raise JsonRpcInvalidParams(f"agentLsp.run: the text of {uri} could not be read (not open in the editor, "
-                                   "not a readable file): the question's selection is unknown; no run was started")
+        raise JsonRpcInvalidParams(
+            f"agentLsp.run: the text of {uri} could not be read (not open in the editor, "
+            "not a readable file): the question's selection is unknown; no run was started"
+        )
     if not (selection or "").strip():
-        raise JsonRpcInvalidParams(f"agentLsp.run: the range selects no text in {context.shown}: select the code "
-                                   "the question is about (a question about no selection goes in `prompt`)")
-    return selection_prompt(args.question, context.shown, args.range, selection or "", context.language)
+        raise JsonRpcInvalidParams(
+            f"agentLsp.run: the range selects no text in {context.shown}: select the code "
+            "the question is about (a question about no selection goes in `prompt`)"
+        )
+    return selection_prompt(
+        args.question, context.shown, args.range, selection or "", context.language
+    )

@@ -70,7 +70,9 @@ class RunStream:
             self._usage = event.text
         if isinstance(event, StatusEvent | ToolCallEvent | CompactionEvent):
             self.report(event.text)
-        elif isinstance(event, ApprovalEvent):  # the progress line has no label: it names the state itself
+        elif isinstance(
+            event, ApprovalEvent
+        ):  # the progress line has no label: it names the state itself
             self.report(f"approval {event.state}: {event.text}")
 
     def flush_text(self) -> None:
@@ -88,8 +90,12 @@ class RunStream:
             return
         self._progress = "creating"
         try:
-            await client_request(self.ls, types.WINDOW_WORK_DONE_PROGRESS_CREATE,
-                                 types.WorkDoneProgressCreateParams(token=self.run_id), PROGRESS_CREATE_TIMEOUT)
+            await client_request(
+                self.ls,
+                types.WINDOW_WORK_DONE_PROGRESS_CREATE,
+                types.WorkDoneProgressCreateParams(token=self.run_id),
+                PROGRESS_CREATE_TIMEOUT,
+            )
         except (TimeoutError, ClientRequestError) as exc:
             log.info("no progress for %s: %s", self.run_id, exc)
             self._progress = "off"
@@ -97,7 +103,11 @@ class RunStream:
         if self._progress != "creating":  # the run already ended
             return
         self._progress = "on"
-        self._notify_progress(types.WorkDoneProgressBegin(title=self.title, cancellable=True, message=self._last_report or "starting"))
+        self._notify_progress(
+            types.WorkDoneProgressBegin(
+                title=self.title, cancellable=True, message=self._last_report or "starting"
+            )
+        )
 
     def report(self, message: str) -> None:
         line = message.splitlines()[0][:200] if message else ""
@@ -107,14 +117,26 @@ class RunStream:
         if self._progress == "on":
             self._notify_progress(types.WorkDoneProgressReport(message=line, cancellable=True))
         elif not self.caps.can_create_progress:
-            safe_notify(self.ls, types.WINDOW_LOG_MESSAGE, types.LogMessageParams(type=types.MessageType.Info, message=f"[{self.run_id}] {line}"))
+            safe_notify(
+                self.ls,
+                types.WINDOW_LOG_MESSAGE,
+                types.LogMessageParams(
+                    type=types.MessageType.Info, message=f"[{self.run_id}] {line}"
+                ),
+            )
 
     def end(self, message: str) -> None:
         self.flush_text()
         if self._progress == "on":
             self._notify_progress(types.WorkDoneProgressEnd(message=message[:300]))
         elif not self.caps.can_create_progress:
-            safe_notify(self.ls, types.WINDOW_LOG_MESSAGE, types.LogMessageParams(type=types.MessageType.Info, message=f"[{self.run_id}] {message}"))
+            safe_notify(
+                self.ls,
+                types.WINDOW_LOG_MESSAGE,
+                types.LogMessageParams(
+                    type=types.MessageType.Info, message=f"[{self.run_id}] {message}"
+                ),
+            )
         self._progress = "ended"
 
     def _notify_progress(self, value: Any) -> None:
@@ -130,14 +152,26 @@ class RunRegistry:
     host: AgentHost = field(default_factory=AgentHost)
     approvals: PendingApprovals = field(default_factory=PendingApprovals)
     streams: dict[str, RunStream] = field(default_factory=dict)
-    warm_up: concurrent.futures.Future[None] | None = None  # the SDK import started at `initialized`
+    warm_up: concurrent.futures.Future[None] | None = (
+        None  # the SDK import started at `initialized`
+    )
 
     @property
     def active(self) -> dict[str, HostedRun]:
         return self.host.active
 
-    async def start(self, prompt: str, title: str, session_id: str | None, settings: Settings, caps: ClientCaps, *,
-                    model: str | None = None, mode: str | None = None, request: str | None = None) -> HostedRun:
+    async def start(
+        self,
+        prompt: str,
+        title: str,
+        session_id: str | None,
+        settings: Settings,
+        caps: ClientCaps,
+        *,
+        model: str | None = None,
+        mode: str | None = None,
+        request: str | None = None,
+    ) -> HostedRun:
         """Start a run in the background; ValueError (shown to the client) if it cannot."""
         roots, names = workspace_folders(self.ls)
         session, store = await self.host.open_session(roots, session_id)
@@ -146,8 +180,14 @@ class RunRegistry:
         self.streams[run_id] = stream
         workspace = LspWorkspace(self.ls, caps, roots, names)
         workspace.on_waiting = lambda text: stream.send(StatusEvent(text, None))
-        approver = LspApprover(self.ls, caps, self.approvals, run_id, settings.approval.timeout,
-                               on_waiting=lambda req: self._waiting(stream, req))
+        approver = LspApprover(
+            self.ls,
+            caps,
+            self.approvals,
+            run_id,
+            settings.approval.timeout,
+            on_waiting=lambda req: self._waiting(stream, req),
+        )
         stream.progress_task = asyncio.ensure_future(stream.begin_progress())
 
         def after(run: HostedRun) -> None:
@@ -158,9 +198,19 @@ class RunRegistry:
             self.streams.pop(run.id, None)
 
         try:
-            return self.host.start(prompt, session=session, store=store, settings=settings,
-                                   ports=RunPorts(workspace, approver, stream), run_id=run_id, model=model, mode=mode,
-                                   before=self._until_warm, after=after, title=request)
+            return self.host.start(
+                prompt,
+                session=session,
+                store=store,
+                settings=settings,
+                ports=RunPorts(workspace, approver, stream),
+                run_id=run_id,
+                model=model,
+                mode=mode,
+                before=self._until_warm,
+                after=after,
+                title=request,
+            )
         except ValueError:  # the session was claimed meanwhile: this run never starts
             stream.progress_task.cancel()
             self.streams.pop(run_id, None)

@@ -26,14 +26,20 @@ HEALTH_ENDPOINT_TIMEOUT = 6.0  # agentLsp.health answers within Emacs's 10 s com
 
 class AgentServer(LanguageServer):
     def __init__(self) -> None:
-        super().__init__("agent-lsp", __version__, text_document_sync_kind=types.TextDocumentSyncKind.Incremental,
-                         protocol_cls=AgentProtocol)
+        super().__init__(
+            "agent-lsp",
+            __version__,
+            text_document_sync_kind=types.TextDocumentSyncKind.Incremental,
+            protocol_cls=AgentProtocol,
+        )
         self.caps = ClientCaps()
         self.connection_closed = False  # set on `exit`: nothing more is written to the client
         self.init_options: Any = None
         self._config: SettingsState | None = None
         self._runs: RunRegistry | None = None
-        self._configured = asyncio.Event()  # the first workspace/configuration answer (or none to wait for)
+        self._configured = (
+            asyncio.Event()
+        )  # the first workspace/configuration answer (or none to wait for)
         self.warm = WarmUp(CORE_MODULES, tool_schemas=True)
 
     # The agent core, pydantic and the settings model load after `initialize` is answered
@@ -60,7 +66,9 @@ class AgentServer(LanguageServer):
 
             self._runs = RunRegistry(self)
             self._runs.warm_up = self.warm.sdk  # a run's first model call waits for the SDK import
-            hooks = LspMcpHooks(self, self.caps, self._runs.streams, self.config.settings.approval.timeout)
+            hooks = LspMcpHooks(
+                self, self.caps, self._runs.streams, self.config.settings.approval.timeout
+            )
             self._runs.host.tool_servers = McpHub(McpHooks(hooks.ask_consent, hooks.on_status))
             self._runs.host.telemetry = OtelTelemetry()  # the SDK only once a run has telemetry on
         return self._runs
@@ -71,22 +79,36 @@ class AgentServer(LanguageServer):
             try:
                 await asyncio.wait_for(self._configured.wait(), CONFIG_WAIT)
             except TimeoutError:
-                log.info("workspace/configuration not answered within %ss: the run uses the settings it has", CONFIG_WAIT)
+                log.info(
+                    "workspace/configuration not answered within %ss: the run uses the settings it has",
+                    CONFIG_WAIT,
+                )
 
     def show_problems(self, problems: list[str]) -> None:
         for problem in problems:
             log.warning("%s", problem)
-            safe_notify(self, types.WINDOW_SHOW_MESSAGE, types.ShowMessageParams(
-                type=types.MessageType.Error, message=f"agent-lsp: {problem}"))
+            safe_notify(
+                self,
+                types.WINDOW_SHOW_MESSAGE,
+                types.ShowMessageParams(
+                    type=types.MessageType.Error, message=f"agent-lsp: {problem}"
+                ),
+            )
 
     async def pull_configuration(self) -> None:
         if not self.caps.can_pull_configuration:
             self._configured.set()
             return
         try:
-            result = await client_request(self, types.WORKSPACE_CONFIGURATION, types.ConfigurationParams(
-                items=[types.ConfigurationItem(section="agentLsp")]), timeout=10)
-            section = result[0] if isinstance(result, list | tuple) and result else None  # pygls gives a tuple
+            result = await client_request(
+                self,
+                types.WORKSPACE_CONFIGURATION,
+                types.ConfigurationParams(items=[types.ConfigurationItem(section="agentLsp")]),
+                timeout=10,
+            )
+            section = (
+                result[0] if isinstance(result, list | tuple) and result else None
+            )  # pygls gives a tuple
             self.show_problems(self.config.update(workspace_config=section or {}))
         except Exception as exc:  # a client that cannot answer keeps the settings it has
             log.info("workspace/configuration failed: %s", exc)
@@ -99,18 +121,24 @@ def create_server() -> AgentServer:
 
     @server.feature(types.INITIALIZE)
     def initialize(ls: AgentServer, params: types.InitializeParams) -> None:
-        ls.caps = ClientCaps.from_params(params.capabilities, params.client_info.name if params.client_info else None)
+        ls.caps = ClientCaps.from_params(
+            params.capabilities, params.client_info.name if params.client_info else None
+        )
         ls.init_options = params.initialization_options  # resolved once `initialize` is answered
         logging.getLogger("agent_lsp").addHandler(EditorLogHandler(ls, asyncio.get_running_loop()))
 
     @server.feature(types.INITIALIZED)
     async def initialized(ls: AgentServer, params: types.InitializedParams) -> None:
-        await ls.warm.wait_core()  # the core off the loop (the model SDK after it, in the background); then:
+        await (
+            ls.warm.wait_core()
+        )  # the core off the loop (the model SDK after it, in the background); then:
         ls.config  # noqa: B018 - resolve initializationOptions now, problems shown to the user
         await ls.pull_configuration()
 
     @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
-    async def did_change_configuration(ls: AgentServer, params: types.DidChangeConfigurationParams) -> None:
+    async def did_change_configuration(
+        ls: AgentServer, params: types.DidChangeConfigurationParams
+    ) -> None:
         pushed = params.settings.get("agentLsp") if isinstance(params.settings, dict) else None
         if ls.caps.can_pull_configuration:
             await ls.pull_configuration()
@@ -123,12 +151,22 @@ def create_server() -> AgentServer:
         from agent_lsp.server.run_prompt import build_run_prompt
 
         parsed = commands.parse_args(commands.RunArgs, "agentLsp.run", args)
-        await ls.settings_ready()  # CONTRACT Decision 8: the first run sees the workspace's settings
+        await (
+            ls.settings_ready()
+        )  # CONTRACT Decision 8: the first run sees the workspace's settings
         prompt = await build_run_prompt(ls, parsed)
         title = "Agent: " + parsed.typed.strip().splitlines()[0][:60]
         try:
-            started = await ls.runs.start(prompt, title, parsed.session_id, ls.config.settings, ls.caps,
-                                          model=parsed.model, mode=parsed.mode, request=parsed.typed)
+            started = await ls.runs.start(
+                prompt,
+                title,
+                parsed.session_id,
+                ls.config.settings,
+                ls.caps,
+                model=parsed.model,
+                mode=parsed.mode,
+                request=parsed.typed,
+            )
         except ValueError as exc:
             raise commands.JsonRpcInvalidParams(str(exc)) from None
         return {"runId": started.id, "sessionId": started.session.id}
@@ -159,11 +197,20 @@ def create_server() -> AgentServer:
         await ls.settings_ready()  # its transcript goes where the runs' go (transcriptDir)
         roots, names = workspace_folders(ls)
         try:
-            result = await ls.runs.host.rewind(roots, LspWorkspace(ls, ls.caps, roots, names), parsed.run_id, force=parsed.force,
-                                               include_later=parsed.include_later, binary_ok=False, settings=ls.config.settings)
+            result = await ls.runs.host.rewind(
+                roots,
+                LspWorkspace(ls, ls.caps, roots, names),
+                parsed.run_id,
+                force=parsed.force,
+                include_later=parsed.include_later,
+                binary_ok=False,
+                settings=ls.config.settings,
+            )
         except ValueError as exc:
             raise commands.JsonRpcInvalidParams(f"agentLsp.rewind: {exc}") from None
-        return result.to_dict(force="`force: true`", include_later="`includeLater: true`")  # this command's own arguments
+        return result.to_dict(
+            force="`force: true`", include_later="`includeLater: true`"
+        )  # this command's own arguments
 
     @server.command("agentLsp.health")
     async def health(ls: AgentServer, *args: Any) -> dict[str, Any]:
@@ -175,11 +222,24 @@ def create_server() -> AgentServer:
         parsed = commands.parse_args(commands.HealthArgs, "agentLsp.health", args or ({},))
         await ls.settings_ready()
         config = ls.config
-        settings = config.settings if parsed.model is None else config.settings.model_copy(update={"model": parsed.model})
-        source = health.SettingsSource(config.user_path, await asyncio.to_thread(config.user_path.is_file),
-                                       config.user_file_problems, config.standing_problems)
-        checks = source.checks() + await health.run_checks(settings, workspace_roots(ls), host=ls.runs.host, start_mcp=False,
-                                                           endpoint_timeout=HEALTH_ENDPOINT_TIMEOUT)
+        settings = (
+            config.settings
+            if parsed.model is None
+            else config.settings.model_copy(update={"model": parsed.model})
+        )
+        source = health.SettingsSource(
+            config.user_path,
+            await asyncio.to_thread(config.user_path.is_file),
+            config.user_file_problems,
+            config.standing_problems,
+        )
+        checks = source.checks() + await health.run_checks(
+            settings,
+            workspace_roots(ls),
+            host=ls.runs.host,
+            start_mcp=False,
+            endpoint_timeout=HEALTH_ENDPOINT_TIMEOUT,
+        )
         return health.report(checks)
 
     @server.command("agentLsp.mcpServers")
@@ -195,14 +255,18 @@ def create_server() -> AgentServer:
     def cancel(ls: AgentServer, *args: Any) -> bool:
         from agent_lsp.server import commands
 
-        return ls.runs.cancel(commands.parse_args(commands.CancelArgs, "agentLsp.cancel", args).run_id)
+        return ls.runs.cancel(
+            commands.parse_args(commands.CancelArgs, "agentLsp.cancel", args).run_id
+        )
 
     @server.command("agentLsp.approve")
     def approve(ls: AgentServer, *args: Any) -> bool:
         from agent_lsp.server import commands
 
         parsed = commands.parse_args(commands.ApproveArgs, "agentLsp.approve", args)
-        return ls.runs.approvals.answer(parsed.run_id, parsed.call_id, parsed.decision, parsed.reason)
+        return ls.runs.approvals.answer(
+            parsed.run_id, parsed.call_id, parsed.decision, parsed.reason
+        )
 
     @server.command("agentLsp.showApproval")
     def show_approval(ls: AgentServer, *args: Any) -> bool:
@@ -213,17 +277,33 @@ def create_server() -> AgentServer:
         pending = ls.runs.approvals.get(parsed.run_id, parsed.call_id)
         if pending is None:
             return False
-        safe_notify(ls, types.WINDOW_SHOW_MESSAGE, types.ShowMessageParams(
-            type=types.MessageType.Info, message=f"agent-lsp approval ({pending.request.tool}):\n{pending.request.detail}"))
+        safe_notify(
+            ls,
+            types.WINDOW_SHOW_MESSAGE,
+            types.ShowMessageParams(
+                type=types.MessageType.Info,
+                message=f"agent-lsp approval ({pending.request.tool}):\n{pending.request.detail}",
+            ),
+        )
         return True
 
     @server.feature(types.WINDOW_WORK_DONE_PROGRESS_CANCEL)
     def progress_cancel(ls: AgentServer, params: types.WorkDoneProgressCancelParams) -> None:
         ls.runs.cancel(str(params.token))
 
-    @server.feature(types.TEXT_DOCUMENT_CODE_ACTION, types.CodeActionOptions(
-        code_action_kinds=[types.CodeActionKind.QuickFix, types.CodeActionKind.RefactorRewrite, types.CodeActionKind.Empty]))
-    async def code_action(ls: AgentServer, params: types.CodeActionParams) -> list[types.CodeAction]:
+    @server.feature(
+        types.TEXT_DOCUMENT_CODE_ACTION,
+        types.CodeActionOptions(
+            code_action_kinds=[
+                types.CodeActionKind.QuickFix,
+                types.CodeActionKind.RefactorRewrite,
+                types.CodeActionKind.Empty,
+            ]
+        ),
+    )
+    async def code_action(
+        ls: AgentServer, params: types.CodeActionParams
+    ) -> list[types.CodeAction]:
         try:
             from agent_lsp.server.code_actions import code_actions
             from agent_lsp.server.workspace import workspace_roots
@@ -231,9 +311,15 @@ def create_server() -> AgentServer:
             extra = []
             if (last := await ls.runs.host.last_rewindable(workspace_roots(ls))) is not None:
                 run_id, count = last
-                extra.append(types.CodeAction(title=f"Agent: rewind last run ({count} file{'s' if count != 1 else ''})",
-                                              kind=types.CodeActionKind.Empty,
-                                              command=types.Command(title="Rewind", command="agentLsp.rewind", arguments=[{"runId": run_id}])))
+                extra.append(
+                    types.CodeAction(
+                        title=f"Agent: rewind last run ({count} file{'s' if count != 1 else ''})",
+                        kind=types.CodeActionKind.Empty,
+                        command=types.Command(
+                            title="Rewind", command="agentLsp.rewind", arguments=[{"runId": run_id}]
+                        ),
+                    )
+                )
             return code_actions(ls, params, ls.runs.approvals, extra)
         except Exception:  # a code action request must never take the server down
             log.exception("code actions failed")
@@ -275,5 +361,12 @@ class EditorLogHandler(logging.Handler):
         self.loop.call_soon_threadsafe(safe_notify, self.ls, types.WINDOW_LOG_MESSAGE, params)
 
 
-CORE_MODULES = ("agent_lsp.server.config", "agent_lsp.server.runs", "agent_lsp.server.commands",
-                "agent_lsp.server.code_actions", "agent_lsp.server.run_prompt", "agent_lsp.mcp", "agent_lsp.agent.tools")
+CORE_MODULES = (
+    "agent_lsp.server.config",
+    "agent_lsp.server.runs",
+    "agent_lsp.server.commands",
+    "agent_lsp.server.code_actions",
+    "agent_lsp.server.run_prompt",
+    "agent_lsp.mcp",
+    "agent_lsp.agent.tools",
+)

@@ -11,7 +11,9 @@ CARRY_OUT_PLAN = "Carry out the plan above."
 MAX_SELECTION = 50_000  # characters of a selection quoted in a prompt
 
 _BACKTICKS = re.compile(r"`+")
-_LANGUAGE = re.compile(r"[A-Za-z0-9_+#.-]{1,40}")  # a fence's info string: never a backtick or a newline
+_LANGUAGE = re.compile(
+    r"[A-Za-z0-9_+#.-]{1,40}"
+)  # a fence's info string: never a backtick or a newline
 
 
 def fence_for(text: str) -> str:
@@ -24,8 +26,13 @@ def fence_for(text: str) -> str:
 def fenced(text: str, language: str = "") -> str:
     """`text` as a fenced code block, cut at MAX_SELECTION characters (saying so)."""
     body = text[:MAX_SELECTION].rstrip("\r\n")
-    note = "" if len(text) <= MAX_SELECTION else (
-        f"\n(cut: the selection has {len(text)} characters; the first {MAX_SELECTION} are quoted)")
+    note = (
+        ""
+        if len(text) <= MAX_SELECTION
+        else (
+            f"\n(cut: the selection has {len(text)} characters; the first {MAX_SELECTION} are quoted)"
+        )
+    )
     info = language if _LANGUAGE.fullmatch(language or "") else ""
     fence = fence_for(body)
     return f"{fence}{info}\n{body}\n{fence}{note}"

@@ -77,8 +77,12 @@ def offset_position(ls: LanguageServer, lines: list[str], offset: int) -> types.
     """The LSP position of a character offset, in the negotiated encoding."""
     consumed = 0
     for index, segment in enumerate(lines):
-        if offset < consumed + len(segment) or (index == len(lines) - 1 and not segment.endswith(("\n", "\r"))):
-            return ls.workspace.position_codec.position_to_client_units(lines, types.Position(line=index, character=offset - consumed))
+        if offset < consumed + len(segment) or (
+            index == len(lines) - 1 and not segment.endswith(("\n", "\r"))
+        ):
+            return ls.workspace.position_codec.position_to_client_units(
+                lines, types.Position(line=index, character=offset - consumed)
+            )
         consumed += len(segment)
     return types.Position(line=len(lines), character=0)  # just after a final line break
 
@@ -105,12 +109,22 @@ def minimal_edit(ls: LanguageServer, before: str, after: str) -> types.TextEdit:
         end_b += 1
         end_a += 1
     lines = lsp_lines(before)
-    return types.TextEdit(range=types.Range(start=offset_position(ls, lines, start), end=offset_position(ls, lines, end_b)),
-                          new_text=after[start:end_a])
+    return types.TextEdit(
+        range=types.Range(
+            start=offset_position(ls, lines, start), end=offset_position(ls, lines, end_b)
+        ),
+        new_text=after[start:end_a],
+    )
 
 
 class LspWorkspace:
-    def __init__(self, ls: LanguageServer, caps: ClientCaps, roots: list[Path], names: list[str] | None = None):
+    def __init__(
+        self,
+        ls: LanguageServer,
+        caps: ClientCaps,
+        roots: list[Path],
+        names: list[str] | None = None,
+    ):
         self.ls = ls
         self.caps = caps
         self.roots = roots
@@ -121,7 +135,9 @@ class LspWorkspace:
     def has_diagnostics(self) -> bool:
         return self.caps.diagnostics
 
-    async def diagnostics(self, paths: list[Path] | None, after: dict[Path, int] | None) -> list[dict[str, Any]] | None:
+    async def diagnostics(
+        self, paths: list[Path] | None, after: dict[Path, int] | None
+    ) -> list[dict[str, Any]] | None:
         """`agentLsp/diagnostics`: what the editor shows for those files (all when None); with
         `after`, once the editor has diagnostics for that version (it waits at most ~2 s).
         None when the client cannot or does not answer in time."""
@@ -129,7 +145,10 @@ class LspWorkspace:
             return None
         params: dict[str, Any] = {}
         if paths is not None:
-            params["uris"] = [(self._open_document(p).uri if self._open_document(p) is not None else p.as_uri()) for p in paths]
+            params["uris"] = [
+                (self._open_document(p).uri if self._open_document(p) is not None else p.as_uri())
+                for p in paths
+            ]
         if after:
             params["afterVersion"] = max(after.values())
         try:
@@ -137,7 +156,11 @@ class LspWorkspace:
         except (TimeoutError, ClientRequestError) as exc:
             log.info("agentLsp/diagnostics: %s", exc)
             return None
-        return [item for item in result if isinstance(item, dict)] if isinstance(result, list) else None
+        return (
+            [item for item in result if isinstance(item, dict)]
+            if isinstance(result, list)
+            else None
+        )
 
     def _open_document(self, path: Path) -> Any:
         for uri, doc in list(self.ls.workspace.text_documents.items()):
@@ -152,8 +175,11 @@ class LspWorkspace:
         return await read_disk_document(path)
 
     def open_texts(self) -> dict[Path, str]:
-        return {p: doc.source for uri, doc in list(self.ls.workspace.text_documents.items())
-                if uri.startswith("file:") and (p := uri_to_path(uri))}
+        return {
+            p: doc.source
+            for uri, doc in list(self.ls.workspace.text_documents.items())
+            if uri.startswith("file:") and (p := uri_to_path(uri))
+        }
 
     async def unsaved(self, paths: list[Path]) -> list[Path]:
         out = []
@@ -169,16 +195,26 @@ class LspWorkspace:
                 out.append(path)
         return out
 
-    async def apply(self, path: Path, before: Document | None, after: str, *, preview: str | None = None,
-                    late: Callable[[], None] | None = None) -> EditOutcome:
+    async def apply(
+        self,
+        path: Path,
+        before: Document | None,
+        after: str,
+        *,
+        preview: str | None = None,
+        late: Callable[[], None] | None = None,
+    ) -> EditOutcome:
         if not self.caps.can_apply_edit:
             return EditOutcome(False, "this editor does not support workspace/applyEdit")
         open_doc = self._open_document(path)
         if before is not None and open_doc is not None and open_doc.source != before.text:
             # A `changes` edit carries no version, so the editor cannot refuse it: refuse here,
             # before it lands on text it was not computed for.
-            return EditOutcome(False, f"{path.name} was changed in the editor after the agent read it "
-                                      f"(buffer version {open_doc.version})")
+            return EditOutcome(
+                False,
+                f"{path.name} was changed in the editor after the agent read it "
+                f"(buffer version {open_doc.version})",
+            )
         edit = self._workspace_edit(path, before, after, preview)
         # The buffer's version once the edit is in: the next one for an open document (read
         # before the request: the editor's didChange may arrive before its answer), the first
@@ -188,27 +224,59 @@ class LspWorkspace:
         gate = preview_gate(self.ls) if preview else None
         if gate is not None:
             if gate.locked() and self.on_waiting:
-                self.on_waiting(f"waiting for the edit preview already open in the editor before showing {path.name}")
+                self.on_waiting(
+                    f"waiting for the edit preview already open in the editor before showing {path.name}"
+                )
             await gate.acquire()  # one preview at a time per server (CONTRACT "Edit review")
-            if open_doc is not None and (now := self._open_document(path)) is not None and now.source != open_doc.source:
+            if (
+                open_doc is not None
+                and (now := self._open_document(path)) is not None
+                and now.source != open_doc.source
+            ):
                 gate.release()
-                return EditOutcome(False, f"{path.name} was changed in the editor while the edit waited for another preview")
+                return EditOutcome(
+                    False,
+                    f"{path.name} was changed in the editor while the edit waited for another preview",
+                )
         try:
             waiting = self.on_waiting
-            notify = (lambda: waiting(f"waiting for the editor to apply the edit to {path.name}")) if waiting else None
+            notify = (
+                (lambda: waiting(f"waiting for the editor to apply the edit to {path.name}"))
+                if waiting
+                else None
+            )
             # A previewed edit waits for the user, without a time limit (CONTRACT "Edit review").
-            on_late = (lambda answer: late() if getattr(answer, "applied", False) else None) if preview and late else None
-            result = await client_request(self.ls, types.WORKSPACE_APPLY_EDIT, types.ApplyWorkspaceEditParams(edit=edit, label=label),
-                                          None if preview else APPLY_EDIT_TIMEOUT, on_sent=notify, late=on_late,
-                                          settled=gate.release if gate is not None else None)
+            on_late = (
+                (lambda answer: late() if getattr(answer, "applied", False) else None)
+                if preview and late
+                else None
+            )
+            result = await client_request(
+                self.ls,
+                types.WORKSPACE_APPLY_EDIT,
+                types.ApplyWorkspaceEditParams(edit=edit, label=label),
+                None if preview else APPLY_EDIT_TIMEOUT,
+                on_sent=notify,
+                late=on_late,
+                settled=gate.release if gate is not None else None,
+            )
         except TimeoutError:
-            return EditOutcome(False, f"the editor did not answer the edit within {APPLY_EDIT_TIMEOUT:g}s")
+            return EditOutcome(
+                False, f"the editor did not answer the edit within {APPLY_EDIT_TIMEOUT:g}s"
+            )
         except ClientRequestError as exc:  # e.g. eglot answers a stale version with an error
             return EditOutcome(False, f"the editor refused the edit: {exc}")
         applied = bool(getattr(result, "applied", False))
         if not applied:
-            reason = getattr(result, "failure_reason", None) or "the editor refused the edit (the document may have changed since the agent read it)"
-            return EditOutcome(False, reason, rejected=preview is not None and not getattr(result, "failure_reason", None))
+            reason = (
+                getattr(result, "failure_reason", None)
+                or "the editor refused the edit (the document may have changed since the agent read it)"
+            )
+            return EditOutcome(
+                False,
+                reason,
+                rejected=preview is not None and not getattr(result, "failure_reason", None),
+            )
         if open_doc is not None:
             await self._until_version(path, expected)
         return EditOutcome(True, version=expected)
@@ -223,7 +291,9 @@ class LspWorkspace:
             if doc is None or (doc.version or 0) >= version:
                 return
             await asyncio.sleep(0.01)
-        log.info("no didChange for %s version %d within %g s: going on", path, version, DID_CHANGE_WAIT)
+        log.info(
+            "no didChange for %s version %d within %g s: going on", path, version, DID_CHANGE_WAIT
+        )
 
     async def restore(self, restores: list[Any]) -> Any:
         """A rewind as one workspace/applyEdit (so the editor's undo can take it back):
@@ -233,7 +303,9 @@ class LspWorkspace:
 
         outcome = RestoreOutcome()
         if not self.caps.can_apply_edit:
-            outcome.failed = [(r.path, "this editor does not support workspace/applyEdit") for r in restores]
+            outcome.failed = [
+                (r.path, "this editor does not support workspace/applyEdit") for r in restores
+            ]
             return outcome
         document_changes: list[Any] = []
         changes: dict[str, list[types.TextEdit]] = {}
@@ -241,29 +313,74 @@ class LspWorkspace:
         for item in restores:
             open_doc = self._open_document(item.path)
             uri = open_doc.uri if open_doc is not None else item.path.as_uri()
-            current = open_doc.source if open_doc is not None else (item.current or b"").decode("utf-8", errors="replace")
+            current = (
+                open_doc.source
+                if open_doc is not None
+                else (item.current or b"").decode("utf-8", errors="replace")
+            )
             new_text = item.content.decode("utf-8") if item.content is not None else ""
-            whole = types.TextEdit(range=types.Range(start=types.Position(line=0, character=0),
-                                                     end=_end_position(self.ls, current)), new_text=new_text)
-            if item.content is None and self.caps.has_document_changes and self.caps.can_delete_files:
-                document_changes.append(types.DeleteFile(uri=uri, options=types.DeleteFileOptions(ignore_if_not_exists=True)))
+            whole = types.TextEdit(
+                range=types.Range(
+                    start=types.Position(line=0, character=0), end=_end_position(self.ls, current)
+                ),
+                new_text=new_text,
+            )
+            if (
+                item.content is None
+                and self.caps.has_document_changes
+                and self.caps.can_delete_files
+            ):
+                document_changes.append(
+                    types.DeleteFile(
+                        uri=uri, options=types.DeleteFileOptions(ignore_if_not_exists=True)
+                    )
+                )
                 continue
             if item.content is None:
                 emptied.append(item.path)
-            if item.current is None and open_doc is None and self.caps.has_document_changes and self.caps.can_create_files:
-                document_changes.append(types.CreateFile(uri=uri, options=types.CreateFileOptions(overwrite=False, ignore_if_exists=True)))
-                whole = types.TextEdit(range=types.Range(start=types.Position(line=0, character=0), end=types.Position(line=0, character=0)),
-                                       new_text=new_text)
+            if (
+                item.current is None
+                and open_doc is None
+                and self.caps.has_document_changes
+                and self.caps.can_create_files
+            ):
+                document_changes.append(
+                    types.CreateFile(
+                        uri=uri,
+                        options=types.CreateFileOptions(overwrite=False, ignore_if_exists=True),
+                    )
+                )
+                whole = types.TextEdit(
+                    range=types.Range(
+                        start=types.Position(line=0, character=0),
+                        end=types.Position(line=0, character=0),
+                    ),
+                    new_text=new_text,
+                )
             if self.caps.has_document_changes:
                 version = open_doc.version if open_doc is not None else None
-                document_changes.append(types.TextDocumentEdit(
-                    text_document=types.OptionalVersionedTextDocumentIdentifier(uri=uri, version=version), edits=[whole]))
+                document_changes.append(
+                    types.TextDocumentEdit(
+                        text_document=types.OptionalVersionedTextDocumentIdentifier(
+                            uri=uri, version=version
+                        ),
+                        edits=[whole],
+                    )
+                )
             else:
                 changes.setdefault(uri, []).append(whole)
-        edit = types.WorkspaceEdit(document_changes=document_changes) if self.caps.has_document_changes else types.WorkspaceEdit(changes=changes)
+        edit = (
+            types.WorkspaceEdit(document_changes=document_changes)
+            if self.caps.has_document_changes
+            else types.WorkspaceEdit(changes=changes)
+        )
         try:
-            result = await client_request(self.ls, types.WORKSPACE_APPLY_EDIT,
-                                          types.ApplyWorkspaceEditParams(edit=edit, label="agent-lsp: rewind"), APPLY_EDIT_TIMEOUT)
+            result = await client_request(
+                self.ls,
+                types.WORKSPACE_APPLY_EDIT,
+                types.ApplyWorkspaceEditParams(edit=edit, label="agent-lsp: rewind"),
+                APPLY_EDIT_TIMEOUT,
+            )
             applied = bool(getattr(result, "applied", False))
             reason = getattr(result, "failure_reason", None) or "the editor refused the rewind"
         except TimeoutError:
@@ -279,41 +396,81 @@ class LspWorkspace:
                 outcome.restored.append(item.path)
         return outcome
 
-    def _workspace_edit(self, path: Path, before: Document | None, after: str, preview: str | None) -> types.WorkspaceEdit:
+    def _workspace_edit(
+        self, path: Path, before: Document | None, after: str, preview: str | None
+    ) -> types.WorkspaceEdit:
         uri = path.as_uri()
         open_doc = self._open_document(path)
         if open_doc is not None:
             uri = open_doc.uri  # the client's own spelling of the URI
         annotations = None
         if preview is not None and self.caps.has_document_changes:
-            annotations = {PREVIEW_ANNOTATION: types.ChangeAnnotation(label=preview, needs_confirmation=True,
-                                                                       description=f"{'create' if before is None else 'edit'} {path.name}")}
+            annotations = {
+                PREVIEW_ANNOTATION: types.ChangeAnnotation(
+                    label=preview,
+                    needs_confirmation=True,
+                    description=f"{'create' if before is None else 'edit'} {path.name}",
+                )
+            }
 
         def text_edit(edit: types.TextEdit) -> types.TextEdit | types.AnnotatedTextEdit:
             if annotations is None:
                 return edit
-            return types.AnnotatedTextEdit(range=edit.range, new_text=edit.new_text, annotation_id=PREVIEW_ANNOTATION)
+            return types.AnnotatedTextEdit(
+                range=edit.range, new_text=edit.new_text, annotation_id=PREVIEW_ANNOTATION
+            )
 
         if before is None:
-            insert = types.TextEdit(range=types.Range(start=types.Position(line=0, character=0), end=types.Position(line=0, character=0)), new_text=after)
+            insert = types.TextEdit(
+                range=types.Range(
+                    start=types.Position(line=0, character=0),
+                    end=types.Position(line=0, character=0),
+                ),
+                new_text=after,
+            )
             if self.caps.has_document_changes and self.caps.can_create_files:
-                return types.WorkspaceEdit(document_changes=[
-                    types.CreateFile(uri=uri, options=types.CreateFileOptions(overwrite=False, ignore_if_exists=True),
-                                     annotation_id=PREVIEW_ANNOTATION if annotations else None),
-                    types.TextDocumentEdit(text_document=types.OptionalVersionedTextDocumentIdentifier(uri=uri, version=None),
-                                           edits=[text_edit(insert)]),
-                ], change_annotations=annotations)
+                return types.WorkspaceEdit(
+                    document_changes=[
+                        types.CreateFile(
+                            uri=uri,
+                            options=types.CreateFileOptions(overwrite=False, ignore_if_exists=True),
+                            annotation_id=PREVIEW_ANNOTATION if annotations else None,
+                        ),
+                        types.TextDocumentEdit(
+                            text_document=types.OptionalVersionedTextDocumentIdentifier(
+                                uri=uri, version=None
+                            ),
+                            edits=[text_edit(insert)],
+                        ),
+                    ],
+                    change_annotations=annotations,
+                )
             if annotations is not None:
-                return types.WorkspaceEdit(document_changes=[types.TextDocumentEdit(
-                    text_document=types.OptionalVersionedTextDocumentIdentifier(uri=uri, version=None), edits=[text_edit(insert)])],
-                    change_annotations=annotations)
+                return types.WorkspaceEdit(
+                    document_changes=[
+                        types.TextDocumentEdit(
+                            text_document=types.OptionalVersionedTextDocumentIdentifier(
+                                uri=uri, version=None
+                            ),
+                            edits=[text_edit(insert)],
+                        )
+                    ],
+                    change_annotations=annotations,
+                )
             return types.WorkspaceEdit(changes={uri: [insert]})
         edit = minimal_edit(self.ls, before.text, after)
         if self.caps.has_document_changes:
             # apply() checked the buffer still holds the text the edit was computed against
             version = open_doc.version if open_doc is not None else None
-            return types.WorkspaceEdit(document_changes=[
-                types.TextDocumentEdit(text_document=types.OptionalVersionedTextDocumentIdentifier(uri=uri, version=version),
-                                       edits=[text_edit(edit)])
-            ], change_annotations=annotations)
+            return types.WorkspaceEdit(
+                document_changes=[
+                    types.TextDocumentEdit(
+                        text_document=types.OptionalVersionedTextDocumentIdentifier(
+                            uri=uri, version=version
+                        ),
+                        edits=[text_edit(edit)],
+                    )
+                ],
+                change_annotations=annotations,
+            )
         return types.WorkspaceEdit(changes={uri: [edit]})
