@@ -30,7 +30,9 @@ log = logging.getLogger(__name__)
 
 SDK_MODULES = ("openai", "httpcore2", "httpcore")
 SHUTDOWN_DEADLINE = 1.5  # for the runs to end, then again for the MCP servers to close
-TELEMETRY_FLUSH = 1.0  # the exit's export of pending spans and metrics waits at most this (Decision 43)
+TELEMETRY_FLUSH = (
+    1.0  # the exit's export of pending spans and metrics waits at most this (Decision 43)
+)
 
 
 # -- warm-up ---------------------------------------------------------------------------------
@@ -41,8 +43,14 @@ class WarmUp:
     and request timeouts firing across the stall. With tool_schemas the main toolset's JSON
     schemas (pydantic, ~5 ms a tool) are built too, once."""
 
-    def __init__(self, core: tuple[str, ...], sdk: tuple[str, ...] = SDK_MODULES, *, tool_schemas: bool = False,
-                 name: str = "agent-lsp-warm-up"):
+    def __init__(
+        self,
+        core: tuple[str, ...],
+        sdk: tuple[str, ...] = SDK_MODULES,
+        *,
+        tool_schemas: bool = False,
+        name: str = "agent-lsp-warm-up",
+    ):
         self.modules = core
         self.sdk_modules = sdk
         self.tool_schemas = tool_schemas
@@ -121,7 +129,11 @@ class UserSources:
             stamp: Any = (stat.st_mtime_ns, stat.st_size)
         except OSError:
             stamp = None
-        key = (str(path), stamp, tuple(os.environ.get(n) for n in (*ENVIRONMENT, TELEMETRY_ENV, "OPENAI_BASE_URL")))
+        key = (
+            str(path),
+            stamp,
+            tuple(os.environ.get(n) for n in (*ENVIRONMENT, TELEMETRY_ENV, "OPENAI_BASE_URL")),
+        )
         if key == self._key:
             return False
         self._key = key
@@ -157,7 +169,11 @@ def stop_runs(host: AgentHost | None, cause: CancelCause) -> None:
         host.cancel_every(cause)
 
 
-async def shut_down(host: AgentHost | None, cause: CancelCause | None = None, deadline: float | None = SHUTDOWN_DEADLINE) -> None:
+async def shut_down(
+    host: AgentHost | None,
+    cause: CancelCause | None = None,
+    deadline: float | None = SHUTDOWN_DEADLINE,
+) -> None:
     """The client went away or asked us to stop: every run cancelled (each writes its report
     and transcript as it ends), then the MCP servers and model clients closed. With a
     deadline, each step waits at most that long."""

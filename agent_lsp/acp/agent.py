@@ -34,8 +34,13 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 PROTOCOL_VERSION = 1
-CORE_MODULES = ("agent_lsp.settings", "agent_lsp.agent.host", "agent_lsp.mcp.config", "agent_lsp.acp.session",
-                "agent_lsp.acp.replay")
+CORE_MODULES = (
+    "agent_lsp.settings",
+    "agent_lsp.agent.host",
+    "agent_lsp.mcp.config",
+    "agent_lsp.acp.session",
+    "agent_lsp.acp.replay",
+)
 WARM_UP_DELAY = 0.02  # let the initialize answer go out before the import thread takes the GIL
 
 
@@ -81,7 +86,9 @@ class AcpAgent:
 
                     box.send(thought(f"[MCP] {message}"))
 
-            hooks = McpHooks(McpConsent(self.client, outbox, self._approval_timeout()).ask, on_status)
+            hooks = McpHooks(
+                McpConsent(self.client, outbox, self._approval_timeout()).ask, on_status
+            )
             self._host = AgentHost(tool_servers=McpHub(hooks), telemetry=OtelTelemetry())
         return self._host
 
@@ -90,36 +97,63 @@ class AcpAgent:
         return _settings()[0].approval.timeout
 
     # -- lifecycle --------------------------------------------------------------------------
-    async def initialize(self, protocol_version: int, client_capabilities: Any = None, client_info: Any = None,
-                         **kwargs: Any) -> InitializeResponse:
+    async def initialize(
+        self,
+        protocol_version: int,
+        client_capabilities: Any = None,
+        client_info: Any = None,
+        **kwargs: Any,
+    ) -> InitializeResponse:
         from agent_lsp.acp.capabilities import FsCaps
 
         self.caps = FsCaps.from_client(client_capabilities)
-        log.info("ACP client %s (protocol %s); fs read=%s write=%s", getattr(client_info, "name", "?"), protocol_version,
-                 self.caps.read, self.caps.write)
+        log.info(
+            "ACP client %s (protocol %s); fs read=%s write=%s",
+            getattr(client_info, "name", "?"),
+            protocol_version,
+            self.caps.read,
+            self.caps.write,
+        )
         asyncio.get_running_loop().call_later(WARM_UP_DELAY, self.warm.start)
         return InitializeResponse(
             protocol_version=PROTOCOL_VERSION,
             agent_capabilities=AgentCapabilities(
                 load_session=True,
-                prompt_capabilities=PromptCapabilities(embedded_context=True, image=False, audio=False),
+                prompt_capabilities=PromptCapabilities(
+                    embedded_context=True, image=False, audio=False
+                ),
                 mcp_capabilities=McpCapabilities(http=True, sse=False),
-                session_capabilities=SessionCapabilities(list=SessionListCapabilities())),
+                session_capabilities=SessionCapabilities(list=SessionListCapabilities()),
+            ),
             auth_methods=[],
-            agent_info=Implementation(name="agent-lsp", title="agent-lsp", version=__version__))
+            agent_info=Implementation(name="agent-lsp", title="agent-lsp", version=__version__),
+        )
 
-    async def new_session(self, cwd: str, additional_directories: list[str] | None = None, mcp_servers: list[Any] | None = None,
-                          **kwargs: Any) -> NewSessionResponse:
+    async def new_session(
+        self,
+        cwd: str,
+        additional_directories: list[str] | None = None,
+        mcp_servers: list[Any] | None = None,
+        **kwargs: Any,
+    ) -> NewSessionResponse:
         root = _root(cwd, "session/new")
         session = await self._open([root], None, mcp_servers)
         return NewSessionResponse(session_id=session.id, modes=_modes(session.mode))
 
-    async def load_session(self, cwd: str, session_id: str, mcp_servers: list[Any] | None = None,
-                           additional_directories: list[str] | None = None, **kwargs: Any) -> LoadSessionResponse:
+    async def load_session(
+        self,
+        cwd: str,
+        session_id: str,
+        mcp_servers: list[Any] | None = None,
+        additional_directories: list[str] | None = None,
+        **kwargs: Any,
+    ) -> LoadSessionResponse:
         root = _root(cwd, "session/load")
         live = self.sessions.get(session_id)
         if live is not None and live.run is not None:
-            raise RequestError(-32602, f"session/load: session {session_id} is running a turn; cancel it first")
+            raise RequestError(
+                -32602, f"session/load: session {session_id} is running a turn; cancel it first"
+            )
         session = await self._open([root], session_id, mcp_servers, announce=False)
         from agent_lsp.acp.replay import replay_updates
 
@@ -129,8 +163,13 @@ class AcpAgent:
         session.announce()
         return LoadSessionResponse(modes=_modes(session.mode))
 
-    async def _open(self, roots: list[Path], session_id: str | None, mcp_servers: list[Any] | None,
-                    announce: bool = True) -> AcpSession:
+    async def _open(
+        self,
+        roots: list[Path],
+        session_id: str | None,
+        mcp_servers: list[Any] | None,
+        announce: bool = True,
+    ) -> AcpSession:
         await self.warm.wait_core()
         from agent_lsp.acp.session import AcpSession
         from agent_lsp.agent.state.sessions import SessionError
@@ -143,26 +182,54 @@ class AcpAgent:
         try:
             core, store = await self.host.open_session(roots, session_id)
         except SessionError as exc:
-            raise RequestError(-32002, f"session/load: {exc}", {"sessionId": session_id}) from None  # ACP's "resource not found"
+            raise RequestError(
+                -32002, f"session/load: {exc}", {"sessionId": session_id}
+            ) from None  # ACP's "resource not found"
         previous = self.sessions.get(core.id)
-        session = AcpSession(core.id, self.host, self.client, self.caps, core, store, roots, settings, declarations,
-                             until_warm=self.warm.wait_sdk, mode=previous.mode if previous else "default")
+        session = AcpSession(
+            core.id,
+            self.host,
+            self.client,
+            self.caps,
+            core,
+            store,
+            roots,
+            settings,
+            declarations,
+            until_warm=self.warm.wait_sdk,
+            mode=previous.mode if previous else "default",
+        )
         self.sessions[core.id] = session
         if announce:
             session.announce(problems + more)
         return session
 
-    async def list_sessions(self, cwd: str | None = None, cursor: str | None = None, **kwargs: Any) -> ListSessionsResponse:
+    async def list_sessions(
+        self, cwd: str | None = None, cursor: str | None = None, **kwargs: Any
+    ) -> ListSessionsResponse:
         if cursor is not None:
-            raise RequestError(-32602, "session/list: unknown cursor (every session is listed in one page)")
+            raise RequestError(
+                -32602, "session/list: unknown cursor (every session is listed in one page)"
+            )
         await self.warm.wait_core()
         roots = [_root(cwd, "session/list")] if cwd is not None else self._known_roots()
         sessions: list[SessionInfo] = []
         for root in roots:
             items = await asyncio.to_thread(self.host.store([root]).list)
-            sessions += [SessionInfo(session_id=item["sessionId"], cwd=str(root), title=item["title"] or None, updated_at=item["updated"],
-                                     field_meta={"agentLsp": {k: item[k] for k in ("created", "runs", "lastStop", "editedFiles")}})
-                         for item in items]
+            sessions += [
+                SessionInfo(
+                    session_id=item["sessionId"],
+                    cwd=str(root),
+                    title=item["title"] or None,
+                    updated_at=item["updated"],
+                    field_meta={
+                        "agentLsp": {
+                            k: item[k] for k in ("created", "runs", "lastStop", "editedFiles")
+                        }
+                    },
+                )
+                for item in items
+            ]
         sessions.sort(key=lambda s: s.updated_at or "", reverse=True)
         return ListSessionsResponse(sessions=sessions)
 
@@ -175,7 +242,9 @@ class AcpAgent:
         roots.update({r: None for r in stored_roots()})
         return list(roots)
 
-    async def set_session_mode(self, session_id: str, mode_id: str, **kwargs: Any) -> SetSessionModeResponse:
+    async def set_session_mode(
+        self, session_id: str, mode_id: str, **kwargs: Any
+    ) -> SetSessionModeResponse:
         self._session(session_id, "session/set_mode").set_mode(mode_id)
         return SetSessionModeResponse()
 
@@ -194,11 +263,15 @@ class AcpAgent:
 
         run_id, force, include_later, session_id = rewind_params(params)
         if session_id is not None:
-            return await self._session(session_id, "_agentLsp/rewind").rewind(run_id, force, include_later)
+            return await self._session(session_id, "_agentLsp/rewind").rewind(
+                run_id, force, include_later
+            )
         await self.warm.wait_core()
         from agent_lsp.acp.session_roots import rewind_anywhere
 
-        return await rewind_anywhere(self.host, self._known_roots(), run_id, force, include_later, _settings()[0])
+        return await rewind_anywhere(
+            self.host, self._known_roots(), run_id, force, include_later, _settings()[0]
+        )
 
     async def ext_notification(self, method: str, params: dict[str, Any]) -> None:
         log.debug("ignoring the extension notification _%s", method)
@@ -206,8 +279,11 @@ class AcpAgent:
     def _session(self, session_id: str, method: str) -> AcpSession:
         session = self.sessions.get(session_id)
         if session is None:
-            raise RequestError(-32002, f"{method}: unknown sessionId {session_id!r} (create it with session/new or load it with session/load)",
-                               {"sessionId": session_id})
+            raise RequestError(
+                -32002,
+                f"{method}: unknown sessionId {session_id!r} (create it with session/new or load it with session/load)",
+                {"sessionId": session_id},
+            )
         return session
 
     def signalled(self, name: str) -> None:

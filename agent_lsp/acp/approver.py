@@ -17,26 +17,45 @@ from agent_lsp.agent.ports import Answer, ApprovalRequest, Decision
 log = logging.getLogger(__name__)
 
 SAID_NO = "the user said no"
-CHOICES = {"allow": ("Allow", "allow_once", Decision.ALLOW),
-           "allowSession": ("Allow for session", "allow_always", Decision.ALLOW_SESSION),
-           "deny": ("Deny", "reject_once", Decision.DENY)}
-CONSENT = {"allow": ("Allow", "allow_once"), "allowAlways": ("Allow always for this workspace", "allow_always"),
-           "deny": ("Deny", "reject_once")}
+CHOICES = {
+    "allow": ("Allow", "allow_once", Decision.ALLOW),
+    "allowSession": ("Allow for session", "allow_always", Decision.ALLOW_SESSION),
+    "deny": ("Deny", "reject_once", Decision.DENY),
+}
+CONSENT = {
+    "allow": ("Allow", "allow_once"),
+    "allowAlways": ("Allow always for this workspace", "allow_always"),
+    "deny": ("Deny", "reject_once"),
+}
 
 
 def options(choices: dict[str, tuple[Any, ...]]) -> list[PermissionOption]:
-    return [PermissionOption(option_id=key, name=value[0], kind=value[1]) for key, value in choices.items()]
+    return [
+        PermissionOption(option_id=key, name=value[0], kind=value[1])
+        for key, value in choices.items()
+    ]
 
 
-async def ask_client(client: Any, outbox: Outbox, tool_call: ToolCallUpdate, choices: dict[str, tuple[Any, ...]],
-                     timeout: float) -> str | None:
+async def ask_client(
+    client: Any,
+    outbox: Outbox,
+    tool_call: ToolCallUpdate,
+    choices: dict[str, tuple[Any, ...]],
+    timeout: float,
+) -> str | None:
     """The chosen option id; None when the client answered `cancelled`. TimeoutError when it did
     not answer in time (the request is abandoned: a late answer is ignored); errors propagate."""
     await outbox.drain()  # the tool call's own update goes out first
-    request = client.request_permission(session_id=outbox.session_id, tool_call=tool_call, options=options(choices))
+    request = client.request_permission(
+        session_id=outbox.session_id, tool_call=tool_call, options=options(choices)
+    )
     response = await asyncio.wait_for(request, timeout)
     outcome = response.outcome
-    chosen = getattr(outcome, "option_id", None) if getattr(outcome, "outcome", None) == "selected" else None
+    chosen = (
+        getattr(outcome, "option_id", None)
+        if getattr(outcome, "outcome", None) == "selected"
+        else None
+    )
     return chosen if chosen in choices else None if chosen is None else "deny"
 
 
@@ -55,12 +74,19 @@ class AcpApprover:
             path = self.events.path_of(info) if info else None
             if path is not None:
                 content.insert(0, diff_content(path, await self._old_text(path), request.new_text))
-        tool_call = ToolCallUpdate(tool_call_id=self.events.ids.of(request.call_id), title=tool_title(tool, arguments, request.agent_id),
-                                   kind=tool_kind(tool), status="pending", content=content,
-                                   locations=locations(tool_locations(tool, arguments, self.events.roots)),
-                                   field_meta={"agentLsp": {"runId": self.events.run_id, "callId": request.call_id}})
+        tool_call = ToolCallUpdate(
+            tool_call_id=self.events.ids.of(request.call_id),
+            title=tool_title(tool, arguments, request.agent_id),
+            kind=tool_kind(tool),
+            status="pending",
+            content=content,
+            locations=locations(tool_locations(tool, arguments, self.events.roots)),
+            field_meta={"agentLsp": {"runId": self.events.run_id, "callId": request.call_id}},
+        )
         try:
-            chosen = await ask_client(self.client, self.events.outbox, tool_call, CHOICES, self.timeout)
+            chosen = await ask_client(
+                self.client, self.events.outbox, tool_call, CHOICES, self.timeout
+            )
         except TimeoutError:
             return Answer(Decision.WITHDRAWN, why=f"unanswered after {self.timeout:g} s")
         except asyncio.CancelledError:
@@ -69,7 +95,11 @@ class AcpApprover:
             log.warning("session/request_permission for %s failed: %s", request.call_id, exc)
             return Answer(Decision.DENY, why="the editor could not show the permission request")
         if chosen is None:
-            why = "the user cancelled the turn" if self.cancelling else "the user dismissed the permission request"
+            why = (
+                "the user cancelled the turn"
+                if self.cancelling
+                else "the user dismissed the permission request"
+            )
             return Answer(Decision.WITHDRAWN, why=why)
         decision = CHOICES[chosen][2]
         return Answer(decision, why=SAID_NO if decision == Decision.DENY else None)
@@ -95,8 +125,13 @@ class McpConsent:
         outbox = self.outbox_of()
         if outbox is None:
             return None
-        tool_call = ToolCallUpdate(tool_call_id=f"mcp-consent-{decl.name}", title=f"Start MCP server `{decl.name}`?",
-                                   kind="other", status="pending", content=[text_content(prompt)])
+        tool_call = ToolCallUpdate(
+            tool_call_id=f"mcp-consent-{decl.name}",
+            title=f"Start MCP server `{decl.name}`?",
+            kind="other",
+            status="pending",
+            content=[text_content(prompt)],
+        )
         try:
             return await ask_client(self.client, outbox, tool_call, CONSENT, self.timeout)
         except TimeoutError:

@@ -18,4 +18,6 @@ class FsCaps:
     @classmethod
     def from_client(cls, capabilities: Any) -> FsCaps:
         fs = getattr(capabilities, "fs", None)
-        return cls(bool(getattr(fs, "read_text_file", False)), bool(getattr(fs, "write_text_file", False)))
+        return cls(
+            bool(getattr(fs, "read_text_file", False)), bool(getattr(fs, "write_text_file", False))
+        )

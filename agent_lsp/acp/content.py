@@ -61,14 +61,26 @@ class SlashCommand:
 
 
 COMMANDS = {
-    "plan": ("Plan first: read-only tools, the answer is a numbered plan (nothing is changed)", "what to plan"),
-    "rewind": ("Put back the files this session's last run changed (or a run id's; add --force to overwrite later changes)", "run id (optional)"),
+    "plan": (
+        "Plan first: read-only tools, the answer is a numbered plan (nothing is changed)",
+        "what to plan",
+    ),
+    "rewind": (
+        "Put back the files this session's last run changed (or a run id's; add --force to overwrite later changes)",
+        "run id (optional)",
+    ),
 }
 
 
 def available_commands() -> list[AvailableCommand]:
-    return [AvailableCommand(name=name, description=description, input=AvailableCommandInput(root=UnstructuredCommandInput(hint=hint)))
-            for name, (description, hint) in COMMANDS.items()]
+    return [
+        AvailableCommand(
+            name=name,
+            description=description,
+            input=AvailableCommandInput(root=UnstructuredCommandInput(hint=hint)),
+        )
+        for name, (description, hint) in COMMANDS.items()
+    ]
 
 
 def slash_command(text: str) -> SlashCommand | None:

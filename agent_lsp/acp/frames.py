@@ -24,17 +24,25 @@ def refusal(line: bytes) -> dict[str, Any] | None:
     except (ValueError, UnicodeDecodeError):
         return _error(PARSE_ERROR, "Parse error: a line that is not JSON", None)
     if isinstance(message, list):
-        return _error(INVALID_REQUEST, "Invalid Request: batches (JSON arrays) are not supported; send one message a line", None)
+        return _error(
+            INVALID_REQUEST,
+            "Invalid Request: batches (JSON arrays) are not supported; send one message a line",
+            None,
+        )
     if not isinstance(message, dict):
         return _error(INVALID_REQUEST, "Invalid Request: a message is a JSON object", None)
     request_id = message.get("id")
-    id_ok = request_id is None or (isinstance(request_id, int | str) and not isinstance(request_id, bool))
+    id_ok = request_id is None or (
+        isinstance(request_id, int | str) and not isinstance(request_id, bool)
+    )
     if not id_ok:
         return _error(INVALID_REQUEST, "Invalid Request: an id is a string or a number", None)
     if "method" in message and not isinstance(message["method"], str):
         return _error(INVALID_REQUEST, "Invalid Request: method is a string", request_id)
     if "params" in message and not isinstance(message["params"], dict | list | None):
-        return _error(INVALID_REQUEST, "Invalid Request: params are an object or an array", request_id)
+        return _error(
+            INVALID_REQUEST, "Invalid Request: params are an object or an array", request_id
+        )
     return None
 
 
@@ -42,7 +50,9 @@ def _error(code: int, message: str, request_id: Any) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}}
 
 
-def filtered(source: asyncio.StreamReader, writer: asyncio.StreamWriter, limit: int) -> asyncio.StreamReader:
+def filtered(
+    source: asyncio.StreamReader, writer: asyncio.StreamWriter, limit: int
+) -> asyncio.StreamReader:
     """A reader holding only the frames of `source` the SDK can take; the others are answered
     on `writer` (each answer one whole line, written in one call like the SDK's own, so lines
     never interleave). Lines are read in pieces, so a line of any length is read in time

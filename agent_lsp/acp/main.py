@@ -13,9 +13,11 @@ from typing import Any
 
 from agent_lsp.frontend import exit_on_ctrl_c, leave, leave_after, on_signals
 
-TTY_HINT = ("agent-lsp acp speaks the Agent Client Protocol on stdin/stdout and is meant to be started by an editor "
-            "(Zed, JetBrains, agent-shell, codecompanion: see `agent-lsp acp --help`). In a terminal, try "
-            "`agent-lsp run \"TASK\"` or `agent-lsp demo`. Ctrl-C exits.")
+TTY_HINT = (
+    "agent-lsp acp speaks the Agent Client Protocol on stdin/stdout and is meant to be started by an editor "
+    "(Zed, JetBrains, agent-shell, codecompanion: see `agent-lsp acp --help`). In a terminal, try "
+    '`agent-lsp run "TASK"` or `agent-lsp demo`. Ctrl-C exits.'
+)
 EXIT_DEADLINE = 2.0  # once the client is gone, the process is gone within this
 
 
@@ -54,7 +56,9 @@ async def _serve() -> int:
         agent.signalled(name)  # the turns in flight stop `signal`, not `shutdown`
         main.cancel()  # type: ignore[union-attr]
 
-    with on_signals({s: functools.partial(on_signal, s.name) for s in (signal.SIGTERM, signal.SIGHUP)}):
+    with on_signals(
+        {s: functools.partial(on_signal, s.name) for s in (signal.SIGTERM, signal.SIGHUP)}
+    ):
         return await _until_gone(acp, agent)
 
 
@@ -68,7 +72,9 @@ async def _until_gone(acp: Any, agent: Any) -> int:
         from agent_lsp.acp.frames import filtered
 
         reader, writer = await stdio_streams(limit=DEFAULT_STDIO_BUFFER_LIMIT_BYTES)
-        await acp.run_agent(agent, writer, filtered(reader, writer, DEFAULT_STDIO_BUFFER_LIMIT_BYTES))
+        await acp.run_agent(
+            agent, writer, filtered(reader, writer, DEFAULT_STDIO_BUFFER_LIMIT_BYTES)
+        )
     except asyncio.CancelledError:
         pass
     finally:

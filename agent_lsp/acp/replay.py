@@ -38,20 +38,38 @@ def replay_updates(history: list[Entry], roots: list[Path], ids: CallIds) -> lis
     for entry in history:
         message = entry.message
         if entry.kind == "prompt":
-            updates.append(UserMessageChunk(session_update="user_message_chunk", content=text_block(_text(message.get("content")))))
+            updates.append(
+                UserMessageChunk(
+                    session_update="user_message_chunk",
+                    content=text_block(_text(message.get("content"))),
+                )
+            )
         elif entry.kind == "assistant":
             if text := _text(message.get("content")):
-                updates.append(AgentMessageChunk(session_update="agent_message_chunk", content=text_block(text)))
+                updates.append(
+                    AgentMessageChunk(
+                        session_update="agent_message_chunk", content=text_block(text)
+                    )
+                )
             for call in message.get("tool_calls") or []:
-                updates.append(_tool_call(call, results.get(call.get("id")), entry.run_id, roots, ids))
+                updates.append(
+                    _tool_call(call, results.get(call.get("id")), entry.run_id, roots, ids)
+                )
         elif entry.kind == "summary":
-            updates.append(thought("[earlier conversation compacted]\n" + _text(message.get("content"))[:RESULT_TEXT_CHARS]))
+            updates.append(
+                thought(
+                    "[earlier conversation compacted]\n"
+                    + _text(message.get("content"))[:RESULT_TEXT_CHARS]
+                )
+            )
         elif entry.kind == "note":
             updates.append(thought(_text(message.get("content"))[:RESULT_TEXT_CHARS]))
     return updates
 
 
-def _tool_call(call: dict[str, Any], result: Entry | None, run_id: str, roots: list[Path], ids: CallIds) -> ToolCallStart:
+def _tool_call(
+    call: dict[str, Any], result: Entry | None, run_id: str, roots: list[Path], ids: CallIds
+) -> ToolCallStart:
     function = call.get("function") or {}
     tool = str(function.get("name", ""))
     arguments = _arguments(function.get("arguments"))
@@ -63,6 +81,13 @@ def _tool_call(call: dict[str, Any], result: Entry | None, run_id: str, roots: l
     else:  # a record from before outcomes were typed
         ok = not shown.startswith(("error:", "denied:", "cancelled:", "not run:"))
     content = [text_content(shown[:RESULT_TEXT_CHARS])] if result is not None else None
-    return ToolCallStart(session_update="tool_call", tool_call_id=ids.start(str(call.get("id")), run_id), title=tool_title(tool, arguments),
-                         kind=tool_kind(tool), status="completed" if ok else "failed", content=content,
-                         locations=locations(tool_locations(tool, arguments, roots)), raw_input=arguments)
+    return ToolCallStart(
+        session_update="tool_call",
+        tool_call_id=ids.start(str(call.get("id")), run_id),
+        title=tool_title(tool, arguments),
+        kind=tool_kind(tool),
+        status="completed" if ok else "failed",
+        content=content,
+        locations=locations(tool_locations(tool, arguments, roots)),
+        raw_input=arguments,
+    )

@@ -44,23 +44,39 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-MODES = {"default": ("Default", "Every tool; side effects are asked for as your approval settings say"),
-         "plan": ("Plan", "Read-only tools: the agent looks around and answers with a numbered plan, changing nothing")}
+MODES = {
+    "default": ("Default", "Every tool; side effects are asked for as your approval settings say"),
+    "plan": (
+        "Plan",
+        "Read-only tools: the agent looks around and answers with a numbered plan, changing nothing",
+    ),
+}
 CANCEL_WAIT = 1.0  # a turn whose request is dropped (the client went away) gets this long to stop
 # The ACP session whose turn is starting: the MCP consent hook asks in that session.
-CURRENT: contextvars.ContextVar[AcpSession | None] = contextvars.ContextVar("agent_lsp_acp_session", default=None)
+CURRENT: contextvars.ContextVar[AcpSession | None] = contextvars.ContextVar(
+    "agent_lsp_acp_session", default=None
+)
 
 
 def modes_state(current: str) -> SessionModeState:
-    return SessionModeState(current_mode_id=current, available_modes=[
-        SessionMode(id=mode, name=name, description=description) for mode, (name, description) in MODES.items()])
+    return SessionModeState(
+        current_mode_id=current,
+        available_modes=[
+            SessionMode(id=mode, name=name, description=description)
+            for mode, (name, description) in MODES.items()
+        ],
+    )
 
 
 # ACP's stop reason, from the typed cause (Decision 24; never from the error's text): done ->
 # end_turn, max_turns -> max_turn_requests, cancelled -> cancelled; of the fatal stops, a reply
 # cut at the output limit is max_tokens and the endpoint's content filter is refusal.
 ACP_STOP = {StopCause.OUTPUT_LIMIT: "max_tokens", StopCause.CONTENT_FILTER: "refusal"}
-ACP_STOP_BY_REASON = {StopReason.DONE: "end_turn", StopReason.MAX_TURNS: "max_turn_requests", StopReason.CANCELLED: "cancelled"}
+ACP_STOP_BY_REASON = {
+    StopReason.DONE: "end_turn",
+    StopReason.MAX_TURNS: "max_turn_requests",
+    StopReason.CANCELLED: "cancelled",
+}
 
 
 def stop_response(report: RunReport) -> PromptResponse:
@@ -100,36 +116,64 @@ class AcpSession:
 
     def announce(self, problems: Sequence[str] = ()) -> None:
         """What a client shows once the session exists: the slash commands, settings problems."""
-        self.outbox.send(AvailableCommandsUpdate(session_update="available_commands_update", available_commands=available_commands()))
+        self.outbox.send(
+            AvailableCommandsUpdate(
+                session_update="available_commands_update", available_commands=available_commands()
+            )
+        )
         for problem in problems:
             self.outbox.send(thought(f"[agent-lsp settings] {problem}"))
 
     def set_mode(self, mode: str) -> None:
         if mode not in MODES:
-            raise RequestError(-32602, f"session/set_mode: unknown modeId {mode!r}; available: {', '.join(MODES)}")
+            raise RequestError(
+                -32602, f"session/set_mode: unknown modeId {mode!r}; available: {', '.join(MODES)}"
+            )
         self.mode = mode
-        self.outbox.send(CurrentModeUpdate(session_update="current_mode_update", current_mode_id=mode))
+        self.outbox.send(
+            CurrentModeUpdate(session_update="current_mode_update", current_mode_id=mode)
+        )
 
     async def prompt(self, blocks: list[Any]) -> PromptResponse:
         if self.run is not None:
-            raise RequestError(-32602, f"session {self.id} is still running a turn ({self.run.id}); cancel it or wait for it")
+            raise RequestError(
+                -32602,
+                f"session {self.id} is still running a turn ({self.run.id}); cancel it or wait for it",
+            )
         text = prompt_text(blocks, self.roots)
         command = slash_command(text)
         if command is not None and command.name == "rewind":
             return await self._rewind_command(command.argument)
-        mode = "plan" if self.mode == "plan" or (command is not None and command.name == "plan") else None
+        mode = (
+            "plan"
+            if self.mode == "plan" or (command is not None and command.name == "plan")
+            else None
+        )
         if command is not None:
             text = command.argument
         if not text.strip():
-            self.outbox.send(AgentMessageChunk(session_update="agent_message_chunk",
-                                               content=text_block("Nothing to do: the prompt is empty.")))
+            self.outbox.send(
+                AgentMessageChunk(
+                    session_update="agent_message_chunk",
+                    content=text_block("Nothing to do: the prompt is empty."),
+                )
+            )
             await self.outbox.drain()
             return PromptResponse(stop_reason="end_turn")
         report = await self._run(text, mode)
-        if mode == "plan" and report.stop_reason == StopReason.DONE and (entries := plan_entries(report.final_text)):
+        if (
+            mode == "plan"
+            and report.stop_reason == StopReason.DONE
+            and (entries := plan_entries(report.final_text))
+        ):
             self.outbox.send(AgentPlanUpdate(session_update="plan", entries=entries))
-        self.outbox.send(SessionInfoUpdate(session_update="session_info_update", title=title_of(self.core.title),
-                                           updated_at=iso(self.core.updated)))
+        self.outbox.send(
+            SessionInfoUpdate(
+                session_update="session_info_update",
+                title=title_of(self.core.title),
+                updated_at=iso(self.core.updated),
+            )
+        )
         await self.outbox.drain()
         return stop_response(report)
 
@@ -137,15 +181,30 @@ class AcpSession:
         run_id = new_id("r")
         self.ids.new_run()
         workspace = self.workspace()
-        events = RunEvents(self.outbox, self.roots, self.ids, run_id, workspace, cost_before=self.cost,
-                           redact=Redactor(keyguard.secrets(None, [self.settings.api_key_env])))
+        events = RunEvents(
+            self.outbox,
+            self.roots,
+            self.ids,
+            run_id,
+            workspace,
+            cost_before=self.cost,
+            redact=Redactor(keyguard.secrets(None, [self.settings.api_key_env])),
+        )
         self.approver = AcpApprover(self.client, events, self.settings.approval.timeout)
         token = CURRENT.set(self)  # copied into the run's task: MCP consent asks here
         try:
-            hosted = self.host.start(text, session=self.core, store=self.store, settings=self.settings,
-                                     ports=RunPorts(workspace, self.approver, events), run_id=run_id, mode=mode,
-                                     continue_hint="a follow-up prompt in this session continues from here",
-                                     before=self.until_warm, mcp_servers=self.mcp)
+            hosted = self.host.start(
+                text,
+                session=self.core,
+                store=self.store,
+                settings=self.settings,
+                ports=RunPorts(workspace, self.approver, events),
+                run_id=run_id,
+                mode=mode,
+                continue_hint="a follow-up prompt in this session continues from here",
+                before=self.until_warm,
+                mcp_servers=self.mcp,
+            )
         finally:
             CURRENT.reset(token)
         self.run = hosted
@@ -173,19 +232,37 @@ class AcpSession:
             self.approver.cancelling = True
         return self.host.cancel(self.run.id)
 
-    async def rewind(self, run_id: str | None, force: bool = False, include_later: bool = False,
-                     hints: tuple[str, str] = ("`force: true`", "`includeLater: true`")) -> dict[str, Any]:
+    async def rewind(
+        self,
+        run_id: str | None,
+        force: bool = False,
+        include_later: bool = False,
+        hints: tuple[str, str] = ("`force: true`", "`includeLater: true`"),
+    ) -> dict[str, Any]:
         """The rewind's result; each conflict's reason ends with how to take it anyway, in the
         caller's words (`_agentLsp/rewind`'s arguments, or the /rewind command's flags)."""
         if self.run is not None:
-            raise RequestError(-32602, f"session {self.id} is running a turn; cancel it or wait for it before rewinding")
+            raise RequestError(
+                -32602,
+                f"session {self.id} is running a turn; cancel it or wait for it before rewinding",
+            )
         last = None if run_id else await self.host.last_rewindable(self.roots, session_id=self.id)
         target = run_id or (last[0] if last else None)
         if target is None:
-            raise RequestError(-32602, "nothing to rewind: no run of this session changed files (or they were rewound already)")
+            raise RequestError(
+                -32602,
+                "nothing to rewind: no run of this session changed files (or they were rewound already)",
+            )
         try:
-            result = await self.host.rewind(self.roots, self.workspace(), target, force=force, include_later=include_later, binary_ok=True,
-                                            settings=self.settings)  # its transcript goes where this session's runs' go
+            result = await self.host.rewind(
+                self.roots,
+                self.workspace(),
+                target,
+                force=force,
+                include_later=include_later,
+                binary_ok=True,
+                settings=self.settings,
+            )  # its transcript goes where this session's runs' go
         except ValueError as exc:
             raise RequestError(-32602, f"rewind: {exc}") from None
         return result.to_dict(force=hints[0], include_later=hints[1])
@@ -196,11 +273,18 @@ class AcpSession:
         later = "--include-later" in words
         run_id = next((w for w in words if not w.startswith("--")), None)
         try:
-            result = await self.rewind(run_id, force=force, include_later=later, hints=("`/rewind --force`", "`/rewind --include-later`"))
+            result = await self.rewind(
+                run_id,
+                force=force,
+                include_later=later,
+                hints=("`/rewind --force`", "`/rewind --include-later`"),
+            )
             message = describe_rewind(result, self.roots)
         except RequestError as exc:
             message = str(exc)
-        self.outbox.send(AgentMessageChunk(session_update="agent_message_chunk", content=text_block(message)))
+        self.outbox.send(
+            AgentMessageChunk(session_update="agent_message_chunk", content=text_block(message))
+        )
         await self.outbox.drain()
         return PromptResponse(stop_reason="end_turn")
 
@@ -209,12 +293,19 @@ def describe_rewind(result: dict[str, Any], roots: list[Path]) -> str:
     from agent_lsp.acp.content import shown
 
     lines = []
-    if result["restored"]:  # an undo is offered only when something was restored (nothing else to undo)
-        lines.append(f"Rewound ({result['rewindId']}; `/rewind {result['rewindId']}` puts the files back).")
+    if result[
+        "restored"
+    ]:  # an undo is offered only when something was restored (nothing else to undo)
+        lines.append(
+            f"Rewound ({result['rewindId']}; `/rewind {result['rewindId']}` puts the files back)."
+        )
         lines.append("Restored: " + ", ".join(shown(u, roots) for u in result["restored"]))
     else:
         lines.append("Nothing was restored.")
     for key, title in (("conflicts", "Not touched"), ("notRestorable", "Not restorable")):
         if result[key]:
-            lines.append(f"{title}: " + "; ".join(f"{shown(i['uri'], roots)} ({i['reason']})" for i in result[key]))
+            lines.append(
+                f"{title}: "
+                + "; ".join(f"{shown(i['uri'], roots)} ({i['reason']})" for i in result[key])
+            )
     return "\n".join(lines)

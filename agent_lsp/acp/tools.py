@@ -56,16 +56,23 @@ def tool_title(tool: str, arguments: Any, agent_id: str = "main") -> str:
     path = arg("path")
     titles = {
         "read_file": f"Read {path}" if path else "Read a file",
-        "list_files": f"List files in {path}" if path else "List files" + (f" matching {arg('glob')}" if arg("glob") else ""),
+        "list_files": f"List files in {path}"
+        if path
+        else "List files" + (f" matching {arg('glob')}" if arg("glob") else ""),
         "search": f"Search `{arg('pattern')}`" + (f" in {path}" if path else ""),
         "diagnostics": f"Diagnostics of {path}" if path else "Diagnostics",
         "edit_file": f"Edit {path}",
         "write_file": f"Write {path}",
-        "run_command": f"Run `{show_command(args['command'])}`" if isinstance(args.get("command"), str) else "Run a command",
+        "run_command": f"Run `{show_command(args['command'])}`"
+        if isinstance(args.get("command"), str)
+        else "Run a command",
         "delegate": f"Delegate: {arg('task')}",
         "remember": f"Remember: {arg('note')}",
     }
-    title = titles.get(tool) or f"{tool} {_one_line(arguments if isinstance(arguments, str) else ' '.join(f'{k}={v}' for k, v in args.items()), 80)}".strip()
+    title = (
+        titles.get(tool)
+        or f"{tool} {_one_line(arguments if isinstance(arguments, str) else ' '.join(f'{k}={v}' for k, v in args.items()), 80)}".strip()
+    )
     prefix = "" if agent_id == "main" else f"[{agent_id}] "
     return _cut(prefix + title)
 
@@ -80,14 +87,26 @@ def resolve_path(raw: Any, roots: list[Path]) -> Path | None:
 def tool_locations(tool: str, arguments: Any, roots: list[Path]) -> list[dict[str, Any]]:
     """Where the call works, for the client's follow-along: the file (and the line read from)
     or the folder searched; `line` is 0-based (read_file's `offset` is 1-based)."""
-    if not isinstance(arguments, dict) or tool not in ("read_file", "edit_file", "write_file", "list_files", "search", "diagnostics"):
+    if not isinstance(arguments, dict) or tool not in (
+        "read_file",
+        "edit_file",
+        "write_file",
+        "list_files",
+        "search",
+        "diagnostics",
+    ):
         return []
     path = resolve_path(arguments.get("path"), roots)
     if path is None:
         return [{"path": str(roots[0])}] if tool in ("list_files", "search") else []
     location: dict[str, Any] = {"path": str(path)}
     offset = arguments.get("offset")
-    if tool == "read_file" and isinstance(offset, int) and not isinstance(offset, bool) and offset > 0:
+    if (
+        tool == "read_file"
+        and isinstance(offset, int)
+        and not isinstance(offset, bool)
+        and offset > 0
+    ):
         location["line"] = offset - 1
     return [location]
 

@@ -60,8 +60,11 @@ class Outbox:
         self.client = client
         self.session_id = session_id
         self.queue: asyncio.Queue[Any] = asyncio.Queue()
-        self.text = TextCoalescer(lambda text: self._put(AgentMessageChunk(session_update="agent_message_chunk",
-                                                                           content=text_block(text))))
+        self.text = TextCoalescer(
+            lambda text: self._put(
+                AgentMessageChunk(session_update="agent_message_chunk", content=text_block(text))
+            )
+        )
         self.thought = TextCoalescer(lambda text: self._put(thought(text)))
         self.task: asyncio.Task[None] | None = None
         self.broken = False
@@ -121,7 +124,9 @@ def text_content(text: str) -> ContentToolCallContent:
 
 
 def diff_content(path: Path, old_text: str | None, new_text: str) -> FileEditToolCallContent:
-    return FileEditToolCallContent(type="diff", path=str(path), old_text=old_text, new_text=new_text)
+    return FileEditToolCallContent(
+        type="diff", path=str(path), old_text=old_text, new_text=new_text
+    )
 
 
 def thought(text: str) -> AgentThoughtChunk:
@@ -174,8 +179,13 @@ class RunEvents:
                 self._on_tool_call(event)
             case ApprovalEvent():
                 if event.state in (ApprovalState.ALLOWED, ApprovalState.PREVIEW):
-                    self.outbox.send(ToolCallProgress(session_update="tool_call_update", tool_call_id=self.acp_id(event.call_id),
-                                                      status="in_progress"))
+                    self.outbox.send(
+                        ToolCallProgress(
+                            session_update="tool_call_update",
+                            tool_call_id=self.acp_id(event.call_id),
+                            status="in_progress",
+                        )
+                    )
             case ToolResultEvent():
                 self._on_tool_result(event)
             case UsageEvent():
@@ -193,10 +203,20 @@ class RunEvents:
         call_id, tool, arguments = event.call_id, event.tool, event.arguments
         info = CallInfo(tool, arguments, event.agent_id, self.ids.start(call_id, self.run_id))
         self.calls[call_id] = info
-        self.outbox.send(ToolCallStart(
-            session_update="tool_call", tool_call_id=info.acp_id, title=tool_title(tool, arguments, event.agent_id),
-            kind=tool_kind(tool), status="pending", locations=locations(tool_locations(tool, arguments, self.roots)),
-            raw_input=arguments, field_meta={"agentLsp": {"runId": self.run_id, "callId": call_id, "agentId": event.agent_id}}))
+        self.outbox.send(
+            ToolCallStart(
+                session_update="tool_call",
+                tool_call_id=info.acp_id,
+                title=tool_title(tool, arguments, event.agent_id),
+                kind=tool_kind(tool),
+                status="pending",
+                locations=locations(tool_locations(tool, arguments, self.roots)),
+                raw_input=arguments,
+                field_meta={
+                    "agentLsp": {"runId": self.run_id, "callId": call_id, "agentId": event.agent_id}
+                },
+            )
+        )
 
     def _on_tool_result(self, event: ToolResultEvent) -> None:
         info = self.calls.get(event.call_id)
@@ -215,9 +235,15 @@ class RunEvents:
                 content.insert(0, diff_content(edit.path, old_text, self.redact(edit.new_text)))
         # The raw output is the result's fields as the LSP stream has them (its call is the update's own).
         raw_output = {k: v for k, v in wire_fields(event).items() if k != "callId"}
-        self.outbox.send(ToolCallProgress(
-            session_update="tool_call_update", tool_call_id=self.acp_id(event.call_id), status="completed" if event.ok else "failed",
-            content=content, raw_output=raw_output))
+        self.outbox.send(
+            ToolCallProgress(
+                session_update="tool_call_update",
+                tool_call_id=self.acp_id(event.call_id),
+                status="completed" if event.ok else "failed",
+                content=content,
+                raw_output=raw_output,
+            )
+        )
 
     def path_of(self, info: CallInfo) -> Path | None:
         args = info.arguments if isinstance(info.arguments, dict) else {}
@@ -226,16 +252,34 @@ class RunEvents:
     def _on_usage(self, event: UsageEvent) -> None:
         if event.usage.cost_usd is not None:
             self.cost = round(event.usage.cost_usd, 6)  # the figure the stream shows
-        cost = Cost(amount=round(self.cost_before + self.cost, 6), currency="USD") if self.cost is not None else None
-        self.outbox.send(UsageUpdate(session_update="usage_update", used=max(0, event.context_tokens),
-                                     size=max(0, event.context_window), cost=cost))
+        cost = (
+            Cost(amount=round(self.cost_before + self.cost, 6), currency="USD")
+            if self.cost is not None
+            else None
+        )
+        self.outbox.send(
+            UsageUpdate(
+                session_update="usage_update",
+                used=max(0, event.context_tokens),
+                size=max(0, event.context_window),
+                cost=cost,
+            )
+        )
 
     def _on_stop(self) -> None:
         """A call the run left without a result (a cancel) is shown as ended, not pending."""
         for call_id, info in self.calls.items():
             if call_id not in self.finished:
-                self.outbox.send(ToolCallProgress(session_update="tool_call_update", tool_call_id=info.acp_id, status="failed",
-                                                  content=[text_content("cancelled: the turn ended before this call finished")]))
+                self.outbox.send(
+                    ToolCallProgress(
+                        session_update="tool_call_update",
+                        tool_call_id=info.acp_id,
+                        status="failed",
+                        content=[
+                            text_content("cancelled: the turn ended before this call finished")
+                        ],
+                    )
+                )
         self.finished.update(self.calls)
 
     def acp_id(self, call_id: str) -> str:

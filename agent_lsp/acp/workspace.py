@@ -42,7 +42,9 @@ class AcpWorkspace:
         if not self.caps.read:
             return await read_disk_document(path)
         try:
-            response = await asyncio.wait_for(self.client.read_text_file(session_id=self.session_id, path=str(path)), FS_TIMEOUT)
+            response = await asyncio.wait_for(
+                self.client.read_text_file(session_id=self.session_id, path=str(path)), FS_TIMEOUT
+            )
         except (asyncio.CancelledError, KeyboardInterrupt):
             raise
         except Exception as exc:  # a file the editor cannot show as text (binary, gone): as on disk
@@ -51,8 +53,15 @@ class AcpWorkspace:
         text = response.content
         return Document(path, text, exact="\x00" not in text)
 
-    async def apply(self, path: Path, before: Document | None, after: str, *, preview: str | None = None,
-                    late: Any = None) -> EditOutcome:
+    async def apply(
+        self,
+        path: Path,
+        before: Document | None,
+        after: str,
+        *,
+        preview: str | None = None,
+        late: Any = None,
+    ) -> EditOutcome:
         if not self.caps.write:
             outcome = await self.disk.apply(path, before, after)
         else:
@@ -64,18 +73,29 @@ class AcpWorkspace:
     async def _write(self, path: Path, before: Document | None, after: str) -> EditOutcome:
         exists = path.exists() or path.is_symlink()
         if before is None and exists:
-            return EditOutcome(False, f"{path.name} was created since the agent looked; read it first")
+            return EditOutcome(
+                False, f"{path.name} was created since the agent looked; read it first"
+            )
         if before is not None:
             try:
                 current = await self.read(path)
             except ValueError as exc:
                 return EditOutcome(False, str(exc))
             if current.text != before.text:
-                return EditOutcome(False, f"{path.name} changed in the editor (or on disk) since the agent read it")
+                return EditOutcome(
+                    False, f"{path.name} changed in the editor (or on disk) since the agent read it"
+                )
         try:
-            await asyncio.wait_for(self.client.write_text_file(session_id=self.session_id, path=str(path), content=after), FS_TIMEOUT)
+            await asyncio.wait_for(
+                self.client.write_text_file(
+                    session_id=self.session_id, path=str(path), content=after
+                ),
+                FS_TIMEOUT,
+            )
         except TimeoutError:
-            return EditOutcome(False, f"the editor did not answer fs/write_text_file within {FS_TIMEOUT:g} s")
+            return EditOutcome(
+                False, f"the editor did not answer fs/write_text_file within {FS_TIMEOUT:g} s"
+            )
         except (asyncio.CancelledError, KeyboardInterrupt):
             raise
         except Exception as exc:  # a JSON-RPC error: the editor refused (read-only buffer, ...)
@@ -98,7 +118,12 @@ class AcpWorkspace:
                 on_disk.append(item)
                 continue
             try:
-                await asyncio.wait_for(self.client.write_text_file(session_id=self.session_id, path=str(item.path), content=text), FS_TIMEOUT)
+                await asyncio.wait_for(
+                    self.client.write_text_file(
+                        session_id=self.session_id, path=str(item.path), content=text
+                    ),
+                    FS_TIMEOUT,
+                )
                 outcome.restored.append(item.path)
             except (asyncio.CancelledError, KeyboardInterrupt):
                 raise
