@@ -27,10 +27,8 @@ DEFAULT_IGNORABLE: tuple[tuple[int, int], ...] = (
     (0x180B, 0x180F),  # MONGOLIAN FREE VARIATION SELECTORS, VOWEL SEPARATOR
     (0x200B, 0x200F),  # ZERO WIDTH SPACE .. RIGHT-TO-LEFT MARK
     (0x202A, 0x202E),  # bidi embeddings and overrides
-    (
-        0x2060,
-        0x206F,
-    ),  # WORD JOINER .. NOMINAL DIGIT SHAPES (bidi isolates, invisible operators; 2065 reserved)
+    # WORD JOINER .. NOMINAL DIGIT SHAPES (bidi isolates, invisible operators; 2065 reserved)
+    (0x2060, 0x206F),
     (0x3164, 0x3164),  # HANGUL FILLER
     (0xFE00, 0xFE0F),  # VARIATION SELECTOR-1..16
     (0xFEFF, 0xFEFF),  # ZERO WIDTH NO-BREAK SPACE (BOM)
@@ -38,10 +36,8 @@ DEFAULT_IGNORABLE: tuple[tuple[int, int], ...] = (
     (0xFFF0, 0xFFF8),  # reserved
     (0x1BCA0, 0x1BCA3),  # SHORTHAND FORMAT controls
     (0x1D173, 0x1D17A),  # MUSICAL SYMBOL BEGIN BEAM .. END PHRASE
-    (
-        0xE0000,
-        0xE0FFF,
-    ),  # tags (E0001, E0020-E007F), VARIATION SELECTOR-17..256 (E0100-E01EF), reserved
+    # tags (E0001, E0020-E007F), VARIATION SELECTOR-17..256 (E0100-E01EF), reserved
+    (0xE0000, 0xE0FFF),
 )
 _IGNORABLE = frozenset(code for first, last in DEFAULT_IGNORABLE for code in range(first, last + 1))
 # Blank yet not a space to the shell or a reader: the braille blank renders as an empty cell.

@@ -102,9 +102,8 @@ class StatusEvent:
 
     kind: ClassVar[Literal["status"]] = "status"
     text: str
-    turn: (
-        int | None
-    )  # None: a front end's own line, outside the loop (waiting for the editor, an MCP server)
+    # None: a front end's own line, outside the loop (waiting for the editor, an MCP server)
+    turn: int | None
     _: KW_ONLY
     waiting: Literal["model"] | None = None
     mcp_server: str | None = None  # an MCP server's state changed: its name and new state

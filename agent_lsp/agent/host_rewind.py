@@ -65,12 +65,14 @@ class HostRewinds:
             raise RewindError(str(exc)) from None
         if manifest is None:
             raise RewindError(
-                f"unknown runId {run_id!r}: no checkpoint of that run in this workspace (a run that changed no file has none)"
+                f"unknown runId {run_id!r}: no checkpoint of that run in this workspace "
+                "(a run that changed no file has none)"
             )
         live = self.live(manifest.session_id)
         if self.in_flight(run_id) or (live is not None and live[0].running):
             raise RunNotFinished(
-                f"a run of session {manifest.session_id} is still running; wait for it or cancel it before rewinding"
+                f"a run of session {manifest.session_id} is still running; "
+                "wait for it or cancel it before rewinding"
             )
         try:
             result = await rewind(
@@ -93,7 +95,8 @@ class HostRewinds:
     async def _forget_rewound(
         self, roots: list[Path], session_id: str, result: RewindResult, transcripts: Path
     ) -> None:
-        """The session's history drops the rewound run and every later one; a note tells the model."""
+        """The session's history drops the rewound run and every later one; a note tells the
+        model."""
         sessions = self.store(roots)
         live = self.live(session_id)
         try:
@@ -121,18 +124,19 @@ class HostRewinds:
         note = Entry(
             {
                 "role": "user",
-                "content": f"[The user rewound {'run ' + ', '.join(sorted(rewound)) if dropped else 'an earlier rewind'}: "
-                f"these files were restored to their state before it: {shown}. What was said and done in that run "
-                "and after it is gone from this conversation; read the files again before relying on them.]",
+                "content": "[The user rewound "
+                f"{'run ' + ', '.join(sorted(rewound)) if dropped else 'an earlier rewind'}: "
+                f"these files were restored to their state before it: {shown}. "
+                "What was said and done in that run and after it is gone from this conversation; "
+                "read the files again before relying on them.]",
             },
             "note",
             result.rewind_id,
         )
         del session.history[cut:]
         session.history.append(note)
-        for record in (
-            session.runs
-        ):  # their files leave the session's edited files (Session.edited reads these)
+        # their files leave the session's edited files (Session.edited reads these)
+        for record in session.runs:
             if record.run_id in dropped:
                 record.rewound = True
         transcript = Transcript(

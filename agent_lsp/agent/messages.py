@@ -90,9 +90,8 @@ class ToolCall:
             "type": "function",
             "function": {"name": self.name, "arguments": self.arguments},
         }
-        if (
-            self.extra_content is not None
-        ):  # only a server that sent it gets it back (strict servers refuse unknown keys)
+        # only a server that sent it gets it back (strict servers refuse unknown keys)
+        if self.extra_content is not None:
             message["extra_content"] = self.extra_content
         return message
 
@@ -304,7 +303,8 @@ def parse_arguments(call: ToolCall) -> dict[str, Any]:
         value = json.loads(call.arguments or "{}")
     except json.JSONDecodeError as exc:
         raise ValueError(
-            f"the arguments of {call.name} are not valid JSON ({exc.msg} at char {exc.pos}); send a JSON object"
+            f"the arguments of {call.name} are not valid JSON ({exc.msg} at char {exc.pos}); "
+            "send a JSON object"
         ) from None
     if not isinstance(value, dict):
         raise ValueError(

@@ -41,9 +41,8 @@ def plan_compaction(
             break
         if history[index].kind != "tool":
             end = index
-    if end == len(
-        history
-    ):  # never leave the newest exchange out of the tail even if it alone is large
+    # never leave the newest exchange out of the tail even if it alone is large
+    if end == len(history):
         end = next(
             (i for i in range(len(history) - 1, start - 1, -1) if history[i].kind != "tool"),
             len(history),
@@ -155,7 +154,8 @@ def plan_squeeze(history: list[Entry]) -> list[tuple[int, Entry]]:
         function = call.get("function") or {}
         what = f"{function.get('name', 'a tool')} {function.get('arguments', '')[:200]}".strip()
         stub = (
-            f"[squeezed to save context: the result of {what} ({len(content)} characters) was here; "
+            f"[squeezed to save context: the result of {what} "
+            f"({len(content)} characters) was here; "
             "call the tool again if you need it]"
         )
         out.append(

@@ -40,7 +40,10 @@ async def truncate_tool_output(
             raise OSError(errno.EINVAL, "the spill path is not a regular file")
         async with aiofiles.open(fd, "w", encoding="utf-8") as handle:
             await handle.write(redact(text))
-        where = f"The whole result ({len(text)} characters, {text.count(chr(10)) + 1} lines) is saved at {spill}; read_file it with offset/limit to see the rest."
+        where = (
+            f"The whole result ({len(text)} characters, {text.count(chr(10)) + 1} lines) "
+            f"is saved at {spill}; read_file it with offset/limit to see the rest."
+        )
     except OSError as exc:
         spill, where = None, f"(the whole result could not be saved: {exc.strerror})"
     head = text[: int(limit * 0.6)]

@@ -146,7 +146,8 @@ class LoopTools:
         return tool is not None and not tool.read_only
 
     async def prepare(self, call: ToolCall) -> tuple[Tool, Prepared]:
-        """ToolError (an unknown tool, bad arguments), PathRefused or ValueError when it cannot be prepared."""
+        """ToolError (an unknown tool, bad arguments), PathRefused or ValueError when it cannot
+        be prepared."""
         tool = self._box.get(call.name)
         return tool, await tool.prepare(tool.parse(parse_arguments(call)), self._ctx)
 

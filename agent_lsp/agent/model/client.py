@@ -138,7 +138,8 @@ class OpenAIModel:
             openai = await import_openai()
             if not self._api_key and not self._base_url and not os.environ.get("OPENAI_BASE_URL"):
                 raise ModelError(
-                    "no API key: set the environment variable named by `apiKeyEnv` (default OPENAI_API_KEY), or point `baseUrl` at a local server"
+                    "no API key: set the environment variable named by `apiKeyEnv` "
+                    "(default OPENAI_API_KEY), or point `baseUrl` at a local server"
                 )
             # Off the loop: the client's HTTP stack imports and builds an SSL context (~70 ms).
             self._client = await asyncio.to_thread(
@@ -165,7 +166,8 @@ class OpenAIModel:
             return sorted(str(m.id) for m in page.data)
         except openai.APIStatusError as exc:
             raise ModelError(
-                f"{self.endpoint} answered GET /models with HTTP {exc.status_code}: {_status_message(exc)}"
+                f"{self.endpoint} answered GET /models with HTTP {exc.status_code}: "
+                f"{_status_message(exc)}"
             ) from None
         except openai.APITimeoutError:
             raise ModelError(f"{self.endpoint} did not answer GET /models in time") from None
@@ -219,36 +221,37 @@ class OpenAIModel:
                         break
             finally:
                 await _close(stream)
-        except (
-            _OwnBug
-        ) as bug:  # only errors of the stream's data are the endpoint's; this one is ours
+        # only errors of the stream's data are the endpoint's; this one is ours
+        except _OwnBug as bug:
             log.error(
                 "internal error while reading the stream from %s", self.endpoint, exc_info=bug.error
             )
             raise bug.error from None
         except openai.APIStatusError as exc:
             raise ModelError(
-                f"the model endpoint {self.endpoint} answered HTTP {exc.status_code}: {_status_message(exc)}"
+                f"the model endpoint {self.endpoint} answered HTTP {exc.status_code}: "
+                f"{_status_message(exc)}"
                 f"{self._path_hint(exc.status_code)}"
             ) from None
         except openai.APITimeoutError:
             raise ModelError(
-                f"the model endpoint {self.endpoint} did not answer within requestTimeout ({self._timeout:g} s)",
+                f"the model endpoint {self.endpoint} did not answer within requestTimeout "
+                f"({self._timeout:g} s)",
                 streamed=acc.streamed,
             ) from None
         except openai.APIConnectionError as exc:
             if received:  # a stream cut mid-reply: the SDK does not retry it
                 raise ModelError(
-                    f"the stream from {self.endpoint} was cut mid-reply ({_connection_reason(exc)})",
+                    f"the stream from {self.endpoint} was cut mid-reply "
+                    f"({_connection_reason(exc)})",
                     retryable=acc.streamed == 0,
                     streamed=acc.streamed,
                 ) from None
             raise ModelError(
                 f"cannot connect to the model endpoint {self.endpoint}: {_connection_reason(exc)}"
             ) from None
-        except (
-            openai.APIError
-        ) as exc:  # an `{"error": ...}` object inside the stream (OpenRouter, vLLM, OpenAI)
+        # an `{"error": ...}` object inside the stream (OpenRouter, vLLM, OpenAI)
+        except openai.APIError as exc:
             words = describe_error(exc.body) or describe_error(exc.message)
             raise ModelError(
                 f"the model endpoint {self.endpoint} sent an error in its stream: {words}",
@@ -261,7 +264,8 @@ class OpenAIModel:
             ) from None
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise ModelError(
-                f"the model endpoint {self.endpoint} sent something that is not a valid completion stream: {exc}",
+                f"the model endpoint {self.endpoint} sent something that is not a valid completion "
+                f"stream: {exc}",
                 retryable=acc.streamed == 0,
                 streamed=acc.streamed,
             ) from None
@@ -300,7 +304,10 @@ class OpenAIModel:
         path = urlparse(self.endpoint).path
         if any(re.fullmatch(r"v\d+\w*", part) for part in path.split("/")):
             return ""
-        return f" (the base URL has no /v1: most servers want {self.endpoint.rstrip('/')}/v1 as baseUrl)"
+        return (
+            " (the base URL has no /v1: "
+            f"most servers want {self.endpoint.rstrip('/')}/v1 as baseUrl)"
+        )
 
     async def _open_stream(
         self, client: Any, openai: Any, body: dict[str, Any], timeout: float | None

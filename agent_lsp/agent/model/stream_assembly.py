@@ -17,10 +17,8 @@ from agent_lsp.agent.messages import Reply, ReplyCut, ToolCall, Usage
 TextSink = Callable[[str], None]
 MAX_ARGUMENT_CHARS = 1_000_000  # one tool call's arguments (CONTRACT Decision 6)
 MAX_REPLY_CHARS = 4_000_000  # one whole reply
-REASONING_FIELDS = (
-    "reasoning_content",
-    "reasoning",
-)  # DeepSeek/vLLM/LiteLLM; OpenRouter/Ollama/newer vLLM
+# DeepSeek/vLLM/LiteLLM; OpenRouter/Ollama/newer vLLM
+REASONING_FIELDS = ("reasoning_content", "reasoning")
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
@@ -137,7 +135,8 @@ class StreamAssembly:
                 self.size += len(value)
                 self.streamed += self._reasoning.add(value)
                 self._check_reply_cap()
-                return  # a server sending both fields (OpenRouter mirrors) sends the same text twice
+                # a server sending both fields (OpenRouter mirrors) sends the same text twice
+                return
 
     def _add_call(self, part: Any) -> None:
         function = getattr(part, "function", None)
@@ -155,9 +154,8 @@ class StreamAssembly:
             call.size += len(arguments)
             self.size += len(arguments)
         extra = getattr(part, "model_extra", None) or {}
-        if isinstance(
-            extra.get("extra_content"), dict
-        ):  # Gemini 3's thought signature: returned as received
+        # Gemini 3's thought signature: returned as received
+        if isinstance(extra.get("extra_content"), dict):
             call.extra_content = {**(call.extra_content or {}), **extra["extra_content"]}
         if call.size > MAX_ARGUMENT_CHARS:
             self.cut = ReplyCut.ARGUMENT_CAP
@@ -212,9 +210,8 @@ class StreamAssembly:
         calls = []
         for c in self.calls:
             joined = valid_text("".join(c.arguments))
-            arguments = (
-                "" if self.cut else joined if joined.strip() else "{}"
-            )  # "" means no arguments
+            # "" means no arguments
+            arguments = "" if self.cut else joined if joined.strip() else "{}"
             calls.append(
                 ToolCall(
                     c.id or f"call_{uuid.uuid4().hex[:12]}",

@@ -133,7 +133,8 @@ class ApprovalPolicy:
         if "ask" in cautious.values() and configured != "ask":
             return PolicyVerdict(
                 "ask",
-                f"approval.tools asks for {next(a for a, r in cautious.items() if r == 'ask')}, a name that may mean {tool.name}",
+                f"approval.tools asks for {next(a for a, r in cautious.items() if r == 'ask')}, "
+                f"a name that may mean {tool.name}",
             )
         if prepared.must_ask:  # above every allow: rules, the sandbox, session grants, --yes
             return PolicyVerdict("ask", prepared.must_ask)
@@ -169,7 +170,8 @@ class ApprovalPolicy:
         )
 
     def remember(self, tool: Tool, prepared: Prepared) -> None:
-        """ "Allow for session": a command's exact line (with its cwd), any other tool by its key."""
+        """What "Allow for session" remembers: a command's exact line (with its cwd), any other
+        tool by its key."""
         self.session.remember(
             tool.grant_key, prepared.command.remember if prepared.command is not None else None
         )

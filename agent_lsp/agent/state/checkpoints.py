@@ -148,15 +148,15 @@ class CheckpointStore:
             target = self.path(run_id)
             if not os.path.lexists(target):
                 return None
-            return Manifest.from_json(
-                json.loads(read_regular_sync(target, MAX_MANIFEST))
-            )  # a regular file only
+            # a regular file only
+            return Manifest.from_json(json.loads(read_regular_sync(target, MAX_MANIFEST)))
         except KeyError:
             return None
         except (OSError, ValueError) as exc:
             raise OSError(
                 0,
-                f"the checkpoint of {run_id} cannot be read ({exc}); it is kept at {self.path(run_id)}",
+                f"the checkpoint of {run_id} cannot be read ({exc}); "
+                f"it is kept at {self.path(run_id)}",
             ) from None
 
     def all(self) -> list[Manifest]:
@@ -328,9 +328,8 @@ class RunCheckpoint:
                 record.after = self._left[key]
             else:
                 record.after = content_sha(await current_content(self.workspace, Path(record.path)))
-            if (
-                record.restorable and record.after == record.before
-            ):  # e.g. an edit discarded in the preview
+            # e.g. an edit discarded in the preview
+            if record.restorable and record.after == record.before:
                 del self.manifest.files[key]
         self.manifest.finished = True
         if self.manifest.files:

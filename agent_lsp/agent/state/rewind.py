@@ -38,9 +38,8 @@ class RewindResult:
     conflicts: list[tuple[Path, str]]
     not_restorable: list[tuple[Path, str]]
     runs: list[str]
-    later: set[Path] = field(
-        default_factory=set
-    )  # conflicting files that later runs of the session also changed
+    # conflicting files that later runs of the session also changed
+    later: set[Path] = field(default_factory=set)
 
     def conflict_hint(self, path: Path, force: str, include_later: str) -> str:
         """What would take a conflict anyway, in a front end's own words (its flag or argument

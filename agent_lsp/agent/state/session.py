@@ -82,7 +82,8 @@ class RunRecord:
     changes: RunChanges = field(default_factory=RunChanges)
     rewound: bool = False
     kind: str = "run"  # run | rewind
-    reached: bool = True  # False: the run ended before the model ever answered (not persisted: saved runs reached it)
+    # False: the run ended before the model ever answered (not persisted: saved runs reached it)
+    reached: bool = True
 
     @property
     def edited(self) -> list[str]:

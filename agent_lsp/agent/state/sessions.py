@@ -26,7 +26,8 @@ KEEP_SESSIONS = 100
 KEEP_DAYS = 30
 TITLE_CHARS = 80
 INDEX_MAX_BYTES = 10_000_000
-TRANSCRIPT_MAX_BYTES = 512_000_000  # a transcript larger than this is not replayed (a tampered one, or a file never ours)
+# a transcript larger than this is not replayed (a tampered one, or a file never ours)
+TRANSCRIPT_MAX_BYTES = 512_000_000
 
 
 class SessionError(ValueError):
@@ -84,8 +85,8 @@ class SessionStore:
         path = self._index(session_id)
         if not path.exists() and not path.is_symlink():
             raise SessionError(
-                f"unknown sessionId {session_id!r}: no such session in this workspace ({self.root}); "
-                "omit it to start a new session"
+                f"unknown sessionId {session_id!r}: no such session in this workspace "
+                f"({self.root}); omit it to start a new session"
             )
         try:
             data = json.loads(_read_state_file(path, INDEX_MAX_BYTES))
@@ -95,7 +96,8 @@ class SessionStore:
             ) from None
         if not isinstance(data, dict):
             raise SessionError(
-                f"session {session_id} cannot be read (its index is not a JSON object); it is kept at {path}"
+                f"session {session_id} cannot be read (its index is not a JSON object); "
+                f"it is kept at {path}"
             )
         if data.get("workspace") not in (None, str(self.root)):
             raise SessionError(
@@ -140,7 +142,8 @@ class SessionStore:
                 kept.add(resolved)
             else:
                 log.warning(
-                    "a transcript names %s as a spill file: not under %s, or not a regular file; not readable",
+                    "a transcript names %s as a spill file: not under %s, or not a regular file; "
+                    "not readable",
                     path,
                     folder,
                 )
@@ -368,7 +371,8 @@ def _replay(transcript: Path, history: list[Entry]) -> set[Path]:
         except json.JSONDecodeError:
             if number == last:
                 log.warning(
-                    "transcript %s: its last line is cut (the process ended mid-write); resumed without it",
+                    "transcript %s: its last line is cut (the process ended mid-write); "
+                    "resumed without it",
                     transcript,
                 )
                 break
@@ -383,7 +387,7 @@ def _replay(transcript: Path, history: list[Entry]) -> set[Path]:
                 apply_history_record(history, record)
             except (KeyError, TypeError, ValueError, IndexError) as exc:
                 raise SessionError(
-                    f"the transcript {transcript} has a damaged record at line {number + 1} ({exc}); "
-                    "it is kept as it is"
+                    f"the transcript {transcript} has a damaged record at line {number + 1} "
+                    f"({exc}); it is kept as it is"
                 ) from None
     return spills

@@ -73,12 +73,10 @@ class Change:
 
 @dataclass
 class Snapshot:
-    git_trees: dict[Path, tuple[Repository, str]] = field(
-        default_factory=dict
-    )  # workspace root -> (repository, tree id)
-    files: dict[Path, tuple[int, int, str | None]] = field(
-        default_factory=dict
-    )  # non-git: path -> (size, mtime_ns, sha)
+    # workspace root -> (repository, tree id)
+    git_trees: dict[Path, tuple[Repository, str]] = field(default_factory=dict)
+    # non-git: path -> (size, mtime_ns, sha)
+    files: dict[Path, tuple[int, int, str | None]] = field(default_factory=dict)
     # Shared locks on the private git dirs whose trees this snapshot names: while held, their
     # objects are not dropped (by this process or another). Released by `changes`, or when the
     # snapshot is collected.
@@ -154,7 +152,8 @@ class Snapshotter:
                             path,
                             None,
                             False,
-                            f"larger than {SMALL_FILE // 1_000_000} MB and not in git: no copy was kept",
+                            f"larger than {SMALL_FILE // 1_000_000} MB and not in git: "
+                            "no copy was kept",
                         )
                     )
                 continue
@@ -198,7 +197,8 @@ class Snapshotter:
         private_git_dir(folder, repo)
         index = folder / "index"
         if not index.exists() and (repo.git_dir / "index").is_file():
-            try:  # start from the repository's own index: files git already hashed are not hashed again
+            # start from the repository's own index: files git already hashed are not hashed again
+            try:
                 shutil.copyfile(repo.git_dir / "index", index)
                 os.chmod(index, 0o600)
             except OSError:
@@ -347,7 +347,8 @@ def _drop_objects(folder: Path, bound: int) -> None:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             log.info(
-                "snapshot objects in %s passed %d bytes but a snapshot still uses them: kept for now",
+                "snapshot objects in %s passed %d bytes but a snapshot still uses them: "
+                "kept for now",
                 folder,
                 bound,
             )
@@ -355,7 +356,8 @@ def _drop_objects(folder: Path, bound: int) -> None:
         shutil.rmtree(folder / "objects")
         (folder / "index").unlink(missing_ok=True)
         log.info(
-            "snapshot objects in %s passed %d bytes: dropped (the next snapshot rebuilds its index)",
+            "snapshot objects in %s passed %d bytes: dropped "
+            "(the next snapshot rebuilds its index)",
             folder,
             bound,
         )

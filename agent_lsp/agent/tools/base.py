@@ -85,9 +85,8 @@ class Tool:
     args: ClassVar[type[Args]]
     read_only: bool = True
     aliases: tuple[str, ...] = ()  # other names approval.tools may use for it
-    contested_aliases: tuple[
-        str, ...
-    ] = ()  # names that may mean it or another tool: their deny/ask apply, never allow
+    # names that may mean it or another tool: their deny/ask apply, never allow
+    contested_aliases: tuple[str, ...] = ()
 
     @property
     def grant_key(self) -> str:

@@ -85,7 +85,10 @@ class RunCommand(Tool):
             note = ""
             if unsaved:
                 names = ", ".join(ctx.paths.display(p) for p in unsaved)
-                note = f"\nnote: files the agent changed are still unsaved in the editor, so the command saw their old contents on disk: {names}"
+                note = (
+                    "\nnote: files the agent changed are still unsaved in the editor, "
+                    f"so the command saw their old contents on disk: {names}"
+                )
             checkpoint = ctx.checkpoint
             before = await checkpoint.before_command() if checkpoint is not None else None
             try:
@@ -101,7 +104,8 @@ class RunCommand(Tool):
             )
             if result.dropped_bytes:
                 status += (
-                    f"; the output was {result.total_bytes} bytes: the first and last megabytes are kept below and "
+                    f"; the output was {result.total_bytes} bytes: "
+                    "the first and last megabytes are kept below and "
                     f"{result.dropped_bytes} bytes in the middle were dropped (not saved anywhere)"
                 )
             text = f"{status}\n{result.output}".rstrip() + note

@@ -15,7 +15,8 @@ class Delegate(Tool):
     name = "delegate"
     description = (
         "Hand a bounded read-only sub-task (e.g. 'find every caller of X') to a sub-agent with its "
-        "own context; returns only its summary. Several delegate calls in one reply run concurrently."
+        "own context; returns only its summary. "
+        "Several delegate calls in one reply run concurrently."
     )
     args = DelegateArgs
 

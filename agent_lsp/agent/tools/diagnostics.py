@@ -40,7 +40,8 @@ def format_diagnostics(
                     shown,
                     line,
                     col,
-                    f"{shown}:{line}:{col}: {SEVERITY.get(severity, 'error')}: {message}{code}{source}",
+                    f"{shown}:{line}:{col}: {SEVERITY.get(severity, 'error')}: "
+                    f"{message}{code}{source}",
                 )
             )
     return [text for *_, text in sorted(lines)]
@@ -66,15 +67,17 @@ async def problems_after_edit(ctx: ToolContext, path: Path, version: int | None)
 class DiagnosticsArgs(Args):
     path: str | None = Field(
         None,
-        description="A file (or folder) to limit the problems to; default: every file the editor knows",
+        description="A file (or folder) to limit the problems to; "
+        "default: every file the editor knows",
     )
 
 
 class Diagnostics(Tool):
     name = "diagnostics"
     description = (
-        "The problems (errors, warnings, hints) the editor shows right now, from every language server, for a "
-        "file or the whole workspace: `file:line:col: severity: message (source)`."
+        "The problems (errors, warnings, hints) the editor shows right now, "
+        "from every language server, for a file or the whole workspace: "
+        "`file:line:col: severity: message (source)`."
     )
     args = DiagnosticsArgs
 

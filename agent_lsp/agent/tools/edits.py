@@ -79,7 +79,8 @@ def _applied_late(ctx: ToolContext, path: Path, before: Document | None, after: 
     def tell(text: str) -> None:
         if ctx.notify is not None:
             ctx.notify(
-                f"the edit to {shown} was applied in the editor's preview after the run was cancelled; {text}"
+                f"the edit to {shown} was applied in the editor's preview "
+                f"after the run was cancelled; {text}"
             )
 
     async def record() -> None:
@@ -95,7 +96,8 @@ def _applied_late(ctx: ToolContext, path: Path, before: Document | None, after: 
                 exc_info=True,
             )
             tell(
-                f"it could not be added to the run's checkpoint ({exc}), so rewind cannot take it back"
+                f"it could not be added to the run's checkpoint ({exc}), "
+                "so rewind cannot take it back"
             )
             return
         tell("it is in the run's checkpoint (rewind can take it back)")
@@ -133,7 +135,8 @@ def _prepared(ctx: ToolContext, path: Path, before: Document | None, after: str)
         if not outcome.applied:
             reason = outcome.message or "the editor refused the edit"
             raise ToolError(
-                f"the edit to {shown} was not applied: {reason}. Read the file again before retrying."
+                f"the edit to {shown} was not applied: {reason}. "
+                "Read the file again before retrying."
             )
         ctx.changes.add(path)
         if ctx.checkpoint is not None:
@@ -177,22 +180,22 @@ class EditFile(Tool):
             raise ToolError(f"{args.path} does not exist; use write_file to create it")
         if not before.exact:
             raise ToolError(
-                f"{args.path} is not valid UTF-8 text (or holds NUL bytes); it is not edited, so none of its bytes are lost"
+                f"{args.path} is not valid UTF-8 text (or holds NUL bytes); it is not edited, "
+                "so none of its bytes are lost"
             )
         if not args.old_text:
             raise ToolError("old_text is empty; give the exact text to replace")
         old, new = args.old_text, args.new_text
         count = before.text.count(old)
         if count == 0 and line_ending(before.text) == "\r\n" and "\r\n" not in old:
-            old, new = (
-                with_endings(old, "\r\n"),
-                with_endings(new, "\r\n"),
-            )  # the model wrote \n for a CRLF file
+            # the model wrote \n for a CRLF file
+            old, new = with_endings(old, "\r\n"), with_endings(new, "\r\n")
             count = before.text.count(old)
         if count != 1:
             where = "does not occur" if count == 0 else f"occurs {count} times"
             raise ToolError(
-                f"old_text {where} in {args.path}; it must occur exactly once (add surrounding lines)"
+                f"old_text {where} in {args.path}; it must occur exactly once "
+                "(add surrounding lines)"
             )
         return _prepared(ctx, path, before, before.text.replace(old, new, 1))
 
@@ -215,7 +218,8 @@ class WriteFile(Tool):
         if before is not None:
             if not before.exact and before.text:
                 raise ToolError(
-                    f"{args.path} is not valid UTF-8 text (or holds NUL bytes); it is not overwritten"
+                    f"{args.path} is not valid UTF-8 text (or holds NUL bytes); "
+                    "it is not overwritten"
                 )
             content = with_endings(content, line_ending(before.text))
             if before.text.endswith(("\n", "\r\n")) and content and not content.endswith("\n"):

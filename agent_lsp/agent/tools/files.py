@@ -31,8 +31,9 @@ class ReadFileArgs(Args):
 class ReadFile(Tool):
     name = "read_file"
     description = (
-        f"Read a text file (the editor's unsaved buffer if it is open), with line numbers; a page of up to "
-        f"{PAGE_CHARS // 1000}K characters at a time (use offset/limit for the rest)."
+        "Read a text file (the editor's unsaved buffer if it is open), with line numbers; "
+        f"a page of up to {PAGE_CHARS // 1000}K characters at a time "
+        "(use offset/limit for the rest)."
     )
     args = ReadFileArgs
 
@@ -68,7 +69,10 @@ class ReadFile(Tool):
             body = "\n".join(shown)
             end = start + len(shown)
             if end < len(lines):
-                body += f"\n[lines {start + 1}-{end} of {len(lines)}; {len(lines) - end} more: read_file with offset={end + 1}]"
+                body += (
+                    f"\n[lines {start + 1}-{end} of {len(lines)}; {len(lines) - end} more: "
+                    f"read_file with offset={end + 1}]"
+                )
             return body
 
         return Prepared(f"read {args.path}", execute)

@@ -94,7 +94,8 @@ class PathGuard:
             return resolved
         if self.root_of(resolved) is None:
             raise PathRefused(
-                f"{raw!r} is outside the workspace folders ({', '.join(map(str, self.roots))}); refused"
+                f"{raw!r} is outside the workspace folders "
+                f"({', '.join(map(str, self.roots))}); refused"
             )
         return resolved
 

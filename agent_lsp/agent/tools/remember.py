@@ -12,7 +12,10 @@ from agent_lsp.agent.tools.edits import _current, _prepared
 MEMORY_FILE = ".agent-lsp/memory.md"
 MAX_NOTE = 300
 MAX_MEMORY = 4000  # characters: about 1,000 tokens in every later run's system prompt
-HEADER = "# Agent memory\n\nNotes agent-lsp recalls in every session of this workspace (edit freely).\n\n"
+HEADER = (
+    "# Agent memory\n\n"
+    "Notes agent-lsp recalls in every session of this workspace (edit freely).\n\n"
+)
 
 
 def _normal(text: str) -> str:
@@ -21,15 +24,17 @@ def _normal(text: str) -> str:
 
 class RememberArgs(Args):
     note: str = Field(
-        description="One line worth recalling in later sessions: a project convention, a command, a pitfall found"
+        description="One line worth recalling in later sessions: "
+        "a project convention, a command, a pitfall found"
     )
 
 
 class Remember(Tool):
     name = "remember"
     description = (
-        f"Save one line to the workspace's {MEMORY_FILE}, recalled in every later session. Few and exact: "
-        "conventions, commands, pitfalls; not progress notes. Asks the user like any edit."
+        f"Save one line to the workspace's {MEMORY_FILE}, recalled in every later session. "
+        "Few and exact: conventions, commands, pitfalls; not progress notes. "
+        "Asks the user like any edit."
     )
     args = RememberArgs
     read_only = False
@@ -54,7 +59,8 @@ class Remember(Tool):
         after = body + ("" if body.endswith("\n") else "\n") + f"- {note}\n"
         if len(after) > MAX_MEMORY:
             raise ToolError(
-                f"{MEMORY_FILE} is full ({len(text)} of {MAX_MEMORY} characters: memory is read into every "
-                "session's context); ask the user to prune it or to keep this note somewhere else"
+                f"{MEMORY_FILE} is full ({len(text)} of {MAX_MEMORY} characters: "
+                "memory is read into every session's context); "
+                "ask the user to prune it or to keep this note somewhere else"
             )
         return _prepared(ctx, path, before, after)

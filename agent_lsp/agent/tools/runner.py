@@ -64,7 +64,8 @@ class CommandRunner:
             problem = await sandbox.probe()
             if problem is not None:
                 raise ToolError(
-                    f"refused: run_command is set to run in a sandbox (sandbox.mode={self.settings.mode}) and {problem}. Nothing ran."
+                    "refused: run_command is set to run in a sandbox "
+                    f"(sandbox.mode={self.settings.mode}) and {problem}. Nothing ran."
                 )
             policy = self.policy()
             try:

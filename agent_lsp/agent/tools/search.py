@@ -36,7 +36,8 @@ class SearchArgs(Args):
     )
     path: str = Field(
         ".",
-        description="Directory or file to search, relative to the workspace (default: every folder)",
+        description="Directory or file to search, relative to the workspace "
+        "(default: every folder)",
     )
     glob: str | None = Field(
         None,
@@ -48,8 +49,9 @@ class SearchArgs(Args):
 class Search(Tool):
     name = "search"
     description = (
-        f"Search file contents with a ripgrep (Rust syntax) regex over every file .gitignore does not "
-        f"exclude (editor buffers as open); returns `file:line: text` (at most {MAX_MATCHES})."
+        "Search file contents with a ripgrep (Rust syntax) regex "
+        "over every file .gitignore does not exclude (editor buffers as open); "
+        f"returns `file:line: text` (at most {MAX_MATCHES})."
     )
     args = SearchArgs
     read_only = True
@@ -97,8 +99,8 @@ async def _search(args: SearchArgs, bases: list[Path], ctx: ToolContext) -> str:
     problems: list[str] = []
     if unread:
         problems.append(
-            f"the editor's open buffers could not be read ({unread}): these results come from the files on disk, "
-            "without unsaved changes"
+            f"the editor's open buffers could not be read ({unread}): "
+            "these results come from the files on disk, without unsaved changes"
         )
     try:
         # Every folder and the buffers at once, each disk search stopped once it has more
@@ -146,7 +148,8 @@ async def _search(args: SearchArgs, bases: list[Path], ctx: ToolContext) -> str:
     )
     notes = (
         [
-            f"[capped at {MAX_MATCHES} matches (the first ones in path order): narrow the pattern, path or glob]"
+            f"[capped at {MAX_MATCHES} matches (the first ones in path order): "
+            "narrow the pattern, path or glob]"
         ]
         if capped
         else []
@@ -285,7 +288,10 @@ class ListFilesArgs(Args):
 
 class ListFiles(Tool):
     name = "list_files"
-    description = f"List files recursively (respects .gitignore; hidden files included; at most {MAX_LIST} entries)."
+    description = (
+        "List files recursively (respects .gitignore; hidden files included; "
+        f"at most {MAX_LIST} entries)."
+    )
     args = ListFilesArgs
     read_only = True
 
