@@ -85,7 +85,8 @@ class WarmUp:
             await asyncio.shield(asyncio.wrap_future(self.core))
 
     async def wait_sdk(self) -> None:
-        """Awaited before a run's first model call, which would otherwise import the SDK on the loop."""
+        """Awaited before a run's first model call, which would otherwise import the SDK on the
+        loop."""
         self.start()
         if not self.sdk.done():
             await asyncio.shield(asyncio.wrap_future(self.sdk))

@@ -182,9 +182,8 @@ class AcpAgent:
         try:
             core, store = await self.host.open_session(roots, session_id)
         except SessionError as exc:
-            raise RequestError(
-                -32002, f"session/load: {exc}", {"sessionId": session_id}
-            ) from None  # ACP's "resource not found"
+            # ACP's "resource not found"
+            raise RequestError(-32002, f"session/load: {exc}", {"sessionId": session_id}) from None
         previous = self.sessions.get(core.id)
         session = AcpSession(
             core.id,
@@ -281,7 +280,8 @@ class AcpAgent:
         if session is None:
             raise RequestError(
                 -32002,
-                f"{method}: unknown sessionId {session_id!r} (create it with session/new or load it with session/load)",
+                f"{method}: unknown sessionId {session_id!r} "
+                "(create it with session/new or load it with session/load)",
                 {"sessionId": session_id},
             )
         return session

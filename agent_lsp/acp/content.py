@@ -66,7 +66,8 @@ COMMANDS = {
         "what to plan",
     ),
     "rewind": (
-        "Put back the files this session's last run changed (or a run id's; add --force to overwrite later changes)",
+        "Put back the files this session's last run changed (or a run id's; "
+        "add --force to overwrite later changes)",
         "run id (optional)",
     ),
 }

@@ -14,7 +14,8 @@ from typing import Any
 from agent_lsp.frontend import exit_on_ctrl_c, leave, leave_after, on_signals
 
 TTY_HINT = (
-    "agent-lsp acp speaks the Agent Client Protocol on stdin/stdout and is meant to be started by an editor "
+    "agent-lsp acp speaks the Agent Client Protocol on stdin/stdout "
+    "and is meant to be started by an editor "
     "(Zed, JetBrains, agent-shell, codecompanion: see `agent-lsp acp --help`). In a terminal, try "
     '`agent-lsp run "TASK"` or `agent-lsp demo`. Ctrl-C exits.'
 )

@@ -48,7 +48,8 @@ MODES = {
     "default": ("Default", "Every tool; side effects are asked for as your approval settings say"),
     "plan": (
         "Plan",
-        "Read-only tools: the agent looks around and answers with a numbered plan, changing nothing",
+        "Read-only tools: the agent looks around and answers with a numbered plan, "
+        "changing nothing",
     ),
 }
 CANCEL_WAIT = 1.0  # a turn whose request is dropped (the client went away) gets this long to stop
@@ -138,7 +139,8 @@ class AcpSession:
         if self.run is not None:
             raise RequestError(
                 -32602,
-                f"session {self.id} is still running a turn ({self.run.id}); cancel it or wait for it",
+                f"session {self.id} is still running a turn ({self.run.id}); "
+                "cancel it or wait for it",
             )
         text = prompt_text(blocks, self.roots)
         command = slash_command(text)
@@ -251,7 +253,8 @@ class AcpSession:
         if target is None:
             raise RequestError(
                 -32602,
-                "nothing to rewind: no run of this session changed files (or they were rewound already)",
+                "nothing to rewind: no run of this session changed files "
+                "(or they were rewound already)",
             )
         try:
             result = await self.host.rewind(
@@ -261,8 +264,8 @@ class AcpSession:
                 force=force,
                 include_later=include_later,
                 binary_ok=True,
-                settings=self.settings,
-            )  # its transcript goes where this session's runs' go
+                settings=self.settings,  # its transcript goes where this session's runs' go
+            )
         except ValueError as exc:
             raise RequestError(-32602, f"rewind: {exc}") from None
         return result.to_dict(force=hints[0], include_later=hints[1])
@@ -293,9 +296,8 @@ def describe_rewind(result: dict[str, Any], roots: list[Path]) -> str:
     from agent_lsp.acp.content import shown
 
     lines = []
-    if result[
-        "restored"
-    ]:  # an undo is offered only when something was restored (nothing else to undo)
+    # an undo is offered only when something was restored (nothing else to undo)
+    if result["restored"]:
         lines.append(
             f"Rewound ({result['rewindId']}; `/rewind {result['rewindId']}` puts the files back)."
         )

@@ -88,10 +88,11 @@ async def rewind_anywhere(
             continue
         except ValueError:
             continue
-        return result.to_dict(
-            force="`force: true`", include_later="`includeLater: true`"
-        )  # this method's own arguments
-    raise RequestError(
-        -32602,
-        f"_agentLsp/rewind: {running[0] if running else f'unknown runId {run_id!r} in the workspaces known here; pass sessionId'}",
+        # this method's own arguments
+        return result.to_dict(force="`force: true`", include_later="`includeLater: true`")
+    why = (
+        running[0]
+        if running
+        else f"unknown runId {run_id!r} in the workspaces known here; pass sessionId"
     )
+    raise RequestError(-32602, f"_agentLsp/rewind: {why}")

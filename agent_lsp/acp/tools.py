@@ -69,10 +69,11 @@ def tool_title(tool: str, arguments: Any, agent_id: str = "main") -> str:
         "delegate": f"Delegate: {arg('task')}",
         "remember": f"Remember: {arg('note')}",
     }
-    title = (
-        titles.get(tool)
-        or f"{tool} {_one_line(arguments if isinstance(arguments, str) else ' '.join(f'{k}={v}' for k, v in args.items()), 80)}".strip()
-    )
+    title = titles.get(tool)
+    if not title:
+        pairs = " ".join(f"{k}={v}" for k, v in args.items())
+        shown = arguments if isinstance(arguments, str) else pairs
+        title = f"{tool} {_one_line(shown, 80)}".strip()
     prefix = "" if agent_id == "main" else f"[{agent_id}] "
     return _cut(prefix + title)
 

@@ -233,7 +233,8 @@ class RunEvents:
             if edit is not None:
                 old_text = self.redact(edit.old_text) if edit.old_text is not None else None
                 content.insert(0, diff_content(edit.path, old_text, self.redact(edit.new_text)))
-        # The raw output is the result's fields as the LSP stream has them (its call is the update's own).
+        # The raw output is the result's fields as the LSP stream has them (its call is the
+        # update's own).
         raw_output = {k: v for k, v in wire_fields(event).items() if k != "callId"}
         self.outbox.send(
             ToolCallProgress(

@@ -26,9 +26,8 @@ def approval_actions(pending: PendingApproval) -> list[types.CodeAction]:
     command is on the detail's first line, its invisible characters escaped."""
     request = pending.request
     head = (request.detail.splitlines() or [request.tool])[0]
-    allow = (
-        fits_title(head) if request.tool == "run_command" else True
-    )  # an edit's title: path and size
+    # an edit's title: path and size
+    allow = fits_title(head) if request.tool == "run_command" else True
     shown = head if allow else f"{head[:60]}… (too long for one line: see the full command)"
     choices = (
         [("Allow", "allow"), ("Allow for session", "allowSession"), ("Deny", "deny")]

@@ -20,8 +20,8 @@ from agent_lsp.settings import is_replay
 
 MAX_PROMPT = 1_000_000
 WHAT_TO_DO = (
-    "give `prompt` (the task), or `question` with `textDocument` and `range` (a question about that "
-    "selection), or `carryOutPlan: true` with the plan's `sessionId`"
+    "give `prompt` (the task), or `question` with `textDocument` and `range` "
+    "(a question about that selection), or `carryOutPlan: true` with the plan's `sessionId`"
 )
 
 
@@ -53,7 +53,8 @@ class DocumentRef(_Args):
 
 class RunArgs(_Args):
     """What a run is asked to do: exactly one of `prompt`, `question` (about the selection at
-    `textDocument` + `range`; the server words the prompt) or `carryOutPlan` (CONTRACT Decision 47)."""
+    `textDocument` + `range`; the server words the prompt) or `carryOutPlan` (CONTRACT
+    Decision 47)."""
 
     prompt: str | None = Field(None, min_length=1, max_length=MAX_PROMPT)
     question: str | None = Field(None, min_length=1, max_length=MAX_PROMPT)
@@ -63,9 +64,8 @@ class RunArgs(_Args):
     session_id: str | None = Field(None, alias="sessionId")
     model: str | None = Field(None, min_length=1, max_length=200)
     mode: Literal["plan"] | None = None
-    selection_in_prompt: bool = Field(
-        False, alias="selectionInPrompt"
-    )  # our code actions' prompts hold it
+    # our code actions' prompts hold it
+    selection_in_prompt: bool = Field(False, alias="selectionInPrompt")
 
     @field_validator("prompt", "question")
     @classmethod
@@ -100,7 +100,8 @@ class RunArgs(_Args):
             raise ValueError("`carryOutPlan` follows up a plan: it needs the plan's `sessionId`")
         if self.carry_out_plan and self.mode == "plan":
             raise ValueError(
-                '`carryOutPlan` carries a plan out with every tool: it cannot go with `mode: "plan"`'
+                "`carryOutPlan` carries a plan out with every tool: "
+                'it cannot go with `mode: "plan"`'
             )
         return self
 

@@ -37,20 +37,24 @@ class SettingsState:
                 )
             else:
                 problems.append(
-                    f"initializationOptions must be an object, got {type(init_options).__name__}: ignored"
+                    "initializationOptions must be an object, "
+                    f"got {type(init_options).__name__}: ignored"
                 )
         if workspace_config is not None:
             if isinstance(workspace_config, dict):
                 kept, dropped = without_untrusted(workspace_config)
                 for key in dropped:
                     log.warning(
-                        "ignoring `%s` from workspace/configuration: it may only come from the user's own settings (the settings file, environment or initializationOptions)",
+                        "ignoring `%s` from workspace/configuration: "
+                        "it may only come from the user's own settings "
+                        "(the settings file, environment or initializationOptions)",
                         key,
                     )
                 self.workspace_config = kept
             elif workspace_config not in (None, [], ""):
                 problems.append(
-                    f"the `agentLsp` configuration section must be an object, got {type(workspace_config).__name__}: ignored"
+                    "the `agentLsp` configuration section must be an object, "
+                    f"got {type(workspace_config).__name__}: ignored"
                 )
         if self.user.refresh():  # the file (or the environment) changed since the last merge
             self.file_problems = list(self.user.file_problems)

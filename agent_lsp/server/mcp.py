@@ -42,9 +42,8 @@ class LspMcpHooks:
                 "actions": [{"title": title} for title in CHOICES],
             },
         )
-        for stream in list(
-            self.streams.values()
-        ):  # a write right after the request (see PITFALLS: eglot)
+        # a write right after the request (see PITFALLS: eglot)
+        for stream in list(self.streams.values()):
             stream.send(StatusEvent(f"waiting for consent to start MCP server `{decl.name}`", None))
         try:
             result = await asyncio.wait_for(asyncio.shield(request.answer), self.timeout)

@@ -81,7 +81,8 @@ async def document_context(ls: LanguageServer, uri: str, *, need_text: bool) -> 
 
 
 async def build_run_prompt(ls: LanguageServer, args: RunArgs) -> str:
-    """The first user message of the run (InvalidParams when a question's selection cannot be read)."""
+    """The first user message of the run (InvalidParams when a question's selection cannot be
+    read)."""
     if args.text_document is None:
         return compose_prompt(args, None, None)
     uri = args.text_document.uri

@@ -70,9 +70,8 @@ class RunStream:
             self._usage = event.text
         if isinstance(event, StatusEvent | ToolCallEvent | CompactionEvent):
             self.report(event.text)
-        elif isinstance(
-            event, ApprovalEvent
-        ):  # the progress line has no label: it names the state itself
+        elif isinstance(event, ApprovalEvent):
+            # the progress line has no label: it names the state itself
             self.report(f"approval {event.state}: {event.text}")
 
     def flush_text(self) -> None:

@@ -37,9 +37,8 @@ class AgentServer(LanguageServer):
         self.init_options: Any = None
         self._config: SettingsState | None = None
         self._runs: RunRegistry | None = None
-        self._configured = (
-            asyncio.Event()
-        )  # the first workspace/configuration answer (or none to wait for)
+        # the first workspace/configuration answer (or none to wait for)
+        self._configured = asyncio.Event()
         self.warm = WarmUp(CORE_MODULES, tool_schemas=True)
 
     # The agent core, pydantic and the settings model load after `initialize` is answered
@@ -80,7 +79,8 @@ class AgentServer(LanguageServer):
                 await asyncio.wait_for(self._configured.wait(), CONFIG_WAIT)
             except TimeoutError:
                 log.info(
-                    "workspace/configuration not answered within %ss: the run uses the settings it has",
+                    "workspace/configuration not answered within %ss: "
+                    "the run uses the settings it has",
                     CONFIG_WAIT,
                 )
 
@@ -106,9 +106,8 @@ class AgentServer(LanguageServer):
                 types.ConfigurationParams(items=[types.ConfigurationItem(section="agentLsp")]),
                 timeout=10,
             )
-            section = (
-                result[0] if isinstance(result, list | tuple) and result else None
-            )  # pygls gives a tuple
+            # pygls gives a tuple
+            section = result[0] if isinstance(result, list | tuple) and result else None
             self.show_problems(self.config.update(workspace_config=section or {}))
         except Exception as exc:  # a client that cannot answer keeps the settings it has
             log.info("workspace/configuration failed: %s", exc)
@@ -129,9 +128,8 @@ def create_server() -> AgentServer:
 
     @server.feature(types.INITIALIZED)
     async def initialized(ls: AgentServer, params: types.InitializedParams) -> None:
-        await (
-            ls.warm.wait_core()
-        )  # the core off the loop (the model SDK after it, in the background); then:
+        # the core off the loop (the model SDK after it, in the background); then:
+        await ls.warm.wait_core()
         ls.config  # noqa: B018 - resolve initializationOptions now, problems shown to the user
         await ls.pull_configuration()
 
@@ -151,9 +149,8 @@ def create_server() -> AgentServer:
         from agent_lsp.server.run_prompt import build_run_prompt
 
         parsed = commands.parse_args(commands.RunArgs, "agentLsp.run", args)
-        await (
-            ls.settings_ready()
-        )  # CONTRACT Decision 8: the first run sees the workspace's settings
+        # CONTRACT Decision 8: the first run sees the workspace's settings
+        await ls.settings_ready()
         prompt = await build_run_prompt(ls, parsed)
         title = "Agent: " + parsed.typed.strip().splitlines()[0][:60]
         try:
@@ -208,9 +205,8 @@ def create_server() -> AgentServer:
             )
         except ValueError as exc:
             raise commands.JsonRpcInvalidParams(f"agentLsp.rewind: {exc}") from None
-        return result.to_dict(
-            force="`force: true`", include_later="`includeLater: true`"
-        )  # this command's own arguments
+        # this command's own arguments
+        return result.to_dict(force="`force: true`", include_later="`includeLater: true`")
 
     @server.command("agentLsp.health")
     async def health(ls: AgentServer, *args: Any) -> dict[str, Any]:

@@ -11,9 +11,8 @@ CARRY_OUT_PLAN = "Carry out the plan above."
 MAX_SELECTION = 50_000  # characters of a selection quoted in a prompt
 
 _BACKTICKS = re.compile(r"`+")
-_LANGUAGE = re.compile(
-    r"[A-Za-z0-9_+#.-]{1,40}"
-)  # a fence's info string: never a backtick or a newline
+# a fence's info string: never a backtick or a newline
+_LANGUAGE = re.compile(r"[A-Za-z0-9_+#.-]{1,40}")
 
 
 def fence_for(text: str) -> str:
@@ -30,7 +29,8 @@ def fenced(text: str, language: str = "") -> str:
         ""
         if len(text) <= MAX_SELECTION
         else (
-            f"\n(cut: the selection has {len(text)} characters; the first {MAX_SELECTION} are quoted)"
+            f"\n(cut: the selection has {len(text)} characters; "
+            f"the first {MAX_SELECTION} are quoted)"
         )
     )
     info = language if _LANGUAGE.fullmatch(language or "") else ""
@@ -50,4 +50,7 @@ def line_span(rng: Any) -> str:
 def selection_prompt(question: str, where: str, rng: Any, text: str, language: str = "") -> str:
     """The prompt of a question about a selection: the question, then where the selection is
     and its text, fenced. Also the prompt of the selection code actions."""
-    return f"{question.strip()}\n\nSelected text in {where} ({line_span(rng)}):\n{fenced(text, language)}"
+    return (
+        f"{question.strip()}\n\nSelected text in {where} ({line_span(rng)}):\n"
+        f"{fenced(text, language)}"
+    )

@@ -225,7 +225,8 @@ class LspWorkspace:
         if gate is not None:
             if gate.locked() and self.on_waiting:
                 self.on_waiting(
-                    f"waiting for the edit preview already open in the editor before showing {path.name}"
+                    "waiting for the edit preview already open in the editor "
+                    f"before showing {path.name}"
                 )
             await gate.acquire()  # one preview at a time per server (CONTRACT "Edit review")
             if (
@@ -236,7 +237,8 @@ class LspWorkspace:
                 gate.release()
                 return EditOutcome(
                     False,
-                    f"{path.name} was changed in the editor while the edit waited for another preview",
+                    f"{path.name} was changed in the editor "
+                    "while the edit waited for another preview",
                 )
         try:
             waiting = self.on_waiting
@@ -270,7 +272,8 @@ class LspWorkspace:
         if not applied:
             reason = (
                 getattr(result, "failure_reason", None)
-                or "the editor refused the edit (the document may have changed since the agent read it)"
+                or "the editor refused the edit "
+                "(the document may have changed since the agent read it)"
             )
             return EditOutcome(
                 False,
