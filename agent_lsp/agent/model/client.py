@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import importlib
 import json
 import logging
 import os
@@ -15,7 +14,15 @@ from typing import Any, Protocol
 from urllib.parse import urlparse
 
 from agent_lsp.agent.exec import keyguard
-from agent_lsp.agent.messages import Reply, Usage
+from agent_lsp.agent.messages import Reply
+from agent_lsp.agent.model.openai_sdk import (
+    close_stream,
+    connection_reason,
+    fast_path_types,
+    import_openai,
+    status_message,
+    usage_of,
+)
 from agent_lsp.agent.model.stream_assembly import (
     MAX_ARGUMENT_CHARS,
     MAX_REPLY_CHARS,
@@ -83,30 +90,6 @@ class Model(Protocol):
     ) -> Reply: ...
 
 
-async def import_openai() -> Any:
-    """`import openai` costs ~0.4 s (seconds on a loaded machine): never on the start-up path,
-    and never on the event loop, where it would delay a cancel or an approval."""
-    module = sys.modules.get("openai")
-    if module is not None and hasattr(module, "AsyncOpenAI"):  # not one still being imported
-        return module
-    return await asyncio.to_thread(importlib.import_module, "openai")
-
-
-def usage_of(raw: Any) -> Usage:
-    """Usage from an API usage object: cached tokens from prompt_tokens_details, and the
-    endpoint's own cost where it reports one (OpenRouter's `usage.cost`)."""
-    details = getattr(raw, "prompt_tokens_details", None)
-    cached = getattr(details, "cached_tokens", None) if details is not None else None
-    extra = getattr(raw, "model_extra", None) or {}
-    cost = extra.get("cost", getattr(raw, "cost", None))
-    return Usage(
-        int(getattr(raw, "prompt_tokens", 0) or 0),
-        int(getattr(raw, "completion_tokens", 0) or 0),
-        int(cached or 0),
-        float(cost) if isinstance(cost, int | float) else None,
-    )
-
-
 class OpenAIModel:
     """Streamed chat completions through the official SDK; the SDK retries 429/5xx itself,
     within one deadline for the whole call that the loop holds."""
@@ -167,13 +150,13 @@ class OpenAIModel:
         except openai.APIStatusError as exc:
             raise ModelError(
                 f"{self.endpoint} answered GET /models with HTTP {exc.status_code}: "
-                f"{_status_message(exc)}"
+                f"{status_message(exc)}"
             ) from None
         except openai.APITimeoutError:
             raise ModelError(f"{self.endpoint} did not answer GET /models in time") from None
         except openai.APIConnectionError as exc:
             raise ModelError(
-                f"cannot connect to the model endpoint {self.endpoint}: {_connection_reason(exc)}"
+                f"cannot connect to the model endpoint {self.endpoint}: {connection_reason(exc)}"
             ) from None
 
     async def complete(
@@ -220,7 +203,7 @@ class OpenAIModel:
                     if acc.cut is not None:  # past a size cap: stop reading, run nothing of it
                         break
             finally:
-                await _close(stream)
+                await close_stream(stream)
         # only errors of the stream's data are the endpoint's; this one is ours
         except _OwnBug as bug:
             log.error(
@@ -230,7 +213,7 @@ class OpenAIModel:
         except openai.APIStatusError as exc:
             raise ModelError(
                 f"the model endpoint {self.endpoint} answered HTTP {exc.status_code}: "
-                f"{_status_message(exc)}"
+                f"{status_message(exc)}"
                 f"{self._path_hint(exc.status_code)}"
             ) from None
         except openai.APITimeoutError:
@@ -242,13 +225,12 @@ class OpenAIModel:
         except openai.APIConnectionError as exc:
             if received:  # a stream cut mid-reply: the SDK does not retry it
                 raise ModelError(
-                    f"the stream from {self.endpoint} was cut mid-reply "
-                    f"({_connection_reason(exc)})",
+                    f"the stream from {self.endpoint} was cut mid-reply ({connection_reason(exc)})",
                     retryable=acc.streamed == 0,
                     streamed=acc.streamed,
                 ) from None
             raise ModelError(
-                f"cannot connect to the model endpoint {self.endpoint}: {_connection_reason(exc)}"
+                f"cannot connect to the model endpoint {self.endpoint}: {connection_reason(exc)}"
             ) from None
         # an `{"error": ...}` object inside the stream (OpenRouter, vLLM, OpenAI)
         except openai.APIError as exc:
@@ -318,7 +300,7 @@ class OpenAIModel:
         keeps the SDK's retries, timeouts and error classes. Which path is taken is decided
         before anything is sent, so a request is never sent twice."""
         options = {"timeout": timeout} if timeout else {}
-        fast = _fast_path(client, openai)
+        fast = fast_path_types(client, openai)
         if fast is None:
             return await client.chat.completions.create(**body, **options)
         completion, chunk_type = fast
@@ -331,44 +313,6 @@ class OpenAIModel:
             stream_cls=openai.AsyncStream[chunk_type],
             options=options,
         )
-
-
-def _fast_path(client: Any, openai: Any) -> tuple[Any, Any] | None:
-    try:
-        from openai.types.chat import ChatCompletion, ChatCompletionChunk
-    except ImportError:
-        return None
-    if not callable(getattr(client, "post", None)) or getattr(openai, "AsyncStream", None) is None:
-        return None
-    return ChatCompletion, ChatCompletionChunk
-
-
-async def _close(stream: Any) -> None:
-    close = getattr(stream, "close", None)
-    if close is not None:
-        try:
-            await close()
-        except Exception as exc:  # closing a broken stream must not hide why it broke
-            log.debug("closing the stream failed: %s", exc)
-
-
-def _connection_reason(exc: Any) -> str:
-    cause = exc.__cause__ or exc
-    text = str(cause).strip() or type(cause).__name__
-    return text.rstrip(".")
-
-
-def _status_message(exc: Any) -> str:
-    """The server's own words, whatever the shape of its error body (the SDK's own message,
-    `Error code: 400`, says nothing)."""
-    words = describe_error(getattr(exc, "body", None))
-    if not words:
-        response = getattr(exc, "response", None)
-        try:
-            words = describe_error(response.text) if response is not None else ""
-        except Exception:  # a streamed body not read: nothing more to say
-            words = ""
-    return (words or str(getattr(exc, "message", "")) or type(exc).__name__).strip().rstrip(".")
 
 
 def _is_google(endpoint: str) -> bool:
