@@ -43,8 +43,9 @@ if str(REPO) not in sys.path:
 
 from agent_lsp.agent.fs import ripgrep  # noqa: E402
 from agent_lsp.agent.tools.base import ToolContext  # noqa: E402
+from agent_lsp.agent.tools.list_files import ListFiles  # noqa: E402
 from agent_lsp.agent.tools.paths import PathGuard  # noqa: E402
-from agent_lsp.agent.tools.search import ListFiles, Search  # noqa: E402
+from agent_lsp.agent.tools.search import Search  # noqa: E402
 
 RARE = "RARE_TOKEN_[0-9]+"  # in ~25 files: every file is searched
 COMMON = r"def \w+\("  # in every file: the tool stops at the match cap

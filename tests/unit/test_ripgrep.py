@@ -19,8 +19,9 @@ import pytest
 
 from agent_lsp.agent.fs import ripgrep
 from agent_lsp.agent.tools.base import Tool, ToolContext, ToolError
+from agent_lsp.agent.tools.list_files import MAX_LIST, ListFiles
 from agent_lsp.agent.tools.paths import PathGuard, PathRefused
-from agent_lsp.agent.tools.search import MAX_LIST, MAX_MATCHES, ListFiles, Search
+from agent_lsp.agent.tools.search import MAX_MATCHES, Search
 from tests.unit.kit import alive
 
 pytestmark = pytest.mark.timeout(60)

@@ -1,4 +1,5 @@
-"""Read-only tools built on ripgrep: search (file contents) and list_files."""
+"""The search tool: file contents through ripgrep, the editor's unsaved buffers included; and
+the path and async helpers list_files shares."""
 
 from __future__ import annotations
 
@@ -14,14 +15,12 @@ from pydantic import Field
 
 from agent_lsp.agent.fs import ripgrep
 from agent_lsp.agent.fs.safeio import read_regular_sync
-from agent_lsp.agent.fs.walk import fallback_walk
 from agent_lsp.agent.tools.base import Args, Prepared, Tool, ToolContext, ToolError
 from agent_lsp.agent.tools.paths import PathGuard, PathRefused
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-MAX_LIST = 500
 MAX_MATCHES = 200
 BUFFER_SEARCHES = 4  # rg processes searching editor buffers at once
 
@@ -57,14 +56,14 @@ class Search(Tool):
     read_only = True
 
     async def prepare(self, args: SearchArgs, ctx: ToolContext) -> Prepared:
-        _no_nul(args.pattern, "pattern")
-        _no_nul(args.glob, "glob")
+        no_nul(args.pattern, "pattern")
+        no_nul(args.glob, "glob")
         if len(args.pattern.encode("utf-8", "surrogatepass")) > ripgrep.MAX_PATTERN_BYTES:
             raise ToolError(
                 f"the pattern is too long ({len(args.pattern)} characters; the limit is "
                 f"{ripgrep.MAX_PATTERN_BYTES} bytes): search for a shorter, distinctive part of it"
             )
-        bases = _bases(args.path, ctx.paths)
+        bases = search_bases(args.path, ctx.paths)
         detail = f"search {args.pattern!r} in {args.path}" + (
             f" ({args.glob})" if args.glob else ""
         )
@@ -121,10 +120,10 @@ async def _search(args: SearchArgs, bases: list[Path], ctx: ToolContext) -> str:
                 sort=sort,
             )
 
-        disk_task = asyncio.ensure_future(_all(*(disk_search(base) for base in on_disk)))
+        disk_task = asyncio.ensure_future(run_all(*(disk_search(base) for base in on_disk)))
         buffer_task = asyncio.ensure_future(_search_buffers(args, buffers, ctx))
         wanted_task = asyncio.ensure_future(_searchable(buffers, on_disk, args.glob, ctx))
-        await _all(disk_task, buffer_task, wanted_task)
+        await run_all(disk_task, buffer_task, wanted_task)
         disk, from_buffers, wanted = disk_task.result(), buffer_task.result(), wanted_task.result()
         hits: list[_Hit] = []
         for base, result in zip(on_disk, disk, strict=True):
@@ -270,88 +269,14 @@ async def _search_buffers(
         root = _root_index(path, ctx.paths)
         return [_Hit(root, str(path), m.line, m.text) for m in found]
 
-    results = await _all(*(one(p, t) for p, t in todo))
+    results = await run_all(*(one(p, t) for p, t in todo))
     return [hit for found in results for hit in found]
 
 
-# -- list_files -------------------------------------------------------------------------------
+# -- shared with list_files -------------------------------------------------------------------
 
 
-class ListFilesArgs(Args):
-    path: str = Field(
-        ".", description="Directory to list, relative to the workspace (default: every folder)"
-    )
-    glob: str | None = Field(
-        None, description="Only files matching this glob, e.g. '*.py' or 'src/**/*.ts'"
-    )
-
-
-class ListFiles(Tool):
-    name = "list_files"
-    description = (
-        "List files recursively (respects .gitignore; hidden files included; "
-        f"at most {MAX_LIST} entries)."
-    )
-    args = ListFilesArgs
-    read_only = True
-
-    async def prepare(self, args: ListFilesArgs, ctx: ToolContext) -> Prepared:
-        _no_nul(args.glob, "glob")
-        bases = _bases(args.path, ctx.paths)
-
-        async def execute() -> str:
-            for base in bases:
-                if not base.is_dir():
-                    raise ToolError(
-                        f"{args.path} is not a directory"
-                        if base.exists()
-                        else f"{args.path} does not exist"
-                    )
-            return await _list(args, bases, ctx)
-
-        return Prepared(f"list {args.path}" + (f" ({args.glob})" if args.glob else ""), execute)
-
-
-async def _list(args: ListFilesArgs, bases: list[Path], ctx: ToolContext) -> str:
-    try:
-        listings = await _all(
-            *(
-                ripgrep.list_files(base, ctx.processes, glob=args.glob, limit=MAX_LIST + 1)
-                for base in bases
-            )
-        )
-        # Shown as PathGuard.display would, from strings (a Path per entry costs ~10 µs).
-        shown = [
-            prefix + name
-            for listing in listings
-            for prefix in [_display_prefix(listing.folder, ctx.paths)]
-            for name in listing.names
-        ]
-        total = sum(listing.total for listing in listings)
-        problems = [note for listing in listings if (note := listing.problems.note())]
-    except ripgrep.RipgrepError as exc:
-        raise ToolError(f"rg refused the listing: {exc}") from None
-    except ripgrep.RipgrepMissing as exc:
-        log.warning("list_files without rg (%s): using the slower pathspec walk", exc)
-        shown, total = [], 0
-        for base in bases:
-            files = await asyncio.to_thread(fallback_walk, base, args.glob)
-            shown += [ctx.paths.display(Path(f)) for f in files[: MAX_LIST + 1]]
-            total += len(files)
-        problems = []
-    if not shown:
-        return "(no files)" + "".join(f"\n[{note}]" for note in problems)
-    lines = [_printable(p) for p in shown[:MAX_LIST]]
-    if total > MAX_LIST:
-        lines.append(f"[capped at {MAX_LIST} of {total} files: narrow with path or glob]")
-    lines += [f"[{note}]" for note in problems]
-    return "\n".join(lines)
-
-
-# -- shared -----------------------------------------------------------------------------------
-
-
-async def _all(*aws: Awaitable[T]) -> list[T]:
+async def run_all(*aws: Awaitable[T]) -> list[T]:
     """Like gather, but a failure cancels the others (no rg left running for nobody) and is
     raised as itself, not as an ExceptionGroup."""
     try:
@@ -366,13 +291,14 @@ async def _awaited(aw: Awaitable[T]) -> T:
     return await aw
 
 
-def _no_nul(value: str | None, what: str) -> None:
+def no_nul(value: str | None, what: str) -> None:
     if value is not None and "\x00" in value:
         raise ToolError(f"the {what} may not contain a NUL byte")
 
 
-def _bases(raw: str, paths: PathGuard) -> list[Path]:
-    """ "." (the default) with several workspace folders: every folder; else the path resolved."""
+def search_bases(raw: str, paths: PathGuard) -> list[Path]:
+    """Every workspace folder for "." (the default) when there are several; else the path
+    resolved."""
     if raw.strip() in (".", "./") and len(paths.roots) > 1:
         return list(paths.roots)
     return [paths.resolve(raw)]
@@ -398,17 +324,17 @@ def _inside(raw: str, paths: PathGuard) -> bool:
 
 
 def _display(path: Path, paths: PathGuard) -> str:
-    return _printable(paths.display(path))
+    return printable(paths.display(path))
 
 
-def _display_prefix(folder: Path, paths: PathGuard) -> str:
+def display_prefix(folder: Path, paths: PathGuard) -> str:
     """What PathGuard.display puts before a path relative to `folder`: "" in the first
     workspace folder's top, "sub/" below it, "<folder name>/…/" in the others."""
     shown = paths.display(folder)  # ".", "sub", "lib/." or "lib/sub"
     return "" if shown == "." else shown.removesuffix("/.") + "/"
 
 
-def _printable(shown: str) -> str:
+def printable(shown: str) -> str:
     # A non-UTF-8 file name was decoded with surrogateescape; show it with U+FFFD instead.
     try:
         shown.encode("utf-8")

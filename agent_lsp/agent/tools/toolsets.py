@@ -8,8 +8,9 @@ from agent_lsp.agent.tools.delegate import Delegate
 from agent_lsp.agent.tools.diagnostics import Diagnostics
 from agent_lsp.agent.tools.edits import EditFile, WriteFile
 from agent_lsp.agent.tools.files import ReadFile
+from agent_lsp.agent.tools.list_files import ListFiles
 from agent_lsp.agent.tools.remember import Remember
-from agent_lsp.agent.tools.search import ListFiles, Search
+from agent_lsp.agent.tools.search import Search
 
 
 def read_tools(diagnostics: bool = False) -> list[Tool]:
