@@ -13,8 +13,9 @@ from pygls.lsp.server import LanguageServer
 
 from agent_lsp.agent.tools.paths import PathGuard
 from agent_lsp.server.commands import RunArgs, compose_prompt
+from agent_lsp.server.folders import uri_to_path, workspace_folders
+from agent_lsp.server.positions import lsp_lines
 from agent_lsp.server.wording import selection_prompt
-from agent_lsp.server.workspace import lsp_lines, uri_to_path, workspace_folders
 
 
 def range_text(ls: LanguageServer, text: str, rng: Any) -> str:

@@ -28,8 +28,9 @@ from agent_lsp.agent.ports import ApprovalRequest
 from agent_lsp.agent.state.session import new_id
 from agent_lsp.server.approvals import LspApprover, PendingApprovals
 from agent_lsp.server.capabilities import ClientCaps
+from agent_lsp.server.folders import workspace_folders
 from agent_lsp.server.rpc import ClientRequestError, client_request, safe_notify
-from agent_lsp.server.workspace import LspWorkspace, workspace_folders
+from agent_lsp.server.workspace import LspWorkspace
 from agent_lsp.settings import Settings
 
 log = logging.getLogger(__name__)

@@ -171,7 +171,7 @@ def create_server() -> AgentServer:
     @server.command("agentLsp.sessions")
     async def sessions(ls: AgentServer, *args: Any) -> list[dict[str, Any]]:
         from agent_lsp.server import commands
-        from agent_lsp.server.workspace import workspace_roots
+        from agent_lsp.server.folders import workspace_roots
 
         commands.parse_args(commands.NoArgs, "agentLsp.sessions", args)
         store = ls.runs.host.store(workspace_roots(ls))
@@ -188,7 +188,8 @@ def create_server() -> AgentServer:
     @server.command("agentLsp.rewind")
     async def rewind(ls: AgentServer, *args: Any) -> dict[str, Any]:
         from agent_lsp.server import commands
-        from agent_lsp.server.workspace import LspWorkspace, workspace_folders
+        from agent_lsp.server.folders import workspace_folders
+        from agent_lsp.server.workspace import LspWorkspace
 
         parsed = commands.parse_args(commands.RewindArgs, "agentLsp.rewind", args)
         await ls.settings_ready()  # its transcript goes where the runs' go (transcriptDir)
@@ -213,7 +214,7 @@ def create_server() -> AgentServer:
         """CONTRACT Decision 47: the checks `doctor` prints, as JSON; starts no MCP server."""
         from agent_lsp import health
         from agent_lsp.server import commands
-        from agent_lsp.server.workspace import workspace_roots
+        from agent_lsp.server.folders import workspace_roots
 
         parsed = commands.parse_args(commands.HealthArgs, "agentLsp.health", args or ({},))
         await ls.settings_ready()
@@ -241,7 +242,7 @@ def create_server() -> AgentServer:
     @server.command("agentLsp.mcpServers")
     async def mcp_servers(ls: AgentServer, *args: Any) -> list[dict[str, Any]]:
         from agent_lsp.server import commands
-        from agent_lsp.server.workspace import workspace_roots
+        from agent_lsp.server.folders import workspace_roots
 
         commands.parse_args(commands.NoArgs, "agentLsp.mcpServers", args)
         await ls.settings_ready()
@@ -302,7 +303,7 @@ def create_server() -> AgentServer:
     ) -> list[types.CodeAction]:
         try:
             from agent_lsp.server.code_actions import code_actions
-            from agent_lsp.server.workspace import workspace_roots
+            from agent_lsp.server.folders import workspace_roots
 
             extra = []
             if (last := await ls.runs.host.last_rewindable(workspace_roots(ls))) is not None:

@@ -5,19 +5,19 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from lsprotocol import types
 from pygls.lsp.server import LanguageServer
-from pygls.uris import to_fs_path
 
 from agent_lsp.agent.fs.disk_workspace import read_disk_document, read_disk_text
 from agent_lsp.agent.fs.safeio import NotReadable
 from agent_lsp.agent.ports import Document, EditOutcome
 from agent_lsp.server.capabilities import ClientCaps
+from agent_lsp.server.folders import uri_to_path
+from agent_lsp.server.positions import minimal_edit, start_insert, whole_edit
 from agent_lsp.server.rpc import ClientRequestError, client_request
 
 log = logging.getLogger(__name__)
@@ -27,7 +27,6 @@ DID_CHANGE_WAIT = 3.0  # after an applied edit, for the editor's didChange (eglo
 DIAGNOSTICS_METHOD = "agentLsp/diagnostics"
 DIAGNOSTICS_TIMEOUT = 3.0  # CONTRACT Decision 15: the client answers within ~2 s
 PREVIEW_ANNOTATION = "agent-lsp-preview"
-_LSP_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")
 
 
 def preview_gate(ls: LanguageServer) -> asyncio.Lock:
@@ -39,82 +38,6 @@ def preview_gate(ls: LanguageServer) -> asyncio.Lock:
         gate = asyncio.Lock()
         ls._agent_lsp_preview_gate = gate  # type: ignore[attr-defined]
     return gate
-
-
-def uri_to_path(uri: str) -> Path | None:
-    path = to_fs_path(uri)
-    return Path(path).resolve() if path else None
-
-
-def workspace_folders(ls: LanguageServer) -> tuple[list[Path], list[str]]:
-    """Every workspace folder (didChangeWorkspaceFolders included) and its name."""
-    roots: list[Path] = []
-    names: list[str] = []
-    for folder in list(ls.workspace.folders.values()):
-        path = uri_to_path(folder.uri)
-        if path is not None and path not in roots:
-            roots.append(path)
-            names.append(folder.name)
-    if not roots and ls.workspace.root_path:
-        roots = [Path(ls.workspace.root_path).resolve()]
-        names = [roots[0].name]
-    if not roots:
-        roots, names = [Path.cwd().resolve()], [Path.cwd().name]
-    return roots, names
-
-
-def workspace_roots(ls: LanguageServer) -> list[Path]:
-    return workspace_folders(ls)[0]
-
-
-def lsp_lines(text: str) -> list[str]:
-    """Lines as LSP counts them: only \\n, \\r\\n and \\r end a line (str.splitlines also
-    splits on form feeds and U+2028, which editors do not)."""
-    return _LSP_LINE.findall(text) or [""]
-
-
-def offset_position(ls: LanguageServer, lines: list[str], offset: int) -> types.Position:
-    """The LSP position of a character offset, in the negotiated encoding."""
-    consumed = 0
-    for index, segment in enumerate(lines):
-        if offset < consumed + len(segment) or (
-            index == len(lines) - 1 and not segment.endswith(("\n", "\r"))
-        ):
-            return ls.workspace.position_codec.position_to_client_units(
-                lines, types.Position(line=index, character=offset - consumed)
-            )
-        consumed += len(segment)
-    return types.Position(line=len(lines), character=0)  # just after a final line break
-
-
-def _end_position(ls: LanguageServer, text: str) -> types.Position:
-    lines = lsp_lines(text)
-    return offset_position(ls, lines, len(text))
-
-
-def minimal_edit(ls: LanguageServer, before: str, after: str) -> types.TextEdit:
-    """One TextEdit covering only what changed, with positions in the negotiated encoding."""
-    start = 0
-    limit = min(len(before), len(after))
-    while start < limit and before[start] == after[start]:
-        start += 1
-    end_b, end_a = len(before), len(after)
-    while end_b > start and end_a > start and before[end_b - 1] == after[end_a - 1]:
-        end_b -= 1
-        end_a -= 1
-    # Never split a \r\n pair: editors treat it as one line break.
-    if 0 < start < len(before) and before[start - 1] == "\r" and before[start] == "\n":
-        start -= 1
-    if 0 < end_b < len(before) and before[end_b - 1] == "\r" and before[end_b] == "\n":
-        end_b += 1
-        end_a += 1
-    lines = lsp_lines(before)
-    return types.TextEdit(
-        range=types.Range(
-            start=offset_position(ls, lines, start), end=offset_position(ls, lines, end_b)
-        ),
-        new_text=after[start:end_a],
-    )
 
 
 class LspWorkspace:
@@ -322,12 +245,7 @@ class LspWorkspace:
                 else (item.current or b"").decode("utf-8", errors="replace")
             )
             new_text = item.content.decode("utf-8") if item.content is not None else ""
-            whole = types.TextEdit(
-                range=types.Range(
-                    start=types.Position(line=0, character=0), end=_end_position(self.ls, current)
-                ),
-                new_text=new_text,
-            )
+            whole = whole_edit(self.ls, current, new_text)
             if (
                 item.content is None
                 and self.caps.has_document_changes
@@ -353,13 +271,7 @@ class LspWorkspace:
                         options=types.CreateFileOptions(overwrite=False, ignore_if_exists=True),
                     )
                 )
-                whole = types.TextEdit(
-                    range=types.Range(
-                        start=types.Position(line=0, character=0),
-                        end=types.Position(line=0, character=0),
-                    ),
-                    new_text=new_text,
-                )
+                whole = start_insert(new_text)
             if self.caps.has_document_changes:
                 version = open_doc.version if open_doc is not None else None
                 document_changes.append(
@@ -424,13 +336,7 @@ class LspWorkspace:
             )
 
         if before is None:
-            insert = types.TextEdit(
-                range=types.Range(
-                    start=types.Position(line=0, character=0),
-                    end=types.Position(line=0, character=0),
-                ),
-                new_text=after,
-            )
+            insert = start_insert(after)
             if self.caps.has_document_changes and self.caps.can_create_files:
                 return types.WorkspaceEdit(
                     document_changes=[
