@@ -105,8 +105,11 @@ def _telemetry(settings: Settings) -> list[Check]:
     missing = missing_extra()
     if missing is not None:
         return [Check("telemetry", False, f"telemetry is on but {missing}: {EXTRA_HINT}")]
-    endpoint = (os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
-                or "http://localhost:4318 (the OTLP default)")
+    endpoint = (
+        os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+        or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
+        or "http://localhost:4318 (the OTLP default)"
+    )
     protocol = os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL") or "http/protobuf"
     content = ", prompts and tool arguments included" if settings.telemetry.log_content else ""
     return [Check("telemetry", True, f"on: OTLP {protocol} to {endpoint}{content}")]

@@ -55,8 +55,6 @@ class RunPorts:
     emit: EventSink
 
 
-
-
 @dataclass
 class HostedRun:
     id: str
@@ -65,7 +63,9 @@ class HostedRun:
     task: asyncio.Task[Any] | None = None
     report: RunReport | None = None
     mcp: ToolSet | None = None  # the tool servers whose tools the run got (kept open while it goes)
-    cancel_cause: CancelCause | None = None  # who cancelled it (the first cancel wins); none: its event loop ended
+    cancel_cause: CancelCause | None = (
+        None  # who cancelled it (the first cancel wins); none: its event loop ended
+    )
 
     def cancel(self, cause: CancelCause) -> bool:
         """Cancel the run, `cause` saying who (kept only if it is the first). False if it is over."""
@@ -79,31 +79,48 @@ class HostedRun:
 
 @dataclass
 class AgentHost:
-    sessions: dict[str, tuple[Session, SessionStore]] = field(default_factory=dict)  # live sessions of this process
+    sessions: dict[str, tuple[Session, SessionStore]] = field(
+        default_factory=dict
+    )  # live sessions of this process
     active: dict[str, HostedRun] = field(default_factory=dict)
     models: dict[tuple[Any, ...], Model] = field(default_factory=dict)
     finished: dict[str, HostedRun] = field(default_factory=dict)  # recent runs, for rewind
-    tool_servers: ToolServers | None = None  # MCP, plugged in by the front end (none: no such tools)
-    telemetry: Telemetry | None = None  # OpenTelemetry, plugged in by the front end (none: nothing recorded)
-    checkpoints: dict[Path, CheckpointStore] = field(default_factory=dict)  # first folder -> its store
+    tool_servers: ToolServers | None = (
+        None  # MCP, plugged in by the front end (none: no such tools)
+    )
+    telemetry: Telemetry | None = (
+        None  # OpenTelemetry, plugged in by the front end (none: nothing recorded)
+    )
+    checkpoints: dict[Path, CheckpointStore] = field(
+        default_factory=dict
+    )  # first folder -> its store
     keep_sessions: int = KEEP_LIVE_SESSIONS
     idle_seconds: float = IDLE_SECONDS
     keep_finished: int = KEEP_FINISHED
     # "Allow for session" grants outlive a session's eviction from memory, for the server's life
     # (CONTRACT Decision 46); a session of an earlier process still asks again (Decision 18).
     grants: dict[str, SessionApprovals] = field(default_factory=dict)
-    _used: dict[str, float] = field(default_factory=dict)  # session id -> when it was last used (monotonic)
+    _used: dict[str, float] = field(
+        default_factory=dict
+    )  # session id -> when it was last used (monotonic)
     # Evicted sessions a front end may still hold (an ACP session object): found again rather
     # than loaded a second time, so one session id never has two live objects.
     _evicted: dict[str, tuple[weakref.ref[Session], SessionStore]] = field(default_factory=dict)
-    _loading: dict[tuple[Path, str], asyncio.Future[tuple[Session, SessionStore]]] = field(default_factory=dict)
+    _loading: dict[tuple[Path, str], asyncio.Future[tuple[Session, SessionStore]]] = field(
+        default_factory=dict
+    )
     _background: set[asyncio.Task[Any]] = field(default_factory=set)
     _swept: float = 0.0
     rewinds: HostRewinds = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        self.rewinds = HostRewinds(checkpoints=self.checkpoint_store, sessions=self.store, live=self.live,
-                                   load=self._load_once, in_flight=lambda run_id: run_id in self.active)
+        self.rewinds = HostRewinds(
+            checkpoints=self.checkpoint_store,
+            sessions=self.store,
+            live=self.live,
+            load=self._load_once,
+            in_flight=lambda run_id: run_id in self.active,
+        )
 
     def store(self, roots: list[Path]) -> SessionStore:
         return SessionStore(state_dir(), roots[0])
@@ -115,14 +132,32 @@ class AgentHost:
             self.checkpoints[key] = CheckpointStore(state_dir(), roots)
         return self.checkpoints[key]
 
-    async def rewind(self, roots: list[Path], workspace: Any, run_id: str, *, force: bool = False,
-                     include_later: bool = False, binary_ok: bool = True, settings: Settings | None = None) -> RewindResult:
+    async def rewind(
+        self,
+        roots: list[Path],
+        workspace: Any,
+        run_id: str,
+        *,
+        force: bool = False,
+        include_later: bool = False,
+        binary_ok: bool = True,
+        settings: Settings | None = None,
+    ) -> RewindResult:
         """A run's files put back and the session's history cut there (host_rewind.py); its
         transcript goes to the settings' transcriptDir."""
-        return await self.rewinds.rewind(roots, workspace, run_id, force=force, include_later=include_later,
-                                         binary_ok=binary_ok, settings=settings)
+        return await self.rewinds.rewind(
+            roots,
+            workspace,
+            run_id,
+            force=force,
+            include_later=include_later,
+            binary_ok=binary_ok,
+            settings=settings,
+        )
 
-    async def last_rewindable(self, roots: list[Path], session_id: str | None = None) -> tuple[str, int] | None:
+    async def last_rewindable(
+        self, roots: list[Path], session_id: str | None = None
+    ) -> tuple[str, int] | None:
         """The newest run the workspace (or session_id's session) can rewind (host_rewind.py)."""
         return await self.rewinds.last_rewindable(roots, session_id)
 
@@ -130,7 +165,13 @@ class AgentHost:
         """One model client per endpoint, shared by all runs: a client per run costs an SSL
         context and a connection pool each time (~50 ms on the event loop)."""
         name = name or settings.model
-        key = (name, settings.base_url, settings.api_key_env, keyguard.environment().get(settings.api_key_env), settings.request_timeout)
+        key = (
+            name,
+            settings.base_url,
+            settings.api_key_env,
+            keyguard.environment().get(settings.api_key_env),
+            settings.request_timeout,
+        )
         if key not in self.models:
             try:
                 self.models[key] = make_model(settings, name=name)
@@ -138,7 +179,9 @@ class AgentHost:
                 return None  # run_task tries again and reports the problem as a fatal stop
         return self.models[key]
 
-    async def open_session(self, roots: list[Path], session_id: str | None) -> tuple[Session, SessionStore]:
+    async def open_session(
+        self, roots: list[Path], session_id: str | None
+    ) -> tuple[Session, SessionStore]:
         """A new session, a live one, or one of an earlier process rebuilt from its transcripts.
         SessionError (a ValueError) for an unknown, foreign, corrupt or busy session. One session
         id has at most one Session object: concurrent opens of a persisted session share its load."""
@@ -152,10 +195,14 @@ class AgentHost:
         if live is None:
             live = await self._load_once(store, session_id)
         if live[1].dir != store.dir:
-            raise SessionError(f"session {session_id} belongs to another workspace ({live[1].root})")
+            raise SessionError(
+                f"session {session_id} belongs to another workspace ({live[1].root})"
+            )
         session = live[0]
         if session.running:
-            raise SessionError(f"session {session_id} is still running ({session.running}); wait for it or cancel it first")
+            raise SessionError(
+                f"session {session_id} is still running ({session.running}); wait for it or cancel it first"
+            )
         self._keep(session, store)
         return session, store
 
@@ -168,14 +215,20 @@ class AgentHost:
         session = evicted[0]() if evicted is not None else None
         return (session, evicted[1]) if session is not None and evicted is not None else None
 
-    async def _load_once(self, store: SessionStore, session_id: str) -> tuple[Session, SessionStore]:
+    async def _load_once(
+        self, store: SessionStore, session_id: str
+    ) -> tuple[Session, SessionStore]:
         key = (store.dir, session_id)
         pending = self._loading.get(key)
         if pending is None:
             pending = asyncio.ensure_future(self._load(store, session_id))
             self._loading[key] = pending
-            pending.add_done_callback(lambda done: (self._loading.pop(key, None), done.cancelled() or done.exception()))
-        return await asyncio.shield(pending)  # one waiter cancelled does not cancel the others' load
+            pending.add_done_callback(
+                lambda done: (self._loading.pop(key, None), done.cancelled() or done.exception())
+            )
+        return await asyncio.shield(
+            pending
+        )  # one waiter cancelled does not cancel the others' load
 
     async def _load(self, store: SessionStore, session_id: str) -> tuple[Session, SessionStore]:
         session = await store.load(session_id)
@@ -195,7 +248,14 @@ class AgentHost:
         """Drop idle sessions from memory past `keep_sessions` (least recently used first) or
         idle for `idle_seconds`; a running one is never dropped. Returns the ids dropped."""
         now = time.monotonic()
-        idle = sorted(((self._used.get(sid, 0.0), sid) for sid, (s, _) in self.sessions.items() if not s.running), reverse=True)
+        idle = sorted(
+            (
+                (self._used.get(sid, 0.0), sid)
+                for sid, (s, _) in self.sessions.items()
+                if not s.running
+            ),
+            reverse=True,
+        )
         dropped = []
         for rank, (used, sid) in enumerate(idle):
             if rank >= self.keep_sessions or now - used > self.idle_seconds:
@@ -208,18 +268,36 @@ class AgentHost:
         return dropped
 
     async def mcp_status(self, roots: list[Path], settings: Settings) -> list[dict[str, Any]]:
-        return await self.tool_servers.status(roots, settings) if self.tool_servers is not None else []
+        return (
+            await self.tool_servers.status(roots, settings) if self.tool_servers is not None else []
+        )
 
-    def start(self, prompt: str, *, session: Session, store: SessionStore, settings: Settings, ports: RunPorts,
-              run_id: str | None = None, model: str | None = None, mode: str | None = None,
-              continue_hint: str = "a follow-up in this session continues from here",
-              before: Callable[[], Awaitable[None]] | None = None,
-              after: Callable[[HostedRun], None] | None = None, mcp_servers: list[Any] | None = None,
-              title: str | None = None, output_schema: OutputSchema | None = None) -> HostedRun:
+    def start(
+        self,
+        prompt: str,
+        *,
+        session: Session,
+        store: SessionStore,
+        settings: Settings,
+        ports: RunPorts,
+        run_id: str | None = None,
+        model: str | None = None,
+        mode: str | None = None,
+        continue_hint: str = "a follow-up in this session continues from here",
+        before: Callable[[], Awaitable[None]] | None = None,
+        after: Callable[[HostedRun], None] | None = None,
+        mcp_servers: list[Any] | None = None,
+        title: str | None = None,
+        output_schema: OutputSchema | None = None,
+    ) -> HostedRun:
         """Start a run in the background (its session claimed at once)."""
         run_id = run_id or new_id("r")
-        if session.running:  # checked again here, where the claim is made (nothing awaits in between)
-            raise SessionError(f"session {session.id} is still running ({session.running}); wait for it or cancel it first")
+        if (
+            session.running
+        ):  # checked again here, where the claim is made (nothing awaits in between)
+            raise SessionError(
+                f"session {session.id} is still running ({session.running}); wait for it or cancel it first"
+            )
         if model is not None:
             session.model = model  # for this run and the rest of its session
         # Every cancel a front end makes goes through cancel() or HostedRun.cancel(), which say
@@ -241,14 +319,31 @@ class AgentHost:
 
         async def drive() -> None:
             try:
-                extra = await self._prelude(before, ports.workspace.roots, settings, mcp_servers, hosted)
-                options = RunOptions(run_id=run_id, mode=mode, continue_hint=continue_hint, on_record=save, extra_tools=extra,
-                                     checkpoints=self.checkpoint_store(ports.workspace.roots), title=title,
-                                     cancelled_by=lambda: hosted.cancel_cause or BY_SHUTDOWN, output_schema=output_schema,
-                                     telemetry=self._run_telemetry(settings, run_id, session))
-                hosted.report = await run_task(prompt, session=session, settings=settings, workspace=ports.workspace,
-                                               approver=ports.approver, emit=ports.emit,
-                                               model=self.model_for(settings, session.model), options=options)
+                extra = await self._prelude(
+                    before, ports.workspace.roots, settings, mcp_servers, hosted
+                )
+                options = RunOptions(
+                    run_id=run_id,
+                    mode=mode,
+                    continue_hint=continue_hint,
+                    on_record=save,
+                    extra_tools=extra,
+                    checkpoints=self.checkpoint_store(ports.workspace.roots),
+                    title=title,
+                    cancelled_by=lambda: hosted.cancel_cause or BY_SHUTDOWN,
+                    output_schema=output_schema,
+                    telemetry=self._run_telemetry(settings, run_id, session),
+                )
+                hosted.report = await run_task(
+                    prompt,
+                    session=session,
+                    settings=settings,
+                    workspace=ports.workspace,
+                    approver=ports.approver,
+                    emit=ports.emit,
+                    model=self.model_for(settings, session.model),
+                    options=options,
+                )
             finally:
                 session.running = None
                 self.active.pop(run_id, None)
@@ -258,26 +353,43 @@ class AgentHost:
                     del self.finished[next(iter(self.finished))]
                 self.evict_idle()
                 if self.tool_servers is not None:
-                    self._spawn(self.tool_servers.retire([r.mcp for r in self.active.values() if r.mcp is not None]))
+                    self._spawn(
+                        self.tool_servers.retire(
+                            [r.mcp for r in self.active.values() if r.mcp is not None]
+                        )
+                    )
                 if after is not None:
                     after(hosted)
 
         hosted.task = asyncio.ensure_future(drive())
         return hosted
 
-    def _run_telemetry(self, settings: Settings, run_id: str, session: Session) -> RunTelemetry | None:
+    def _run_telemetry(
+        self, settings: Settings, run_id: str, session: Session
+    ) -> RunTelemetry | None:
         """The run's recorder when telemetry is on; a failing integration costs the telemetry only."""
         if self.telemetry is None:
             return None
         try:
-            return self.telemetry.for_run(settings, run_id=run_id, session_id=session.id, model=session.model or settings.model,
-                                          endpoint=settings.base_url)
+            return self.telemetry.for_run(
+                settings,
+                run_id=run_id,
+                session_id=session.id,
+                model=session.model or settings.model,
+                endpoint=settings.base_url,
+            )
         except Exception as exc:
             log.warning("telemetry is unavailable for this run: %s", exc)
             return None
 
-    async def _prelude(self, before: Callable[[], Awaitable[None]] | None, roots: list[Path], settings: Settings,
-                       mcp_servers: list[Any] | None, hosted: HostedRun) -> list[Any]:
+    async def _prelude(
+        self,
+        before: Callable[[], Awaitable[None]] | None,
+        roots: list[Path],
+        settings: Settings,
+        mcp_servers: list[Any] | None,
+        hosted: HostedRun,
+    ) -> list[Any]:
         """What a run needs before its loop: the front end's own wait, then the MCP tools. A
         cancel arriving here is re-armed, so run_task meets it at its first await and still
         ends the run with its `cancelled` report; a failing MCP setup costs its tools only."""
@@ -326,7 +438,9 @@ class AgentHost:
         model = self.model_for(settings)
         lister = getattr(model, "list_models", None)
         if model is None or lister is None:
-            out["error"] = "no model client could be made: set the API key variable named by apiKeyEnv, or baseUrl"
+            out["error"] = (
+                "no model client could be made: set the API key variable named by apiKeyEnv, or baseUrl"
+            )
             return out
         try:
             out["models"] = await lister()
@@ -350,7 +464,9 @@ class AgentHost:
         """Sessions past 100 per workspace or 30 days go with their transcripts and spills; the
         sessions this process holds are kept. Orphan spills and transcripts (of runs no session
         index names) are swept at most once an hour. A failure costs the prune only."""
-        protect = set(self.sessions) | set(self._evicted) | {r.session.id for r in self.active.values()}
+        protect = (
+            set(self.sessions) | set(self._evicted) | {r.session.id for r in self.active.values()}
+        )
         sweep = time.monotonic() - self._swept > SWEEP_SECONDS or not self._swept
         if sweep:
             self._swept = time.monotonic()
@@ -368,7 +484,10 @@ class AgentHost:
 
     def _live_run_ids(self) -> set[str]:
         ids = set(self.active)
-        for session, _ in [*self.sessions.values(), *filter(None, (self.live(sid) for sid in list(self._evicted)))]:
+        for session, _ in [
+            *self.sessions.values(),
+            *filter(None, (self.live(sid) for sid in list(self._evicted))),
+        ]:
             ids.update(r.run_id for r in session.runs)
         return ids
 

@@ -183,9 +183,13 @@ class RunTelemetry(Protocol):
         """`stop` the stop reason, `cause` the typed stop cause (a cancel: both `cancelled`)."""
         ...
 
-    def chat_started(self, parent: TraceSpan, model: str, messages: list[dict[str, Any]]) -> TraceSpan: ...
+    def chat_started(
+        self, parent: TraceSpan, model: str, messages: list[dict[str, Any]]
+    ) -> TraceSpan: ...
 
-    def chat_ended(self, span: TraceSpan, reply: Reply | None, error: str | None = None) -> None: ...
+    def chat_ended(
+        self, span: TraceSpan, reply: Reply | None, error: str | None = None
+    ) -> None: ...
 
     def tool_started(self, parent: TraceSpan, call: ToolCall) -> TraceSpan: ...
 
@@ -196,8 +200,9 @@ class Telemetry(Protocol):
     """An integration that records runs (OpenTelemetry), plugged into the host by a front end's
     composition code; the core imports none."""
 
-    def for_run(self, settings: Any, *, run_id: str, session_id: str, model: str,
-                endpoint: str | None) -> RunTelemetry | None:
+    def for_run(
+        self, settings: Any, *, run_id: str, session_id: str, model: str, endpoint: str | None
+    ) -> RunTelemetry | None:
         """The run's recorder, or None when the settings leave telemetry off."""
         ...
 
@@ -226,7 +231,9 @@ class NoTelemetry:
     def agent_ended(self, span: TraceSpan, stop: str, cause: str, error: str | None = None) -> None:
         pass
 
-    def chat_started(self, parent: TraceSpan, model: str, messages: list[dict[str, Any]]) -> TraceSpan:
+    def chat_started(
+        self, parent: TraceSpan, model: str, messages: list[dict[str, Any]]
+    ) -> TraceSpan:
         return NO_SPAN
 
     def chat_ended(self, span: TraceSpan, reply: Reply | None, error: str | None = None) -> None:

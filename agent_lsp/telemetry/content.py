@@ -21,7 +21,13 @@ def _text_parts(content: Any) -> list[dict[str, Any]]:
             if isinstance(part, dict) and part.get("type") == "text":
                 out.append({"type": "text", "content": str(part.get("text", ""))})
             else:
-                out.append({"type": str(part.get("type", "unknown")) if isinstance(part, dict) else "unknown"})
+                out.append(
+                    {
+                        "type": str(part.get("type", "unknown"))
+                        if isinstance(part, dict)
+                        else "unknown"
+                    }
+                )
         return out
     return [{"type": "text", "content": str(content)}]
 
@@ -29,13 +35,27 @@ def _text_parts(content: Any) -> list[dict[str, Any]]:
 def _message(message: dict[str, Any]) -> dict[str, Any]:
     role = str(message.get("role", "user"))
     if role == "tool":
-        return {"role": "tool", "parts": [{"type": "tool_call_response", "id": message.get("tool_call_id"),
-                                           "response": message.get("content")}]}
+        return {
+            "role": "tool",
+            "parts": [
+                {
+                    "type": "tool_call_response",
+                    "id": message.get("tool_call_id"),
+                    "response": message.get("content"),
+                }
+            ],
+        }
     parts = _text_parts(message.get("content"))
     for call in message.get("tool_calls") or ():
         function = call.get("function") or {}
-        parts.append({"type": "tool_call", "id": call.get("id"), "name": function.get("name"),
-                      "arguments": _arguments(function.get("arguments"))})
+        parts.append(
+            {
+                "type": "tool_call",
+                "id": call.get("id"),
+                "name": function.get("name"),
+                "arguments": _arguments(function.get("arguments")),
+            }
+        )
     return {"role": role, "parts": parts}
 
 
@@ -50,7 +70,9 @@ def _arguments(raw: Any) -> Any:
 
 def input_messages(messages: list[dict[str, Any]]) -> tuple[str | None, str]:
     """(system instructions, the other messages), each as the conventions' JSON."""
-    system = [p for m in messages if m.get("role") == "system" for p in _text_parts(m.get("content"))]
+    system = [
+        p for m in messages if m.get("role") == "system" for p in _text_parts(m.get("content"))
+    ]
     rest = [_message(m) for m in messages if m.get("role") != "system"]
     return (_dump(system) if system else None), _dump(rest)
 

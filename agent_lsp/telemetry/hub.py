@@ -70,8 +70,9 @@ class OtelTelemetry:
     def __init__(self) -> None:
         self._warned = False
 
-    def for_run(self, settings: Any, *, run_id: str, session_id: str, model: str,
-                endpoint: str | None) -> RunTelemetry | None:
+    def for_run(
+        self, settings: Any, *, run_id: str, session_id: str, model: str, endpoint: str | None
+    ) -> RunTelemetry | None:
         config = getattr(settings, "telemetry", None)
         if config is None or not config.enabled:
             return None
@@ -80,10 +81,17 @@ class OtelTelemetry:
         except ImportError as exc:
             if not self._warned:
                 self._warned = True
-                log.warning("telemetry.enabled is on but OpenTelemetry is missing (%s): %s", exc, EXTRA_HINT)
+                log.warning(
+                    "telemetry.enabled is on but OpenTelemetry is missing (%s): %s", exc, EXTRA_HINT
+                )
             return None
-        return otel.backend().run(settings, run_id=run_id, session_id=session_id, model=model,
-                                  provider=provider_name(endpoint))
+        return otel.backend().run(
+            settings,
+            run_id=run_id,
+            session_id=session_id,
+            model=model,
+            provider=provider_name(endpoint),
+        )
 
     def flush(self, timeout: float) -> None:
         otel = sys.modules.get("agent_lsp.telemetry.otel")

@@ -35,14 +35,51 @@ log = logging.getLogger(__name__)
 AGENT_NAME = "agent-lsp"
 SCOPE = "agent_lsp"
 # The conventions' advisory bucket boundaries for the two GenAI client metrics.
-TOKEN_BUCKETS = [1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864]
-DURATION_BUCKETS = [0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92]
+TOKEN_BUCKETS = [
+    1,
+    4,
+    16,
+    64,
+    256,
+    1024,
+    4096,
+    16384,
+    65536,
+    262144,
+    1048576,
+    4194304,
+    16777216,
+    67108864,
+]
+DURATION_BUCKETS = [
+    0.01,
+    0.02,
+    0.04,
+    0.08,
+    0.16,
+    0.32,
+    0.64,
+    1.28,
+    2.56,
+    5.12,
+    10.24,
+    20.48,
+    40.96,
+    81.92,
+]
 Attributes = Mapping[str, str | bool | int | float | list[str]]
 
 
 def _protocol(signal: str) -> str:
-    return (os.environ.get(f"OTEL_EXPORTER_OTLP_{signal}_PROTOCOL") or os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL")
-            or "http/protobuf").strip().lower()
+    return (
+        (
+            os.environ.get(f"OTEL_EXPORTER_OTLP_{signal}_PROTOCOL")
+            or os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL")
+            or "http/protobuf"
+        )
+        .strip()
+        .lower()
+    )
 
 
 def _exporters() -> tuple[Any, Any]:
@@ -59,8 +96,10 @@ def _exporters() -> tuple[Any, Any]:
 
             return GrpcSpans(), GrpcMetrics()
         except ImportError:
-            log.warning("OTEL_EXPORTER_OTLP_PROTOCOL is grpc but opentelemetry-exporter-otlp-proto-grpc is not "
-                        "installed: exporting over HTTP/protobuf instead")
+            log.warning(
+                "OTEL_EXPORTER_OTLP_PROTOCOL is grpc but opentelemetry-exporter-otlp-proto-grpc is not "
+                "installed: exporting over HTTP/protobuf instead"
+            )
     from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
@@ -79,22 +118,40 @@ class Backend:
         # Private providers, not the global ones; no atexit hook (the exit flush is ours, bounded).
         self.tracer_provider = TracerProvider(resource=resource, shutdown_on_exit=False)
         self.tracer_provider.add_span_processor(BatchSpanProcessor(spans))
-        self.meter_provider = MeterProvider(resource=resource, metric_readers=[PeriodicExportingMetricReader(metrics)],
-                                            shutdown_on_exit=False)
+        self.meter_provider = MeterProvider(
+            resource=resource,
+            metric_readers=[PeriodicExportingMetricReader(metrics)],
+            shutdown_on_exit=False,
+        )
         self.tracer = self.tracer_provider.get_tracer(SCOPE, __version__)
         meter = self.meter_provider.get_meter(SCOPE, __version__)
-        self.tokens = meter.create_histogram("gen_ai.client.token.usage", unit="{token}",
-                                             description="Number of input and output tokens used",
-                                             explicit_bucket_boundaries_advisory=TOKEN_BUCKETS)
-        self.duration = meter.create_histogram("gen_ai.client.operation.duration", unit="s",
-                                               description="GenAI operation duration",
-                                               explicit_bucket_boundaries_advisory=DURATION_BUCKETS)
+        self.tokens = meter.create_histogram(
+            "gen_ai.client.token.usage",
+            unit="{token}",
+            description="Number of input and output tokens used",
+            explicit_bucket_boundaries_advisory=TOKEN_BUCKETS,
+        )
+        self.duration = meter.create_histogram(
+            "gen_ai.client.operation.duration",
+            unit="s",
+            description="GenAI operation duration",
+            explicit_bucket_boundaries_advisory=DURATION_BUCKETS,
+        )
         self.dirty = False  # recorded something since the last flush
 
-    def run(self, settings: Any, *, run_id: str, session_id: str, model: str, provider: str) -> RunOtel:
+    def run(
+        self, settings: Any, *, run_id: str, session_id: str, model: str, provider: str
+    ) -> RunOtel:
         redact = Redactor(keyguard.secrets(keyguard.environment(), [settings.api_key_env]))
-        return RunOtel(self, redact, run_id=run_id, session_id=session_id, model=model, provider=provider,
-                       content=bool(settings.telemetry.log_content))
+        return RunOtel(
+            self,
+            redact,
+            run_id=run_id,
+            session_id=session_id,
+            model=model,
+            provider=provider,
+            content=bool(settings.telemetry.log_content),
+        )
 
     def flush(self, timeout: float) -> None:
         """Export what is pending, waiting at most `timeout` seconds in all (an unreachable
@@ -103,8 +160,12 @@ class Backend:
             return
         self.dirty = False
         millis = int(timeout * 1000)
-        threads = [threading.Thread(target=flush, args=(millis,), daemon=True, name="agent-lsp-telemetry-flush")
-                   for flush in (self.tracer_provider.force_flush, self.meter_provider.force_flush)]
+        threads = [
+            threading.Thread(
+                target=flush, args=(millis,), daemon=True, name="agent-lsp-telemetry-flush"
+            )
+            for flush in (self.tracer_provider.force_flush, self.meter_provider.force_flush)
+        ]
         ends = time.monotonic() + timeout
         for thread in threads:
             thread.start()
@@ -152,8 +213,17 @@ class Span:
 class RunOtel:
     """One run's spans and metrics (the port RunTelemetry)."""
 
-    def __init__(self, backend: Backend, redact: Redactor, *, run_id: str, session_id: str, model: str, provider: str,
-                 content: bool):
+    def __init__(
+        self,
+        backend: Backend,
+        redact: Redactor,
+        *,
+        run_id: str,
+        session_id: str,
+        model: str,
+        provider: str,
+        content: bool,
+    ):
         self.backend = backend
         self.redact = redact
         self.run_id = run_id
@@ -161,19 +231,35 @@ class RunOtel:
         self.model = model
         self.provider = provider
         self.content = content
-        self._open: dict[int, Span] = {}  # spans not yet ended, by id: all end with the main agent's
+        self._open: dict[
+            int, Span
+        ] = {}  # spans not yet ended, by id: all end with the main agent's
 
     # -- spans ------------------------------------------------------------------------------
-    def _start(self, name: str, parent: TraceSpan | None, kind: SpanKind, attributes: Attributes, model: str = "") -> Span:
+    def _start(
+        self,
+        name: str,
+        parent: TraceSpan | None,
+        kind: SpanKind,
+        attributes: Attributes,
+        model: str = "",
+    ) -> Span:
         context = trace.set_span_in_context(parent.span) if isinstance(parent, Span) else None
-        span = self.backend.tracer.start_span(self.redact(name), context=context, kind=kind,
-                                              attributes=self._clean(attributes))
+        span = self.backend.tracer.start_span(
+            self.redact(name), context=context, kind=kind, attributes=self._clean(attributes)
+        )
         held = Span(span, time.monotonic(), model)
         self._open[id(held)] = held
         self.backend.dirty = True
         return held
 
-    def _end(self, span: TraceSpan, attributes: Attributes, error: str | None = None, error_type: str | None = None) -> Span | None:
+    def _end(
+        self,
+        span: TraceSpan,
+        attributes: Attributes,
+        error: str | None = None,
+        error_type: str | None = None,
+    ) -> Span | None:
         if not isinstance(span, Span) or span.ended:
             return None
         span.ended = True
@@ -197,15 +283,27 @@ class RunOtel:
         return out
 
     def _common(self, operation: str) -> dict[str, str]:
-        return {"gen_ai.operation.name": operation, "gen_ai.provider.name": self.provider,
-                "gen_ai.conversation.id": self.session_id}
+        return {
+            "gen_ai.operation.name": operation,
+            "gen_ai.provider.name": self.provider,
+            "gen_ai.conversation.id": self.session_id,
+        }
 
     # -- the loop's nodes -------------------------------------------------------------------
     def agent_started(self, agent_id: str, parent: TraceSpan | None) -> TraceSpan:
-        return self._start(f"invoke_agent {AGENT_NAME}", parent, SpanKind.INTERNAL,
-                           {**self._common("invoke_agent"), "gen_ai.agent.name": AGENT_NAME, "gen_ai.agent.id": agent_id,
-                            "gen_ai.request.model": self.model, "agent_lsp.run.id": self.run_id},
-                           model="main" if parent is None else "")
+        return self._start(
+            f"invoke_agent {AGENT_NAME}",
+            parent,
+            SpanKind.INTERNAL,
+            {
+                **self._common("invoke_agent"),
+                "gen_ai.agent.name": AGENT_NAME,
+                "gen_ai.agent.id": agent_id,
+                "gen_ai.request.model": self.model,
+                "agent_lsp.run.id": self.run_id,
+            },
+            model="main" if parent is None else "",
+        )
 
     def agent_ended(self, span: TraceSpan, stop: str, cause: str, error: str | None = None) -> None:
         attributes = {"agent_lsp.stop.reason": stop, "agent_lsp.stop.cause": cause}
@@ -216,7 +314,9 @@ class RunOtel:
         failed = stop == "fatal"
         self._end(span, attributes, error if failed else None, cause if failed else None)
 
-    def chat_started(self, parent: TraceSpan, model: str, messages: list[dict[str, Any]]) -> TraceSpan:
+    def chat_started(
+        self, parent: TraceSpan, model: str, messages: list[dict[str, Any]]
+    ) -> TraceSpan:
         attributes: dict[str, Any] = {**self._common("chat"), "gen_ai.request.model": model}
         if self.content:
             system, rest = input_messages(messages)
@@ -230,14 +330,19 @@ class RunOtel:
             return
         request_model = span.model
         attributes: dict[str, Any] = {}
-        metric: dict[str, Any] = {"gen_ai.operation.name": "chat", "gen_ai.provider.name": self.provider,
-                                  "gen_ai.request.model": self.redact(request_model)}
+        metric: dict[str, Any] = {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.provider.name": self.provider,
+            "gen_ai.request.model": self.redact(request_model),
+        }
         error_type = None
         if reply is not None:
             response_model = reply.model or request_model
             attributes["gen_ai.response.model"] = response_model
             metric["gen_ai.response.model"] = self.redact(response_model)
-            attributes["gen_ai.response.finish_reasons"] = [reply.finish_reason or ("length" if reply.cut else "stop")]
+            attributes["gen_ai.response.finish_reasons"] = [
+                reply.finish_reason or ("length" if reply.cut else "stop")
+            ]
             if reply.usage is not None:
                 attributes["gen_ai.usage.input_tokens"] = reply.usage.prompt_tokens
                 attributes["gen_ai.usage.output_tokens"] = reply.usage.completion_tokens
@@ -246,21 +351,34 @@ class RunOtel:
             if self.content:
                 attributes["gen_ai.output.messages"] = output_messages(reply)
         else:
-            error_type = (error or "_OTHER").partition(":")[0]  # the exception's type (the loop's form)
+            error_type = (error or "_OTHER").partition(":")[
+                0
+            ]  # the exception's type (the loop's form)
             metric["error.type"] = error_type
         self._end(span, attributes, error if reply is None else None, error_type)
         self.backend.duration.record(time.monotonic() - span.started, metric)
         if reply is not None and reply.usage is not None:
-            self.backend.tokens.record(reply.usage.prompt_tokens, {**metric, "gen_ai.token.type": "input"})
-            self.backend.tokens.record(reply.usage.completion_tokens, {**metric, "gen_ai.token.type": "output"})
+            self.backend.tokens.record(
+                reply.usage.prompt_tokens, {**metric, "gen_ai.token.type": "input"}
+            )
+            self.backend.tokens.record(
+                reply.usage.completion_tokens, {**metric, "gen_ai.token.type": "output"}
+            )
 
     def tool_started(self, parent: TraceSpan, call: ToolCall) -> TraceSpan:
-        attributes: dict[str, Any] = {**self._common("execute_tool"), "gen_ai.tool.name": call.name,
-                                      "gen_ai.tool.call.id": call.id, "gen_ai.tool.type": "function"}
+        attributes: dict[str, Any] = {
+            **self._common("execute_tool"),
+            "gen_ai.tool.name": call.name,
+            "gen_ai.tool.call.id": call.id,
+            "gen_ai.tool.type": "function",
+        }
         if self.content:
             attributes["gen_ai.tool.call.arguments"] = call.arguments
         return self._start(f"execute_tool {call.name}", parent, SpanKind.INTERNAL, attributes)
 
     def tool_ended(self, span: TraceSpan, outcome: str, decision: str | None) -> None:
-        attributes = {"agent_lsp.tool.outcome": outcome, **({"agent_lsp.approval.decision": decision} if decision else {})}
+        attributes = {
+            "agent_lsp.tool.outcome": outcome,
+            **({"agent_lsp.approval.decision": decision} if decision else {}),
+        }
         self._end(span, attributes, None, "tool_error" if outcome == "error" else None)

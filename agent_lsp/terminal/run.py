@@ -43,7 +43,12 @@ from agent_lsp.terminal.style import Style, isatty, read_line_async
 if TYPE_CHECKING:
     from agent_lsp.terminal.worktrees import WorktreeRun
 
-EXIT_CODES = {StopReason.DONE: 0, StopReason.FATAL: 1, StopReason.MAX_TURNS: 3, StopReason.CANCELLED: 130}
+EXIT_CODES = {
+    StopReason.DONE: 0,
+    StopReason.FATAL: 1,
+    StopReason.MAX_TURNS: 3,
+    StopReason.CANCELLED: 130,
+}
 EXIT_USAGE = 2
 SHOWN_LINES = 40  # lines of an approval's detail shown before asking (v shows the rest)
 SIGNAL_CAUSES = {  # Ctrl-C is the user; SIGTERM and SIGHUP came from elsewhere (Decision 24)
@@ -72,7 +77,11 @@ class TerminalApprover:
             self.out.write(f"\n  {s.ok()} approved (--yes): {first}\n")
             return Answer(Decision.ALLOW)
         if not self.interactive:
-            why = f"{NOBODY}; --yes does not cover it ({request.must_ask})" if request.must_ask else NOBODY
+            why = (
+                f"{NOBODY}; --yes does not cover it ({request.must_ask})"
+                if request.must_ask
+                else NOBODY
+            )
             self.out.write(f"\n  {s.bad()} denied: {why}: {first}\n")
             return Answer(Decision.DENY, why=why)
         self.out.write(f"\n  {s('35;1', '?')} {s.bold(tool)} wants to:\n")
@@ -80,11 +89,15 @@ class TerminalApprover:
         self._show(full[:SHOWN_LINES])
         hidden = len(full) - SHOWN_LINES
         if hidden > 0:
-            self.out.write(f"      {s.dim(f'… {hidden} more line(s) not shown (v shows them all)')}\n")
+            self.out.write(
+                f"      {s.dim(f'… {hidden} more line(s) not shown (v shows them all)')}\n"
+            )
         question = "    [a]llow / allow for [s]ession / [d]eny (d REASON to say why)"
         while True:
             # No time limit: a person is thinking (CONTRACT Decision 10).
-            answer = await read_line_async(question + (" / [v]iew all? " if hidden > 0 else "? "), self.out)
+            answer = await read_line_async(
+                question + (" / [v]iew all? " if hidden > 0 else "? "), self.out
+            )
             text = (answer or "d").strip()
             choice = text.lower()[:1]
             if choice == "v" and hidden > 0:
@@ -95,7 +108,9 @@ class TerminalApprover:
                 return Answer(Decision.ALLOW)
             if choice == "s":
                 return Answer(Decision.ALLOW_SESSION)
-            reason = text[1:].strip() if choice == "d" and len(text) > 1 and text[1] == " " else None
+            reason = (
+                text[1:].strip() if choice == "d" and len(text) > 1 and text[1] == " " else None
+            )
             return Answer(Decision.DENY, reason or None, "the user said no")
 
     def _show(self, lines: list[str]) -> None:
@@ -125,14 +140,20 @@ class TerminalStream:
         self.out = out
         self.style = Style.for_stream(out)
         self.tty = isatty(out)
-        self.endpoint = endpoint  # "m at http://…": said while waiting, so a slow or wrong endpoint shows
+        self.endpoint = (
+            endpoint  # "m at http://…": said while waiting, so a slow or wrong endpoint shows
+        )
         self.in_text = False
         self.waiting = False  # the transient "asking the model" line is on the screen (TTY only)
-        self.said_waiting = False  # without a TTY the wait is said once, as a line (nothing can erase it)
+        self.said_waiting = (
+            False  # without a TTY the wait is said once, as a line (nothing can erase it)
+        )
 
     def __call__(self, event: Event) -> None:
         s = self.style
-        if isinstance(event, TextDelta | ThinkingDelta):  # the model's reasoning dimmed, its answer plain
+        if isinstance(
+            event, TextDelta | ThinkingDelta
+        ):  # the model's reasoning dimmed, its answer plain
             self._clear_waiting()
             text = for_terminal(event.text)
             self.out.write(text if isinstance(event, TextDelta) else s.dim(text))
@@ -142,7 +163,9 @@ class TerminalStream:
         if isinstance(event, StatusEvent) and event.agent_id == "main" and event.waiting == "model":
             self._show_waiting()
             return
-        if isinstance(event, StopEvent):  # the last streamed text ends its line (with --json, stderr's last line)
+        if isinstance(
+            event, StopEvent
+        ):  # the last streamed text ends its line (with --json, stderr's last line)
             self._clear_waiting()
             self._end_text()
             self.out.flush()
@@ -195,13 +218,19 @@ class TerminalStream:
                 return f"{s('33', '▸')} {text}"
             case ToolResultEvent():
                 mark = s.ok() if event.ok else s.bad()
-                extra = s.dim(" (truncated; the whole result is in a spill file)") if event.truncated else ""
+                extra = (
+                    s.dim(" (truncated; the whole result is in a spill file)")
+                    if event.truncated
+                    else ""
+                )
                 return f"{mark} {text}{extra}"
             case CompactionEvent():
                 return s.dim(f"⋯ {text}")
             case StatusEvent():  # the wait for the model is the transient waiting line instead
                 return None if event.waiting == "model" else s.dim(f"· {text}")
-            case ApprovalEvent() | UsageEvent():  # approvals are asked and answered here; the usage is in the report
+            case (
+                ApprovalEvent() | UsageEvent()
+            ):  # approvals are asked and answered here; the usage is in the report
                 return None
             case TextDelta() | ThinkingDelta() | StopEvent():  # written as they come (__call__)
                 return None
@@ -209,21 +238,39 @@ class TerminalStream:
                 assert_never(event)
 
 
-def print_report(report: RunReport, out: TextIO, paths: PathGuard | None = None, *, rewind_id: str | None = None,
-                 session_kept: bool = True) -> None:
+def print_report(
+    report: RunReport,
+    out: TextIO,
+    paths: PathGuard | None = None,
+    *,
+    rewind_id: str | None = None,
+    session_kept: bool = True,
+) -> None:
     """The report for a person: the summary (it starts with how the run stopped), the files,
     the usage, then where to find the run again: its id, its session and how to rewind it."""
     s = Style.for_stream(out)
     mark = s.ok() if report.stop_reason == StopReason.DONE else s.bad()
     out.write(f"\n{mark} {for_terminal(report.summary)}\n")
     if report.edited_files:
-        out.write("edited: " + for_terminal(", ".join(_relative(u, paths) for u in report.edited_files)) + "\n")
+        out.write(
+            "edited: "
+            + for_terminal(", ".join(_relative(u, paths) for u in report.edited_files))
+            + "\n"
+        )
     usage = report.usage
     cost = f", ${usage.cost_usd:.4f}" if usage.cost_usd is not None else ""
     cached = f" ({usage.cached_tokens} cached)" if usage.cached_tokens else ""
-    out.write(s.dim(f"usage: {usage.prompt_tokens} prompt{cached} + {usage.completion_tokens} completion tokens{cost}; "
-                    f"context {report.context_tokens}/{report.context_window}\n"))
-    session = f"session {report.session_id}" if session_kept else "no session kept (the model never answered)"
+    out.write(
+        s.dim(
+            f"usage: {usage.prompt_tokens} prompt{cached} + {usage.completion_tokens} completion tokens{cost}; "
+            f"context {report.context_tokens}/{report.context_window}\n"
+        )
+    )
+    session = (
+        f"session {report.session_id}"
+        if session_kept
+        else "no session kept (the model never answered)"
+    )
     where = f"run {report.run_id} · {session}"
     if report.rewindable:
         where += f" · rewind with `agent-lsp rewind {rewind_id or report.run_id}`"
@@ -235,11 +282,22 @@ def _relative(uri: str, paths: PathGuard | None) -> str:
     return uri if paths is None else paths.display_uri(uri)
 
 
-async def run_headless(task: str, workspace: Path, settings: Settings, yes: bool, as_json: bool = False, *,
-                       session_id: str | None = None, mode: str | None = None,
-                       out: TextIO | None = None, err: TextIO | None = None, output_format: str | None = None,
-                       output_schema: OutputSchema | None = None, prompt_from_stdin: bool = False,
-                       worktree: WorktreeRun | None = None) -> int:
+async def run_headless(
+    task: str,
+    workspace: Path,
+    settings: Settings,
+    yes: bool,
+    as_json: bool = False,
+    *,
+    session_id: str | None = None,
+    mode: str | None = None,
+    out: TextIO | None = None,
+    err: TextIO | None = None,
+    output_format: str | None = None,
+    output_schema: OutputSchema | None = None,
+    prompt_from_stdin: bool = False,
+    worktree: WorktreeRun | None = None,
+) -> int:
     """One run in the terminal. With --json, stdout holds exactly the report (the stream goes to
     stderr); with stream-json, the stream's JSON lines and last the result line (human lines go
     to stderr). SIGINT, SIGTERM and SIGHUP cancel the run (exit 130) after killing its commands.
@@ -262,17 +320,33 @@ async def run_headless(task: str, workspace: Path, settings: Settings, yes: bool
     extra = {"worktree": worktree.to_dict()} if worktree is not None else None
     shown = TerminalStream(stream_out, endpoint_of(settings, session.model))
     machine = StreamJson(stdout, run_id, extra) if fmt == "stream-json" else None
-    stream: EventSink = shown if machine is None else _both(machine, shown)  # a CI log shows the run on stderr
-    hint = f"run `agent-lsp run --session {session.id} \"...\"` in {workspace} to continue"
+    stream: EventSink = (
+        shown if machine is None else _both(machine, shown)
+    )  # a CI log shows the run on stderr
+    hint = f'run `agent-lsp run --session {session.id} "..."` in {workspace} to continue'
     if worktree is not None:  # the run works in its worktree (Decision 42)
         hint = worktree.continue_hint(session.id)
-    hosted = host.start(task, session=session, store=store, settings=settings, ports=RunPorts(ws, approver, stream),
-                        mode=mode, continue_hint=hint, run_id=run_id, output_schema=output_schema)
+    hosted = host.start(
+        task,
+        session=session,
+        store=store,
+        settings=settings,
+        ports=RunPorts(ws, approver, stream),
+        mode=mode,
+        continue_hint=hint,
+        run_id=run_id,
+        output_schema=output_schema,
+    )
     task_ = hosted.task
     assert task_ is not None
     # The report's stopCause says which: `user` for Ctrl-C, `signal` for the others.
     try:
-        with on_signals({signum: functools.partial(hosted.cancel, cause) for signum, cause in SIGNAL_CAUSES.items()}):
+        with on_signals(
+            {
+                signum: functools.partial(hosted.cancel, cause)
+                for signum, cause in SIGNAL_CAUSES.items()
+            }
+        ):
             try:
                 await asyncio.shield(task_)
             except asyncio.CancelledError:
@@ -297,7 +371,11 @@ async def run_headless(task: str, workspace: Path, settings: Settings, yes: bool
         stdout.flush()
     elif fmt == "text":
         kept = any(r.reached for r in session.runs if r.kind == "run")
-        short = await asyncio.to_thread(short_run_id, host.checkpoint_store(roots), report.run_id) if report.rewindable else None
+        short = (
+            await asyncio.to_thread(short_run_id, host.checkpoint_store(roots), report.run_id)
+            if report.rewindable
+            else None
+        )
         if short is not None and worktree is not None:
             short = worktree.rewind_command(short)
         print_report(report, stdout, PathGuard(roots), rewind_id=short, session_kept=kept)
@@ -316,18 +394,32 @@ def _both(first: EventSink, second: EventSink) -> EventSink:
     def sink(event: Event) -> None:
         first(event)
         second(event)
+
     return sink
 
 
 def _no_report(hosted: HostedRun) -> RunReport:
     """The result of a run that ended without its report (it never should): cancelled."""
     cause = hosted.cancel_cause.cause if hosted.cancel_cause is not None else StopCause.SHUTDOWN
-    return RunReport(run_id=hosted.id, session_id=hosted.session.id, stop_reason=cause.reason, stop_cause=cause, turns=0,
-                     final_text="", summary="The run ended without a report.", edited_files=[], tool_calls=0, denied=0,
-                     usage=Usage(), transcript="")
+    return RunReport(
+        run_id=hosted.id,
+        session_id=hosted.session.id,
+        stop_reason=cause.reason,
+        stop_cause=cause,
+        turns=0,
+        final_text="",
+        summary="The run ended without a report.",
+        edited_files=[],
+        tool_calls=0,
+        denied=0,
+        usage=Usage(),
+        transcript="",
+    )
 
 
-async def _mcp_on_the_terminal(host: AgentHost, roots: list[Path], settings: Settings, out: TextIO, interactive: bool) -> None:
+async def _mcp_on_the_terminal(
+    host: AgentHost, roots: list[Path], settings: Settings, out: TextIO, interactive: bool
+) -> None:
     """Workspace MCP servers ask consent on the terminal (none without one, and it says so);
     those already denied are named before the run."""
     from agent_lsp.mcp.hub import McpHooks, McpHub
@@ -348,7 +440,11 @@ def endpoint_of(settings: Settings, model: str | None) -> str:
     url = settings.base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1"
     try:
         parts = urlsplit(url)
-        shown = f"{parts.scheme}://{parts.hostname or ''}{f':{parts.port}' if parts.port else ''}{parts.path}" if parts.scheme else url
+        shown = (
+            f"{parts.scheme}://{parts.hostname or ''}{f':{parts.port}' if parts.port else ''}{parts.path}"
+            if parts.scheme
+            else url
+        )
     except ValueError:
         shown = "the configured endpoint"
     return f"{model or settings.model} at {shown}"

@@ -19,7 +19,9 @@ class StreamJson:
     def __init__(self, out: TextIO, run_id: str, report_extra: dict[str, Any] | None = None):
         self.out = out
         self.run_id = run_id
-        self.report_extra = report_extra or {}  # what the terminal adds to the report (its worktree)
+        self.report_extra = (
+            report_extra or {}
+        )  # what the terminal adds to the report (its worktree)
         self.seq = 0
         self.done = False
         self._text = TextCoalescer(lambda text: self._send(TextDelta(text)))
@@ -49,7 +51,9 @@ class StreamJson:
         if self.done:
             return
         self.flush()
-        self._line({"type": "result", "seq": self.seq, "report": {**report.to_dict(), **self.report_extra}})
+        self._line(
+            {"type": "result", "seq": self.seq, "report": {**report.to_dict(), **self.report_extra}}
+        )
         self.done = True
 
     def _send(self, event: Event) -> None:
@@ -57,5 +61,7 @@ class StreamJson:
         self.seq += 1
 
     def _line(self, payload: dict[str, Any]) -> None:
-        self.out.write(json.dumps(payload) + "\n")  # ASCII: any stdout encoding, lone surrogates escaped
+        self.out.write(
+            json.dumps(payload) + "\n"
+        )  # ASCII: any stdout encoding, lone surrogates escaped
         self.out.flush()

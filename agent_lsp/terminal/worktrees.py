@@ -61,24 +61,33 @@ class WorktreeRun:
         return for_terminal(f"worktree: {self.path} · branch {self.branch}")
 
     def continue_hint(self, session_id: str) -> str:
-        return (f"run `agent-lsp run --session {session_id} --worktree {self.name} \"...\"` in {self.origin} "
-                f"to continue in worktree {self.path}")
+        return (
+            f'run `agent-lsp run --session {session_id} --worktree {self.name} "..."` in {self.origin} '
+            f"to continue in worktree {self.path}"
+        )
 
     def rewind_command(self, run_id: str) -> str:
         return f"{run_id} --workspace {shlex.quote(str(self.workspace))}"
 
 
-def enter_worktree(name: str, workspace: Path, session_id: str | None, err: TextIO | None = None) -> WorktreeRun | int:
+def enter_worktree(
+    name: str, workspace: Path, session_id: str | None, err: TextIO | None = None
+) -> WorktreeRun | int:
     """The worktree for a run: NAME's if it exists and is idle (reused as it is), else a new one
     (named after the run when no NAME is given). An exit code instead when there can be none."""
     err = err or sys.stderr
     run_id = new_id("r")
     if not name and session_id is not None:
-        return _say(err, "--session with --worktree needs the worktree's NAME (see `agent-lsp worktrees`)")
+        return _say(
+            err, "--session with --worktree needs the worktree's NAME (see `agent-lsp worktrees`)"
+        )
     name = name or run_id
     if not valid_name(name):
-        return _say(err, f"--worktree {name!r}: {NAME_RULE} (put the task first to name it after the run: "
-                         "`agent-lsp run \"TASK\" --worktree`)")
+        return _say(
+            err,
+            f"--worktree {name!r}: {NAME_RULE} (put the task first to name it after the run: "
+            '`agent-lsp run "TASK" --worktree`)',
+        )
     repo = find_repository(workspace.resolve())
     if repo is None:
         return _say(err, f"--worktree needs a git repository, and {workspace} is not in one")
@@ -87,8 +96,11 @@ def enter_worktree(name: str, workspace: Path, session_id: str | None, err: Text
         claim = store.claim(name)
         if claim is None:
             known = store.get(name)
-            return _say(err, f"worktree {name} is in use by a running run ({known.run_id if known else 'unknown'}); "
-                             "wait for it, or pick another NAME")
+            return _say(
+                err,
+                f"worktree {name} is in use by a running run ({known.run_id if known else 'unknown'}); "
+                "wait for it, or pick another NAME",
+            )
         try:
             known = store.get(name)
             if known is not None and known.path.is_dir():
@@ -108,7 +120,9 @@ def enter_worktree(name: str, workspace: Path, session_id: str | None, err: Text
         err.write("\ncancelled\n")
         return 130
     inside = workspace.resolve().relative_to(repo.top)
-    return WorktreeRun(name, worktree.path, worktree.branch, worktree.path / inside, workspace, run_id, claim)
+    return WorktreeRun(
+        name, worktree.path, worktree.branch, worktree.path / inside, workspace, run_id, claim
+    )
 
 
 def _say(err: TextIO, text: str, code: int = EXIT_USAGE, command: str = "run") -> int:
@@ -132,21 +146,34 @@ def worktrees_cli(args: argparse.Namespace) -> int:
 def describe(store: WorktreeStore, worktree: Worktree) -> dict[str, object]:
     exists = worktree.path.is_dir()
     changed = store.changed(worktree) if exists else []
-    return {"name": worktree.name, "path": str(worktree.path), "branch": store.branch_of(worktree) if exists else worktree.branch,
-            "runId": worktree.run_id, "running": store.running(worktree.name), "dirty": changed != [],
-            "created": created_at(worktree)}
+    return {
+        "name": worktree.name,
+        "path": str(worktree.path),
+        "branch": store.branch_of(worktree) if exists else worktree.branch,
+        "runId": worktree.run_id,
+        "running": store.running(worktree.name),
+        "dirty": changed != [],
+        "created": created_at(worktree),
+    }
 
 
 def print_worktrees(items: list[dict[str, object]], out: TextIO) -> None:
     s = Style.for_stream(out)
     if not items:
-        out.write("no worktrees for this workspace (make one with `agent-lsp run \"TASK\" --worktree`)\n")
+        out.write(
+            'no worktrees for this workspace (make one with `agent-lsp run "TASK" --worktree`)\n'
+        )
         return
     for item in items:  # from our own records and the repository: shown, never obeyed
         state = "running" if item["running"] else "idle"
         dirty = "uncommitted changes" if item["dirty"] else "clean"
-        out.write(for_terminal(f"{s.bold(str(item['name']))}  {item['branch']}  {state}, {dirty}  "
-                               f"created {item['created']}  last run {item['runId']}") + "\n")
+        out.write(
+            for_terminal(
+                f"{s.bold(str(item['name']))}  {item['branch']}  {state}, {dirty}  "
+                f"created {item['created']}  last run {item['runId']}"
+            )
+            + "\n"
+        )
         out.write(s.dim(for_terminal(f"    {item['path']}")) + "\n")
 
 
@@ -154,23 +181,45 @@ def remove_worktree(store: WorktreeStore, name: str, force: bool, out: TextIO, e
     """Exit 0 removed, 1 refused (its run runs; uncommitted changes without --force), 2 unknown."""
     worktree = store.get(name) if valid_name(name) else None
     if worktree is None:
-        return _say(err, f"no worktree {name!r} for this workspace (see `agent-lsp worktrees`)", command="worktrees")
+        return _say(
+            err,
+            f"no worktree {name!r} for this workspace (see `agent-lsp worktrees`)",
+            command="worktrees",
+        )
     claim = store.claim(name, wait=0.0)  # held while removing: no run starts in it meanwhile
     if claim is None:
-        return _say(err, f"refused: the run in worktree {name} ({worktree.run_id}) is still running; "
-                         "wait for it or cancel it first", EXIT_REFUSED, "worktrees")
+        return _say(
+            err,
+            f"refused: the run in worktree {name} ({worktree.run_id}) is still running; "
+            "wait for it or cancel it first",
+            EXIT_REFUSED,
+            "worktrees",
+        )
     try:
         changed = store.changed(worktree) if worktree.path.is_dir() else []
         if changed != [] and not force:
-            what = "git cannot tell whether it has uncommitted changes" if changed is None else \
-                f"it has uncommitted changes ({', '.join(changed[:5])}{', …' if len(changed) > 5 else ''})"
-            return _say(err, f"refused: {what}; commit them on branch {worktree.branch}, "
-                             "or pass --force to lose them", EXIT_REFUSED, "worktrees")
+            what = (
+                "git cannot tell whether it has uncommitted changes"
+                if changed is None
+                else f"it has uncommitted changes ({', '.join(changed[:5])}{', …' if len(changed) > 5 else ''})"
+            )
+            return _say(
+                err,
+                f"refused: {what}; commit them on branch {worktree.branch}, "
+                "or pass --force to lose them",
+                EXIT_REFUSED,
+                "worktrees",
+            )
         store.remove(worktree)
     except (WorktreeError, OSError) as exc:
         return _say(err, f"worktree {name} could not be removed: {exc}", EXIT_REFUSED, "worktrees")
     finally:
         claim.release()
-    out.write(for_terminal(f"removed worktree {name} ({worktree.path}); branch {worktree.branch} is kept "
-                           f"(delete it with `git branch -D {worktree.branch}`)") + "\n")
+    out.write(
+        for_terminal(
+            f"removed worktree {name} ({worktree.path}); branch {worktree.branch} is kept "
+            f"(delete it with `git branch -D {worktree.branch}`)"
+        )
+        + "\n"
+    )
     return 0

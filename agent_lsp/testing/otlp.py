@@ -77,7 +77,9 @@ class OtlpReceiver:
                 pass
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True, name="otlp-receiver")
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, daemon=True, name="otlp-receiver"
+        )
 
     @property
     def endpoint(self) -> str:
@@ -109,9 +111,21 @@ class OtlpReceiver:
                 resource = _attrs(rs.resource.attributes)
                 for ss in rs.scope_spans:
                     for s in ss.spans:
-                        out.append(Span(s.name, s.trace_id.hex(), s.span_id.hex(), s.parent_span_id.hex(), s.kind,
-                                        _attrs(s.attributes), [(e.name, _attrs(e.attributes)) for e in s.events],
-                                        s.status.code, s.status.message, ss.scope.name, resource))
+                        out.append(
+                            Span(
+                                s.name,
+                                s.trace_id.hex(),
+                                s.span_id.hex(),
+                                s.parent_span_id.hex(),
+                                s.kind,
+                                _attrs(s.attributes),
+                                [(e.name, _attrs(e.attributes)) for e in s.events],
+                                s.status.code,
+                                s.status.message,
+                                ss.scope.name,
+                                resource,
+                            )
+                        )
         return out
 
     def points(self, name: str | None = None) -> list[Point]:
@@ -127,7 +141,11 @@ class OtlpReceiver:
             for rm in request.resource_metrics:
                 for sm in rm.scope_metrics:
                     for m in sm.metrics:
-                        if name is not None and m.name != name or m.WhichOneof("data") != "histogram":
+                        if (
+                            name is not None
+                            and m.name != name
+                            or m.WhichOneof("data") != "histogram"
+                        ):
                             continue
                         for p in m.histogram.data_points:
                             out.append(Point(m.name, m.unit, _attrs(p.attributes), p.count, p.sum))

@@ -56,11 +56,17 @@ class RunOptions:
     mode: str | None = None  # "plan": read-only tools, a plan as the answer
     extra_tools: list[Tool] = field(default_factory=list)  # e.g. MCP tools
     continue_hint: str = "a follow-up in this session continues from here"
-    on_record: Callable[[Session, RunRecord], Awaitable[None]] | None = None  # persist the session's index
+    on_record: Callable[[Session, RunRecord], Awaitable[None]] | None = (
+        None  # persist the session's index
+    )
     checkpoints: CheckpointStore | None = None  # where the run's checkpoint goes (rewind)
     title: str | None = None  # the user's own words (the prompt may carry a file and a selection)
-    cancelled_by: Callable[[], CancelCause | None] | None = None  # who cancelled, when not the user (a signal, a shutdown)
-    output_schema: OutputSchema | None = None  # the answer must end with JSON that fits it (--output-schema)
+    cancelled_by: Callable[[], CancelCause | None] | None = (
+        None  # who cancelled, when not the user (a signal, a shutdown)
+    )
+    output_schema: OutputSchema | None = (
+        None  # the answer must end with JSON that fits it (--output-schema)
+    )
     telemetry: RunTelemetry | None = None  # the run's trace and metrics (None: telemetry off)
 
 
@@ -75,7 +81,9 @@ class _Run:
     paths: PathGuard
     record: RunRecord
     subagents: int = 0
-    structured: Structured | None = None  # the answer's JSON, once it validated against the output schema
+    structured: Structured | None = (
+        None  # the answer's JSON, once it validated against the output schema
+    )
 
     def spawn_subagent(self, task: str) -> Callable[[], Awaitable[str]]:
         self.subagents += 1
@@ -85,13 +93,27 @@ class _Run:
 
         async def go() -> str:
             history = [Entry({"role": "user", "content": task}, "prompt", self.seams.run_id)]
-            self.seams.emit(StatusEvent(f"[{agent_id}] sub-agent started: {task[:120]}", 0, agent_id=agent_id))
+            self.seams.emit(
+                StatusEvent(f"[{agent_id}] sub-agent started: {task[:120]}", 0, agent_id=agent_id)
+            )
             diagnostics = bool(getattr(self.tool_ctx.workspace, "has_diagnostics", False))
             tools = LoopTools(ToolBox(subagent_tools(diagnostics)), self.tool_ctx)
-            sub = AgentLoop(self.seams, agent_id, tools, settings.delegate_max_turns, history, SUBAGENT_PROMPT.format(roots=roots))
+            sub = AgentLoop(
+                self.seams,
+                agent_id,
+                tools,
+                settings.delegate_max_turns,
+                history,
+                SUBAGENT_PROMPT.format(roots=roots),
+            )
             outcome = await sub.loop()
-            self.seams.emit(StatusEvent(f"[{agent_id}] sub-agent stopped: {outcome.reason} after {_count(outcome.turns, 'turn')}",
-                                        outcome.turns, agent_id=agent_id))
+            self.seams.emit(
+                StatusEvent(
+                    f"[{agent_id}] sub-agent stopped: {outcome.reason} after {_count(outcome.turns, 'turn')}",
+                    outcome.turns,
+                    agent_id=agent_id,
+                )
+            )
             if outcome.reason == StopReason.DONE:
                 return outcome.final_text.strip() or "(the sub-agent returned no summary)"
             if outcome.reason == StopReason.MAX_TURNS:
@@ -101,19 +123,43 @@ class _Run:
         return go
 
 
-async def run_task(prompt: str, *, session: Session, settings: Settings, workspace: Workspace, approver: Approver,
-                   emit: EventSink, run_id: str | None = None, model: Model | None = None,
-                   env: dict[str, str] | None = None, options: RunOptions | None = None) -> RunReport:
+async def run_task(
+    prompt: str,
+    *,
+    session: Session,
+    settings: Settings,
+    workspace: Workspace,
+    approver: Approver,
+    emit: EventSink,
+    run_id: str | None = None,
+    model: Model | None = None,
+    env: dict[str, str] | None = None,
+    options: RunOptions | None = None,
+) -> RunReport:
     """Run the agent on one user message. Always returns a report, whatever happens."""
     options = options or RunOptions()
     run_id = run_id or options.run_id or new_id("r")
     model = model or options.model
-    env = env if env is not None else options.env if options.env is not None else keyguard.environment()
+    env = (
+        env
+        if env is not None
+        else options.env
+        if options.env is not None
+        else keyguard.environment()
+    )
     redact = Redactor(keyguard.secrets(env, [settings.api_key_env]))
     transcript = Transcript(settings.transcript_path() / f"{run_id}.jsonl", run_id, redact)
-    paths = PathGuard(workspace.roots, getattr(workspace, "names", None), extra_readable=session.spill_files)
-    runner = CommandRunner(env=env, secret_names=keyguard.key_names(settings.api_key_env), secrets=redact.secrets,
-                           sandbox=settings.sandbox, roots=paths.roots, hidden=[state_dir(), settings.transcript_path()])
+    paths = PathGuard(
+        workspace.roots, getattr(workspace, "names", None), extra_readable=session.spill_files
+    )
+    runner = CommandRunner(
+        env=env,
+        secret_names=keyguard.key_names(settings.api_key_env),
+        secrets=redact.secrets,
+        sandbox=settings.sandbox,
+        roots=paths.roots,
+        hidden=[state_dir(), settings.transcript_path()],
+    )
     record = RunRecord(run_id, str(transcript.path), time.time(), prompt)
     # The tools write into the record's own changes: the report, the session index and the
     # session's edited files all read that one record.
@@ -122,17 +168,36 @@ async def run_task(prompt: str, *, session: Session, settings: Settings, workspa
         tool_ctx.checkpoint = RunCheckpoint(options.checkpoints, workspace, run_id, session.id)
     stats = RunStats()
     pricing = settings.pricing.get(session.model or settings.model)
-    gate = ApprovalGate(ApprovalPolicy(settings.approval, session.approvals), approver, settings.approval.timeout)
+    gate = ApprovalGate(
+        ApprovalPolicy(settings.approval, session.approvals), approver, settings.approval.timeout
+    )
     # A result cut to fit names its spill file, which the session's read_file may then read.
-    spill = Spill(state_dir() / "spill" / run_id, settings.tool_output_limit, session.add_spill_file)
-    seams = RunSeams(run_id, model, _redacting(emit, redact), transcript, redact, session.estimator,  # type: ignore[arg-type]
-                     Limits(settings.context_window, settings.tool_output_limit, settings.request_timeout), stats, gate, spill,
-                     pricing, changed_files=lambda: [paths.display(p) for p in session.edited],  # this run's record is in session.runs
-                     telemetry=options.telemetry or NoTelemetry())
+    spill = Spill(
+        state_dir() / "spill" / run_id, settings.tool_output_limit, session.add_spill_file
+    )
+    seams = RunSeams(
+        run_id,
+        model,
+        _redacting(emit, redact),
+        transcript,
+        redact,
+        session.estimator,  # type: ignore[arg-type]
+        Limits(settings.context_window, settings.tool_output_limit, settings.request_timeout),
+        stats,
+        gate,
+        spill,
+        pricing,
+        changed_files=lambda: [
+            paths.display(p) for p in session.edited
+        ],  # this run's record is in session.runs
+        telemetry=options.telemetry or NoTelemetry(),
+    )
     main: AgentLoop | None = None
     # A tool's own status line (an edit applied late in the editor's preview) carries the turn
     # the main loop is in (or ended in), like every other status line.
-    tool_ctx.notify = lambda text: seams.emit(StatusEvent(text, main.turn if main is not None else 0))
+    tool_ctx.notify = lambda text: seams.emit(
+        StatusEvent(text, main.turn if main is not None else 0)
+    )
     run = _Run(seams, tool_ctx, session, settings, paths, record)
     tool_ctx.spawn_subagent = run.spawn_subagent
     session.running = run_id
@@ -146,33 +211,63 @@ async def run_task(prompt: str, *, session: Session, settings: Settings, workspa
             if seams.model is None:
                 seams.model = make_model(settings, env, session.model)
             memory = await recall_memory(paths.roots, settings.memory_files)
-            memory_text = redact("".join(f"\n\n## Memory: {label}\n{text}" for label, text in memory))
+            memory_text = redact(
+                "".join(f"\n\n## Memory: {label}\n{text}" for label, text in memory)
+            )
             system = SYSTEM_PROMPT.format(roots=", ".join(paths.names()), memory=memory_text)
             diagnostics = bool(getattr(workspace, "has_diagnostics", False))
-            tools = (plan_tools if options.mode == "plan" else main_tools)(options.extra_tools, diagnostics)
+            tools = (plan_tools if options.mode == "plan" else main_tools)(
+                options.extra_tools, diagnostics
+            )
             if options.mode == "plan":
                 system += PLAN_PROMPT
             if options.output_schema is not None:
                 system += options.output_schema.prompt()
-            main = AgentLoop(seams, "main", LoopTools(ToolBox(tools), tool_ctx), settings.max_turns, session.history, system)
-            await transcript.write("main", 0, "start", prompt=prompt, sessionId=session.id, model=seams.model.name,
-                                   mode=options.mode or "default", memory=[label for label, _ in memory])
+            main = AgentLoop(
+                seams,
+                "main",
+                LoopTools(ToolBox(tools), tool_ctx),
+                settings.max_turns,
+                session.history,
+                system,
+            )
+            await transcript.write(
+                "main",
+                0,
+                "start",
+                prompt=prompt,
+                sessionId=session.id,
+                model=seams.model.name,
+                mode=options.mode or "default",
+                memory=[label for label, _ in memory],
+            )
             outcome = await main.loop()
             if options.output_schema is not None:
-                outcome, check = await answer_in_schema(main, outcome, options.output_schema, redact)
+                outcome, check = await answer_in_schema(
+                    main, outcome, options.output_schema, redact
+                )
                 run.structured = Structured(check.value) if check is not None else None
         except asyncio.CancelledError:
             task = asyncio.current_task()
             if task is not None:
                 task.uncancel()
             cancel = options.cancelled_by() if options.cancelled_by is not None else None
-            outcome = LoopOutcome(cancel.cause if cancel is not None else StopCause.USER,
-                                  main.last_text if main else "", main.turn if main else 0, note=cancel.by if cancel else None)
+            outcome = LoopOutcome(
+                cancel.cause if cancel is not None else StopCause.USER,
+                main.last_text if main else "",
+                main.turn if main else 0,
+                note=cancel.by if cancel else None,
+            )
         except ModelError as exc:  # no model client could be made (no key, a bad endpoint)
             outcome = LoopOutcome(StopCause.MODEL, "", 0, str(exc))
         except Exception as exc:  # the loop must explain every stop, even a bug of ours
             log.exception("run %s failed", run_id)
-            outcome = LoopOutcome(StopCause.INTERNAL, main.last_text if main else "", main.turn if main else 0, f"internal error: {type(exc).__name__}: {exc}")
+            outcome = LoopOutcome(
+                StopCause.INTERNAL,
+                main.last_text if main else "",
+                main.turn if main else 0,
+                f"internal error: {type(exc).__name__}: {exc}",
+            )
     finally:
         for proc in list(tool_ctx.processes):  # e.g. an rg a cancel interrupted
             kill_group(proc)
@@ -180,7 +275,9 @@ async def run_task(prompt: str, *, session: Session, settings: Settings, workspa
         session.running = None
     # The stop is decided: a cancel arriving from here on must not lose the report, the
     # transcript's stop line or the stop event.
-    return await _uncancellable(_close_run(run, main, outcome, owns_model=model is None, options=options))
+    return await _uncancellable(
+        _close_run(run, main, outcome, owns_model=model is None, options=options)
+    )
 
 
 async def _uncancellable(coro: Awaitable[RunReport]) -> RunReport:
@@ -196,7 +293,9 @@ async def _uncancellable(coro: Awaitable[RunReport]) -> RunReport:
                 current.uncancel()
 
 
-async def _close_run(run: _Run, main: AgentLoop | None, outcome: LoopOutcome, owns_model: bool, options: RunOptions) -> RunReport:
+async def _close_run(
+    run: _Run, main: AgentLoop | None, outcome: LoopOutcome, owns_model: bool, options: RunOptions
+) -> RunReport:
     seams, session, settings = run.seams, run.session, run.settings
     transcript, redact, stats = seams.transcript, seams.redact, seams.stats
     if owns_model and hasattr(seams.model, "aclose"):  # the client this run made, not the caller's
@@ -249,7 +348,9 @@ def _redacting(emit: EventSink, redact: Redactor) -> EventSink:
     two of them: the tail that could start a secret waits for the next delta (or event)."""
     if not redact.secrets:
         return emit
-    pending: dict[tuple[type[TextDelta | ThinkingDelta], str], str] = {}  # (kind, agent id) -> held-back text
+    pending: dict[
+        tuple[type[TextDelta | ThinkingDelta], str], str
+    ] = {}  # (kind, agent id) -> held-back text
 
     def flush(key: tuple[type[TextDelta | ThinkingDelta], str]) -> None:
         if held := pending.pop(key, ""):
@@ -290,7 +391,11 @@ def explain_stop(outcome: LoopOutcome, run: _Run, turns: int, continue_hint: str
     session is kept for it, Decision 46). Who cancelled follows from the typed cause."""
     stats = run.seams.stats
     edited = ", ".join(run.paths.display(p) for p in run.record.changes) or "no files"
-    done = f"{_count(turns, 'turn')}, {_count(stats.tool_calls, 'tool call')}" + (f" ({stats.denied} denied)" if stats.denied else "") + f", edited {edited}"
+    done = (
+        f"{_count(turns, 'turn')}, {_count(stats.tool_calls, 'tool call')}"
+        + (f" ({stats.denied} denied)" if stats.denied else "")
+        + f", edited {edited}"
+    )
     usage = usage_line(stats.usage_data(run.settings.context_window))
     if outcome.reason == StopReason.DONE:
         return f"Done: {done} ({usage})."
@@ -299,7 +404,10 @@ def explain_stop(outcome: LoopOutcome, run: _Run, turns: int, continue_hint: str
     else:
         left = f"the task is not finished; {continue_hint}"
     if outcome.reason == StopReason.MAX_TURNS:
-        why = outcome.note or f"the turn limit ({run.settings.max_turns} turns, setting maxTurns) came before the model finished"
+        why = (
+            outcome.note
+            or f"the turn limit ({run.settings.max_turns} turns, setting maxTurns) came before the model finished"
+        )
         return f"Stopped early: {why}. Done so far: {done}. Left: {left}."
     if outcome.reason == StopReason.CANCELLED:
         who = CANCELLED_BY[outcome.cause].format(by=outcome.note or "a signal")

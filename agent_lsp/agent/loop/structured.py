@@ -66,7 +66,9 @@ class OutputSchema:
         if isinstance(found, Check):
             return found
         try:
-            errors = sorted(self._validator.iter_errors(found), key=lambda e: list(map(str, e.absolute_path)))
+            errors = sorted(
+                self._validator.iter_errors(found), key=lambda e: list(map(str, e.absolute_path))
+            )
         except Exception as exc:  # a $ref that cannot be resolved without fetching it
             return Check(errors=(f"the schema could not be applied: {exc}",))
         if not errors:
@@ -85,7 +87,9 @@ def load_schema(path: Path) -> OutputSchema:
     except (OSError, UnicodeDecodeError) as exc:
         raise SchemaProblem(f"cannot read {path}: {exc}") from None
     except json.JSONDecodeError as exc:
-        raise SchemaProblem(f"{path} is not JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
+        raise SchemaProblem(
+            f"{path} is not JSON ({exc.msg} at line {exc.lineno} column {exc.colno})"
+        ) from None
     return make_schema(schema, str(path))
 
 
@@ -95,18 +99,24 @@ def make_schema(schema: Any, name: str = "the schema") -> OutputSchema:
     from referencing.exceptions import NoSuchResource
 
     if not isinstance(schema, dict | bool):
-        raise SchemaProblem(f"{name} is not a JSON Schema (an object or a boolean), got {type(schema).__name__}")
+        raise SchemaProblem(
+            f"{name} is not a JSON Schema (an object or a boolean), got {type(schema).__name__}"
+        )
     if isinstance(schema, dict) and "$schema" in schema:
         cls = jsonschema.validators.validator_for(schema, default=None)
         if cls is None:
-            raise SchemaProblem(f"{name}: unknown $schema {schema['$schema']!r} (known: drafts 3, 4, 6, 7, 2019-09, 2020-12)")
+            raise SchemaProblem(
+                f"{name}: unknown $schema {schema['$schema']!r} (known: drafts 3, 4, 6, 7, 2019-09, 2020-12)"
+            )
     else:
         cls = jsonschema.Draft202012Validator
     try:
         cls.check_schema(schema)
     except jsonschema.SchemaError as exc:
         where = _path(exc.absolute_path)
-        raise SchemaProblem(f"{name} is not a valid JSON Schema: {where}: {_clip(exc.message)}") from None
+        raise SchemaProblem(
+            f"{name} is not a valid JSON Schema: {where}: {_clip(exc.message)}"
+        ) from None
     if isinstance(schema, dict):
         _refuse_remote_refs(schema, name)
 
@@ -150,8 +160,10 @@ def _refuse_remote_refs(schema: dict[str, Any], name: str) -> None:
             continue
         except Exception:
             pass
-        raise SchemaProblem(f"{name}: $ref {target!r} points outside the schema; remote references are never fetched "
-                            "(put the definition under $defs)")
+        raise SchemaProblem(
+            f"{name}: $ref {target!r} points outside the schema; remote references are never fetched "
+            "(put the definition under $defs)"
+        )
 
 
 def find_json(text: str) -> Any:
@@ -166,7 +178,11 @@ def find_json(text: str) -> Any:
         try:
             return json.loads(blocks[-1])
         except json.JSONDecodeError as exc:
-            return Check(errors=(f"the last ```json block is not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})",))
+            return Check(
+                errors=(
+                    f"the last ```json block is not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})",
+                )
+            )
     for start, end in reversed(_balanced_spans(text)):
         try:
             return json.loads(text[start:end])
@@ -208,8 +224,9 @@ def _balanced_spans(text: str) -> list[tuple[int, int]]:
     return spans
 
 
-async def answer_in_schema(main: AgentLoop, outcome: LoopOutcome, schema: OutputSchema,
-                           redact: Callable[[str], str]) -> tuple[LoopOutcome, Check | None]:
+async def answer_in_schema(
+    main: AgentLoop, outcome: LoopOutcome, schema: OutputSchema, redact: Callable[[str], str]
+) -> tuple[LoopOutcome, Check | None]:
     """The loop's answer checked against the schema (as the report will show it: redacted); an
     invalid one gets ONE more turn with the errors (it counts against maxTurns, the loop's own
     budget); still invalid, the run stops `fatal` / `schema` saying why. The Check is returned
@@ -221,14 +238,19 @@ async def answer_in_schema(main: AgentLoop, outcome: LoopOutcome, schema: Output
         return outcome, check
     await main.log_pending()  # the answer is in the transcript before the repair's request
     errors = "\n".join(f"- {e}" for e in check.errors)
-    main.append(Entry({"role": "user", "content": REPAIR_PROMPT.format(errors=errors)}, "note", main.run_id))
+    main.append(
+        Entry({"role": "user", "content": REPAIR_PROMPT.format(errors=errors)}, "note", main.run_id)
+    )
     outcome = await main.loop()
     if outcome.cause != StopCause.ANSWER:
         return outcome, None
     check = schema.check(redact(outcome.final_text))
     if check.ok:
         return outcome, check
-    why = "the answer does not validate against the output schema (after one repair turn): " + "; ".join(check.errors)
+    why = (
+        "the answer does not validate against the output schema (after one repair turn): "
+        + "; ".join(check.errors)
+    )
     return LoopOutcome(StopCause.SCHEMA, outcome.final_text, outcome.turns, why), None
 
 

@@ -48,8 +48,18 @@ class ToolCallRunner:
     """One loop's calls: approved, run and reported; its counts of failures and denials span
     the loop's turns (the spiral guard reads them)."""
 
-    def __init__(self, agent_id: str, tools: LoopTools, gate: ApprovalGate, emit: EventSink, transcript: Transcript,
-                 redact: Redactor, stats: RunStats, spill: Spill, telemetry: RunTelemetry):
+    def __init__(
+        self,
+        agent_id: str,
+        tools: LoopTools,
+        gate: ApprovalGate,
+        emit: EventSink,
+        transcript: Transcript,
+        redact: Redactor,
+        stats: RunStats,
+        spill: Spill,
+        telemetry: RunTelemetry,
+    ):
         self.agent_id = agent_id
         self.tools = tools
         self.gate = gate
@@ -60,7 +70,9 @@ class ToolCallRunner:
         self.spill = spill
         self.telemetry = telemetry
         self.agent_span = NO_SPAN  # the loop's own span: each call's span is its child
-        self._spans: dict[str, tuple[TraceSpan, str | None]] = {}  # call id -> its span and approval decision
+        self._spans: dict[
+            str, tuple[TraceSpan, str | None]
+        ] = {}  # call id -> its span and approval decision
         self.turn = 0
         self._finished: dict[str, ToolResult] = {}
         self._failures: Counter[tuple[str, str, str]] = Counter()
@@ -93,29 +105,50 @@ class ToolCallRunner:
 
     async def _run_batch(self, batch: list[tuple[ToolCall, Prepared, Answer]]) -> None:
         if batch:
-            await asyncio.gather(*(self._execute(call, prepared, answer) for call, prepared, answer in batch))
+            await asyncio.gather(
+                *(self._execute(call, prepared, answer) for call, prepared, answer in batch)
+            )
 
     async def admit(self, call: ToolCall) -> tuple[Prepared, Answer] | None:
         """Validate and approve one call; a refusal becomes its result and None is returned."""
         self.stats.tool_calls += 1
-        self.emit(ToolCallEvent(describe_call(call), call.id, call.name, _arguments(call), agent_id=self.agent_id))
+        self.emit(
+            ToolCallEvent(
+                describe_call(call), call.id, call.name, _arguments(call), agent_id=self.agent_id
+            )
+        )
         span = self.telemetry.tool_started(self.agent_span, call)
         self._spans[call.id] = (span, None)
-        await self.transcript.write(self.agent_id, self.turn, "toolCall", callId=call.id, tool=call.name, arguments=call.arguments,
-                                    **({"modelCallId": call.model_id} if call.model_id else {}))
+        await self.transcript.write(
+            self.agent_id,
+            self.turn,
+            "toolCall",
+            callId=call.id,
+            tool=call.name,
+            arguments=call.arguments,
+            **({"modelCallId": call.model_id} if call.model_id else {}),
+        )
         try:
             tool, prepared = await self.tools.prepare(call)
         except (ToolError, PathRefused, ValueError) as exc:
             await self._finish(call, Outcome.ERROR, str(exc))
             return None
-        except Exception as exc:  # a tool (or the host behind it) failing unexpectedly is still a result
+        except (
+            Exception
+        ) as exc:  # a tool (or the host behind it) failing unexpectedly is still a result
             log.exception("preparing %s failed", call.name)
-            await self._finish(call, Outcome.ERROR, f"internal error in {call.name}: {type(exc).__name__}: {exc}")
+            await self._finish(
+                call, Outcome.ERROR, f"internal error in {call.name}: {type(exc).__name__}: {exc}"
+            )
             return None
         if self.redact.overwrites_secret(prepared.diff, prepared.new_text):
-            await self._finish(call, Outcome.ERROR, "this edit would replace the model's API key, which you see as "
-                                                    "[redacted], with the text [redacted]; nothing was changed. Leave the lines "
-                                                    "holding it as they are (edit_file around them).")
+            await self._finish(
+                call,
+                Outcome.ERROR,
+                "this edit would replace the model's API key, which you see as "
+                "[redacted], with the text [redacted]; nothing was changed. Leave the lines "
+                "holding it as they are (edit_file around them).",
+            )
             return None
         prepared.detail = self.redact(escape_invisible(prepared.detail))
         policy = self.gate.decide(tool, prepared)
@@ -126,13 +159,27 @@ class ToolCallRunner:
             self._approval_event(call, prepared, ApprovalState.DENIED, "by policy")
         else:
             answer = await self._ask(call, tool, prepared)
-        await self.transcript.write(self.agent_id, self.turn, "approval", callId=call.id, tool=call.name, detail=prepared.detail,
-                                    decision=str(answer.decision), byPolicy=policy.verdict != "ask", rule=policy.why,
-                                    **({"reason": answer.reason} if answer.reason else {}))
+        await self.transcript.write(
+            self.agent_id,
+            self.turn,
+            "approval",
+            callId=call.id,
+            tool=call.name,
+            detail=prepared.detail,
+            decision=str(answer.decision),
+            byPolicy=policy.verdict != "ask",
+            rule=policy.why,
+            **({"reason": answer.reason} if answer.reason else {}),
+        )
         self._spans[call.id] = (span, str(answer.decision))
-        span.event("agent_lsp.approval", {"agent_lsp.approval.decision": str(answer.decision),
-                                          "agent_lsp.approval.by_policy": policy.verdict != "ask",
-                                          **({"agent_lsp.approval.rule": policy.why} if policy.why else {})})
+        span.event(
+            "agent_lsp.approval",
+            {
+                "agent_lsp.approval.decision": str(answer.decision),
+                "agent_lsp.approval.by_policy": policy.verdict != "ask",
+                **({"agent_lsp.approval.rule": policy.why} if policy.why else {}),
+            },
+        )
         if answer.decision in (Decision.ALLOW, Decision.ALLOW_SESSION, Decision.PREVIEW):
             if answer.decision == Decision.ALLOW_SESSION:
                 self.gate.remember(tool, prepared)
@@ -144,19 +191,38 @@ class ToolCallRunner:
         self.stats.denied += 1
         key = (call.name, _digest(call.arguments))
         self._denials[key] += 1
-        why = answer.why or ("the approval request went unanswered" if answer.decision == Decision.WITHDRAWN else "the user said no")
+        why = answer.why or (
+            "the approval request went unanswered"
+            if answer.decision == Decision.WITHDRAWN
+            else "the user said no"
+        )
         reason = f"; the user's reason: {answer.reason}" if answer.reason else ""
-        again = f" You have now proposed this exact call {self._denials[key]} times and it was denied each time." if self._denials[key] > 1 else ""
+        again = (
+            f" You have now proposed this exact call {self._denials[key]} times and it was denied each time."
+            if self._denials[key] > 1
+            else ""
+        )
         first = prepared.detail.splitlines()[0] if prepared.detail else call.name
-        await self._finish(call, Outcome.DENIED, f"{why}{reason}. The {call.name} call did not run ({first}).{again} "
-                                                 "Do not repeat it; take a safer route or ask the user.")
+        await self._finish(
+            call,
+            Outcome.DENIED,
+            f"{why}{reason}. The {call.name} call did not run ({first}).{again} "
+            "Do not repeat it; take a safer route or ask the user.",
+        )
 
     async def _ask(self, call: ToolCall, tool: Tool, prepared: Prepared) -> Answer:
-        request = ApprovalRequest(call.id, call.name, prepared.detail, self.agent_id, prepared.uri,
-                                  self.redact(prepared.diff) if prepared.diff is not None else None,
-                                  bool(prepared.diff and len(prepared.diff) > 1_000_000),
-                                  self.redact(prepared.new_text) if prepared.new_text is not None else None,
-                                  can_preview=prepared.preview is not None, must_ask=prepared.must_ask)
+        request = ApprovalRequest(
+            call.id,
+            call.name,
+            prepared.detail,
+            self.agent_id,
+            prepared.uri,
+            self.redact(prepared.diff) if prepared.diff is not None else None,
+            bool(prepared.diff and len(prepared.diff) > 1_000_000),
+            self.redact(prepared.new_text) if prepared.new_text is not None else None,
+            can_preview=prepared.preview is not None,
+            must_ask=prepared.must_ask,
+        )
         if request.diff and request.diff_truncated:
             request.diff = request.diff[:1_000_000]
         self._approval_event(call, prepared, ApprovalState.PENDING, request=request)
@@ -173,31 +239,62 @@ class ToolCallRunner:
             answer = Answer(Decision.WITHDRAWN, why="no one could be asked")
         if answer.decision == Decision.WITHDRAWN and answer.why is None:
             answer.why = f"unanswered after {self.gate.timeout:g} s"
-        state = {Decision.ALLOW: ApprovalState.ALLOWED, Decision.ALLOW_SESSION: ApprovalState.ALLOWED, Decision.DENY: ApprovalState.DENIED,
-                 Decision.PREVIEW: ApprovalState.PREVIEW}.get(answer.decision, ApprovalState.WITHDRAWN)
+        state = {
+            Decision.ALLOW: ApprovalState.ALLOWED,
+            Decision.ALLOW_SESSION: ApprovalState.ALLOWED,
+            Decision.DENY: ApprovalState.DENIED,
+            Decision.PREVIEW: ApprovalState.PREVIEW,
+        }.get(answer.decision, ApprovalState.WITHDRAWN)
         self._approval_event(call, prepared, state)
         return answer
 
-    def _approval_event(self, call: ToolCall, prepared: Prepared, state: ApprovalState, note: str = "",
-                        request: ApprovalRequest | None = None) -> None:
+    def _approval_event(
+        self,
+        call: ToolCall,
+        prepared: Prepared,
+        state: ApprovalState,
+        note: str = "",
+        request: ApprovalRequest | None = None,
+    ) -> None:
         detail = prepared.detail
         # The state travels typed and every client labels the line with it
         # ("[approval: pending] …"): the text is what is being approved, not the state again.
         text = f"{detail.splitlines()[0] if detail else call.name}{f' ({note})' if note else ''}"
-        if request is not None and request.uri is not None:  # an edit's request: what the editor shows
-            self.emit(ApprovalEvent(text, call.id, call.name, detail, state, uri=request.uri, diff=request.diff or "",
-                                      new_text=request.new_text or "", diff_truncated=request.diff_truncated,
-                                      agent_id=self.agent_id))
+        if (
+            request is not None and request.uri is not None
+        ):  # an edit's request: what the editor shows
+            self.emit(
+                ApprovalEvent(
+                    text,
+                    call.id,
+                    call.name,
+                    detail,
+                    state,
+                    uri=request.uri,
+                    diff=request.diff or "",
+                    new_text=request.new_text or "",
+                    diff_truncated=request.diff_truncated,
+                    agent_id=self.agent_id,
+                )
+            )
         else:
-            self.emit(ApprovalEvent(text, call.id, call.name, detail, state, agent_id=self.agent_id))
+            self.emit(
+                ApprovalEvent(text, call.id, call.name, detail, state, agent_id=self.agent_id)
+            )
 
     async def _execute(self, call: ToolCall, prepared: Prepared, answer: Answer) -> None:
         first = prepared.detail.splitlines()[0] if prepared.detail else call.name
         self.emit(StatusEvent(f"turn {self.turn}: {first}", self.turn, agent_id=self.agent_id))
-        run = prepared.preview if answer.decision == Decision.PREVIEW and prepared.preview else prepared.execute
+        run = (
+            prepared.preview
+            if answer.decision == Decision.PREVIEW and prepared.preview
+            else prepared.execute
+        )
         if prepared.show_tail:
             self._show_tail.add(call.id)
-        traced = current_tool_span.set(self._spans.get(call.id, (NO_SPAN, None))[0])  # TRACEPARENT, a sub-agent's parent
+        traced = current_tool_span.set(
+            self._spans.get(call.id, (NO_SPAN, None))[0]
+        )  # TRACEPARENT, a sub-agent's parent
         try:
             try:
                 text = await run()
@@ -205,14 +302,20 @@ class ToolCallRunner:
                 current_tool_span.reset(traced)
             await self._finish(call, Outcome.OK, text)
         except EditRejected as exc:
-            await self._deny(call, prepared, Answer(Decision.DENY, why=str(exc) or "the user rejected the edit in the preview"))
+            await self._deny(
+                call,
+                prepared,
+                Answer(Decision.DENY, why=str(exc) or "the user rejected the edit in the preview"),
+            )
         except (ToolError, PathRefused) as exc:
             await self._finish(call, Outcome.ERROR, str(exc))
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # a failing tool is a result for the model, never fatal
             log.exception("tool %s failed", call.name)
-            await self._finish(call, Outcome.ERROR, f"internal error in {call.name}: {type(exc).__name__}: {exc}")
+            await self._finish(
+                call, Outcome.ERROR, f"internal error in {call.name}: {type(exc).__name__}: {exc}"
+            )
 
     async def _finish(self, call: ToolCall, outcome: Outcome, text: str) -> None:
         # Every tool's result (a command's output, a file, a search, an MCP server's answer)
@@ -228,7 +331,13 @@ class ToolCallRunner:
                 note = f"\n(this identical call has now failed {self._failures[key]} times with the same result: change approach)"
                 text, shown = text + note, shown + note
         cut = await self.spill.fit(text, call.id, self.redact)
-        result = ToolResult(call.id, outcome, cut.content, cut.truncated, str(cut.spill_path) if cut.spill_path else None)
+        result = ToolResult(
+            call.id,
+            outcome,
+            cut.content,
+            cut.truncated,
+            str(cut.spill_path) if cut.spill_path else None,
+        )
         self._finished[call.id] = result
         span, decision = self._spans.pop(call.id, (NO_SPAN, None))
         self.telemetry.tool_ended(span, str(outcome), decision)
@@ -240,12 +349,20 @@ class ToolCallRunner:
         tail = None
         if result.call_id in self._show_tail and len(lines) > 1:
             tail = "\n".join(clip(line, 300) for line in lines[1:][-TAIL_LINES:])
-        event = ToolResultEvent(f"{tool} {'ok' if result.ok else str(result.outcome)}: {clip(first, 200)}", result.call_id,
-                                result.outcome, truncated=result.truncated, spill_path=result.spill_path, tail=tail,
-                                agent_id=self.agent_id)
+        event = ToolResultEvent(
+            f"{tool} {'ok' if result.ok else str(result.outcome)}: {clip(first, 200)}",
+            result.call_id,
+            result.outcome,
+            truncated=result.truncated,
+            spill_path=result.spill_path,
+            tail=tail,
+            agent_id=self.agent_id,
+        )
         self.emit(event)
         # The transcript's line holds the stream's fields (and the whole result).
-        await self.transcript.write(self.agent_id, self.turn, "toolResult", **wire_fields(event), content=result.content)
+        await self.transcript.write(
+            self.agent_id, self.turn, "toolResult", **wire_fields(event), content=result.content
+        )
 
     def spiral(self) -> str | None:
         for (name, _, _), count in self._failures.items():
@@ -268,7 +385,14 @@ def describe_call(call: ToolCall) -> str:
     """`edit_file calc.py`, `run_command pytest -x`: the call in a line (progress, terminal)."""
     args = _arguments(call)
     if isinstance(args, dict):
-        main = next((args[k] for k in ("path", "command", "pattern", "task", "note") if isinstance(args.get(k), str)), None)
+        main = next(
+            (
+                args[k]
+                for k in ("path", "command", "pattern", "task", "note")
+                if isinstance(args.get(k), str)
+            ),
+            None,
+        )
         if main is not None:
             return f"{call.name} {clip(escape_invisible(' '.join(main.split()), keep_newlines=False), 160)}"
     return f"{call.name} {clip(escape_invisible(call.arguments[:400], keep_newlines=False), 160)}"

@@ -219,8 +219,14 @@ def run_git_sync(cwd: Path, args: list[str], env: dict[str, str]) -> tuple[int, 
     """run_git for code off any event loop (the `agent-lsp worktrees` commands, a worktree made
     before the run starts); a Ctrl-C kills git (subprocess.run does)."""
     try:
-        proc = subprocess.run(["git", *GIT_SAFE, *args], cwd=cwd, env=env, stdin=subprocess.DEVNULL,
-                              capture_output=True, check=False)
+        proc = subprocess.run(
+            ["git", *GIT_SAFE, *args],
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            check=False,
+        )
     except OSError as exc:
         return 127, b"", str(exc).encode()
     return proc.returncode, proc.stdout, proc.stderr
@@ -231,8 +237,14 @@ def repository_env(repo: Repository) -> dict[str, str]:
     made or dropped): git reads its config, so only calls that run no program may use this; hooks
     and fsmonitor are off by GIT_SAFE, and a checkout (filters) never runs with it."""
     env = base_env()
-    env.update(GIT_DIR=str(repo.git_dir), GIT_TERMINAL_PROMPT="0", GIT_PAGER="cat", GIT_EDITOR="true",
-               GIT_ASKPASS="/bin/false", GIT_NO_REPLACE_OBJECTS="1")
+    env.update(
+        GIT_DIR=str(repo.git_dir),
+        GIT_TERMINAL_PROMPT="0",
+        GIT_PAGER="cat",
+        GIT_EDITOR="true",
+        GIT_ASKPASS="/bin/false",
+        GIT_NO_REPLACE_OBJECTS="1",
+    )
     return env
 
 
@@ -242,14 +254,16 @@ def resolve_head(git_dir: Path, common_dir: Path) -> tuple[str | None, str | Non
     head = _read_small(git_dir / "HEAD").decode(errors="replace").strip()
     if not head.startswith("ref:"):
         return (head or None), None
-    ref = head[len("ref:"):].strip()
+    ref = head[len("ref:") :].strip()
     if not ref.startswith("refs/") or ".." in ref.split("/"):
         return None, None
     for folder in dict.fromkeys((git_dir, common_dir)):
         loose = _read_small(folder / ref).decode(errors="replace").strip()
         if loose and not loose.startswith("ref:"):
             return loose, ref
-    for line in _read_small(common_dir / "packed-refs", 1 << 28).decode(errors="replace").splitlines():
+    for line in (
+        _read_small(common_dir / "packed-refs", 1 << 28).decode(errors="replace").splitlines()
+    ):
         sha, _, name = line.partition(" ")
         if name.strip() == ref and not line.startswith(("#", "^")):
             return sha, ref

@@ -55,8 +55,14 @@ class Worktree:
     git_dir: Path  # its admin folder in the repository (`.git/worktrees/<id>`)
 
     def to_dict(self) -> dict[str, object]:
-        return {"name": self.name, "path": str(self.path), "branch": self.branch, "runId": self.run_id,
-                "created": self.created, "gitDir": str(self.git_dir)}
+        return {
+            "name": self.name,
+            "path": str(self.path),
+            "branch": self.branch,
+            "runId": self.run_id,
+            "created": self.created,
+            "gitDir": str(self.git_dir),
+        }
 
 
 class Claim:
@@ -120,7 +126,9 @@ class WorktreeStore:
                     break
                 except BlockingIOError:
                     if time.monotonic() > deadline:
-                        raise WorktreeError("another agent-lsp is making or removing a worktree here; try again") from None
+                        raise WorktreeError(
+                            "another agent-lsp is making or removing a worktree here; try again"
+                        ) from None
                     time.sleep(0.05)
             yield
         finally:
@@ -130,8 +138,14 @@ class WorktreeStore:
     def get(self, name: str) -> Worktree | None:
         try:
             data = json.loads((self.state / f"{name}.json").read_text(encoding="utf-8"))
-            return Worktree(data["name"], Path(data["path"]), data["branch"], data.get("runId"),
-                            float(data["created"]), Path(data["gitDir"]))
+            return Worktree(
+                data["name"],
+                Path(data["path"]),
+                data["branch"],
+                data.get("runId"),
+                float(data["created"]),
+                Path(data["gitDir"]),
+            )
         except (OSError, ValueError, KeyError, TypeError):
             return None
 
@@ -147,7 +161,14 @@ class WorktreeStore:
         write_private(self.state / f"{worktree.name}.json", json.dumps(worktree.to_dict()).encode())
 
     def record_run(self, worktree: Worktree, run_id: str) -> Worktree:
-        updated = Worktree(worktree.name, worktree.path, worktree.branch, run_id, worktree.created, worktree.git_dir)
+        updated = Worktree(
+            worktree.name,
+            worktree.path,
+            worktree.branch,
+            run_id,
+            worktree.created,
+            worktree.git_dir,
+        )
         self._save(updated)
         return updated
 
@@ -158,20 +179,30 @@ class WorktreeStore:
         not ignored. WorktreeError when it cannot be made (and nothing is left behind)."""
         repo = find_repository(self.workspace)
         if repo is None:
-            raise WorktreeError(f"{self.workspace} is not in a git repository (--worktree needs one)")
+            raise WorktreeError(
+                f"{self.workspace} is not in a git repository (--worktree needs one)"
+            )
         if (repo.common_dir / "reftable").is_dir():
-            raise WorktreeError("this repository keeps its refs in the reftable format, which --worktree does not support")
+            raise WorktreeError(
+                "this repository keeps its refs in the reftable format, which --worktree does not support"
+            )
         head, _ = resolve_head(repo.git_dir, repo.common_dir)
         if head is None:
-            raise WorktreeError("the repository has no commit yet (HEAD names none): commit once, then use --worktree")
+            raise WorktreeError(
+                "the repository has no commit yet (HEAD names none): commit once, then use --worktree"
+            )
         path, branch = self.path(name), BRANCH_PREFIX + name
         with self._changing():
             if path.exists():
-                raise WorktreeError(f"{path} already exists but is not a worktree agent-lsp knows; remove that folder first")
+                raise WorktreeError(
+                    f"{path} already exists but is not a worktree agent-lsp knows; remove that folder first"
+                )
             private_dir(self.dir)
             with tempfile.TemporaryDirectory(dir=private_dir(self.state)) as tmp:
                 private = private_git_dir(Path(tmp) / "git", repo)
-                staged, current = _carried_over(repo, private, head, tuple(p.resolve() for p in exclude))
+                staged, current = _carried_over(
+                    repo, private, head, tuple(p.resolve() for p in exclude)
+                )
                 _register(repo, path, branch, head)
                 try:
                     git_dir = _admin_dir(path)
@@ -186,7 +217,9 @@ class WorktreeStore:
     # -- looking at one ---------------------------------------------------------------------
     def branch_of(self, worktree: Worktree) -> str:
         """The branch checked out there now (the run or the user may have switched)."""
-        _, ref = resolve_head(worktree.git_dir, worktree.git_dir / _read_text(worktree.git_dir / "commondir"))
+        _, ref = resolve_head(
+            worktree.git_dir, worktree.git_dir / _read_text(worktree.git_dir / "commondir")
+        )
         if ref is None:
             return "(detached HEAD)"
         return ref.removeprefix("refs/heads/")
@@ -201,7 +234,9 @@ class WorktreeStore:
         if head is None:
             return None
         with tempfile.TemporaryDirectory(dir=private_dir(self.state)) as tmp:
-            private = private_git_dir(Path(tmp) / "git", repo)  # new objects land here, not in the repository
+            private = private_git_dir(
+                Path(tmp) / "git", repo
+            )  # new objects land here, not in the repository
             index = private / "index"
             env = git_env(private, repo.top, index)
             try:
@@ -216,7 +251,14 @@ class WorktreeStore:
                 return None
             if len(set(trees)) == 1:
                 return []
-            diff = _git(repo.top, ["diff-tree", "-r", "--name-only", "-z", str(trees[0]), str(trees[2])], env) or ""
+            diff = (
+                _git(
+                    repo.top,
+                    ["diff-tree", "-r", "--name-only", "-z", str(trees[0]), str(trees[2])],
+                    env,
+                )
+                or ""
+            )
             names = [n for n in diff.split("\0") if n]
             return names or ["(staged changes)"]
 
@@ -227,16 +269,25 @@ class WorktreeStore:
         repository's config."""
         with self._changing():
             common = worktree.git_dir / _read_text(worktree.git_dir / "commondir")
-            points_back = os.path.realpath(_read_text(worktree.git_dir / "gitdir") or "/nonexistent")
-            if worktree.git_dir.parent.name == "worktrees" and points_back == os.path.realpath(worktree.path / ".git") \
-                    and os.path.realpath(common) == os.path.realpath(worktree.git_dir.parent.parent):
-                shutil.rmtree(worktree.git_dir, ignore_errors=True)  # only the admin folder of this very worktree
+            points_back = os.path.realpath(
+                _read_text(worktree.git_dir / "gitdir") or "/nonexistent"
+            )
+            if (
+                worktree.git_dir.parent.name == "worktrees"
+                and points_back == os.path.realpath(worktree.path / ".git")
+                and os.path.realpath(common) == os.path.realpath(worktree.git_dir.parent.parent)
+            ):
+                shutil.rmtree(
+                    worktree.git_dir, ignore_errors=True
+                )  # only the admin folder of this very worktree
             if worktree.path.is_relative_to(self.dir):
                 shutil.rmtree(worktree.path, ignore_errors=True)
             (self.state / f"{worktree.name}.json").unlink(missing_ok=True)
 
 
-def _carried_over(repo: Repository, private: Path, head: str, exclude: tuple[Path, ...]) -> tuple[str, str]:
+def _carried_over(
+    repo: Repository, private: Path, head: str, exclude: tuple[Path, ...]
+) -> tuple[str, str]:
     """(staged tree, current tree) of the workspace's repository, computed in a private git dir
     (the repository's filters and fsmonitor never run) whose new objects go straight into the
     repository's object store, where the worktree's index will need them."""
@@ -244,17 +295,25 @@ def _carried_over(repo: Repository, private: Path, head: str, exclude: tuple[Pat
     env = git_env(private, repo.top, index)
     env["GIT_OBJECT_DIRECTORY"] = str(repo.common_dir / "objects")
     with contextlib.suppress(OSError):
-        shutil.copyfile(repo.git_dir / "index", index)  # files git already hashed are not hashed again
+        shutil.copyfile(
+            repo.git_dir / "index", index
+        )  # files git already hashed are not hashed again
     head_tree = _git(repo.top, ["rev-parse", "--verify", "-q", f"{head}^{{tree}}"], env)
     if head_tree is None:
         raise WorktreeError(f"git cannot read the commit HEAD names ({head})")
     staged = _git(repo.top, ["write-tree"], env) if index.exists() else None
-    if staged is None:  # no index, or one git cannot use here (split, sparse, unmerged): start from HEAD
+    if (
+        staged is None
+    ):  # no index, or one git cannot use here (split, sparse, unmerged): start from HEAD
         index.unlink(missing_ok=True)
         staged = head_tree
         _git(repo.top, ["read-tree", head_tree], env)
     # Our own folders (state, data) never travel, should the repository hold them (a home folder).
-    spec = ["."] + [f":(exclude,literal){os.path.relpath(p, repo.top)}" for p in exclude if p.is_relative_to(repo.top)]
+    spec = ["."] + [
+        f":(exclude,literal){os.path.relpath(p, repo.top)}"
+        for p in exclude
+        if p.is_relative_to(repo.top)
+    ]
     run_git_sync(repo.top, ["add", "-A", "--ignore-errors", "--", *spec], env)
     current = _git(repo.top, ["write-tree"], env)
     if current is None:
@@ -265,14 +324,21 @@ def _carried_over(repo: Repository, private: Path, head: str, exclude: tuple[Pat
 def _register(repo: Repository, path: Path, branch: str, head: str) -> None:
     """`git worktree add --no-checkout -b BRANCH PATH HEAD`: nothing is checked out (no filter),
     hooks and fsmonitor are off."""
-    code, _, err = run_git_sync(repo.top, ["worktree", "add", "--no-checkout", "-b", branch, str(path), head],
-                                repository_env(repo))
+    code, _, err = run_git_sync(
+        repo.top,
+        ["worktree", "add", "--no-checkout", "-b", branch, str(path), head],
+        repository_env(repo),
+    )
     if code != 0:
         said = err.decode(errors="replace").strip().splitlines()
         if said and f"'{branch}' already exists" in said[-1]:
-            raise WorktreeError(f"branch {branch} already exists (kept when its worktree was removed?): "
-                                f"delete it with `git branch -D {branch}`, or pick another NAME")
-        raise WorktreeError(f"git could not make the worktree: {said[-1] if said else f'exit {code}'}")
+            raise WorktreeError(
+                f"branch {branch} already exists (kept when its worktree was removed?): "
+                f"delete it with `git branch -D {branch}`, or pick another NAME"
+            )
+        raise WorktreeError(
+            f"git could not make the worktree: {said[-1] if said else f'exit {code}'}"
+        )
 
 
 def _unregister(repo: Repository, path: Path, branch: str, head: str) -> None:
@@ -283,7 +349,9 @@ def _unregister(repo: Repository, path: Path, branch: str, head: str) -> None:
     run_git_sync(repo.top, ["update-ref", "-d", f"refs/heads/{branch}", head], repository_env(repo))
 
 
-def _check_out(repo: Repository, private: Path, path: Path, git_dir: Path, staged: str, current: str) -> None:
+def _check_out(
+    repo: Repository, private: Path, path: Path, git_dir: Path, staged: str, current: str
+) -> None:
     """The files of `current` written into the new worktree and its index set to `staged`, by
     git in a private git dir (no config of the repository: no smudge filter, no hook)."""
     env = git_env(private, path, git_dir / "index")
@@ -298,7 +366,7 @@ def _admin_dir(path: Path) -> Path:
     text = _read_text(path / ".git")
     if not text.startswith("gitdir:"):
         raise WorktreeError(f"{path}/.git does not name the worktree's git folder")
-    return (path / text[len("gitdir:"):].strip()).resolve()
+    return (path / text[len("gitdir:") :].strip()).resolve()
 
 
 def _read_text(path: Path) -> str:
