@@ -177,19 +177,18 @@ async def run_task(
     )
     seams = RunSeams(
         run_id,
-        model,
+        model,  # type: ignore[arg-type]  # made below, before the first model call, when None
         _redacting(emit, redact),
         transcript,
         redact,
-        session.estimator,  # type: ignore[arg-type]
+        session.estimator,
         Limits(settings.context_window, settings.tool_output_limit, settings.request_timeout),
         stats,
         gate,
         spill,
         pricing,
-        changed_files=lambda: [
-            paths.display(p) for p in session.edited
-        ],  # this run's record is in session.runs
+        # this run's record is in session.runs
+        changed_files=lambda: [paths.display(p) for p in session.edited],
         telemetry=options.telemetry or NoTelemetry(),
     )
     main: AgentLoop | None = None
