@@ -30,9 +30,8 @@ log = logging.getLogger(__name__)
 
 SDK_MODULES = ("openai", "httpcore2", "httpcore")
 SHUTDOWN_DEADLINE = 1.5  # for the runs to end, then again for the MCP servers to close
-TELEMETRY_FLUSH = (
-    1.0  # the exit's export of pending spans and metrics waits at most this (Decision 43)
-)
+# the exit's export of pending spans and metrics waits at most this (Decision 43)
+TELEMETRY_FLUSH = 1.0
 
 
 # -- warm-up ---------------------------------------------------------------------------------

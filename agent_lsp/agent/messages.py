@@ -28,12 +28,10 @@ class StopCause(enum.StrEnum):
     # error, a broken or timed-out stream, no key, a context that does not fit its window)
     OUTPUT_LIMIT = "output_limit"  # fatal: replies cut at the model's output limit, twice in a row
     CONTENT_FILTER = "content_filter"  # fatal: the endpoint's content filter stopped the reply
-    ARGUMENT_CAP = (
-        "argument_cap"  # fatal: replies past our caps (1 MB a call, 4 MB a reply), twice in a row
-    )
-    SCHEMA = (
-        "schema"  # fatal: the answer still does not fit --output-schema after its one repair turn
-    )
+    # fatal: replies past our caps (1 MB a call, 4 MB a reply), twice in a row
+    ARGUMENT_CAP = "argument_cap"
+    # fatal: the answer still does not fit --output-schema after its one repair turn
+    SCHEMA = "schema"
     HOOK = "hook"  # fatal: a hook refused the prompt or said stop (not built yet)
     INTERNAL = "internal"  # fatal: a bug of ours
     USER = "user"  # cancelled: the user cancelled (Ctrl-C, agentLsp.cancel, session/cancel)
@@ -80,9 +78,8 @@ class ToolCall:
     name: str
     arguments: str  # raw JSON text, as the model sent it
     model_id: str | None = None  # the id the model gave, when it had to be made unique
-    extra_content: dict[str, Any] | None = (
-        None  # as received (Gemini 3's thought signature): sent back as is
-    )
+    # as received (Gemini 3's thought signature): sent back as is
+    extra_content: dict[str, Any] | None = None
 
     def to_message(self) -> dict[str, Any]:
         message: dict[str, Any] = {
@@ -148,12 +145,10 @@ class Reply:
     usage: Usage | None = None
     cut: ReplyCut | None = None
     reasoning: str = ""  # the model's reasoning deltas (shown as `thinking`, never answer text)
-    reasoning_content: bool = (
-        False  # the endpoint streamed the `reasoning_content` field (DeepSeek)
-    )
-    model: str | None = (
-        None  # the model the endpoint says answered (telemetry; not in the transcript)
-    )
+    # the endpoint streamed the `reasoning_content` field (DeepSeek)
+    reasoning_content: bool = False
+    # the model the endpoint says answered (telemetry; not in the transcript)
+    model: str | None = None
 
     def to_message(self) -> dict[str, Any]:
         message: dict[str, Any] = {"role": "assistant", "content": self.text or None}
@@ -262,9 +257,8 @@ class RunReport:
     context_tokens: int = 0
     context_window: int = 0
     rewindable: bool = False
-    structured_output: Structured | None = (
-        None  # only with an output schema, once the answer validated
-    )
+    # only with an output schema, once the answer validated
+    structured_output: Structured | None = None
 
     def __post_init__(self) -> None:
         if self.stop_cause.reason != self.stop_reason:

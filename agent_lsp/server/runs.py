@@ -152,9 +152,8 @@ class RunRegistry:
     host: AgentHost = field(default_factory=AgentHost)
     approvals: PendingApprovals = field(default_factory=PendingApprovals)
     streams: dict[str, RunStream] = field(default_factory=dict)
-    warm_up: concurrent.futures.Future[None] | None = (
-        None  # the SDK import started at `initialized`
-    )
+    # the SDK import started at `initialized`
+    warm_up: concurrent.futures.Future[None] | None = None
 
     @property
     def active(self) -> dict[str, HostedRun]:

@@ -58,9 +58,8 @@ class RunStats:
     usage: Usage = field(default_factory=Usage)
     context_tokens: int = 0  # the main agent's last request
     call_ids: set[str] = field(default_factory=set)  # every tool-call id used in this run
-    reached_model: bool = (
-        False  # a reply (or a first streamed delta) came back: the endpoint answered as a model
-    )
+    # a reply (or a first streamed delta) came back: the endpoint answered as a model
+    reached_model: bool = False
 
     def add_usage(self, usage: Usage) -> None:
         self.usage.add(usage)
@@ -112,9 +111,8 @@ class ApprovalGate:
     def __init__(self, policy: ApprovalPolicy, approver: Approver, timeout: float):
         self._policy = policy
         self._approver = approver
-        self.timeout = (
-            timeout  # seconds an approval may stay unanswered (for the "unanswered" note)
-        )
+        # seconds an approval may stay unanswered (for the "unanswered" note)
+        self.timeout = timeout
 
     def decide(self, tool: Tool, prepared: Prepared) -> PolicyVerdict:
         return self._policy.decide(tool, prepared)

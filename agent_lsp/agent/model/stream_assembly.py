@@ -128,9 +128,8 @@ class StreamAssembly:
         for name in REASONING_FIELDS:
             value = extra.get(name)
             if isinstance(value, str) and name == "reasoning_content":
-                self.reasoning_content = (
-                    True  # even empty: DeepSeek wants the field back on its tool turns
-                )
+                # even empty: DeepSeek wants the field back on its tool turns
+                self.reasoning_content = True
             if isinstance(value, str) and value:
                 self.size += len(value)
                 self.streamed += self._reasoning.add(value)

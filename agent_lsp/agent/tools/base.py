@@ -42,9 +42,8 @@ class ToolContext:
     spawn_subagent: SubAgentSpawner | None = None
     runner: CommandRunner | None = None
     checkpoint: RunCheckpoint | None = None
-    notify: Callable[[str], None] | None = (
-        None  # a status line for the user (e.g. after the run ended)
-    )
+    # a status line for the user (e.g. after the run ended)
+    notify: Callable[[str], None] | None = None
 
 
 @dataclass
