@@ -17,6 +17,7 @@ from pydantic import BaseModel, ValidationError
 
 from agent_lsp.agent.exec import keyguard
 from agent_lsp.settings_schema import ApprovalSettings as ApprovalSettings
+from agent_lsp.settings_schema import BudgetSettings as BudgetSettings
 from agent_lsp.settings_schema import Decision as Decision
 from agent_lsp.settings_schema import McpSettings as McpSettings
 from agent_lsp.settings_schema import Pricing as Pricing
@@ -41,6 +42,8 @@ TRUSTED_FIELDS = frozenset(
         "mcp",
         "sandbox",
         "telemetry",
+        "budget",  # Decision 25: a repository must not lift the user's cost limit
+        "pricing",  # nor price its model at zero to the same end
     }
 )
 

@@ -40,6 +40,13 @@ class Pricing(_Model):
     """US dollars per million cached prompt tokens (default: the input price)."""
 
 
+class BudgetSettings(_Model):
+    max_cost_usd: float | None = Field(None, gt=0)
+    """A run's cost limit in US dollars, sub-agents and compaction included: the run stops
+    `max_turns` right after the model call that reaches it. Needs a known cost: `pricing` for the
+    run's model (with `streamUsage`) or an endpoint that reports its own."""
+
+
 class McpSettings(_Model):
     workspace_servers: Decision = "ask"
     """Whether MCP servers declared in the workspace's own files (.mcp.json, .vscode/mcp.json) may
@@ -96,6 +103,7 @@ class Settings(_Model):
     mcp_servers: dict[str, dict[str, Any]] = Field(default_factory=dict)
     """MCP servers whose tools the agent may use (`{name: {command, args?, env?, cwd?}}` or
     `{name: {type: "http", url, headers?}}`)."""
+    budget: BudgetSettings = Field(default_factory=BudgetSettings)
     mcp: McpSettings = Field(default_factory=McpSettings)
     sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
     telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings)

@@ -133,6 +133,7 @@ class UsageEvent:
     context_window: int
     _: KW_ONLY
     agent_id: str = "main"
+    budget_usd: float | None = None  # the run's budget.maxCostUsd, when it has one
 
 
 @dataclass(frozen=True)
@@ -212,11 +213,14 @@ def wire_fields(event: Event) -> dict[str, Any]:
         case CompactionEvent():
             return {"turn": event.turn}
         case UsageEvent():
-            return {
+            out = {
                 **event.usage.to_dict(),
                 "contextTokens": event.context_tokens,
                 "contextWindow": event.context_window,
             }
+            if event.budget_usd is not None:  # Decision 36
+                out["budgetUsd"] = event.budget_usd
+            return out
         case StopEvent():
             return {"report": event.report.to_dict()}
 

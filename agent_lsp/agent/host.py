@@ -14,6 +14,7 @@ from typing import Any
 
 from agent_lsp.agent.exec import keyguard
 from agent_lsp.agent.host_rewind import HostRewinds
+from agent_lsp.agent.loop.budget import check_budget
 from agent_lsp.agent.loop.run import RunOptions, run_task
 from agent_lsp.agent.loop.structured import OutputSchema
 from agent_lsp.agent.messages import CancelCause, RunReport, StopCause
@@ -290,8 +291,10 @@ class AgentHost:
         title: str | None = None,
         output_schema: OutputSchema | None = None,
     ) -> HostedRun:
-        """Start a run in the background (its session claimed at once)."""
+        """Start a run in the background (its session claimed at once). BudgetRefused (a
+        ValueError) when its budget could not be kept (Decision 36)."""
         run_id = run_id or new_id("r")
+        check_budget(settings, model or session.model or settings.model)
         if (
             session.running
         ):  # checked again here, where the claim is made (nothing awaits in between)

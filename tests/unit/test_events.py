@@ -74,6 +74,9 @@ CASES: list[tuple[Event, dict[str, Any]]] = [
      {"promptTokens": 10, "completionTokens": 5, "cachedTokens": 2, "costUsd": 0.001235, "contextTokens": 12, "contextWindow": 128}),
     (UsageEvent("ctx 0k/0k", Usage(10, 5), 12, 128),
      {"promptTokens": 10, "completionTokens": 5, "cachedTokens": 0, "contextTokens": 12, "contextWindow": 128}),
+    (UsageEvent("ctx 0k/0k · $0.001", Usage(10, 5, 2, 0.0012345678), 12, 128, budget_usd=0.5),  # Decision 36
+     {"promptTokens": 10, "completionTokens": 5, "cachedTokens": 2, "costUsd": 0.001235, "contextTokens": 12, "contextWindow": 128,
+      "budgetUsd": 0.5}),
     (StopEvent("Done: 2 turns.", REPORT), {"report": REPORT.to_dict()}),
 ]
 
@@ -85,7 +88,7 @@ CONTRACT_KEYS = {  # required keys | optional keys, per kind (CONTRACT agentLsp/
     "approval": ({"callId", "tool", "detail", "state"}, {"uri", "diff", "newText", "diffTruncated"}),
     "status": ({"turn"}, set()),
     "compaction": (set(), set()),
-    "usage": ({"promptTokens", "completionTokens", "cachedTokens", "contextTokens", "contextWindow"}, {"costUsd"}),
+    "usage": ({"promptTokens", "completionTokens", "cachedTokens", "contextTokens", "contextWindow"}, {"costUsd", "budgetUsd"}),
     "stop": ({"report"}, set()),
 }
 BEYOND_CONTRACT = {"toolResult": {"outcome", "tail"}, "status": {"waiting", "mcpServer", "state"}, "compaction": {"turn"}}

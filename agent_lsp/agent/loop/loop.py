@@ -16,6 +16,7 @@ from agent_lsp.agent.events import (
     ThinkingDelta,
     UsageEvent,
 )
+from agent_lsp.agent.loop.budget import NOT_RUN as OVER_BUDGET
 from agent_lsp.agent.loop.compaction import (
     COMPACTION_PROMPT,
     open_problems,
@@ -107,6 +108,7 @@ class AgentLoop:
         self.pricing = seams.pricing
         self.changed_files = seams.changed_files
         self.telemetry = seams.telemetry
+        self.budget = seams.budget
         self.span = NO_SPAN  # this agent's span (telemetry), while its loop goes
         self.agent_id = agent_id
         self.calls = ToolCallRunner(
@@ -166,10 +168,14 @@ class AgentLoop:
         try:
             while True:
                 cancel_if_asked()
+                if over := self.over_budget():  # a sub-agent's call reached it
+                    return over
                 if self.turn >= self.max_turns:  # append, then check the turn budget
                     return LoopOutcome(StopCause.TURNS, self.last_text, self.turn)
                 self.turn += 1
                 messages = await self.build_context()  # node 1 (+ compaction)
+                if over := self.over_budget():  # the compaction's call reached it
+                    return over
                 reply = await self.call_model(messages)  # node 2 (streamed)
                 self.append(Entry(reply.to_message(), "assistant", self.run_id))
                 if reply.cut is not None:  # a cut reply is not executed
@@ -177,6 +183,8 @@ class AgentLoop:
                     continue
                 if not reply.tool_calls:  # node 3: the only fork
                     return LoopOutcome(StopCause.ANSWER, reply.text, self.turn)  # node 4
+                if over := self.over_budget():  # this call reached it: none of its calls run
+                    return over
                 self._cuts = 0
                 results = await self.calls.run(reply.tool_calls, self.turn)  # approve + execute
                 for result in results:  # append in order
@@ -196,6 +204,14 @@ class AgentLoop:
                 "error: the run stopped on an internal error before this call finished",
             )
             raise
+
+    def over_budget(self) -> LoopOutcome | None:
+        """CONTRACT Decision 36: the stop right after the model call that reached the run's
+        budget; the calls of the reply it answered get a `not run` result."""
+        if self.budget.reached is None:
+            return None
+        self.close_dangling_calls(Outcome.NOT_RUN, OVER_BUDGET)
+        return LoopOutcome(StopCause.BUDGET, self.last_text, self.turn, note=self.budget.reached)
 
     def append(self, entry: Entry) -> None:
         self.history.append(entry)
@@ -483,6 +499,7 @@ class AgentLoop:
                 if reply.usage and reply.usage.prompt_tokens
                 else self._tokens(messages)
             )
+        self.budget.after_call(stats.usage, reply.usage, self.agent_id)
         data = stats.usage_data(self.limits.context_window)
         self.emit(
             UsageEvent(
@@ -491,6 +508,7 @@ class AgentLoop:
                 stats.context_tokens,
                 self.limits.context_window,
                 agent_id=self.agent_id,
+                budget_usd=self.budget.limit,
             )
         )
 

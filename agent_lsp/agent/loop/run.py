@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, replace
 from agent_lsp.agent.events import Event, StatusEvent, StopEvent, TextDelta, ThinkingDelta, redacted
 from agent_lsp.agent.exec import keyguard
 from agent_lsp.agent.exec.process import kill_group
+from agent_lsp.agent.loop.budget import Budget
 from agent_lsp.agent.loop.loop import AgentLoop, LoopOutcome, usage_line
 from agent_lsp.agent.loop.memory import recall_memory
 from agent_lsp.agent.loop.services import ApprovalGate, Limits, LoopTools, RunSeams, RunStats, Spill
@@ -116,6 +117,8 @@ class _Run:
             )
             if outcome.reason == StopReason.DONE:
                 return outcome.final_text.strip() or "(the sub-agent returned no summary)"
+            if outcome.cause == StopCause.BUDGET:  # the run stops too, at its next check
+                return f"(the sub-agent stopped: {outcome.note}; its last notes follow)\n{outcome.final_text}"
             if outcome.reason == StopReason.MAX_TURNS:
                 return f"(the sub-agent hit its turn limit of {settings.delegate_max_turns} before finishing; its last notes follow)\n{outcome.final_text}"
             raise ToolError(f"the sub-agent failed: {outcome.error}")
@@ -190,6 +193,7 @@ async def run_task(
         # this run's record is in session.runs
         changed_files=lambda: [paths.display(p) for p in session.edited],
         telemetry=options.telemetry or NoTelemetry(),
+        budget=Budget(settings.budget.max_cost_usd),
     )
     main: AgentLoop | None = None
     # A tool's own status line (an edit applied late in the editor's preview) carries the turn

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agent_lsp.agent.loop.budget import Budget
 from agent_lsp.agent.loop.context import Truncated, truncate_tool_output
 from agent_lsp.agent.messages import ToolCall, Usage, parse_arguments
 from agent_lsp.agent.model.client import Model
@@ -186,3 +187,4 @@ class RunSeams:
     telemetry: RunTelemetry = field(
         default_factory=NoTelemetry
     )  # spans and metrics at the loop's nodes
+    budget: Budget = field(default_factory=Budget)  # the run's cost limit (Decision 36)
