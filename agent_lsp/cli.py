@@ -85,6 +85,13 @@ def _parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--max-turns", type=int, help="LLM calls before the max_turns stop")
     run.add_argument(
+        "--max-budget-usd",
+        type=_dollars,
+        metavar="N",
+        help="the run's cost limit in US dollars, sub-agents included (budget.maxCostUsd); "
+        "needs a price for the model (setting pricing) or an endpoint that reports cost",
+    )
+    run.add_argument(
         "--session", metavar="ID", help="continue this session (see `agent-lsp sessions`)"
     )
     run.add_argument("--mode", choices=["plan"], help="plan: read-only tools, the answer is a plan")
@@ -207,6 +214,17 @@ def _worktrees(sub: Any) -> None:
         "--force", action="store_true", help="even when it has uncommitted changes (they are lost)"
     )
     remove.add_argument("--workspace", type=Path, default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+
+
+def _dollars(text: str) -> float:
+    """--max-budget-usd: a finite amount above zero (else argparse's usage error, exit 2)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of US dollars: {text!r}") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be more than 0, not {text}")
+    return value
 
 
 def _workspace(parser: argparse.ArgumentParser) -> None:
@@ -359,6 +377,7 @@ def _run(args: argparse.Namespace) -> int:
             "model": args.model,
             "baseUrl": args.base_url,
             "maxTurns": args.max_turns,
+            "budget": None if args.max_budget_usd is None else {"maxCostUsd": args.max_budget_usd},
         }.items()
         if v is not None
     }

@@ -31,6 +31,7 @@ from agent_lsp.acp.updates import Outbox, RunEvents, text_block, thought
 from agent_lsp.acp.workspace import AcpWorkspace
 from agent_lsp.agent.exec import keyguard
 from agent_lsp.agent.host import HostedRun, RunPorts
+from agent_lsp.agent.loop.budget import BudgetRefused
 from agent_lsp.agent.messages import CancelCause, RunReport, StopCause, StopReason
 from agent_lsp.agent.state.session import new_id
 from agent_lsp.agent.state.sessions import iso, title_of
@@ -207,6 +208,8 @@ class AcpSession:
                 before=self.until_warm,
                 mcp_servers=self.mcp,
             )
+        except BudgetRefused as exc:  # Decision 36: an error answer, as for a bad prompt
+            raise RequestError(-32602, f"session/prompt: {exc}") from None
         finally:
             CURRENT.reset(token)
         self.run = hosted

@@ -27,6 +27,7 @@ from agent_lsp.agent.events import (
 )
 from agent_lsp.agent.fs.disk_workspace import DiskWorkspace
 from agent_lsp.agent.host import AgentHost, HostedRun, RunPorts
+from agent_lsp.agent.loop.budget import BudgetRefused, check_budget
 from agent_lsp.agent.loop.structured import OutputSchema
 from agent_lsp.agent.messages import CancelCause, RunReport, StopCause, StopReason, Usage
 from agent_lsp.agent.ports import Answer, ApprovalRequest, Decision, EventSink
@@ -310,6 +311,11 @@ async def run_headless(
     try:
         session, store = await host.open_session(roots, session_id)
     except SessionError as exc:
+        (err or sys.stderr).write(f"agent-lsp run: {for_terminal(str(exc))}\n")
+        return EXIT_USAGE
+    try:  # before any MCP server starts: a budget that could not be kept is a usage error
+        check_budget(settings, session.model or settings.model)
+    except BudgetRefused as exc:
         (err or sys.stderr).write(f"agent-lsp run: {for_terminal(str(exc))}\n")
         return EXIT_USAGE
     ws = DiskWorkspace(roots)
