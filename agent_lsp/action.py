@@ -86,7 +86,26 @@ def settings_from_inputs() -> dict[str, Any]:
         settings["maxTurns"] = turns
     if (budget := _positive_float("max-budget-usd")) is not None:
         settings["budget"] = {"maxCostUsd": budget}
+    if pricing := workflow_pricing():
+        settings["pricing"] = pricing
     return settings
+
+
+def workflow_pricing() -> dict[str, Any]:
+    """`pricing` of the workflow's own settings file (`AGENT_LSP_SETTINGS` in the job's env), the
+    one key taken from it: the run gets the action's file instead, and a budget needs a price for
+    the model (Decision 36); a price cannot widen what the run may do."""
+    named = os.environ.get("AGENT_LSP_SETTINGS", "").strip()
+    if not named:
+        return {}
+    try:
+        data = json.loads(Path(named).expanduser().read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ActionError(
+            f"the settings file AGENT_LSP_SETTINGS names cannot be read: {exc}"
+        ) from None
+    pricing = data.get("pricing") if isinstance(data, dict) else None
+    return pricing if isinstance(pricing, dict) else {}
 
 
 def output_schema(workspace: Path, folder: Path) -> Path | None:

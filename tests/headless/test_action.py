@@ -298,6 +298,37 @@ def test_a_failed_run_still_writes_its_outputs_and_fails_the_step(model, repo, t
     assert json.loads(Path(started[started.index("--output-schema") + 1]).read_text()) == json.loads(schema)
 
 
+def test_a_budget_stops_the_run_with_the_workflows_prices(model, repo, tmp_path):
+    """max-budget-usd end to end (Decision 36): the price comes from the workflow's own settings
+    file (AGENT_LSP_SETTINGS in the job's env), the run stops right after the call that reaches it."""
+    usage = {"prompt_tokens": 1000, "completion_tokens": 10}  # $0.10 a call at $100 per MTok
+    model.add([tools_reply(call("list_files"), usage=usage, repeat=4)])
+    workflow_settings = tmp_path / "workflow-settings.json"
+    workflow_settings.write_text(json.dumps({"pricing": {"m": {"inputPerMTok": 100, "outputPerMTok": 0}},
+                                             "approval": {"default": "allow"}}))
+    run = run_action(tmp_path, repo, {"prompt": "look around", "sandbox": "off", "base-url": model.base_url,
+                                      "model": "m", "max-budget-usd": "0.15"},
+                     job_env={"OPENAI_API_KEY": ACTION_KEY, "AGENT_LSP_SETTINGS": str(workflow_settings)})
+
+    assert run.returncode == 3, run.log
+    report = json.loads(Path(run.outputs["report"]).read_text())
+    assert report["stopReason"] == "max_turns" and report["stopCause"] == "budget"
+    assert len(model.requests) == 2 and "the budget was reached: $0.200 spent of $0.150" in report["summary"]
+    started = next(a for a in run.argv if a[:3] == ["-m", "agent_lsp", "run"])
+    settings = json.loads(Path(started[started.index("--settings") + 1]).read_text())
+    assert settings["budget"] == {"maxCostUsd": 0.15}
+    assert settings["pricing"] == {"m": {"inputPerMTok": 100, "outputPerMTok": 0}}
+    assert settings["approval"]["default"] == "deny", "only the prices are taken from the workflow's file"
+    assert_no_key(run, tmp_path)
+
+
+def test_a_budget_without_a_price_fails_the_step_before_the_model(model, repo, tmp_path):
+    run = run_action(tmp_path, repo, {"prompt": "x", "sandbox": "off", "base-url": model.base_url, "model": "m",
+                                      "max-budget-usd": "1"}, job_env={"OPENAI_API_KEY": ACTION_KEY})
+    assert run.returncode == 2, run.log
+    assert "budget.maxCostUsd" in run.log and model.requests == []
+
+
 def test_settings_from_the_inputs(monkeypatch, tmp_path):
     """Not run against the model: a budget needs a price for the model (Decision 36)."""
     from agent_lsp.action import ActionError, settings_from_inputs, write_settings

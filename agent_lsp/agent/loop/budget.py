@@ -1,6 +1,6 @@
 """The run's cost limit, `budget.maxCostUsd` (CONTRACT Decision 36): refused before the first
 call when the run's cost cannot be known, then checked after every model call of the run (the
-sub-agents' and the compaction's included), the loop stopping right after the call that reaches it."""
+sub-agents' and the compaction's included); the loop stops right after the call that reaches it."""
 
 from __future__ import annotations
 
@@ -14,7 +14,9 @@ from agent_lsp.settings import Settings
 COST_REPORTING_HOSTS = ("openrouter.ai",)
 KEY = "budget.maxCostUsd"
 EPSILON = 1e-9
-NOT_RUN = "not run: the run's budget (budget.maxCostUsd) was reached with the reply that asked for this call"
+NOT_RUN = (
+    "not run: the run's budget (budget.maxCostUsd) was reached with the reply that asked for it"
+)
 
 
 class BudgetRefused(ValueError):
@@ -80,7 +82,7 @@ class Budget:
             )
             return
         spent = total.cost_usd or 0.0
-        if spent < self.limit - EPSILON:  # a sum of float costs: $0.003 reached in three $0.001 calls
+        if spent < self.limit - EPSILON:  # float sums: $0.003 is reached in three $0.001 calls
             return
         self.reached = f"the budget was reached: {usd(spent)} spent of {usd(self.limit)} ({KEY})"
         if spent > self.limit + EPSILON:

@@ -118,7 +118,8 @@ class _Run:
             if outcome.reason == StopReason.DONE:
                 return outcome.final_text.strip() or "(the sub-agent returned no summary)"
             if outcome.cause == StopCause.BUDGET:  # the run stops too, at its next check
-                return f"(the sub-agent stopped: {outcome.note}; its last notes follow)\n{outcome.final_text}"
+                note = f"(the sub-agent stopped: {outcome.note}; its last notes follow)"
+                return f"{note}\n{outcome.final_text}"
             if outcome.reason == StopReason.MAX_TURNS:
                 return f"(the sub-agent hit its turn limit of {settings.delegate_max_turns} before finishing; its last notes follow)\n{outcome.final_text}"
             raise ToolError(f"the sub-agent failed: {outcome.error}")
