@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from agent_lsp.agent.loop.budget import Budget, BudgetRefused, budget_refusal, check_budget, reports_cost, usd
+from agent_lsp.agent.loop.budget import (
+    Budget,
+    BudgetRefused,
+    budget_refusal,
+    check_budget,
+    reports_cost,
+    usd,
+)
 from agent_lsp.agent.messages import Usage
 from agent_lsp.settings import resolve
 
