@@ -5,6 +5,7 @@ stop right after the call that reaches it, and a budget whose cost cannot be kno
 from __future__ import annotations
 
 import pytest
+from lsprotocol import types
 from pygls.exceptions import JsonRpcException
 
 pytestmark = pytest.mark.timeout(60)
@@ -27,6 +28,11 @@ async def test_usage_events_carry_the_budget_and_the_run_stops_on_it(open_editor
     usage = editor.events(started["runId"], "usage")
     assert [e["budgetUsd"] for e in usage] == [0.15, 0.15]
     assert [e["costUsd"] for e in usage] == [pytest.approx(0.1), pytest.approx(0.2)]
+    # The line every client shows (status bar, mode line, statusline) and the progress suffix:
+    # the cost beside the budget.
+    assert [e["text"] for e in usage] == ["ctx 1k/128k · $0.100 of $0.150", "ctx 1k/128k · $0.200 of $0.150"]
+    reports = [p.message for p in editor.progress(started["runId"]) if isinstance(p, types.WorkDoneProgressReport)]
+    assert any(m.endswith("· ctx 1k/128k · $0.100 of $0.150") for m in reports), reports
 
 
 async def test_a_budget_without_a_price_is_refused_with_an_error(open_editor, model):

@@ -17,6 +17,7 @@ from agent_lsp.agent.events import (
     UsageEvent,
 )
 from agent_lsp.agent.loop.budget import NOT_RUN as OVER_BUDGET
+from agent_lsp.agent.loop.budget import usd
 from agent_lsp.agent.loop.compaction import (
     COMPACTION_PROMPT,
     open_problems,
@@ -503,7 +504,7 @@ class AgentLoop:
         data = stats.usage_data(self.limits.context_window)
         self.emit(
             UsageEvent(
-                usage_line(data),
+                usage_line(data, self.budget.limit),
                 replace(stats.usage),
                 stats.context_tokens,
                 self.limits.context_window,
@@ -578,12 +579,15 @@ class AgentLoop:
         self.closed = []
 
 
-def usage_line(data: dict[str, Any]) -> str:
-    """`ctx 31k/128k · $0.012` (CONTRACT Decision 20)."""
+def usage_line(data: dict[str, Any], budget: float | None = None) -> str:
+    """`ctx 31k/128k · $0.012` (CONTRACT Decision 20), `… · $0.012 of $1.00` with a budget
+    (Decision 36): every client shows the line as it comes."""
     line = f"ctx {round(data['contextTokens'] / 1000)}k/{round(data['contextWindow'] / 1000)}k"
     cost = data.get("costUsd")
     if cost is not None:
         line += f" · ${cost:.3f}" if cost < 1 else f" · ${cost:.2f}"
+        if budget is not None:
+            line += f" of {usd(budget)}"
     return line
 
 

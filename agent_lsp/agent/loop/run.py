@@ -400,7 +400,7 @@ def explain_stop(outcome: LoopOutcome, run: _Run, turns: int, continue_hint: str
         + (f" ({stats.denied} denied)" if stats.denied else "")
         + f", edited {edited}"
     )
-    usage = usage_line(stats.usage_data(run.settings.context_window))
+    usage = usage_line(stats.usage_data(run.settings.context_window), run.seams.budget.limit)
     if outcome.reason == StopReason.DONE:
         return f"Done: {done} ({usage})."
     if not stats.reached_model:
