@@ -43,7 +43,6 @@ TRUSTED_FIELDS = frozenset(
         "sandbox",
         "telemetry",
         "budget",  # Decision 25: a repository must not lift the user's cost limit
-        "pricing",  # nor price its model at zero to the same end
     }
 )
 
