@@ -24,6 +24,7 @@ const TRUSTED_KEYS = [
   'sandbox.mode',
   'sandbox.network',
   'sandbox.hide',
+  'budget.maxCostUsd',
 ] as const;
 
 /** Keys a workspace may set; answered over `workspace/configuration` as well. */

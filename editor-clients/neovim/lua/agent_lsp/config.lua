@@ -34,6 +34,7 @@ M.trusted_only_keys = {
   'approval',
   'mcp',
   'sandbox',
+  'budget',
 }
 
 -- Known top-level server settings (CONTRACT.md "Settings"); others are ignored by the server.
@@ -53,6 +54,7 @@ M.server_setting_keys = {
   'mcpServers',
   'mcp',
   'sandbox',
+  'budget',
 }
 
 local splits = { right = true, left = true, above = true, below = true, tab = true }
