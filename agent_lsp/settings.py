@@ -43,6 +43,7 @@ TRUSTED_FIELDS = frozenset(
         "sandbox",
         "telemetry",
         "budget",  # Decision 25: a repository must not lift the user's cost limit
+        "pricing",  # ... nor lower a price to lift it (Decision 25)
     }
 )
 

@@ -480,7 +480,7 @@ T.data.mcp_after = client and mcp(client)
     assert init["mcp"] == {"workspaceServers": "deny"} and init["approval"] == {"sandboxed": "ask"}, init
     assert init["pricing"] == {"m": {"inputPerMTok": 1, "outputPerMTok": 2}}, init
     section = json.loads(data["section"])["agentLsp"]
-    assert section == {"model": "m", "pricing": {"m": {"inputPerMTok": 1, "outputPerMTok": 2}}}, section
+    assert section == {"model": "m"}, section  # pricing is trusted too (Decision 25): initializationOptions only
     assert [(s["name"], s["source"]) for s in data["mcp"]] == [("time", "user")], data["mcp"]
     assert data["old_stopped"] is True
     assert sorted(s["name"] for s in data["mcp_after"]) == ["clock", "time"], data["mcp_after"]

@@ -25,6 +25,7 @@ const TRUSTED_KEYS = [
   'sandbox.network',
   'sandbox.hide',
   'budget.maxCostUsd',
+  'pricing',
 ] as const;
 
 /** Keys a workspace may set; answered over `workspace/configuration` as well. */
@@ -36,7 +37,6 @@ const WORKSPACE_KEYS = [
   'streamUsage',
   'contextWindow',
   'toolOutputLimit',
-  'pricing',
 ] as const;
 
 /** The nested object the server reads, e.g. `{model, approval: {default}}`. */

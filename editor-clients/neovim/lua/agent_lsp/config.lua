@@ -35,6 +35,7 @@ M.trusted_only_keys = {
   'mcp',
   'sandbox',
   'budget',
+  'pricing',
 }
 
 -- Known top-level server settings (CONTRACT.md "Settings"); others are ignored by the server.
