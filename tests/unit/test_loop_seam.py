@@ -1,6 +1,7 @@
 """The loop talks to its seams (loop/services.py) and never reaches past them (issue 22): no
-`self.a.b.c` in the loop or its tool-call part, and none of the run's wide objects (the tool
-context, the path guard, the session, the policy) imported there."""
+`self.a.b.c` in the loop or its parts (model call, stops, tool calls, approval asking), and none
+of the run's wide objects (the tool context, the path guard, the session, the policy) imported
+there."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import agent_lsp.agent.loop
 from agent_lsp.agent.loop.services import RunStats, Spill
 
 LOOP = Path(agent_lsp.agent.loop.__file__).parent
-NARROW = [LOOP / "loop.py", LOOP / "tool_calls.py"]
+NARROW = [LOOP / name for name in ("loop.py", "model_call.py", "stops.py", "tool_calls.py", "asker.py")]
 WIDE = {"ToolContext", "PathGuard", "Session", "ApprovalPolicy", "SessionApprovals", "ToolBox"}
 
 

@@ -5,19 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, replace
 from typing import Any
 
-from agent_lsp.agent.events import (
-    CompactionEvent,
-    StatusEvent,
-    TextDelta,
-    ThinkingDelta,
-    UsageEvent,
-)
+from agent_lsp.agent.events import CompactionEvent, StatusEvent
 from agent_lsp.agent.loop.budget import NOT_RUN as OVER_BUDGET
-from agent_lsp.agent.loop.budget import usd
 from agent_lsp.agent.loop.compaction import (
     COMPACTION_PROMPT,
     open_problems,
@@ -26,70 +17,27 @@ from agent_lsp.agent.loop.compaction import (
     render_for_summary,
     summary_entry,
 )
-from agent_lsp.agent.loop.services import LoopTools, RunSeams, call_cost
-from agent_lsp.agent.loop.tool_calls import ToolCallRunner, cancel_if_asked
-from agent_lsp.agent.messages import (
-    Outcome,
-    Reply,
-    ReplyCut,
-    StopCause,
-    StopReason,
-    ToolCall,
-    ToolResult,
+from agent_lsp.agent.loop.model_call import ModelCallNode
+from agent_lsp.agent.loop.services import LoopTools, RunSeams
+from agent_lsp.agent.loop.stops import (
+    CAP_NOTES,
+    CONTINUE_NOTE,
+    CUT_NOTE,
+    CUT_STOPS,
+    LoopOutcome,
+    StopRun,
+    cancel_if_asked,
 )
+from agent_lsp.agent.loop.tool_calls import ToolCallRunner
+from agent_lsp.agent.messages import Outcome, Reply, ReplyCut, StopCause, ToolResult
 from agent_lsp.agent.model.client import ModelError
 from agent_lsp.agent.ports import NO_SPAN, current_tool_span
 from agent_lsp.agent.state.session import Entry
 
 log = logging.getLogger(__name__)
 
-MODEL_ATTEMPTS = 3  # a stream cut before anything reached the user is sent again
-CUT_NOTE = "not run: your reply was cut at the output limit; send smaller calls"
-CAP_NOTES = {
-    ReplyCut.ARGUMENT_CAP: "not run: one tool call's arguments passed the 1 MB cap, so the reply was cut off and nothing of it ran; send smaller calls (e.g. several edit_file calls instead of one huge write)",
-    ReplyCut.REPLY_CAP: "not run: the whole reply passed the 4 MB cap, so it was cut off and nothing of it ran; send smaller calls",
-}
-CUT_STOPS = {  # the message, and the typed cause front ends map from
-    ReplyCut.OUTPUT_LIMIT: (
-        "the model's reply was cut at its output limit (twice in a row)",
-        StopCause.OUTPUT_LIMIT,
-    ),
-    ReplyCut.ARGUMENT_CAP: (
-        "the model's reply passed the 1 MB cap on one call's arguments twice in a row",
-        StopCause.ARGUMENT_CAP,
-    ),
-    ReplyCut.REPLY_CAP: (
-        "the model's reply passed the 4 MB cap on one reply twice in a row",
-        StopCause.ARGUMENT_CAP,
-    ),
-}
-CONTINUE_NOTE = "(Your last reply was cut at the output limit. Continue exactly where it stopped, more briefly.)"
 
-
-class StopRun(Exception):
-    """Typed loop control: the loop cannot go on (a fatal stop); `cause` says why, typed."""
-
-    def __init__(self, message: str, cause: StopCause):
-        super().__init__(message)
-        self.cause = cause
-
-
-@dataclass
-class LoopOutcome:
-    cause: StopCause  # decided where the stop is; the reason follows from it
-    final_text: str
-    turns: int
-    error: str | None = None
-    note: str | None = (
-        None  # for the summary: why a max_turns stop came early (a spiral), who cancelled (a signal's name)
-    )
-
-    @property
-    def reason(self) -> StopReason:
-        return self.cause.reason
-
-
-class AgentLoop:
+class AgentLoop(ModelCallNode):
     def __init__(
         self,
         seams: RunSeams,
@@ -131,16 +79,11 @@ class AgentLoop:
         self.last_text = ""
         self.logged = 0  # history[:logged] is already in the transcript
         self._cuts = 0
-        self.closed: list[
-            Entry
-        ] = []  # synthetic results given on cancel (written by the run's close)
+        # Synthetic results given on cancel (written by the run's close).
+        self.closed: list[Entry] = []
         self.schemas = tools.schemas()  # the same every turn: built once (and cache-friendly)
         self.tool_names = tools.names()
         self._schema_chars = len(_json(self.schemas))
-
-    @property
-    def is_main(self) -> bool:
-        return self.agent_id == "main"
 
     async def loop(self) -> LoopOutcome:
         """The loop, as one span of the run's trace (a sub-agent's under its delegate call)."""
@@ -231,7 +174,8 @@ class AgentLoop:
             messages = self._messages()
             if self._tokens(messages) > self.limits.context_budget():
                 raise StopRun(
-                    f"the context does not fit in contextWindow ({self.limits.context_window} tokens) even after compaction",
+                    f"the context does not fit in contextWindow ({self.limits.context_window} "
+                    "tokens) even after compaction",
                     StopCause.MODEL,
                 )
         new = self.history[self.logged :]
@@ -293,9 +237,6 @@ class AgentLoop:
         )
         return True
 
-    def _tokens(self, messages: list[dict[str, Any]]) -> int:
-        return self.estimator.estimate(messages, self._schema_chars)
-
     def _messages(self) -> list[dict[str, Any]]:
         return [
             {"role": "system", "content": self.system_prompt},
@@ -331,7 +272,10 @@ class AgentLoop:
                 self.agent_id, self.turn, "reply", purpose="compaction", reply=reply.to_record()
             )
         except ModelError as exc:
-            summary = f"(the summariser failed: {exc}; a mechanical digest follows)\n{render_for_summary(summarised, clip=200)[-4000:]}"
+            summary = (
+                f"(the summariser failed: {exc}; a mechanical digest follows)\n"
+                f"{render_for_summary(summarised, clip=200)[-4000:]}"
+            )
         note = summary_entry(
             summary,
             self.changed_files(),
@@ -346,7 +290,10 @@ class AgentLoop:
         after = self.estimator.estimate(self._messages())
         self.logged = len(self.history)
         kept = len(self.history) - plan.start - 1
-        text = f"compacted {len(summarised)} messages (~{before} -> ~{after} tokens); kept the user's requests and {kept} recent messages"
+        text = (
+            f"compacted {len(summarised)} messages (~{before} -> ~{after} tokens); kept the "
+            f"user's requests and {kept} recent messages"
+        )
         self.emit(CompactionEvent(text, self.turn, agent_id=self.agent_id))
         await self.transcript.write(
             self.agent_id,
@@ -359,158 +306,6 @@ class AgentLoop:
             start=plan.start,
             end=plan.end,
             entries=[e.to_record() for e in replacement],
-        )
-
-    # -- node 2: the streamed LLM call -------------------------------------------------------
-    async def call_model(self, messages: list[dict[str, Any]]) -> Reply:
-        # `waiting: model` is the typed form of the text: a front end shows its waiting line from it.
-        self.emit(
-            StatusEvent(
-                f"turn {self.turn}/{self.max_turns}: asking the model",
-                self.turn,
-                waiting="model",
-                agent_id=self.agent_id,
-            )
-        )
-        stats = self.stats
-
-        def delta_of(kind: type[TextDelta | ThinkingDelta]) -> Callable[[str], None]:
-            def on_delta(delta: str) -> None:
-                stats.reached_model = True
-                if self.is_main:
-                    self.emit(kind(delta, agent_id=self.agent_id))
-
-            return on_delta
-
-        on_thinking = delta_of(ThinkingDelta) if self.is_main else None
-        reply = await self._traced(
-            messages, lambda: self._complete(messages, delta_of(TextDelta), on_thinking)
-        )
-        self.model_calls += 1
-        stats.reached_model = True
-        if reply.finish_reason == "content_filter":
-            raise StopRun(
-                "the endpoint's content filter stopped the model's reply", StopCause.CONTENT_FILTER
-            )
-        self._unique_ids(reply.tool_calls)
-        self._count_usage(
-            reply, messages, main_request=self.is_main, schema_chars=self._schema_chars
-        )
-        self.last_text = reply.text or self.last_text
-        await self.transcript.write(self.agent_id, self.turn, "reply", reply=reply.to_record())
-        return reply
-
-    async def _traced(
-        self, messages: list[dict[str, Any]], call: Callable[[], Awaitable[Reply]]
-    ) -> Reply:
-        """A model call as a `chat` span of this agent's (telemetry)."""
-        chat = self.telemetry.chat_started(self.span, self.model.name, messages)
-        try:
-            reply = await call()
-        except (
-            BaseException
-        ) as exc:  # `kind: message`, the kind a stop cause or the exception's type
-            kind = (
-                "cancelled"
-                if isinstance(exc, asyncio.CancelledError)
-                else exc.cause
-                if isinstance(exc, StopRun)
-                else type(exc).__name__
-            )
-            self.telemetry.chat_ended(chat, None, f"{kind}: {exc}")
-            raise
-        self.telemetry.chat_ended(chat, reply)
-        return reply
-
-    async def _complete(
-        self,
-        messages: list[dict[str, Any]],
-        on_text: Callable[[str], None],
-        on_thinking: Callable[[str], None] | None,
-    ) -> Reply:
-        """One model call within one deadline, a stream that failed before it began sent again."""
-        deadline = self.limits.request_timeout
-        loop = asyncio.get_running_loop()
-        ends = loop.time() + deadline
-        try:
-            async with asyncio.timeout(
-                deadline
-            ):  # one deadline for the whole call, retries included
-                for attempt in range(1, MODEL_ATTEMPTS + 1):
-                    try:
-                        reply = await self.model.complete(
-                            messages,
-                            self.schemas,
-                            on_text,
-                            agent_id=self.agent_id,
-                            turn=self.turn,
-                            timeout=max(1.0, ends - loop.time()),
-                            on_thinking=on_thinking,
-                        )
-                        break
-                    except ModelError as exc:
-                        await self.transcript.write(
-                            self.agent_id, self.turn, "modelError", error=str(exc), attempt=attempt
-                        )
-                        if exc.streamed:
-                            raise StopRun(
-                                f"the model's stream was cut after {exc.streamed} characters had been shown ({exc})",
-                                StopCause.MODEL,
-                            ) from None
-                        if not exc.retryable or attempt == MODEL_ATTEMPTS:
-                            raise StopRun(f"model request failed: {exc}", StopCause.MODEL) from None
-                        self.emit(
-                            StatusEvent(
-                                f"the model's stream failed before it began ({exc}); sending it again ({attempt}/{MODEL_ATTEMPTS - 1})",
-                                self.turn,
-                                agent_id=self.agent_id,
-                            )
-                        )
-        except TimeoutError:
-            await self.transcript.write(
-                self.agent_id, self.turn, "modelError", error="requestTimeout"
-            )
-            raise StopRun(
-                f"the model call took longer than requestTimeout ({deadline:g} s) in all, retries included; it was stopped and not sent again",
-                StopCause.MODEL,
-            ) from None
-        return reply
-
-    def _unique_ids(self, calls: list[ToolCall]) -> None:
-        """CONTRACT Decision 7: every id unique in the run before anything runs (a duplicate
-        would give every call the last one's result and overwrite spill files)."""
-        for call in calls:
-            chosen = self.stats.claim_call_id(call.id)
-            if chosen != call.id:
-                call.model_id, call.id = call.id or None, chosen
-
-    def _count_usage(
-        self, reply: Reply, messages: list[dict[str, Any]], *, main_request: bool, schema_chars: int
-    ) -> None:
-        stats = self.stats
-        if reply.usage is not None:
-            reply.usage.cost_usd = call_cost(reply.usage, self.pricing)
-            stats.add_usage(reply.usage)
-            if reply.usage.prompt_tokens:
-                # prompt_tokens counts the tool schemas too: calibrate on what was actually sent.
-                self.estimator.calibrate(messages, reply.usage.prompt_tokens, schema_chars)
-        if main_request:
-            stats.context_tokens = (
-                reply.usage.prompt_tokens
-                if reply.usage and reply.usage.prompt_tokens
-                else self._tokens(messages)
-            )
-        self.budget.after_call(stats.usage, reply.usage, self.agent_id)
-        data = stats.usage_data(self.limits.context_window)
-        self.emit(
-            UsageEvent(
-                usage_line(data, self.budget.limit),
-                replace(stats.usage),
-                stats.context_tokens,
-                self.limits.context_window,
-                agent_id=self.agent_id,
-                budget_usd=self.budget.limit,
-            )
         )
 
     def refuse_cut_reply(self, reply: Reply) -> None:
@@ -577,18 +372,6 @@ class AgentLoop:
                 content=entry.message["content"],
             )
         self.closed = []
-
-
-def usage_line(data: dict[str, Any], budget: float | None = None) -> str:
-    """`ctx 31k/128k · $0.012` (CONTRACT Decision 20), `… · $0.012 of $1.00` with a budget
-    (Decision 36): every client shows the line as it comes."""
-    line = f"ctx {round(data['contextTokens'] / 1000)}k/{round(data['contextWindow'] / 1000)}k"
-    cost = data.get("costUsd")
-    if cost is not None:
-        line += f" · ${cost:.3f}" if cost < 1 else f" · ${cost:.2f}"
-        if budget is not None:
-            line += f" of {usd(budget)}"
-    return line
 
 
 def _json(value: Any) -> str:

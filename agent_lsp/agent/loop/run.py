@@ -1,130 +1,60 @@
-"""One run of the agent on a session: wires the loop to its host's ports, and explains the stop."""
+"""One run of the agent on a session: the loop wired to its host's ports, ended by a report."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field, replace
+from collections.abc import Awaitable
+from dataclasses import replace
 
-from agent_lsp.agent.events import Event, StatusEvent, StopEvent, TextDelta, ThinkingDelta, redacted
+from agent_lsp.agent.events import Event, StatusEvent, TextDelta, ThinkingDelta, redacted
 from agent_lsp.agent.exec import keyguard
 from agent_lsp.agent.exec.process import kill_group
 from agent_lsp.agent.loop.budget import Budget
-from agent_lsp.agent.loop.loop import AgentLoop, LoopOutcome, usage_line
+from agent_lsp.agent.loop.loop import AgentLoop
 from agent_lsp.agent.loop.memory import recall_memory
+from agent_lsp.agent.loop.report import close_run
+from agent_lsp.agent.loop.run_state import RunOptions, RunState
 from agent_lsp.agent.loop.services import ApprovalGate, Limits, LoopTools, RunSeams, RunStats, Spill
-from agent_lsp.agent.loop.structured import OutputSchema, answer_in_schema
-from agent_lsp.agent.messages import CancelCause, RunReport, StopCause, StopReason, Structured
+from agent_lsp.agent.loop.stops import LoopOutcome
+from agent_lsp.agent.loop.structured import answer_in_schema
+from agent_lsp.agent.messages import RunReport, StopCause, Structured
 from agent_lsp.agent.model.client import Model, ModelError, make_model
 from agent_lsp.agent.policy.approval import ApprovalPolicy
-from agent_lsp.agent.ports import Approver, EventSink, NoTelemetry, RunTelemetry, Workspace
-from agent_lsp.agent.state.checkpoints import CheckpointStore, RunCheckpoint
+from agent_lsp.agent.ports import Approver, EventSink, NoTelemetry, Workspace
+from agent_lsp.agent.state.checkpoints import RunCheckpoint
 from agent_lsp.agent.state.session import Entry, RunRecord, Session, new_id
 from agent_lsp.agent.state.transcript import Redactor, Transcript
-from agent_lsp.agent.tools.base import Tool, ToolBox, ToolContext, ToolError
+from agent_lsp.agent.tools.base import ToolBox, ToolContext
 from agent_lsp.agent.tools.paths import PathGuard
 from agent_lsp.agent.tools.runner import CommandRunner
-from agent_lsp.agent.tools.toolsets import main_tools, plan_tools, subagent_tools
+from agent_lsp.agent.tools.toolsets import main_tools, plan_tools
 from agent_lsp.settings import Settings, state_dir
 
 log = logging.getLogger(__name__)
 
 __all__ = ["RunOptions", "Session", "new_id", "run_task"]
 
-SYSTEM_PROMPT = """You are agent-lsp, a coding agent working inside the user's editor.
-Workspace folders: {roots}. Paths are relative to the first folder (other folders by their name as prefix).
-Work in small verified steps: look (read_file, list_files, search) before you change anything; change files only with edit_file/write_file (the editor applies them); run tests or commands with run_command. Every side effect may need the user's approval: a denial is an answer, not an error - do not repeat a denied call, take another route or ask.
-Use delegate for big read-only investigations with a clear result. When the task is done, stop calling tools and reply with a short summary of what you changed and anything left to do.{memory}"""
+SYSTEM_PROMPT = (
+    "You are agent-lsp, a coding agent working inside the user's editor.\n"
+    "Workspace folders: {roots}. Paths are relative to the first folder (other folders by their "
+    "name as prefix).\n"
+    "Work in small verified steps: look (read_file, list_files, search) before you change "
+    "anything; change files only with edit_file/write_file (the editor applies them); run tests or "
+    "commands with run_command. Every side effect may need the user's approval: a denial is an "
+    "answer, not an error - do not repeat a denied call, take another route or ask.\n"
+    "Use delegate for big read-only investigations with a clear result. When the task is done, "
+    "stop calling tools and reply with a short summary of what you changed and anything left to "
+    "do.{memory}"
+)
 
-PLAN_PROMPT = """
-
-## Plan mode
-The user asked for a plan first. Look around with the read-only tools, change nothing, and reply with a numbered plan of concrete steps (files, functions, commands to verify). The user will then ask you to carry it out."""
-
-SUBAGENT_PROMPT = """You are a sub-agent of agent-lsp with read-only tools (read_file, list_files, search) in the workspace {roots}.
-Do exactly the task you are given, then reply (without calling tools) with a concise, exact summary of the result: paths, line numbers, names. Your summary is all the main agent will see."""
-
-
-@dataclass
-class RunOptions:
-    """What a front end may add to a run beyond the prompt and its ports."""
-
-    run_id: str | None = None
-    model: Model | None = None  # a shared client (the front end owns and closes it)
-    env: dict[str, str] | None = None
-    mode: str | None = None  # "plan": read-only tools, a plan as the answer
-    extra_tools: list[Tool] = field(default_factory=list)  # e.g. MCP tools
-    continue_hint: str = "a follow-up in this session continues from here"
-    on_record: Callable[[Session, RunRecord], Awaitable[None]] | None = (
-        None  # persist the session's index
-    )
-    checkpoints: CheckpointStore | None = None  # where the run's checkpoint goes (rewind)
-    title: str | None = None  # the user's own words (the prompt may carry a file and a selection)
-    cancelled_by: Callable[[], CancelCause | None] | None = (
-        None  # who cancelled, when not the user (a signal, a shutdown)
-    )
-    output_schema: OutputSchema | None = (
-        None  # the answer must end with JSON that fits it (--output-schema)
-    )
-    telemetry: RunTelemetry | None = None  # the run's trace and metrics (None: telemetry off)
-
-
-@dataclass
-class _Run:
-    """The run's own state: the seams its loops get plus what closing it needs."""
-
-    seams: RunSeams
-    tool_ctx: ToolContext
-    session: Session
-    settings: Settings
-    paths: PathGuard
-    record: RunRecord
-    subagents: int = 0
-    structured: Structured | None = (
-        None  # the answer's JSON, once it validated against the output schema
-    )
-
-    def spawn_subagent(self, task: str) -> Callable[[], Awaitable[str]]:
-        self.subagents += 1
-        agent_id = f"main/{self.subagents}"
-        roots = ", ".join(self.paths.names())
-        settings = self.settings
-
-        async def go() -> str:
-            history = [Entry({"role": "user", "content": task}, "prompt", self.seams.run_id)]
-            self.seams.emit(
-                StatusEvent(f"[{agent_id}] sub-agent started: {task[:120]}", 0, agent_id=agent_id)
-            )
-            diagnostics = bool(getattr(self.tool_ctx.workspace, "has_diagnostics", False))
-            tools = LoopTools(ToolBox(subagent_tools(diagnostics)), self.tool_ctx)
-            sub = AgentLoop(
-                self.seams,
-                agent_id,
-                tools,
-                settings.delegate_max_turns,
-                history,
-                SUBAGENT_PROMPT.format(roots=roots),
-            )
-            outcome = await sub.loop()
-            self.seams.emit(
-                StatusEvent(
-                    f"[{agent_id}] sub-agent stopped: {outcome.reason} after {_count(outcome.turns, 'turn')}",
-                    outcome.turns,
-                    agent_id=agent_id,
-                )
-            )
-            if outcome.reason == StopReason.DONE:
-                return outcome.final_text.strip() or "(the sub-agent returned no summary)"
-            if outcome.cause == StopCause.BUDGET:  # the run stops too, at its next check
-                note = f"(the sub-agent stopped: {outcome.note}; its last notes follow)"
-                return f"{note}\n{outcome.final_text}"
-            if outcome.reason == StopReason.MAX_TURNS:
-                return f"(the sub-agent hit its turn limit of {settings.delegate_max_turns} before finishing; its last notes follow)\n{outcome.final_text}"
-            raise ToolError(f"the sub-agent failed: {outcome.error}")
-
-        return go
+PLAN_PROMPT = (
+    "\n\n## Plan mode\n"
+    "The user asked for a plan first. Look around with the read-only tools, change nothing, and "
+    "reply with a numbered plan of concrete steps (files, functions, commands to verify). The user "
+    "will then ask you to carry it out."
+)
 
 
 async def run_task(
@@ -202,7 +132,7 @@ async def run_task(
     tool_ctx.notify = lambda text: seams.emit(
         StatusEvent(text, main.turn if main is not None else 0)
     )
-    run = _Run(seams, tool_ctx, session, settings, paths, record)
+    run = RunState(seams, tool_ctx, session, settings, paths, record)
     tool_ctx.spawn_subagent = run.spawn_subagent
     session.running = run_id
     session.runs.append(record)
@@ -280,7 +210,7 @@ async def run_task(
     # The stop is decided: a cancel arriving from here on must not lose the report, the
     # transcript's stop line or the stop event.
     return await _uncancellable(
-        _close_run(run, main, outcome, owns_model=model is None, options=options)
+        close_run(run, main, outcome, owns_model=model is None, options=options)
     )
 
 
@@ -297,64 +227,13 @@ async def _uncancellable(coro: Awaitable[RunReport]) -> RunReport:
                 current.uncancel()
 
 
-async def _close_run(
-    run: _Run, main: AgentLoop | None, outcome: LoopOutcome, owns_model: bool, options: RunOptions
-) -> RunReport:
-    seams, session, settings = run.seams, run.session, run.settings
-    transcript, redact, stats = seams.transcript, seams.redact, seams.stats
-    if owns_model and hasattr(seams.model, "aclose"):  # the client this run made, not the caller's
-        try:
-            await seams.model.aclose()
-        except Exception as exc:
-            log.debug("closing the model client failed: %s", exc)
-    if main is not None:
-        await main.record_closed()
-        await main.log_pending()
-    turns = main.model_calls if main is not None else 0
-    report = RunReport(
-        run_id=seams.run_id,
-        session_id=session.id,
-        stop_reason=outcome.reason,
-        stop_cause=outcome.cause,
-        turns=turns,
-        final_text=redact(outcome.final_text),
-        summary=redact(explain_stop(outcome, run, turns, options.continue_hint)),
-        edited_files=run.record.edited,
-        tool_calls=stats.tool_calls,
-        denied=stats.denied,
-        usage=stats.usage,
-        transcript=str(transcript.path),
-        error=redact(outcome.error) if outcome.error else None,
-        context_tokens=stats.context_tokens,
-        context_window=settings.context_window,
-        rewindable=False,
-        structured_output=run.structured,
-    )
-    checkpoint = run.tool_ctx.checkpoint
-    if checkpoint is not None:
-        report.rewindable = await checkpoint.close()
-    await transcript.write("main", turns, "stop", report=report.to_dict())
-    await transcript.close()
-    run.record.stop = str(outcome.reason)
-    run.record.reached = stats.reached_model
-    session.updated = time.time()
-    if options.on_record is not None:
-        try:
-            await options.on_record(session, run.record)
-        except Exception as exc:  # the report must still go out
-            log.warning("could not save session %s: %s", session.id, exc)
-    seams.emit(StopEvent(report.summary, report))
-    return report
-
-
 def _redacting(emit: EventSink, redact: Redactor) -> EventSink:
     """Secrets out of every event. Model text is a stream of deltas and a secret can straddle
     two of them: the tail that could start a secret waits for the next delta (or event)."""
     if not redact.secrets:
         return emit
-    pending: dict[
-        tuple[type[TextDelta | ThinkingDelta], str], str
-    ] = {}  # (kind, agent id) -> held-back text
+    # (kind, agent id) -> held-back text
+    pending: dict[tuple[type[TextDelta | ThinkingDelta], str], str] = {}
 
     def flush(key: tuple[type[TextDelta | ThinkingDelta], str]) -> None:
         if held := pending.pop(key, ""):
@@ -376,45 +255,3 @@ def _redacting(emit: EventSink, redact: Redactor) -> EventSink:
         emit(redacted(event, redact))
 
     return sink
-
-
-CANCELLED_BY = {  # how a cancelled stop's summary begins, by cause; `by` names the signal
-    StopCause.USER: "Cancelled by the user",
-    StopCause.SIGNAL: "Stopped by {by}",
-    StopCause.SHUTDOWN: "Stopped because the agent was shut down",
-}
-
-
-def _count(n: int, noun: str) -> str:
-    return f"{n} {noun}" + ("" if n == 1 else "s")
-
-
-def explain_stop(outcome: LoopOutcome, run: _Run, turns: int, continue_hint: str) -> str:
-    """Every stop says what was done and, unless done, what was left. A run that never heard
-    from the model has nothing to continue: it says so instead of the continue hint (no
-    session is kept for it, Decision 46). Who cancelled follows from the typed cause."""
-    stats = run.seams.stats
-    edited = ", ".join(run.paths.display(p) for p in run.record.changes) or "no files"
-    done = (
-        f"{_count(turns, 'turn')}, {_count(stats.tool_calls, 'tool call')}"
-        + (f" ({stats.denied} denied)" if stats.denied else "")
-        + f", edited {edited}"
-    )
-    usage = usage_line(stats.usage_data(run.settings.context_window), run.seams.budget.limit)
-    if outcome.reason == StopReason.DONE:
-        return f"Done: {done} ({usage})."
-    if not stats.reached_model:
-        left = "the whole task: the model never answered, so nothing was done; run it again once the problem is fixed"
-    else:
-        left = f"the task is not finished; {continue_hint}"
-    if outcome.reason == StopReason.MAX_TURNS:
-        why = (
-            outcome.note
-            or f"the turn limit ({run.settings.max_turns} turns, setting maxTurns) came before the model finished"
-        )
-        return f"Stopped early: {why}. Done so far: {done}. Left: {left}."
-    if outcome.reason == StopReason.CANCELLED:
-        who = CANCELLED_BY[outcome.cause].format(by=outcome.note or "a signal")
-        return f"{who} after {_count(turns, 'turn')}. Done so far: {done}; edits already applied are kept. Left: {left}."
-    error = (outcome.error or "unknown error").rstrip(".")
-    return f"Stopped by an error: {error}. Done so far: {done}. Left: {left}."

@@ -184,7 +184,6 @@ class RunSeams:
     spill: Spill
     pricing: Pricing | None = None
     changed_files: Callable[[], list[str]] = list  # workspace-relative, for the compaction note
-    telemetry: RunTelemetry = field(
-        default_factory=NoTelemetry
-    )  # spans and metrics at the loop's nodes
+    # Spans and metrics at the loop's nodes.
+    telemetry: RunTelemetry = field(default_factory=NoTelemetry)
     budget: Budget = field(default_factory=Budget)  # the run's cost limit (Decision 36)

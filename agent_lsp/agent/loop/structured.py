@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urldefrag, urljoin
 
-from agent_lsp.agent.loop.loop import AgentLoop, LoopOutcome
+from agent_lsp.agent.loop.loop import AgentLoop
+from agent_lsp.agent.loop.stops import LoopOutcome
 from agent_lsp.agent.messages import StopCause
 from agent_lsp.agent.state.session import Entry
 
@@ -23,11 +24,12 @@ MAX_ERRORS = 10  # validation errors shown to the model (and in the stop's messa
 ERROR_CHARS = 300  # one error's message at most
 JSON_BLOCK = re.compile(r"```json[ \t]*\r?\n(.*?)```", re.DOTALL | re.IGNORECASE)
 
-SCHEMA_PROMPT = """
-
-## Answer format
-The user needs a machine-readable answer. End your final reply with one JSON value that validates against this JSON Schema, in a ```json block (nothing after the block):
-{schema}"""
+SCHEMA_PROMPT = (
+    "\n\n## Answer format\n"
+    "The user needs a machine-readable answer. End your final reply with one JSON value that "
+    "validates against this JSON Schema, in a ```json block (nothing after the block):\n"
+    "{schema}"
+)
 
 REPAIR_PROMPT = """Your answer's JSON does not validate against the required JSON Schema:
 {errors}
@@ -106,7 +108,8 @@ def make_schema(schema: Any, name: str = "the schema") -> OutputSchema:
         cls = jsonschema.validators.validator_for(schema, default=None)
         if cls is None:
             raise SchemaProblem(
-                f"{name}: unknown $schema {schema['$schema']!r} (known: drafts 3, 4, 6, 7, 2019-09, 2020-12)"
+                f"{name}: unknown $schema {schema['$schema']!r} "
+                "(known: drafts 3, 4, 6, 7, 2019-09, 2020-12)"
             )
     else:
         cls = jsonschema.Draft202012Validator
@@ -161,8 +164,8 @@ def _refuse_remote_refs(schema: dict[str, Any], name: str) -> None:
         except Exception:
             pass
         raise SchemaProblem(
-            f"{name}: $ref {target!r} points outside the schema; remote references are never fetched "
-            "(put the definition under $defs)"
+            f"{name}: $ref {target!r} points outside the schema; remote references are never "
+            "fetched (put the definition under $defs)"
         )
 
 
@@ -180,7 +183,8 @@ def find_json(text: str) -> Any:
         except json.JSONDecodeError as exc:
             return Check(
                 errors=(
-                    f"the last ```json block is not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})",
+                    f"the last ```json block is not valid JSON ({exc.msg} at line {exc.lineno} "
+                    f"column {exc.colno})",
                 )
             )
     for start, end in reversed(_balanced_spans(text)):

@@ -14,19 +14,18 @@ from typing import Any
 
 from agent_lsp.agent.display import clip, escape_invisible
 from agent_lsp.agent.events import (
-    ApprovalEvent,
     ApprovalState,
     StatusEvent,
     ToolCallEvent,
     ToolResultEvent,
     wire_fields,
 )
+from agent_lsp.agent.loop.asker import ApprovalAsker
 from agent_lsp.agent.loop.services import ApprovalGate, LoopTools, RunStats, Spill
 from agent_lsp.agent.messages import Outcome, ToolCall, ToolResult, parse_arguments
 from agent_lsp.agent.ports import (
     NO_SPAN,
     Answer,
-    ApprovalRequest,
     Decision,
     EventSink,
     RunTelemetry,
@@ -34,7 +33,7 @@ from agent_lsp.agent.ports import (
     current_tool_span,
 )
 from agent_lsp.agent.state.transcript import Redactor, Transcript
-from agent_lsp.agent.tools.base import EditRejected, Prepared, Tool, ToolError
+from agent_lsp.agent.tools.base import EditRejected, Prepared, ToolError
 from agent_lsp.agent.tools.paths import PathRefused
 
 log = logging.getLogger(__name__)
@@ -69,10 +68,10 @@ class ToolCallRunner:
         self.stats = stats
         self.spill = spill
         self.telemetry = telemetry
+        self.asker = ApprovalAsker(agent_id, gate, emit, redact)
         self.agent_span = NO_SPAN  # the loop's own span: each call's span is its child
-        self._spans: dict[
-            str, tuple[TraceSpan, str | None]
-        ] = {}  # call id -> its span and approval decision
+        # call id -> its span and approval decision
+        self._spans: dict[str, tuple[TraceSpan, str | None]] = {}
         self.turn = 0
         self._finished: dict[str, ToolResult] = {}
         self._failures: Counter[tuple[str, str, str]] = Counter()
@@ -133,9 +132,8 @@ class ToolCallRunner:
         except (ToolError, PathRefused, ValueError) as exc:
             await self._finish(call, Outcome.ERROR, str(exc))
             return None
-        except (
-            Exception
-        ) as exc:  # a tool (or the host behind it) failing unexpectedly is still a result
+        except Exception as exc:
+            # A tool (or the host behind it) failing unexpectedly is still a result.
             log.exception("preparing %s failed", call.name)
             await self._finish(
                 call, Outcome.ERROR, f"internal error in {call.name}: {type(exc).__name__}: {exc}"
@@ -156,9 +154,9 @@ class ToolCallRunner:
             answer = Answer(Decision.ALLOW)
         elif policy.verdict == "deny":
             answer = Answer(Decision.DENY, why="the policy denies it")
-            self._approval_event(call, prepared, ApprovalState.DENIED, "by policy")
+            self.asker.approval_event(call, prepared, ApprovalState.DENIED, "by policy")
         else:
-            answer = await self._ask(call, tool, prepared)
+            answer = await self.asker.ask(call, tool, prepared)
         await self.transcript.write(
             self.agent_id,
             self.turn,
@@ -198,7 +196,8 @@ class ToolCallRunner:
         )
         reason = f"; the user's reason: {answer.reason}" if answer.reason else ""
         again = (
-            f" You have now proposed this exact call {self._denials[key]} times and it was denied each time."
+            f" You have now proposed this exact call {self._denials[key]} times and it was "
+            "denied each time."
             if self._denials[key] > 1
             else ""
         )
@@ -210,78 +209,6 @@ class ToolCallRunner:
             "Do not repeat it; take a safer route or ask the user.",
         )
 
-    async def _ask(self, call: ToolCall, tool: Tool, prepared: Prepared) -> Answer:
-        request = ApprovalRequest(
-            call.id,
-            call.name,
-            prepared.detail,
-            self.agent_id,
-            prepared.uri,
-            self.redact(prepared.diff) if prepared.diff is not None else None,
-            bool(prepared.diff and len(prepared.diff) > 1_000_000),
-            self.redact(prepared.new_text) if prepared.new_text is not None else None,
-            can_preview=prepared.preview is not None,
-            must_ask=prepared.must_ask,
-        )
-        if request.diff and request.diff_truncated:
-            request.diff = request.diff[:1_000_000]
-        self._approval_event(call, prepared, ApprovalState.PENDING, request=request)
-        try:
-            answer = await self.gate.ask(request)
-            cancel_if_asked()
-        except asyncio.CancelledError:
-            self._approval_event(call, prepared, ApprovalState.WITHDRAWN)
-            raise
-        except Exception as exc:  # an approver that fails must not crash the run: it is a no
-            log.warning("approval for %s failed: %s", call.id, exc)
-            answer = Answer(Decision.WITHDRAWN, why="no one could be asked (the approval failed)")
-        if answer.decision == Decision.PREVIEW and prepared.preview is None:
-            answer = Answer(Decision.WITHDRAWN, why="no one could be asked")
-        if answer.decision == Decision.WITHDRAWN and answer.why is None:
-            answer.why = f"unanswered after {self.gate.timeout:g} s"
-        state = {
-            Decision.ALLOW: ApprovalState.ALLOWED,
-            Decision.ALLOW_SESSION: ApprovalState.ALLOWED,
-            Decision.DENY: ApprovalState.DENIED,
-            Decision.PREVIEW: ApprovalState.PREVIEW,
-        }.get(answer.decision, ApprovalState.WITHDRAWN)
-        self._approval_event(call, prepared, state)
-        return answer
-
-    def _approval_event(
-        self,
-        call: ToolCall,
-        prepared: Prepared,
-        state: ApprovalState,
-        note: str = "",
-        request: ApprovalRequest | None = None,
-    ) -> None:
-        detail = prepared.detail
-        # The state travels typed and every client labels the line with it
-        # ("[approval: pending] …"): the text is what is being approved, not the state again.
-        text = f"{detail.splitlines()[0] if detail else call.name}{f' ({note})' if note else ''}"
-        if (
-            request is not None and request.uri is not None
-        ):  # an edit's request: what the editor shows
-            self.emit(
-                ApprovalEvent(
-                    text,
-                    call.id,
-                    call.name,
-                    detail,
-                    state,
-                    uri=request.uri,
-                    diff=request.diff or "",
-                    new_text=request.new_text or "",
-                    diff_truncated=request.diff_truncated,
-                    agent_id=self.agent_id,
-                )
-            )
-        else:
-            self.emit(
-                ApprovalEvent(text, call.id, call.name, detail, state, agent_id=self.agent_id)
-            )
-
     async def _execute(self, call: ToolCall, prepared: Prepared, answer: Answer) -> None:
         first = prepared.detail.splitlines()[0] if prepared.detail else call.name
         self.emit(StatusEvent(f"turn {self.turn}: {first}", self.turn, agent_id=self.agent_id))
@@ -292,9 +219,8 @@ class ToolCallRunner:
         )
         if prepared.show_tail:
             self._show_tail.add(call.id)
-        traced = current_tool_span.set(
-            self._spans.get(call.id, (NO_SPAN, None))[0]
-        )  # TRACEPARENT, a sub-agent's parent
+        # TRACEPARENT, a sub-agent's parent
+        traced = current_tool_span.set(self._spans.get(call.id, (NO_SPAN, None))[0])
         try:
             try:
                 text = await run()
@@ -328,7 +254,10 @@ class ToolCallRunner:
             key = (call.name, _digest(call.arguments), _digest(text))
             self._failures[key] += 1
             if self._failures[key] >= REPEATED_FAILURE_NOTE:
-                note = f"\n(this identical call has now failed {self._failures[key]} times with the same result: change approach)"
+                note = (
+                    f"\n(this identical call has now failed {self._failures[key]} times with the "
+                    "same result: change approach)"
+                )
                 text, shown = text + note, shown + note
         cut = await self.spill.fit(text, call.id, self.redact)
         result = ToolResult(
@@ -368,17 +297,11 @@ class ToolCallRunner:
         for (name, _, _), count in self._failures.items():
             if count >= REPEATED_FAILURE_STOP:
                 # Counted over the run, not consecutively (other calls may come in between).
-                return f"the same {name} call failed {count} times in this run with the same result (a spiral guard: the turn budget is not spent on it)"
+                return (
+                    f"the same {name} call failed {count} times in this run with the same result "
+                    "(a spiral guard: the turn budget is not spent on it)"
+                )
         return None
-
-
-def cancel_if_asked() -> None:
-    """Raise the cancel a finished wait swallowed: on Python 3.11, asyncio.wait_for returns the
-    result when the awaited answer and a cancel arrive together (an approval answered
-    "cancelled" right after session/cancel), and the run would go on as if never cancelled."""
-    task = asyncio.current_task()
-    if task is not None and task.cancelling():
-        raise asyncio.CancelledError
 
 
 def describe_call(call: ToolCall) -> str:
@@ -394,7 +317,10 @@ def describe_call(call: ToolCall) -> str:
             None,
         )
         if main is not None:
-            return f"{call.name} {clip(escape_invisible(' '.join(main.split()), keep_newlines=False), 160)}"
+            return (
+                f"{call.name} "
+                f"{clip(escape_invisible(' '.join(main.split()), keep_newlines=False), 160)}"
+            )
     return f"{call.name} {clip(escape_invisible(call.arguments[:400], keep_newlines=False), 160)}"
 
 

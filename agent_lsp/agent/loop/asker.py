@@ -1,0 +1,99 @@
+"""Asking about one tool call: the approval request built from the prepared call, the approver
+awaited (a failure, a timeout or a preview with nothing to preview is a no), and the approval's
+events on the stream (ApprovalAsker, a part of ToolCallRunner)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from agent_lsp.agent.events import ApprovalEvent, ApprovalState
+from agent_lsp.agent.loop.services import ApprovalGate
+from agent_lsp.agent.loop.stops import cancel_if_asked
+from agent_lsp.agent.messages import ToolCall
+from agent_lsp.agent.ports import Answer, ApprovalRequest, Decision, EventSink
+from agent_lsp.agent.state.transcript import Redactor
+from agent_lsp.agent.tools.base import Prepared, Tool
+
+log = logging.getLogger(__name__)
+
+
+class ApprovalAsker:
+    """One loop's approval requests and events; the runner decides by policy before asking."""
+
+    def __init__(self, agent_id: str, gate: ApprovalGate, emit: EventSink, redact: Redactor):
+        self.agent_id = agent_id
+        self.gate = gate
+        self.emit = emit
+        self.redact = redact
+
+    async def ask(self, call: ToolCall, tool: Tool, prepared: Prepared) -> Answer:
+        request = ApprovalRequest(
+            call.id,
+            call.name,
+            prepared.detail,
+            self.agent_id,
+            prepared.uri,
+            self.redact(prepared.diff) if prepared.diff is not None else None,
+            bool(prepared.diff and len(prepared.diff) > 1_000_000),
+            self.redact(prepared.new_text) if prepared.new_text is not None else None,
+            can_preview=prepared.preview is not None,
+            must_ask=prepared.must_ask,
+        )
+        if request.diff and request.diff_truncated:
+            request.diff = request.diff[:1_000_000]
+        self.approval_event(call, prepared, ApprovalState.PENDING, request=request)
+        try:
+            answer = await self.gate.ask(request)
+            cancel_if_asked()
+        except asyncio.CancelledError:
+            self.approval_event(call, prepared, ApprovalState.WITHDRAWN)
+            raise
+        except Exception as exc:  # an approver that fails must not crash the run: it is a no
+            log.warning("approval for %s failed: %s", call.id, exc)
+            answer = Answer(Decision.WITHDRAWN, why="no one could be asked (the approval failed)")
+        if answer.decision == Decision.PREVIEW and prepared.preview is None:
+            answer = Answer(Decision.WITHDRAWN, why="no one could be asked")
+        if answer.decision == Decision.WITHDRAWN and answer.why is None:
+            answer.why = f"unanswered after {self.gate.timeout:g} s"
+        state = {
+            Decision.ALLOW: ApprovalState.ALLOWED,
+            Decision.ALLOW_SESSION: ApprovalState.ALLOWED,
+            Decision.DENY: ApprovalState.DENIED,
+            Decision.PREVIEW: ApprovalState.PREVIEW,
+        }.get(answer.decision, ApprovalState.WITHDRAWN)
+        self.approval_event(call, prepared, state)
+        return answer
+
+    def approval_event(
+        self,
+        call: ToolCall,
+        prepared: Prepared,
+        state: ApprovalState,
+        note: str = "",
+        request: ApprovalRequest | None = None,
+    ) -> None:
+        detail = prepared.detail
+        # The state travels typed and every client labels the line with it
+        # ("[approval: pending] …"): the text is what is being approved, not the state again.
+        text = f"{detail.splitlines()[0] if detail else call.name}{f' ({note})' if note else ''}"
+        # An edit's request: what the editor shows.
+        if request is not None and request.uri is not None:
+            self.emit(
+                ApprovalEvent(
+                    text,
+                    call.id,
+                    call.name,
+                    detail,
+                    state,
+                    uri=request.uri,
+                    diff=request.diff or "",
+                    new_text=request.new_text or "",
+                    diff_truncated=request.diff_truncated,
+                    agent_id=self.agent_id,
+                )
+            )
+        else:
+            self.emit(
+                ApprovalEvent(text, call.id, call.name, detail, state, agent_id=self.agent_id)
+            )

@@ -1,0 +1,218 @@
+"""Node 2 of shared/LOOP.md, the streamed model call: sent again within one deadline when the
+stream failed before it began, traced as a `chat` span, its tool call ids made unique and its
+usage counted (ModelCallNode, a part of AgentLoop)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from dataclasses import replace
+from typing import Any
+
+from agent_lsp.agent.events import StatusEvent, TextDelta, ThinkingDelta, UsageEvent
+from agent_lsp.agent.loop.budget import Budget, usd
+from agent_lsp.agent.loop.services import Limits, RunStats, call_cost
+from agent_lsp.agent.loop.stops import StopRun
+from agent_lsp.agent.messages import Reply, StopCause, ToolCall
+from agent_lsp.agent.model.client import Model, ModelError
+from agent_lsp.agent.model.tokens import TokenEstimator
+from agent_lsp.agent.ports import EventSink, RunTelemetry, TraceSpan
+from agent_lsp.agent.state.transcript import Transcript
+from agent_lsp.settings import Pricing
+
+MODEL_ATTEMPTS = 3  # a stream cut before anything reached the user is sent again
+
+
+class ModelCallNode:
+    """The model call of AgentLoop, which sets these parts in its __init__."""
+
+    agent_id: str
+    model: Model
+    emit: EventSink
+    transcript: Transcript
+    estimator: TokenEstimator
+    limits: Limits
+    stats: RunStats
+    pricing: Pricing | None
+    telemetry: RunTelemetry
+    budget: Budget
+    span: TraceSpan
+    max_turns: int
+    turn: int
+    model_calls: int
+    last_text: str
+    schemas: list[dict[str, Any]]
+    _schema_chars: int
+
+    @property
+    def is_main(self) -> bool:
+        return self.agent_id == "main"
+
+    def _tokens(self, messages: list[dict[str, Any]]) -> int:
+        return self.estimator.estimate(messages, self._schema_chars)
+
+    # -- node 2: the streamed LLM call -------------------------------------------------------
+    async def call_model(self, messages: list[dict[str, Any]]) -> Reply:
+        # `waiting: model` is the typed form of the text: a front end shows its waiting line
+        # from it.
+        self.emit(
+            StatusEvent(
+                f"turn {self.turn}/{self.max_turns}: asking the model",
+                self.turn,
+                waiting="model",
+                agent_id=self.agent_id,
+            )
+        )
+        stats = self.stats
+
+        def delta_of(kind: type[TextDelta | ThinkingDelta]) -> Callable[[str], None]:
+            def on_delta(delta: str) -> None:
+                stats.reached_model = True
+                if self.is_main:
+                    self.emit(kind(delta, agent_id=self.agent_id))
+
+            return on_delta
+
+        on_thinking = delta_of(ThinkingDelta) if self.is_main else None
+        reply = await self._traced(
+            messages, lambda: self._complete(messages, delta_of(TextDelta), on_thinking)
+        )
+        self.model_calls += 1
+        stats.reached_model = True
+        if reply.finish_reason == "content_filter":
+            raise StopRun(
+                "the endpoint's content filter stopped the model's reply", StopCause.CONTENT_FILTER
+            )
+        self._unique_ids(reply.tool_calls)
+        self._count_usage(
+            reply, messages, main_request=self.is_main, schema_chars=self._schema_chars
+        )
+        self.last_text = reply.text or self.last_text
+        await self.transcript.write(self.agent_id, self.turn, "reply", reply=reply.to_record())
+        return reply
+
+    async def _traced(
+        self, messages: list[dict[str, Any]], call: Callable[[], Awaitable[Reply]]
+    ) -> Reply:
+        """A model call as a `chat` span of this agent's (telemetry)."""
+        chat = self.telemetry.chat_started(self.span, self.model.name, messages)
+        try:
+            reply = await call()
+        except BaseException as exc:
+            # `kind: message`, the kind a stop cause or the exception's type.
+            kind = (
+                "cancelled"
+                if isinstance(exc, asyncio.CancelledError)
+                else exc.cause
+                if isinstance(exc, StopRun)
+                else type(exc).__name__
+            )
+            self.telemetry.chat_ended(chat, None, f"{kind}: {exc}")
+            raise
+        self.telemetry.chat_ended(chat, reply)
+        return reply
+
+    async def _complete(
+        self,
+        messages: list[dict[str, Any]],
+        on_text: Callable[[str], None],
+        on_thinking: Callable[[str], None] | None,
+    ) -> Reply:
+        """One model call within one deadline, a stream that failed before it began sent again."""
+        deadline = self.limits.request_timeout
+        loop = asyncio.get_running_loop()
+        ends = loop.time() + deadline
+        try:
+            # One deadline for the whole call, retries included.
+            async with asyncio.timeout(deadline):
+                for attempt in range(1, MODEL_ATTEMPTS + 1):
+                    try:
+                        reply = await self.model.complete(
+                            messages,
+                            self.schemas,
+                            on_text,
+                            agent_id=self.agent_id,
+                            turn=self.turn,
+                            timeout=max(1.0, ends - loop.time()),
+                            on_thinking=on_thinking,
+                        )
+                        break
+                    except ModelError as exc:
+                        await self.transcript.write(
+                            self.agent_id, self.turn, "modelError", error=str(exc), attempt=attempt
+                        )
+                        if exc.streamed:
+                            raise StopRun(
+                                f"the model's stream was cut after {exc.streamed} characters "
+                                f"had been shown ({exc})",
+                                StopCause.MODEL,
+                            ) from None
+                        if not exc.retryable or attempt == MODEL_ATTEMPTS:
+                            raise StopRun(f"model request failed: {exc}", StopCause.MODEL) from None
+                        self.emit(
+                            StatusEvent(
+                                f"the model's stream failed before it began ({exc}); sending "
+                                f"it again ({attempt}/{MODEL_ATTEMPTS - 1})",
+                                self.turn,
+                                agent_id=self.agent_id,
+                            )
+                        )
+        except TimeoutError:
+            await self.transcript.write(
+                self.agent_id, self.turn, "modelError", error="requestTimeout"
+            )
+            raise StopRun(
+                f"the model call took longer than requestTimeout ({deadline:g} s) in all, "
+                "retries included; it was stopped and not sent again",
+                StopCause.MODEL,
+            ) from None
+        return reply
+
+    def _unique_ids(self, calls: list[ToolCall]) -> None:
+        """CONTRACT Decision 7: every id unique in the run before anything runs (a duplicate
+        would give every call the last one's result and overwrite spill files)."""
+        for call in calls:
+            chosen = self.stats.claim_call_id(call.id)
+            if chosen != call.id:
+                call.model_id, call.id = call.id or None, chosen
+
+    def _count_usage(
+        self, reply: Reply, messages: list[dict[str, Any]], *, main_request: bool, schema_chars: int
+    ) -> None:
+        stats = self.stats
+        if reply.usage is not None:
+            reply.usage.cost_usd = call_cost(reply.usage, self.pricing)
+            stats.add_usage(reply.usage)
+            if reply.usage.prompt_tokens:
+                # prompt_tokens counts the tool schemas too: calibrate on what was actually sent.
+                self.estimator.calibrate(messages, reply.usage.prompt_tokens, schema_chars)
+        if main_request:
+            stats.context_tokens = (
+                reply.usage.prompt_tokens
+                if reply.usage and reply.usage.prompt_tokens
+                else self._tokens(messages)
+            )
+        self.budget.after_call(stats.usage, reply.usage, self.agent_id)
+        data = stats.usage_data(self.limits.context_window)
+        self.emit(
+            UsageEvent(
+                usage_line(data, self.budget.limit),
+                replace(stats.usage),
+                stats.context_tokens,
+                self.limits.context_window,
+                agent_id=self.agent_id,
+                budget_usd=self.budget.limit,
+            )
+        )
+
+
+def usage_line(data: dict[str, Any], budget: float | None = None) -> str:
+    """`ctx 31k/128k · $0.012` (CONTRACT Decision 20), `… · $0.012 of $1.00` with a budget
+    (Decision 36): every client shows the line as it comes."""
+    line = f"ctx {round(data['contextTokens'] / 1000)}k/{round(data['contextWindow'] / 1000)}k"
+    cost = data.get("costUsd")
+    if cost is not None:
+        line += f" · ${cost:.3f}" if cost < 1 else f" · ${cost:.2f}"
+        if budget is not None:
+            line += f" of {usd(budget)}"
+    return line
