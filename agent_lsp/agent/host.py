@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-import weakref
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,6 +13,7 @@ from typing import Any
 
 from agent_lsp.agent.exec import keyguard
 from agent_lsp.agent.host_rewind import HostRewinds
+from agent_lsp.agent.host_sessions import HostSessions
 from agent_lsp.agent.loop.budget import check_budget
 from agent_lsp.agent.loop.run import RunOptions, run_task
 from agent_lsp.agent.loop.structured import OutputSchema
@@ -30,17 +30,14 @@ from agent_lsp.agent.ports import (
 )
 from agent_lsp.agent.state.checkpoints import CheckpointStore
 from agent_lsp.agent.state.rewind import RewindResult
-from agent_lsp.agent.state.session import RunRecord, Session, SessionApprovals, new_id
+from agent_lsp.agent.state.session import RunRecord, Session, new_id
 from agent_lsp.agent.state.sessions import SessionError, SessionStore
 from agent_lsp.settings import Settings, state_dir
 
 log = logging.getLogger(__name__)
 
-# A server runs all day: what it keeps in memory is bounded. Idle sessions past these bounds
-# are dropped from memory (they reload from their transcripts on next use); finished runs are
-# kept for the newest KEEP_FINISHED only.
-KEEP_LIVE_SESSIONS = 32
-IDLE_SECONDS = 30 * 60
+# A server runs all day: what it keeps in memory is bounded (its idle sessions: host_sessions.py);
+# finished runs are kept for the newest KEEP_FINISHED only.
 KEEP_FINISHED = 100
 SWEEP_SECONDS = 3600  # orphan spills and transcripts are looked for at most this often
 BY_USER = CancelCause(StopCause.USER)  # agentLsp.cancel, a progress cancel, session/cancel
@@ -79,10 +76,7 @@ class HostedRun:
 
 
 @dataclass
-class AgentHost:
-    sessions: dict[str, tuple[Session, SessionStore]] = field(
-        default_factory=dict
-    )  # live sessions of this process
+class AgentHost(HostSessions):
     active: dict[str, HostedRun] = field(default_factory=dict)
     models: dict[tuple[Any, ...], Model] = field(default_factory=dict)
     finished: dict[str, HostedRun] = field(default_factory=dict)  # recent runs, for rewind
@@ -95,21 +89,7 @@ class AgentHost:
     checkpoints: dict[Path, CheckpointStore] = field(
         default_factory=dict
     )  # first folder -> its store
-    keep_sessions: int = KEEP_LIVE_SESSIONS
-    idle_seconds: float = IDLE_SECONDS
     keep_finished: int = KEEP_FINISHED
-    # "Allow for session" grants outlive a session's eviction from memory, for the server's life
-    # (CONTRACT Decision 46); a session of an earlier process still asks again (Decision 18).
-    grants: dict[str, SessionApprovals] = field(default_factory=dict)
-    _used: dict[str, float] = field(
-        default_factory=dict
-    )  # session id -> when it was last used (monotonic)
-    # Evicted sessions a front end may still hold (an ACP session object): found again rather
-    # than loaded a second time, so one session id never has two live objects.
-    _evicted: dict[str, tuple[weakref.ref[Session], SessionStore]] = field(default_factory=dict)
-    _loading: dict[tuple[Path, str], asyncio.Future[tuple[Session, SessionStore]]] = field(
-        default_factory=dict
-    )
     _background: set[asyncio.Task[Any]] = field(default_factory=set)
     _swept: float = 0.0
     rewinds: HostRewinds = field(init=False, repr=False)
@@ -122,9 +102,6 @@ class AgentHost:
             load=self._load_once,
             in_flight=lambda run_id: run_id in self.active,
         )
-
-    def store(self, roots: list[Path]) -> SessionStore:
-        return SessionStore(state_dir(), roots[0])
 
     def checkpoint_store(self, roots: list[Path]) -> CheckpointStore:
         """One per workspace and process: it keeps the git index and stat cache of snapshots."""
@@ -179,94 +156,6 @@ class AgentHost:
             except ModelError:
                 return None  # run_task tries again and reports the problem as a fatal stop
         return self.models[key]
-
-    async def open_session(
-        self, roots: list[Path], session_id: str | None
-    ) -> tuple[Session, SessionStore]:
-        """A new session, a live one, or one of an earlier process rebuilt from its transcripts.
-        SessionError (a ValueError) for an unknown, foreign, corrupt or busy session. One session
-        id has at most one Session object: concurrent opens of a persisted session share its load."""
-        store = self.store(roots)
-        self.evict_idle()
-        if session_id is None:
-            session = Session()
-            self._keep(session, store)
-            return session, store
-        live = self.live(session_id)
-        if live is None:
-            live = await self._load_once(store, session_id)
-        if live[1].dir != store.dir:
-            raise SessionError(
-                f"session {session_id} belongs to another workspace ({live[1].root})"
-            )
-        session = live[0]
-        if session.running:
-            raise SessionError(
-                f"session {session_id} is still running ({session.running}); wait for it or cancel it first"
-            )
-        self._keep(session, store)
-        return session, store
-
-    def live(self, session_id: str) -> tuple[Session, SessionStore] | None:
-        """The session's object in this process, if any (kept, or evicted but still held)."""
-        kept = self.sessions.get(session_id)
-        if kept is not None:
-            return kept
-        evicted = self._evicted.get(session_id)
-        session = evicted[0]() if evicted is not None else None
-        return (session, evicted[1]) if session is not None and evicted is not None else None
-
-    async def _load_once(
-        self, store: SessionStore, session_id: str
-    ) -> tuple[Session, SessionStore]:
-        key = (store.dir, session_id)
-        pending = self._loading.get(key)
-        if pending is None:
-            pending = asyncio.ensure_future(self._load(store, session_id))
-            self._loading[key] = pending
-            pending.add_done_callback(
-                lambda done: (self._loading.pop(key, None), done.cancelled() or done.exception())
-            )
-        return await asyncio.shield(
-            pending
-        )  # one waiter cancelled does not cancel the others' load
-
-    async def _load(self, store: SessionStore, session_id: str) -> tuple[Session, SessionStore]:
-        session = await store.load(session_id)
-        live = self.live(session_id)  # an eviction or a new run may have raced the load
-        if live is not None:
-            return live
-        self._keep(session, store)
-        return session, store
-
-    def _keep(self, session: Session, store: SessionStore) -> None:
-        session.approvals = self.grants.setdefault(session.id, session.approvals)
-        self.sessions[session.id] = (session, store)
-        self._evicted.pop(session.id, None)
-        self._used[session.id] = time.monotonic()
-
-    def evict_idle(self) -> list[str]:
-        """Drop idle sessions from memory past `keep_sessions` (least recently used first) or
-        idle for `idle_seconds`; a running one is never dropped. Returns the ids dropped."""
-        now = time.monotonic()
-        idle = sorted(
-            (
-                (self._used.get(sid, 0.0), sid)
-                for sid, (s, _) in self.sessions.items()
-                if not s.running
-            ),
-            reverse=True,
-        )
-        dropped = []
-        for rank, (used, sid) in enumerate(idle):
-            if rank >= self.keep_sessions or now - used > self.idle_seconds:
-                session, store = self.sessions.pop(sid)
-                self._evicted[sid] = (weakref.ref(session), store)
-                self._used.pop(sid, None)
-                dropped.append(sid)
-        for sid in [sid for sid, (ref, _) in self._evicted.items() if ref() is None]:
-            del self._evicted[sid]
-        return dropped
 
     async def mcp_status(self, roots: list[Path], settings: Settings) -> list[dict[str, Any]]:
         return (

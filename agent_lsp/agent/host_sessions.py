@@ -1,0 +1,133 @@
+"""The sessions a host holds in memory: a new one, a live one, or one of an earlier process
+loaded once from its transcripts; idle ones dropped past a bound. The base of AgentHost."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import weakref
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from agent_lsp.agent.state.session import Session, SessionApprovals
+from agent_lsp.agent.state.sessions import SessionError, SessionStore
+from agent_lsp.settings import state_dir
+
+# A server runs all day: what it keeps in memory is bounded. Idle sessions past these bounds
+# are dropped from memory (they reload from their transcripts on next use).
+KEEP_LIVE_SESSIONS = 32
+IDLE_SECONDS = 30 * 60
+
+
+@dataclass
+class HostSessions:
+    """Sessions by id, each with its store; one session id has at most one Session object."""
+
+    sessions: dict[str, tuple[Session, SessionStore]] = field(
+        default_factory=dict
+    )  # live sessions of this process
+    keep_sessions: int = KEEP_LIVE_SESSIONS
+    idle_seconds: float = IDLE_SECONDS
+    # "Allow for session" grants outlive a session's eviction from memory, for the server's life
+    # (CONTRACT Decision 46); a session of an earlier process still asks again (Decision 18).
+    grants: dict[str, SessionApprovals] = field(default_factory=dict)
+    _used: dict[str, float] = field(
+        default_factory=dict
+    )  # session id -> when it was last used (monotonic)
+    # Evicted sessions a front end may still hold (an ACP session object): found again rather
+    # than loaded a second time, so one session id never has two live objects.
+    _evicted: dict[str, tuple[weakref.ref[Session], SessionStore]] = field(default_factory=dict)
+    _loading: dict[tuple[Path, str], asyncio.Future[tuple[Session, SessionStore]]] = field(
+        default_factory=dict
+    )
+
+    def store(self, roots: list[Path]) -> SessionStore:
+        return SessionStore(state_dir(), roots[0])
+
+    async def open_session(
+        self, roots: list[Path], session_id: str | None
+    ) -> tuple[Session, SessionStore]:
+        """A new session, a live one, or one of an earlier process rebuilt from its transcripts.
+        SessionError (a ValueError) for an unknown, foreign, corrupt or busy session. One session
+        id has at most one Session object: concurrent opens of a persisted session share its load."""
+        store = self.store(roots)
+        self.evict_idle()
+        if session_id is None:
+            session = Session()
+            self._keep(session, store)
+            return session, store
+        live = self.live(session_id)
+        if live is None:
+            live = await self._load_once(store, session_id)
+        if live[1].dir != store.dir:
+            raise SessionError(
+                f"session {session_id} belongs to another workspace ({live[1].root})"
+            )
+        session = live[0]
+        if session.running:
+            raise SessionError(
+                f"session {session_id} is still running ({session.running}); wait for it or cancel it first"
+            )
+        self._keep(session, store)
+        return session, store
+
+    def live(self, session_id: str) -> tuple[Session, SessionStore] | None:
+        """The session's object in this process, if any (kept, or evicted but still held)."""
+        kept = self.sessions.get(session_id)
+        if kept is not None:
+            return kept
+        evicted = self._evicted.get(session_id)
+        session = evicted[0]() if evicted is not None else None
+        return (session, evicted[1]) if session is not None and evicted is not None else None
+
+    async def _load_once(
+        self, store: SessionStore, session_id: str
+    ) -> tuple[Session, SessionStore]:
+        key = (store.dir, session_id)
+        pending = self._loading.get(key)
+        if pending is None:
+            pending = asyncio.ensure_future(self._load(store, session_id))
+            self._loading[key] = pending
+            pending.add_done_callback(
+                lambda done: (self._loading.pop(key, None), done.cancelled() or done.exception())
+            )
+        return await asyncio.shield(
+            pending
+        )  # one waiter cancelled does not cancel the others' load
+
+    async def _load(self, store: SessionStore, session_id: str) -> tuple[Session, SessionStore]:
+        session = await store.load(session_id)
+        live = self.live(session_id)  # an eviction or a new run may have raced the load
+        if live is not None:
+            return live
+        self._keep(session, store)
+        return session, store
+
+    def _keep(self, session: Session, store: SessionStore) -> None:
+        session.approvals = self.grants.setdefault(session.id, session.approvals)
+        self.sessions[session.id] = (session, store)
+        self._evicted.pop(session.id, None)
+        self._used[session.id] = time.monotonic()
+
+    def evict_idle(self) -> list[str]:
+        """Drop idle sessions from memory past `keep_sessions` (least recently used first) or
+        idle for `idle_seconds`; a running one is never dropped. Returns the ids dropped."""
+        now = time.monotonic()
+        idle = sorted(
+            (
+                (self._used.get(sid, 0.0), sid)
+                for sid, (s, _) in self.sessions.items()
+                if not s.running
+            ),
+            reverse=True,
+        )
+        dropped = []
+        for rank, (used, sid) in enumerate(idle):
+            if rank >= self.keep_sessions or now - used > self.idle_seconds:
+                session, store = self.sessions.pop(sid)
+                self._evicted[sid] = (weakref.ref(session), store)
+                self._used.pop(sid, None)
+                dropped.append(sid)
+        for sid in [sid for sid, (ref, _) in self._evicted.items() if ref() is None]:
+            del self._evicted[sid]
+        return dropped
