@@ -10,21 +10,10 @@ import os
 import signal
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO, assert_never
+from typing import TYPE_CHECKING, TextIO
 
 from agent_lsp.agent.display import escape_invisible, for_terminal
-from agent_lsp.agent.events import (
-    ApprovalEvent,
-    CompactionEvent,
-    Event,
-    StatusEvent,
-    StopEvent,
-    TextDelta,
-    ThinkingDelta,
-    ToolCallEvent,
-    ToolResultEvent,
-    UsageEvent,
-)
+from agent_lsp.agent.events import Event
 from agent_lsp.agent.fs.disk_workspace import DiskWorkspace
 from agent_lsp.agent.host import AgentHost, HostedRun, RunPorts
 from agent_lsp.agent.loop.budget import BudgetRefused, check_budget
@@ -38,8 +27,9 @@ from agent_lsp.agent.tools.paths import PathGuard
 from agent_lsp.frontend import on_signals, shut_down
 from agent_lsp.settings import Settings
 from agent_lsp.telemetry.hub import OtelTelemetry
+from agent_lsp.terminal.stream import TerminalStream
 from agent_lsp.terminal.stream_json import StreamJson
-from agent_lsp.terminal.style import Style, isatty, read_line_async
+from agent_lsp.terminal.style import Style, read_line_async
 
 if TYPE_CHECKING:
     from agent_lsp.terminal.worktrees import WorktreeRun
@@ -129,114 +119,6 @@ def _whole_detail(lines: list[str], request: ApprovalRequest) -> list[str]:
     diff = for_terminal(escape_invisible(request.diff)).splitlines()
     cut = ["(the diff is cut at 1 MB)"] if request.diff_truncated else []
     return [*lines[:1], *diff, *cut]
-
-
-class TerminalStream:
-    """Model text as it comes; every other event as its own short line: ✓/✗ for results, the
-    last lines of a command's output, paths relative to the workspace. Everything shown is
-    text the model, a file or a command wrote: its control characters are escaped (a raw
-    ESC would let it move the cursor, hide text or write the clipboard)."""
-
-    def __init__(self, out: TextIO, endpoint: str = ""):
-        self.out = out
-        self.style = Style.for_stream(out)
-        self.tty = isatty(out)
-        self.endpoint = (
-            endpoint  # "m at http://…": said while waiting, so a slow or wrong endpoint shows
-        )
-        self.in_text = False
-        self.waiting = False  # the transient "asking the model" line is on the screen (TTY only)
-        self.said_waiting = (
-            False  # without a TTY the wait is said once, as a line (nothing can erase it)
-        )
-
-    def __call__(self, event: Event) -> None:
-        s = self.style
-        if isinstance(
-            event, TextDelta | ThinkingDelta
-        ):  # the model's reasoning dimmed, its answer plain
-            self._clear_waiting()
-            text = for_terminal(event.text)
-            self.out.write(text if isinstance(event, TextDelta) else s.dim(text))
-            self.in_text = True
-            self.out.flush()
-            return
-        if isinstance(event, StatusEvent) and event.agent_id == "main" and event.waiting == "model":
-            self._show_waiting()
-            return
-        if isinstance(
-            event, StopEvent
-        ):  # the last streamed text ends its line (with --json, stderr's last line)
-            self._clear_waiting()
-            self._end_text()
-            self.out.flush()
-            return
-        line = self._line(event)
-        if line is None:
-            return
-        self._clear_waiting()
-        self._end_text()
-        who = "" if event.agent_id == "main" else s.dim(f"[{for_terminal(event.agent_id)}] ")
-        self.out.write(f"  {who}{line}\n")
-        if isinstance(event, ToolResultEvent) and event.tail:
-            for tail in for_terminal(event.tail).splitlines():
-                self.out.write(f"      {s.dim('│ ' + tail)}\n")
-        self.out.flush()
-
-    def _end_text(self) -> None:
-        if self.in_text:
-            self.out.write("\n")
-            self.in_text = False
-
-    def _show_waiting(self) -> None:
-        """Until the first token comes, say whom we wait for: on a TTY one line that the next
-        output replaces; elsewhere a plain line, once per run."""
-        what = "… asking the model" + (f" ({for_terminal(self.endpoint)})" if self.endpoint else "")
-        if not self.tty:
-            if not self.said_waiting:
-                self._end_text()
-                self.out.write(f"  {what}\n")
-                self.said_waiting = True
-                self.out.flush()
-            return
-        self._end_text()
-        self.out.write("\r\033[K  " + self.style.dim(what))
-        self.waiting = True
-        self.out.flush()
-
-    def _clear_waiting(self) -> None:
-        if self.waiting:
-            self.out.write("\r\033[K")
-            self.waiting = False
-
-    def _line(self, event: Event) -> str | None:
-        """The line an event shows, or None. Every kind is decided here: mypy checks that none
-        is missing, and so does a unit test."""
-        s = self.style
-        text = for_terminal(event.text)
-        match event:
-            case ToolCallEvent():
-                return f"{s('33', '▸')} {text}"
-            case ToolResultEvent():
-                mark = s.ok() if event.ok else s.bad()
-                extra = (
-                    s.dim(" (truncated; the whole result is in a spill file)")
-                    if event.truncated
-                    else ""
-                )
-                return f"{mark} {text}{extra}"
-            case CompactionEvent():
-                return s.dim(f"⋯ {text}")
-            case StatusEvent():  # the wait for the model is the transient waiting line instead
-                return None if event.waiting == "model" else s.dim(f"· {text}")
-            case (
-                ApprovalEvent() | UsageEvent()
-            ):  # approvals are asked and answered here; the usage is in the report
-                return None
-            case TextDelta() | ThinkingDelta() | StopEvent():  # written as they come (__call__)
-                return None
-            case _:
-                assert_never(event)
 
 
 def print_report(

@@ -8,7 +8,7 @@ import io
 
 import pytest
 
-from agent_lsp.terminal.run import TerminalStream
+from agent_lsp.terminal.stream import TerminalStream
 from tests.endpoints import deepseek
 from tests.unit.kit import API_KEY, Events, run
 

@@ -32,7 +32,7 @@ from agent_lsp.agent.events import (
     wire_fields,
 )
 from agent_lsp.agent.messages import Outcome, RunReport, StopCause, StopReason, Usage
-from agent_lsp.terminal.run import TerminalStream
+from agent_lsp.terminal.stream import TerminalStream
 
 REPORT = RunReport("r-1", "s-1", StopReason.DONE, StopCause.ANSWER, 2, "fixed", "Done: 2 turns.", ["file:///w/a.py"], 1, 0,
                    Usage(10, 5, 2, 0.0012345678), "/t/r-1.jsonl", context_tokens=12, context_window=128)
