@@ -1,5 +1,4 @@
-"""The sessions a host holds in memory: a new one, a live one, or one of an earlier process
-loaded once from its transcripts; idle ones dropped past a bound. The base of AgentHost."""
+"""The sessions a host keeps in memory: opened, loaded once, dropped when idle (AgentHost's base)."""
 
 from __future__ import annotations
 

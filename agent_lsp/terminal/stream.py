@@ -1,5 +1,4 @@
-"""The stream of a run as a person reads it in the terminal: the model's text as it comes, every
-other event as its own short line (`agent-lsp run`; stream_json.py is the machine's)."""
+"""A run's stream as a person reads it in the terminal (stream_json.py is the machine's)."""
 
 from __future__ import annotations
 
