@@ -1,4 +1,4 @@
-"""The sessions a host keeps in memory: opened, loaded once, dropped when idle (AgentHost's base)."""
+"""The sessions a host keeps in memory: opened, loaded once, dropped when idle; AgentHost's base."""
 
 from __future__ import annotations
 
