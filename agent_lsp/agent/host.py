@@ -61,12 +61,12 @@ class HostedRun:
     task: asyncio.Task[Any] | None = None
     report: RunReport | None = None
     mcp: ToolSet | None = None  # the tool servers whose tools the run got (kept open while it goes)
-    cancel_cause: CancelCause | None = (
-        None  # who cancelled it (the first cancel wins); none: its event loop ended
-    )
+    # Who cancelled it (the first cancel wins); none: its event loop ended.
+    cancel_cause: CancelCause | None = None
 
     def cancel(self, cause: CancelCause) -> bool:
-        """Cancel the run, `cause` saying who (kept only if it is the first). False if it is over."""
+        """Cancel the run, `cause` saying who (kept only if it is the first). False if it is
+        over."""
         if self.task is None or self.task.done():
             return False
         if self.cancel_cause is None:
@@ -80,15 +80,10 @@ class AgentHost(HostSessions):
     active: dict[str, HostedRun] = field(default_factory=dict)
     models: dict[tuple[Any, ...], Model] = field(default_factory=dict)
     finished: dict[str, HostedRun] = field(default_factory=dict)  # recent runs, for rewind
-    tool_servers: ToolServers | None = (
-        None  # MCP, plugged in by the front end (none: no such tools)
-    )
-    telemetry: Telemetry | None = (
-        None  # OpenTelemetry, plugged in by the front end (none: nothing recorded)
-    )
-    checkpoints: dict[Path, CheckpointStore] = field(
-        default_factory=dict
-    )  # first folder -> its store
+    # MCP and OpenTelemetry, plugged in by the front end (none: no such tools, nothing recorded)
+    tool_servers: ToolServers | None = None
+    telemetry: Telemetry | None = None
+    checkpoints: dict[Path, CheckpointStore] = field(default_factory=dict)  # first folder -> store
     keep_finished: int = KEEP_FINISHED
     _background: set[asyncio.Task[Any]] = field(default_factory=set)
     _swept: float = 0.0
@@ -184,11 +179,11 @@ class AgentHost(HostSessions):
         ValueError) when its budget could not be kept (Decision 36)."""
         run_id = run_id or new_id("r")
         check_budget(settings, model or session.model or settings.model)
-        if (
-            session.running
-        ):  # checked again here, where the claim is made (nothing awaits in between)
+        # Checked again here, where the claim is made (nothing awaits in between).
+        if session.running:
             raise SessionError(
-                f"session {session.id} is still running ({session.running}); wait for it or cancel it first"
+                f"session {session.id} is still running ({session.running}); "
+                "wait for it or cancel it first"
             )
         if model is not None:
             session.model = model  # for this run and the rest of its session
@@ -259,7 +254,8 @@ class AgentHost(HostSessions):
     def _run_telemetry(
         self, settings: Settings, run_id: str, session: Session
     ) -> RunTelemetry | None:
-        """The run's recorder when telemetry is on; a failing integration costs the telemetry only."""
+        """The run's recorder when telemetry is on; a failing integration costs the telemetry
+        only."""
         if self.telemetry is None:
             return None
         try:
@@ -331,7 +327,8 @@ class AgentHost(HostSessions):
         lister = getattr(model, "list_models", None)
         if model is None or lister is None:
             out["error"] = (
-                "no model client could be made: set the API key variable named by apiKeyEnv, or baseUrl"
+                "no model client could be made: "
+                "set the API key variable named by apiKeyEnv, or baseUrl"
             )
             return out
         try:

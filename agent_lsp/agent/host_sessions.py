@@ -22,17 +22,14 @@ IDLE_SECONDS = 30 * 60
 class HostSessions:
     """Sessions by id, each with its store; one session id has at most one Session object."""
 
-    sessions: dict[str, tuple[Session, SessionStore]] = field(
-        default_factory=dict
-    )  # live sessions of this process
+    # The live sessions of this process.
+    sessions: dict[str, tuple[Session, SessionStore]] = field(default_factory=dict)
     keep_sessions: int = KEEP_LIVE_SESSIONS
     idle_seconds: float = IDLE_SECONDS
     # "Allow for session" grants outlive a session's eviction from memory, for the server's life
     # (CONTRACT Decision 46); a session of an earlier process still asks again (Decision 18).
     grants: dict[str, SessionApprovals] = field(default_factory=dict)
-    _used: dict[str, float] = field(
-        default_factory=dict
-    )  # session id -> when it was last used (monotonic)
+    _used: dict[str, float] = field(default_factory=dict)  # session id -> last used (monotonic)
     # Evicted sessions a front end may still hold (an ACP session object): found again rather
     # than loaded a second time, so one session id never has two live objects.
     _evicted: dict[str, tuple[weakref.ref[Session], SessionStore]] = field(default_factory=dict)
@@ -48,7 +45,8 @@ class HostSessions:
     ) -> tuple[Session, SessionStore]:
         """A new session, a live one, or one of an earlier process rebuilt from its transcripts.
         SessionError (a ValueError) for an unknown, foreign, corrupt or busy session. One session
-        id has at most one Session object: concurrent opens of a persisted session share its load."""
+        id has at most one Session object: concurrent opens of a persisted session share its
+        load."""
         store = self.store(roots)
         self.evict_idle()
         if session_id is None:
@@ -65,7 +63,8 @@ class HostSessions:
         session = live[0]
         if session.running:
             raise SessionError(
-                f"session {session_id} is still running ({session.running}); wait for it or cancel it first"
+                f"session {session_id} is still running ({session.running}); "
+                "wait for it or cancel it first"
             )
         self._keep(session, store)
         return session, store
@@ -90,9 +89,8 @@ class HostSessions:
             pending.add_done_callback(
                 lambda done: (self._loading.pop(key, None), done.cancelled() or done.exception())
             )
-        return await asyncio.shield(
-            pending
-        )  # one waiter cancelled does not cancel the others' load
+        # One waiter cancelled does not cancel the others' load.
+        return await asyncio.shield(pending)
 
     async def _load(self, store: SessionStore, session_id: str) -> tuple[Session, SessionStore]:
         session = await store.load(session_id)
