@@ -145,7 +145,8 @@ def print_report(
     cached = f" ({usage.cached_tokens} cached)" if usage.cached_tokens else ""
     out.write(
         s.dim(
-            f"usage: {usage.prompt_tokens} prompt{cached} + {usage.completion_tokens} completion tokens{cost}; "
+            f"usage: {usage.prompt_tokens} prompt{cached} + "
+            f"{usage.completion_tokens} completion tokens{cost}; "
             f"context {report.context_tokens}/{report.context_window}\n"
         )
     )
@@ -208,9 +209,8 @@ async def run_headless(
     extra = {"worktree": worktree.to_dict()} if worktree is not None else None
     shown = TerminalStream(stream_out, endpoint_of(settings, session.model))
     machine = StreamJson(stdout, run_id, extra) if fmt == "stream-json" else None
-    stream: EventSink = (
-        shown if machine is None else _both(machine, shown)
-    )  # a CI log shows the run on stderr
+    # A CI log shows the run on stderr.
+    stream: EventSink = shown if machine is None else _both(machine, shown)
     hint = f'run `agent-lsp run --session {session.id} "..."` in {workspace} to continue'
     if worktree is not None:  # the run works in its worktree (Decision 42)
         hint = worktree.continue_hint(session.id)
@@ -322,14 +322,16 @@ async def _mcp_on_the_terminal(
 
 
 def endpoint_of(settings: Settings, model: str | None) -> str:
-    """`m at http://host:port/v1` for the waiting line: the URL without its user, password or query."""
+    """`m at http://host:port/v1` for the waiting line: the URL without its user, password or
+    query."""
     from urllib.parse import urlsplit
 
     url = settings.base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1"
     try:
         parts = urlsplit(url)
         shown = (
-            f"{parts.scheme}://{parts.hostname or ''}{f':{parts.port}' if parts.port else ''}{parts.path}"
+            f"{parts.scheme}://{parts.hostname or ''}"
+            f"{f':{parts.port}' if parts.port else ''}{parts.path}"
             if parts.scheme
             else url
         )

@@ -30,20 +30,17 @@ class TerminalStream:
         self.out = out
         self.style = Style.for_stream(out)
         self.tty = isatty(out)
-        self.endpoint = (
-            endpoint  # "m at http://…": said while waiting, so a slow or wrong endpoint shows
-        )
+        # "m at http://…": said while waiting, so a slow or wrong endpoint shows.
+        self.endpoint = endpoint
         self.in_text = False
         self.waiting = False  # the transient "asking the model" line is on the screen (TTY only)
-        self.said_waiting = (
-            False  # without a TTY the wait is said once, as a line (nothing can erase it)
-        )
+        # Without a TTY the wait is said once, as a line (nothing can erase it).
+        self.said_waiting = False
 
     def __call__(self, event: Event) -> None:
         s = self.style
-        if isinstance(
-            event, TextDelta | ThinkingDelta
-        ):  # the model's reasoning dimmed, its answer plain
+        # The model's reasoning dimmed, its answer plain.
+        if isinstance(event, TextDelta | ThinkingDelta):
             self._clear_waiting()
             text = for_terminal(event.text)
             self.out.write(text if isinstance(event, TextDelta) else s.dim(text))
@@ -53,9 +50,8 @@ class TerminalStream:
         if isinstance(event, StatusEvent) and event.agent_id == "main" and event.waiting == "model":
             self._show_waiting()
             return
-        if isinstance(
-            event, StopEvent
-        ):  # the last streamed text ends its line (with --json, stderr's last line)
+        # The last streamed text ends its line (with --json, stderr's last line).
+        if isinstance(event, StopEvent):
             self._clear_waiting()
             self._end_text()
             self.out.flush()
@@ -118,9 +114,8 @@ class TerminalStream:
                 return s.dim(f"⋯ {text}")
             case StatusEvent():  # the wait for the model is the transient waiting line instead
                 return None if event.waiting == "model" else s.dim(f"· {text}")
-            case (
-                ApprovalEvent() | UsageEvent()
-            ):  # approvals are asked and answered here; the usage is in the report
+            # Approvals are asked and answered here; the usage is in the report.
+            case ApprovalEvent() | UsageEvent():
                 return None
             case TextDelta() | ThinkingDelta() | StopEvent():  # written as they come (__call__)
                 return None

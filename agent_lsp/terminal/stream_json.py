@@ -19,9 +19,8 @@ class StreamJson:
     def __init__(self, out: TextIO, run_id: str, report_extra: dict[str, Any] | None = None):
         self.out = out
         self.run_id = run_id
-        self.report_extra = (
-            report_extra or {}
-        )  # what the terminal adds to the report (its worktree)
+        # What the terminal adds to the report (its worktree).
+        self.report_extra = report_extra or {}
         self.seq = 0
         self.done = False
         self._text = TextCoalescer(lambda text: self._send(TextDelta(text)))
@@ -61,7 +60,6 @@ class StreamJson:
         self.seq += 1
 
     def _line(self, payload: dict[str, Any]) -> None:
-        self.out.write(
-            json.dumps(payload) + "\n"
-        )  # ASCII: any stdout encoding, lone surrogates escaped
+        # ASCII: any stdout encoding, lone surrogates escaped.
+        self.out.write(json.dumps(payload) + "\n")
         self.out.flush()

@@ -62,7 +62,8 @@ class WorktreeRun:
 
     def continue_hint(self, session_id: str) -> str:
         return (
-            f'run `agent-lsp run --session {session_id} --worktree {self.name} "..."` in {self.origin} '
+            f'run `agent-lsp run --session {session_id} --worktree {self.name} "..."` '
+            f"in {self.origin} "
             f"to continue in worktree {self.path}"
         )
 
@@ -98,7 +99,8 @@ def enter_worktree(
             known = store.get(name)
             return _say(
                 err,
-                f"worktree {name} is in use by a running run ({known.run_id if known else 'unknown'}); "
+                f"worktree {name} is in use by a running run "
+                f"({known.run_id if known else 'unknown'}); "
                 "wait for it, or pick another NAME",
             )
         try:
@@ -201,7 +203,8 @@ def remove_worktree(store: WorktreeStore, name: str, force: bool, out: TextIO, e
             what = (
                 "git cannot tell whether it has uncommitted changes"
                 if changed is None
-                else f"it has uncommitted changes ({', '.join(changed[:5])}{', …' if len(changed) > 5 else ''})"
+                else f"it has uncommitted changes "
+                f"({', '.join(changed[:5])}{', …' if len(changed) > 5 else ''})"
             )
             return _say(
                 err,
