@@ -97,8 +97,9 @@ def _exporters() -> tuple[Any, Any]:
             return GrpcSpans(), GrpcMetrics()
         except ImportError:
             log.warning(
-                "OTEL_EXPORTER_OTLP_PROTOCOL is grpc but opentelemetry-exporter-otlp-proto-grpc is not "
-                "installed: exporting over HTTP/protobuf instead"
+                "OTEL_EXPORTER_OTLP_PROTOCOL is grpc "
+                "but opentelemetry-exporter-otlp-proto-grpc is not installed: "
+                "exporting over HTTP/protobuf instead"
             )
     from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
@@ -308,7 +309,8 @@ class RunOtel:
     def agent_ended(self, span: TraceSpan, stop: str, cause: str, error: str | None = None) -> None:
         attributes = {"agent_lsp.stop.reason": stop, "agent_lsp.stop.cause": cause}
         if isinstance(span, Span) and span.model == "main":
-            # A cancel can leave calls (and a sub-agent's) without their end: they end with the run's span.
+            # A cancel can leave calls (and a sub-agent's) without their end: they end with the
+            # run's span.
             for other in reversed([s for s in self._open.values() if s is not span]):
                 self._end(other, {}, "cancelled", "cancelled")
         failed = stop == "fatal"
@@ -351,9 +353,8 @@ class RunOtel:
             if self.content:
                 attributes["gen_ai.output.messages"] = output_messages(reply)
         else:
-            error_type = (error or "_OTHER").partition(":")[
-                0
-            ]  # the exception's type (the loop's form)
+            # The exception's type (the loop's form).
+            error_type = (error or "_OTHER").partition(":")[0]
             metric["error.type"] = error_type
         self._end(span, attributes, error if reply is None else None, error_type)
         self.backend.duration.record(time.monotonic() - span.started, metric)

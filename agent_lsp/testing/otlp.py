@@ -52,7 +52,8 @@ def _attrs(items: Any) -> dict[str, Any]:
 
 
 class OtlpReceiver:
-    """Collects every export; `bodies` keeps the raw (decompressed) bytes, `headers` each request's."""
+    """Collects every export; `bodies` keeps the raw (decompressed) bytes, `headers` each
+    request's."""
 
     def __init__(self) -> None:
         self.bodies: list[tuple[str, bytes]] = []

@@ -184,18 +184,21 @@ class WorktreeStore:
             )
         if (repo.common_dir / "reftable").is_dir():
             raise WorktreeError(
-                "this repository keeps its refs in the reftable format, which --worktree does not support"
+                "this repository keeps its refs in the reftable format, "
+                "which --worktree does not support"
             )
         head, _ = resolve_head(repo.git_dir, repo.common_dir)
         if head is None:
             raise WorktreeError(
-                "the repository has no commit yet (HEAD names none): commit once, then use --worktree"
+                "the repository has no commit yet (HEAD names none): "
+                "commit once, then use --worktree"
             )
         path, branch = self.path(name), BRANCH_PREFIX + name
         with self._changing():
             if path.exists():
                 raise WorktreeError(
-                    f"{path} already exists but is not a worktree agent-lsp knows; remove that folder first"
+                    f"{path} already exists but is not a worktree agent-lsp knows; "
+                    "remove that folder first"
                 )
             private_dir(self.dir)
             with tempfile.TemporaryDirectory(dir=private_dir(self.state)) as tmp:
@@ -234,9 +237,8 @@ class WorktreeStore:
         if head is None:
             return None
         with tempfile.TemporaryDirectory(dir=private_dir(self.state)) as tmp:
-            private = private_git_dir(
-                Path(tmp) / "git", repo
-            )  # new objects land here, not in the repository
+            # New objects land here, not in the repository.
+            private = private_git_dir(Path(tmp) / "git", repo)
             index = private / "index"
             env = git_env(private, repo.top, index)
             try:
@@ -277,9 +279,8 @@ class WorktreeStore:
                 and points_back == os.path.realpath(worktree.path / ".git")
                 and os.path.realpath(common) == os.path.realpath(worktree.git_dir.parent.parent)
             ):
-                shutil.rmtree(
-                    worktree.git_dir, ignore_errors=True
-                )  # only the admin folder of this very worktree
+                # Only the admin folder of this very worktree.
+                shutil.rmtree(worktree.git_dir, ignore_errors=True)
             if worktree.path.is_relative_to(self.dir):
                 shutil.rmtree(worktree.path, ignore_errors=True)
             (self.state / f"{worktree.name}.json").unlink(missing_ok=True)
@@ -295,16 +296,14 @@ def _carried_over(
     env = git_env(private, repo.top, index)
     env["GIT_OBJECT_DIRECTORY"] = str(repo.common_dir / "objects")
     with contextlib.suppress(OSError):
-        shutil.copyfile(
-            repo.git_dir / "index", index
-        )  # files git already hashed are not hashed again
+        # Files git already hashed are not hashed again.
+        shutil.copyfile(repo.git_dir / "index", index)
     head_tree = _git(repo.top, ["rev-parse", "--verify", "-q", f"{head}^{{tree}}"], env)
     if head_tree is None:
         raise WorktreeError(f"git cannot read the commit HEAD names ({head})")
     staged = _git(repo.top, ["write-tree"], env) if index.exists() else None
-    if (
-        staged is None
-    ):  # no index, or one git cannot use here (split, sparse, unmerged): start from HEAD
+    # No index, or one git cannot use here (split, sparse, unmerged): start from HEAD.
+    if staged is None:
         index.unlink(missing_ok=True)
         staged = head_tree
         _git(repo.top, ["read-tree", head_tree], env)

@@ -97,7 +97,8 @@ class CommandRunner:
         return result, note
 
     def _env(self) -> dict[str, str]:
-        """The command's environment: with telemetry on, `TRACEPARENT` names its tool call's span."""
+        """The command's environment: with telemetry on, `TRACEPARENT` names its tool call's
+        span."""
         span = current_tool_span.get()
         traceparent = span.traceparent() if span is not None else None
         return {**self.env, "TRACEPARENT": traceparent} if traceparent else self.env
