@@ -36,6 +36,7 @@ M.trusted_only_keys = {
   'sandbox',
   'budget',
   'pricing',
+  'telemetry',
 }
 
 -- Known top-level server settings (CONTRACT.md "Settings"); others are ignored by the server.
@@ -56,6 +57,7 @@ M.server_setting_keys = {
   'mcp',
   'sandbox',
   'budget',
+  'telemetry',
 }
 
 local splits = { right = true, left = true, above = true, below = true, tab = true }
