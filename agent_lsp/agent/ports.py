@@ -142,6 +142,45 @@ class ToolServers(Protocol):
     async def aclose(self) -> None: ...
 
 
+# -- code intelligence: who answers LSP requests about the agent's files ---------------------
+
+
+class CodeIntelError(Exception):
+    """A source could not answer (a crashed server after its one retry, a refused request):
+    the message is shown to the model as the tool's error."""
+
+
+class CodeIntelSource(Protocol):
+    """One source of language-server answers (CONTRACT "Code intelligence"): the editor
+    (`agentLsp/codeIntel`), or the language servers agent-lsp starts itself. Sources are
+    asked in order, first that `handles` the file; an empty/None answer falls through to the
+    next source only when it handles the file too (Decision 39); results are never merged."""
+
+    name: str  # "editor", or the started server's name (for `agentLsp.setup` and errors)
+
+    def handles(self, path: Path) -> bool:
+        """Whether this source may be asked about `path` (by its extension/language)."""
+        ...
+
+    def position_encoding(self, path: Path) -> str:
+        """How `character` offsets in params and results count for `path`:
+        "utf-16" (the LSP default), "utf-8" or "utf-32"."""
+        ...
+
+    async def sync(self, path: Path, text: str) -> None:
+        """The agent read or changed `path` and this is its text now (a started server gets
+        didOpen/didChange; the editor, which owns its buffers, ignores it)."""
+        ...
+
+    async def request(self, method: str, params: dict[str, Any], path: Path) -> Any:
+        """Send the LSP request `method` (textDocument/definition, .../references, .../hover,
+        .../documentSymbol, workspace/symbol, .../prepareCallHierarchy,
+        callHierarchy/incomingCalls|outgoingCalls, .../prepareRename, .../rename) with its
+        LSP `params` (JSON-shaped, camelCase); the LSP result as JSON, or None when nothing
+        answers. Raises CodeIntelError when the source failed."""
+        ...
+
+
 # -- rewind: what the front end's workspace is asked to put back ------------------------------
 @dataclass
 class Restore:
