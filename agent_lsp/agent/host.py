@@ -21,6 +21,7 @@ from agent_lsp.agent.messages import CancelCause, RunReport, StopCause
 from agent_lsp.agent.model.client import Model, ModelError, make_model
 from agent_lsp.agent.ports import (
     Approver,
+    CodeIntelSources,
     EventSink,
     RunTelemetry,
     Telemetry,
@@ -83,6 +84,7 @@ class AgentHost(HostSessions):
     # MCP and OpenTelemetry, plugged in by the front end (none: no such tools, nothing recorded)
     tool_servers: ToolServers | None = None
     telemetry: Telemetry | None = None
+    code_intel: CodeIntelSources | None = None  # roots -> language-server sources (ports.py)
     checkpoints: dict[Path, CheckpointStore] = field(default_factory=dict)  # first folder -> store
     keep_finished: int = KEEP_FINISHED
     _background: set[asyncio.Task[Any]] = field(default_factory=set)
@@ -220,6 +222,7 @@ class AgentHost(HostSessions):
                     cancelled_by=lambda: hosted.cancel_cause or BY_SHUTDOWN,
                     output_schema=output_schema,
                     telemetry=self._run_telemetry(settings, run_id, session),
+                    code_intel=self.code_intel,
                 )
                 hosted.report = await run_task(
                     prompt,

@@ -181,6 +181,12 @@ class CodeIntelSource(Protocol):
         ...
 
 
+# A front end's composition code plugs this into the host: a run's workspace roots -> the sources
+# the code-intel tools ask, in order (the editor first, then the started servers); [] when none
+# exists. Called once per run; the tools are offered when a session's first run got a source.
+CodeIntelSources = Callable[[list[Path]], list[CodeIntelSource]]
+
+
 # -- rewind: what the front end's workspace is asked to put back ------------------------------
 @dataclass
 class Restore:

@@ -7,6 +7,7 @@ import logging
 import time
 from collections.abc import Awaitable
 from dataclasses import replace
+from pathlib import Path
 
 from agent_lsp.agent.events import Event, StatusEvent, TextDelta, ThinkingDelta, redacted
 from agent_lsp.agent.exec import keyguard
@@ -27,6 +28,7 @@ from agent_lsp.agent.state.checkpoints import RunCheckpoint
 from agent_lsp.agent.state.session import Entry, RunRecord, Session, new_id
 from agent_lsp.agent.state.transcript import Redactor, Transcript
 from agent_lsp.agent.tools.base import ToolBox, ToolContext
+from agent_lsp.agent.tools.codeintel.service import CodeIntel
 from agent_lsp.agent.tools.paths import PathGuard
 from agent_lsp.agent.tools.runner import CommandRunner
 from agent_lsp.agent.tools.toolsets import main_tools, plan_tools
@@ -100,6 +102,7 @@ async def run_task(
     tool_ctx = ToolContext(workspace=workspace, paths=paths, changes=record.changes, runner=runner)
     if options.checkpoints is not None:
         tool_ctx.checkpoint = RunCheckpoint(options.checkpoints, workspace, run_id, session.id)
+    tool_ctx.code_intel = _code_intel(options, session, paths.roots)
     stats = RunStats()
     pricing = settings.pricing.get(session.model or settings.model)
     gate = ApprovalGate(
@@ -151,7 +154,7 @@ async def run_task(
             system = SYSTEM_PROMPT.format(roots=", ".join(paths.names()), memory=memory_text)
             diagnostics = bool(getattr(workspace, "has_diagnostics", False))
             tools = (plan_tools if options.mode == "plan" else main_tools)(
-                options.extra_tools, diagnostics
+                options.extra_tools, diagnostics, tool_ctx.code_intel is not None
             )
             if options.mode == "plan":
                 system += PLAN_PROMPT
@@ -212,6 +215,21 @@ async def run_task(
     return await _uncancellable(
         close_run(run, main, outcome, owns_model=model is None, options=options)
     )
+
+
+def _code_intel(options: RunOptions, session: Session, roots: list[Path]) -> CodeIntel | None:
+    """The run's language-server sources when the session offers the code-intel tools: offered
+    when its first run had a source, and from then on for the whole session (Decision 39), even
+    when a later run has none (the tools then say no language server answers)."""
+    sources = []
+    if options.code_intel is not None:
+        try:
+            sources = list(options.code_intel(roots))
+        except Exception:  # a failing source costs its answers only
+            log.warning("the code-intel sources are unavailable for this run", exc_info=True)
+    if session.code_intel is None:
+        session.code_intel = bool(sources)
+    return CodeIntel(sources, session.add_spill_file) if session.code_intel else None
 
 
 async def _uncancellable(coro: Awaitable[RunReport]) -> RunReport:

@@ -12,7 +12,7 @@ from agent_lsp.agent.loop.services import LoopTools, RunSeams
 from agent_lsp.agent.loop.structured import OutputSchema
 from agent_lsp.agent.messages import CancelCause, StopCause, StopReason, Structured
 from agent_lsp.agent.model.client import Model
-from agent_lsp.agent.ports import RunTelemetry
+from agent_lsp.agent.ports import CodeIntelSources, RunTelemetry
 from agent_lsp.agent.state.checkpoints import CheckpointStore
 from agent_lsp.agent.state.session import Entry, RunRecord, Session
 from agent_lsp.agent.tools.base import Tool, ToolBox, ToolContext, ToolError
@@ -48,6 +48,7 @@ class RunOptions:
     # The answer must end with JSON that fits it (--output-schema).
     output_schema: OutputSchema | None = None
     telemetry: RunTelemetry | None = None  # the run's trace and metrics (None: telemetry off)
+    code_intel: CodeIntelSources | None = None  # the language-server sources (None: none)
 
 
 @dataclass
@@ -76,7 +77,8 @@ class RunState:
                 StatusEvent(f"[{agent_id}] sub-agent started: {task[:120]}", 0, agent_id=agent_id)
             )
             diagnostics = bool(getattr(self.tool_ctx.workspace, "has_diagnostics", False))
-            tools = LoopTools(ToolBox(subagent_tools(diagnostics)), self.tool_ctx)
+            code_intel = self.tool_ctx.code_intel is not None
+            tools = LoopTools(ToolBox(subagent_tools(diagnostics, code_intel)), self.tool_ctx)
             sub = AgentLoop(
                 self.seams,
                 agent_id,

@@ -129,6 +129,9 @@ class Session:
     created: float = field(default_factory=time.time)
     updated: float = field(default_factory=time.time)
     runs: list[RunRecord] = field(default_factory=list)
+    # Whether the code-intel tools are offered, decided at the session's first run in this
+    # process and kept (the tool list stays the same: prompt-cache stable, Decision 39).
+    code_intel: bool | None = None
 
     def add_spill_file(self, path: Path) -> None:
         """A spill file of one of its runs: read_file may read it for the rest of the session."""

@@ -23,6 +23,7 @@ from agent_lsp.agent.tools.paths import PathGuard
 
 if TYPE_CHECKING:
     from agent_lsp.agent.state.checkpoints import RunCheckpoint
+    from agent_lsp.agent.tools.codeintel.service import CodeIntel
     from agent_lsp.agent.tools.runner import CommandRunner
 
 
@@ -44,6 +45,8 @@ class ToolContext:
     checkpoint: RunCheckpoint | None = None
     # a status line for the user (e.g. after the run ended)
     notify: Callable[[str], None] | None = None
+    # the language-server sources, when the run offers the code-intel tools
+    code_intel: CodeIntel | None = None
 
 
 @dataclass
