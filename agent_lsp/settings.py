@@ -44,8 +44,12 @@ TRUSTED_FIELDS = frozenset(
         "telemetry",
         "budget",  # Decision 25: a repository must not lift the user's cost limit
         "pricing",  # ... nor lower a price to lift it (Decision 25)
+        "hooks",  # commands that run on the user's machine (Decision 25)
     }
 )
+# Settings whose every allowed source adds to the others rather than replacing them
+# (Decision 25): hooks declared in the user settings file and in initializationOptions all run.
+UNION_FIELDS = frozenset({"hooks"})
 
 ENVIRONMENT = {
     "AGENT_LSP_MODEL": "model",
@@ -303,7 +307,7 @@ def resolve(*layers: dict[str, Any] | None) -> tuple[Settings, list[str]]:
             problems.append(f"settings must be an object, got {type(layer).__name__}: ignored")
             continue
         layer = _canonical(layer, unknown=unknown)
-        candidate = _merge(merged, layer)
+        candidate = _merge(merged, _united(merged, layer))
         try:
             Settings.model_validate(candidate)
             merged = candidate
@@ -327,6 +331,25 @@ def resolve(*layers: dict[str, Any] | None) -> tuple[Settings, list[str]]:
     # process takes it out of its environment block (a no-op in a test or library process).
     keyguard.protect(settings.api_key_env)
     return settings, problems
+
+
+def _united(merged: dict[str, Any], layer: dict[str, Any]) -> dict[str, Any]:
+    """`layer` with each union field's lists appended to what the lower layers declared."""
+    out = dict(layer)
+    for name in UNION_FIELDS:
+        key = Settings.model_fields[name].alias or name
+        below, top = merged.get(key), layer.get(key)
+        if isinstance(below, dict) and isinstance(top, dict):
+            out[key] = {
+                **below,
+                **{
+                    k: [*below[k], *v]
+                    if isinstance(below.get(k), list) and isinstance(v, list)
+                    else v
+                    for k, v in top.items()
+                },
+            }
+    return out
 
 
 def _drop_paths(layer: dict[str, Any], paths: list[tuple[Any, ...]]) -> dict[str, Any]:

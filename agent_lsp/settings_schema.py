@@ -104,6 +104,9 @@ class Settings(_Model):
     """MCP servers whose tools the agent may use (`{name: {command, args?, env?, cwd?}}` or
     `{name: {type: "http", url, headers?}}`)."""
     budget: BudgetSettings = Field(default_factory=BudgetSettings)
+    hooks: dict[str, Any] = Field(default_factory=dict)
+    """Hooks in Claude Code's shape, `{Event: [{matcher, hooks: [{type: "command", command,
+    timeout?}]}]}`: the union of the user's own sources (Decision 25)."""
     mcp: McpSettings = Field(default_factory=McpSettings)
     sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
     telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings)

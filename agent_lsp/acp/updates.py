@@ -37,6 +37,7 @@ from agent_lsp.agent.events import (
     ApprovalState,
     CompactionEvent,
     Event,
+    HookEvent,
     StatusEvent,
     StopEvent,
     TextDelta,
@@ -192,6 +193,9 @@ class RunEvents:
                 self._on_usage(event)
             case CompactionEvent():
                 self.outbox.send(thought(f"[context compacted] {event.text}"))
+            case HookEvent():  # ACP has no hook update: a hook that blocked or failed is a thought
+                if event.blocked or event.exit_code != 0:
+                    self.outbox.send(thought(f"[hook] {event.text}"))
             case StatusEvent():  # not shown: the tool calls' own updates say what happens
                 pass
             case StopEvent():

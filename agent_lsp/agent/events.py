@@ -137,6 +137,23 @@ class UsageEvent:
 
 
 @dataclass(frozen=True)
+class HookEvent:
+    """A hook ran (CONTRACT `hook`): its event, the command as declared, how it exited (None:
+    it never started or was killed at its timeout), whether it blocked, and the reason or the
+    start of its stderr."""
+
+    kind: ClassVar[Literal["hook"]] = "hook"
+    text: str
+    event: str
+    command: str
+    exit_code: int | None
+    blocked: bool
+    _: KW_ONLY
+    message: str | None = None
+    agent_id: str = "main"
+
+
+@dataclass(frozen=True)
 class StopEvent:
     """The run stopped; the last event of every run."""
 
@@ -156,6 +173,7 @@ Event = (
     | StatusEvent
     | CompactionEvent
     | UsageEvent
+    | HookEvent
     | StopEvent
 )
 EVENT_TYPES: tuple[type[Event], ...] = (
@@ -167,6 +185,7 @@ EVENT_TYPES: tuple[type[Event], ...] = (
     StatusEvent,
     CompactionEvent,
     UsageEvent,
+    HookEvent,
     StopEvent,
 )
 
@@ -220,6 +239,16 @@ def wire_fields(event: Event) -> dict[str, Any]:
             }
             if event.budget_usd is not None:  # Decision 36
                 out["budgetUsd"] = event.budget_usd
+            return out
+        case HookEvent():
+            out = {
+                "event": event.event,
+                "command": event.command,
+                "exitCode": event.exit_code,
+                "blocked": event.blocked,
+            }
+            if event.message is not None:
+                out["message"] = event.message
             return out
         case StopEvent():
             return {"report": event.report.to_dict()}

@@ -9,6 +9,7 @@ from agent_lsp.agent.events import (
     ApprovalEvent,
     CompactionEvent,
     Event,
+    HookEvent,
     StatusEvent,
     StopEvent,
     TextDelta,
@@ -112,6 +113,10 @@ class TerminalStream:
                 return f"{mark} {text}{extra}"
             case CompactionEvent():
                 return s.dim(f"⋯ {text}")
+            case HookEvent():  # a hook that blocked or failed stands out; one that passed is quiet
+                if event.blocked or event.exit_code != 0:
+                    return f"{s('35', '⚑')} {text}"
+                return s.dim(f"· {text}")
             case StatusEvent():  # the wait for the model is the transient waiting line instead
                 return None if event.waiting == "model" else s.dim(f"· {text}")
             # Approvals are asked and answered here; the usage is in the report.

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 
 from agent_lsp.agent.events import ApprovalEvent, ApprovalState
 from agent_lsp.agent.loop.services import ApprovalGate
@@ -26,6 +27,8 @@ class ApprovalAsker:
         self.gate = gate
         self.emit = emit
         self.redact = redact
+        # An approval waits: the Notification hooks hear of it (`permission_prompt`).
+        self.notify: Callable[[str], None] | None = None
 
     async def ask(self, call: ToolCall, tool: Tool, prepared: Prepared) -> Answer:
         request = ApprovalRequest(
@@ -43,6 +46,8 @@ class ApprovalAsker:
         if request.diff and request.diff_truncated:
             request.diff = request.diff[:1_000_000]
         self.approval_event(call, prepared, ApprovalState.PENDING, request=request)
+        if self.notify is not None:
+            self.notify(f"agent-lsp needs your permission to use {call.name}")
         try:
             answer = await self.gate.ask(request)
             cancel_if_asked()

@@ -4,6 +4,7 @@ execute -> append -> again, until one of the four explained stops."""
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from typing import Any
 
@@ -31,6 +32,7 @@ from agent_lsp.agent.loop.stops import (
 from agent_lsp.agent.loop.tool_calls import ToolCallRunner
 from agent_lsp.agent.messages import Outcome, Reply, ReplyCut, StopCause, ToolResult
 from agent_lsp.agent.model.client import ModelError
+from agent_lsp.agent.policy.hooks import HookStopped
 from agent_lsp.agent.ports import NO_SPAN, current_tool_span
 from agent_lsp.agent.state.session import Entry
 
@@ -70,7 +72,10 @@ class AgentLoop(ModelCallNode):
             seams.stats,
             seams.spill,
             seams.telemetry,
+            seams.hooks,
         )
+        self.hooks = seams.hooks
+        self.stop_hook_active = False  # a Stop hook made this loop go on (Claude Code's flag)
         self.max_turns = max_turns
         self.history = history
         self.system_prompt = system_prompt
@@ -83,7 +88,7 @@ class AgentLoop(ModelCallNode):
         self.closed: list[Entry] = []
         self.schemas = tools.schemas()  # the same every turn: built once (and cache-friendly)
         self.tool_names = tools.names()
-        self._schema_chars = len(_json(self.schemas))
+        self._schema_chars = len(json.dumps(self.schemas, ensure_ascii=False))
 
     async def loop(self) -> LoopOutcome:
         """The loop, as one span of the run's trace (a sub-agent's under its delegate call)."""
@@ -126,6 +131,8 @@ class AgentLoop(ModelCallNode):
                     self.refuse_cut_reply(reply)
                     continue
                 if not reply.tool_calls:  # node 3: the only fork
+                    if await self.stop_hook_goes_on():
+                        continue
                     return LoopOutcome(StopCause.ANSWER, reply.text, self.turn)  # node 4
                 if over := self.over_budget():  # this call reached it: none of its calls run
                     return over
@@ -135,7 +142,9 @@ class AgentLoop(ModelCallNode):
                     self.append(Entry(result.to_message(), "tool", self.run_id, result.outcome))
                 if spiral := self.calls.spiral():
                     return LoopOutcome(StopCause.SPIRAL, self.last_text, self.turn, note=spiral)
-        except StopRun as stop:
+        except (StopRun, HookStopped) as stop:
+            if stop.cause == StopCause.HOOK:  # mid-reply: its calls get a result
+                self.close_dangling_calls(Outcome.NOT_RUN, f"the run was stopped: {stop}")
             return LoopOutcome(stop.cause, self.last_text, self.turn, str(stop))
         except asyncio.CancelledError:
             self.close_dangling_calls(
@@ -148,6 +157,20 @@ class AgentLoop(ModelCallNode):
                 "error: the run stopped on an internal error before this call finished",
             )
             raise
+
+    async def stop_hook_goes_on(self) -> bool:
+        """A model-chosen `done`: the Stop (SubagentStop) hooks may block it, their reason then
+        being the next user message; that next call counts a turn (Decision 31)."""
+        if self.hooks is None or not self.hooks.has(
+            "Stop" if self.agent_id == "main" else "SubagentStop"
+        ):
+            return False
+        reason = await self.hooks.stop(self.agent_id, self.turn, self.stop_hook_active, self.span)
+        if reason is None:
+            return False
+        self.stop_hook_active = True
+        self.append(Entry({"role": "user", "content": reason}, "note", self.run_id))
+        return True
 
     def over_budget(self) -> LoopOutcome | None:
         """CONTRACT Decision 36: the stop right after the model call that reached the run's
@@ -248,6 +271,8 @@ class AgentLoop(ModelCallNode):
         plan = plan_compaction(self.history, budget // 3, self.estimator)
         if plan is None:
             return
+        if self.hooks is not None and self.hooks.has("PreCompact"):
+            await self.hooks.pre_compact("auto", self.agent_id, self.turn)
         summarised = [e for e in plan.middle if e.kind != "prompt"]
         prompt = [
             {"role": "system", "content": COMPACTION_PROMPT},
@@ -372,9 +397,3 @@ class AgentLoop(ModelCallNode):
                 content=entry.message["content"],
             )
         self.closed = []
-
-
-def _json(value: Any) -> str:
-    import json
-
-    return json.dumps(value, ensure_ascii=False)

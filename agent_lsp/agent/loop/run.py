@@ -23,6 +23,8 @@ from agent_lsp.agent.loop.structured import answer_in_schema
 from agent_lsp.agent.messages import RunReport, StopCause, Structured
 from agent_lsp.agent.model.client import Model, ModelError, make_model
 from agent_lsp.agent.policy.approval import ApprovalPolicy
+from agent_lsp.agent.policy.hook_setup import load_run_hooks
+from agent_lsp.agent.policy.hooks import HookStopped, RunHooks
 from agent_lsp.agent.ports import Approver, EventSink, NoTelemetry, Workspace
 from agent_lsp.agent.state.checkpoints import RunCheckpoint
 from agent_lsp.agent.state.session import Entry, RunRecord, Session, new_id
@@ -140,13 +142,26 @@ async def run_task(
     session.running = run_id
     session.runs.append(record)
     session.title = session.title or " ".join((options.title or prompt).split())
-    session.history.append(Entry({"role": "user", "content": prompt}, "prompt", run_id))
+    prompt_entry = Entry({"role": "user", "content": prompt}, "prompt", run_id)
+    session.history.append(prompt_entry)
     try:
         try:
             if options.on_record is not None:
                 await options.on_record(session, record)
             if seams.model is None:
                 seams.model = make_model(settings, env, session.model)
+            seams.hooks, problems = await load_run_hooks(
+                settings.hooks,
+                paths.roots,
+                session_id=session.id,
+                transcript=transcript,
+                env=env,
+                runner=runner,
+                emit=seams.emit,
+                consented=options.hook_consent,
+            )
+            for problem in problems:  # a malformed declaration is named, never skipped silently
+                seams.emit(StatusEvent(f"hooks: {problem}", None))
             memory = await recall_memory(paths.roots, settings.memory_files)
             memory_text = redact(
                 "".join(f"\n\n## Memory: {label}\n{text}" for label, text in memory)
@@ -178,6 +193,8 @@ async def run_task(
                 mode=options.mode or "default",
                 memory=[label for label, _ in memory],
             )
+            if seams.hooks is not None:
+                await session_hooks(seams.hooks, session, options.title or prompt, run_id)
             outcome = await main.loop()
             if options.output_schema is not None:
                 outcome, check = await answer_in_schema(
@@ -195,6 +212,10 @@ async def run_task(
                 main.turn if main else 0,
                 note=cancel.by if cancel else None,
             )
+        except HookStopped as exc:  # a prompt refused, or `continue: false` before the loop
+            if prompt_entry in session.history:  # a refused prompt is not the conversation's
+                session.history.remove(prompt_entry)
+            outcome = LoopOutcome(StopCause.HOOK, "", main.turn if main else 0, str(exc))
         except ModelError as exc:  # no model client could be made (no key, a bad endpoint)
             outcome = LoopOutcome(StopCause.MODEL, "", 0, str(exc))
         except Exception as exc:  # the loop must explain every stop, even a bug of ours
@@ -209,6 +230,11 @@ async def run_task(
         for proc in list(tool_ctx.processes):  # e.g. an rg a cancel interrupted
             kill_group(proc)
         await runner.stop_all()
+        if seams.hooks is not None:
+            await seams.hooks.settle()
+            for proc in list(seams.hooks.processes):
+                kill_group(proc)
+            session.end_hooks = seams.hooks.session_end
         session.running = None
     # The stop is decided: a cancel arriving from here on must not lose the report, the
     # transcript's stop line or the stop event.
@@ -230,6 +256,18 @@ def _code_intel(options: RunOptions, session: Session, roots: list[Path]) -> Cod
     if session.code_intel is None:
         session.code_intel = bool(sources)
     return CodeIntel(sources, session.add_spill_file) if session.code_intel else None
+async def session_hooks(hooks: RunHooks, session: Session, typed: str, run_id: str) -> None:
+    """SessionStart (once per session object: `startup` when new, `resume` when loaded) and
+    UserPromptSubmit; what they add is context after the prompt. HookStopped on a refusal."""
+    context: list[str] = []
+    if not session.hooks_started:
+        session.hooks_started = True
+        source = "resume" if len(session.runs) > 1 else "startup"
+        context += await hooks.session_start(source)
+    context += await hooks.user_prompt_submit(typed)
+    if context:
+        text = "\n\n".join(context)
+        session.history.append(Entry({"role": "user", "content": text}, "note", run_id))
 
 
 async def _uncancellable(coro: Awaitable[RunReport]) -> RunReport:

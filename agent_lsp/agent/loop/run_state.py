@@ -12,6 +12,7 @@ from agent_lsp.agent.loop.services import LoopTools, RunSeams
 from agent_lsp.agent.loop.structured import OutputSchema
 from agent_lsp.agent.messages import CancelCause, StopCause, StopReason, Structured
 from agent_lsp.agent.model.client import Model
+from agent_lsp.agent.policy.hook_config import HookSpec
 from agent_lsp.agent.ports import CodeIntelSources, RunTelemetry
 from agent_lsp.agent.state.checkpoints import CheckpointStore
 from agent_lsp.agent.state.session import Entry, RunRecord, Session
@@ -49,6 +50,8 @@ class RunOptions:
     output_schema: OutputSchema | None = None
     telemetry: RunTelemetry | None = None  # the run's trace and metrics (None: telemetry off)
     code_intel: CodeIntelSources | None = None  # the language-server sources (None: none)
+    # Whether the user consented to a project hook (the consent store; None: none has consent).
+    hook_consent: Callable[[HookSpec], bool] | None = None
 
 
 @dataclass

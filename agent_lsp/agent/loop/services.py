@@ -16,6 +16,7 @@ from agent_lsp.agent.messages import ToolCall, Usage, parse_arguments
 from agent_lsp.agent.model.client import Model
 from agent_lsp.agent.model.tokens import TokenEstimator
 from agent_lsp.agent.policy.approval import ApprovalPolicy, PolicyVerdict
+from agent_lsp.agent.policy.hooks import RunHooks
 from agent_lsp.agent.ports import (
     Answer,
     ApprovalRequest,
@@ -187,3 +188,4 @@ class RunSeams:
     # Spans and metrics at the loop's nodes.
     telemetry: RunTelemetry = field(default_factory=NoTelemetry)
     budget: Budget = field(default_factory=Budget)  # the run's cost limit (Decision 36)
+    hooks: RunHooks | None = None  # the run's hooks (none declared: None)

@@ -21,8 +21,12 @@ from agent_lsp.agent.events import (
     wire_fields,
 )
 from agent_lsp.agent.loop.asker import ApprovalAsker
+from agent_lsp.agent.loop.call_text import arguments_of, describe_call
 from agent_lsp.agent.loop.services import ApprovalGate, LoopTools, RunStats, Spill
-from agent_lsp.agent.messages import Outcome, ToolCall, ToolResult, parse_arguments
+from agent_lsp.agent.loop.tool_hooks import ToolHooks
+from agent_lsp.agent.messages import Outcome, ToolCall, ToolResult
+from agent_lsp.agent.policy.approval import PolicyVerdict
+from agent_lsp.agent.policy.hooks import HookStopped, PreToolVerdict, RunHooks
 from agent_lsp.agent.ports import (
     NO_SPAN,
     Answer,
@@ -33,7 +37,7 @@ from agent_lsp.agent.ports import (
     current_tool_span,
 )
 from agent_lsp.agent.state.transcript import Redactor, Transcript
-from agent_lsp.agent.tools.base import EditRejected, Prepared, ToolError
+from agent_lsp.agent.tools.base import EditRejected, Prepared, Tool, ToolError
 from agent_lsp.agent.tools.paths import PathRefused
 
 log = logging.getLogger(__name__)
@@ -58,6 +62,7 @@ class ToolCallRunner:
         stats: RunStats,
         spill: Spill,
         telemetry: RunTelemetry,
+        hooks: RunHooks | None = None,
     ):
         self.agent_id = agent_id
         self.tools = tools
@@ -69,10 +74,13 @@ class ToolCallRunner:
         self.spill = spill
         self.telemetry = telemetry
         self.asker = ApprovalAsker(agent_id, gate, emit, redact)
+        self.turn = 0
+        self.hooks = ToolHooks(hooks, agent_id)
+        if hooks is not None:
+            self.asker.notify = lambda text: hooks.notification(text, agent_id, self.turn)
         self.agent_span = NO_SPAN  # the loop's own span: each call's span is its child
         # call id -> its span and approval decision
         self._spans: dict[str, tuple[TraceSpan, str | None]] = {}
-        self.turn = 0
         self._finished: dict[str, ToolResult] = {}
         self._failures: Counter[tuple[str, str, str]] = Counter()
         self._denials: Counter[tuple[str, str]] = Counter()
@@ -113,7 +121,7 @@ class ToolCallRunner:
         self.stats.tool_calls += 1
         self.emit(
             ToolCallEvent(
-                describe_call(call), call.id, call.name, _arguments(call), agent_id=self.agent_id
+                describe_call(call), call.id, call.name, arguments_of(call), agent_id=self.agent_id
             )
         )
         span = self.telemetry.tool_started(self.agent_span, call)
@@ -149,7 +157,28 @@ class ToolCallRunner:
             )
             return None
         prepared.detail = self.redact(escape_invisible(prepared.detail))
+        hooked = PreToolVerdict()
+        if self.hooks.any:  # PreToolUse: before the user is asked (Decision 31)
+            hooked = await self.hooks.before(call, tool, self.turn, span)
+            if hooked.updated_input is not None:
+                again = await self._prepare_updated(call, hooked.updated_input)
+                if again is None:
+                    return None
+                tool, prepared = again
+            if hooked.permission == "deny":
+                why = f"a PreToolUse hook denied it: {hooked.reason or 'no reason given'}"
+                self.asker.approval_event(call, prepared, ApprovalState.DENIED, "by a hook")
+                await self._write_approval(call, prepared, Answer(Decision.DENY, why=why), why)
+                await self._deny(call, prepared, Answer(Decision.DENY, why=why))
+                return None
+            if hooked.permission == "ask":  # above every allow, below a deny
+                prepared.must_ask = prepared.must_ask or (
+                    f"a PreToolUse hook asks: {hooked.reason or 'no reason given'}"
+                )
         policy = self.gate.decide(tool, prepared)
+        if hooked.permission == "allow" and policy.verdict == "ask" and not prepared.must_ask:
+            # A hook's allow skips the prompt only: not a deny, a must-ask, the destructive list.
+            policy = PolicyVerdict("allow", "a PreToolUse hook allows it")
         if policy.verdict == "allow":
             answer = Answer(Decision.ALLOW)
         elif policy.verdict == "deny":
@@ -157,18 +186,7 @@ class ToolCallRunner:
             self.asker.approval_event(call, prepared, ApprovalState.DENIED, "by policy")
         else:
             answer = await self.asker.ask(call, tool, prepared)
-        await self.transcript.write(
-            self.agent_id,
-            self.turn,
-            "approval",
-            callId=call.id,
-            tool=call.name,
-            detail=prepared.detail,
-            decision=str(answer.decision),
-            byPolicy=policy.verdict != "ask",
-            rule=policy.why,
-            **({"reason": answer.reason} if answer.reason else {}),
-        )
+        await self._write_approval(call, prepared, answer, policy.why, policy.verdict != "ask")
         self._spans[call.id] = (span, str(answer.decision))
         span.event(
             "agent_lsp.approval",
@@ -184,6 +202,49 @@ class ToolCallRunner:
             return prepared, answer
         await self._deny(call, prepared, answer)
         return None
+
+    async def _write_approval(
+        self, call: ToolCall, prepared: Prepared, answer: Answer, rule: str, by_policy: bool = True
+    ) -> None:
+        await self.transcript.write(
+            self.agent_id,
+            self.turn,
+            "approval",
+            callId=call.id,
+            tool=call.name,
+            detail=prepared.detail,
+            decision=str(answer.decision),
+            byPolicy=by_policy,
+            rule=rule,
+            **({"reason": answer.reason} if answer.reason else {}),
+        )
+
+    async def _prepare_updated(
+        self, call: ToolCall, updated: dict[str, Any]
+    ) -> tuple[Tool, Prepared] | None:
+        """A PreToolUse hook replaced the input: prepared, checked and shown again as if the model
+        had sent it (Decision 31); None when it cannot be (the call's result says why)."""
+        replaced, args = self.hooks.updated_call(call, updated)
+        self.emit(
+            ToolCallEvent(describe_call(replaced), call.id, call.name, args, agent_id=self.agent_id)
+        )
+        await self.transcript.write(
+            self.agent_id,
+            self.turn,
+            "toolCall",
+            callId=call.id,
+            tool=call.name,
+            arguments=replaced.arguments,
+            updatedBy="PreToolUse hook",
+        )
+        try:
+            tool, prepared = await self.tools.prepare(replaced)
+        except (ToolError, PathRefused, ValueError) as exc:
+            await self._finish(call, Outcome.ERROR, f"the input a PreToolUse hook gave: {exc}")
+            return None
+        prepared.detail = self.redact(escape_invisible(prepared.detail))
+        self.hooks.replaced(call, tool, args)
+        return tool, prepared
 
     async def _deny(self, call: ToolCall, prepared: Prepared, answer: Answer) -> None:
         self.stats.denied += 1
@@ -226,7 +287,7 @@ class ToolCallRunner:
                 text = await run()
             finally:
                 current_tool_span.reset(traced)
-            await self._finish(call, Outcome.OK, text)
+            await self._finish(call, Outcome.OK, await self._after_hooks(call, True, text))
         except EditRejected as exc:
             await self._deny(
                 call,
@@ -234,14 +295,22 @@ class ToolCallRunner:
                 Answer(Decision.DENY, why=str(exc) or "the user rejected the edit in the preview"),
             )
         except (ToolError, PathRefused) as exc:
-            await self._finish(call, Outcome.ERROR, str(exc))
-        except asyncio.CancelledError:
+            await self._finish(call, Outcome.ERROR, await self._after_hooks(call, False, str(exc)))
+        except (asyncio.CancelledError, HookStopped):
             raise
         except Exception as exc:  # a failing tool is a result for the model, never fatal
             log.exception("tool %s failed", call.name)
             await self._finish(
                 call, Outcome.ERROR, f"internal error in {call.name}: {type(exc).__name__}: {exc}"
             )
+
+    async def _after_hooks(self, call: ToolCall, ok: bool, text: str) -> str:
+        """PostToolUse: what the hooks say is added to the result the model reads."""
+        if not self.hooks.any:
+            return text
+        span = self._spans.get(call.id, (NO_SPAN, None))[0]
+        note = await self.hooks.after(call, ok, text, self.turn, span)
+        return f"{text}\n\n{note}" if note else text
 
     async def _finish(self, call: ToolCall, outcome: Outcome, text: str) -> None:
         # Every tool's result (a command's output, a file, a search, an MCP server's answer)
@@ -302,33 +371,6 @@ class ToolCallRunner:
                     "(a spiral guard: the turn budget is not spent on it)"
                 )
         return None
-
-
-def describe_call(call: ToolCall) -> str:
-    """`edit_file calc.py`, `run_command pytest -x`: the call in a line (progress, terminal)."""
-    args = _arguments(call)
-    if isinstance(args, dict):
-        main = next(
-            (
-                args[k]
-                for k in ("path", "command", "pattern", "task", "note")
-                if isinstance(args.get(k), str)
-            ),
-            None,
-        )
-        if main is not None:
-            return (
-                f"{call.name} "
-                f"{clip(escape_invisible(' '.join(main.split()), keep_newlines=False), 160)}"
-            )
-    return f"{call.name} {clip(escape_invisible(call.arguments[:400], keep_newlines=False), 160)}"
-
-
-def _arguments(call: ToolCall) -> Any:
-    try:
-        return parse_arguments(call)
-    except ValueError:
-        return call.arguments
 
 
 def _digest(text: str) -> str:

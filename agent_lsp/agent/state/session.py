@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -132,6 +133,10 @@ class Session:
     # Whether the code-intel tools are offered, decided at the session's first run in this
     # process and kept (the tool list stays the same: prompt-cache stable, Decision 39).
     code_intel: bool | None = None
+    # In memory only: SessionStart fired for this object (created or loaded in this process), and
+    # what fires SessionEnd at exit for a session used here (the last run's hooks).
+    hooks_started: bool = False
+    end_hooks: Callable[[str], Awaitable[None]] | None = None
 
     def add_spill_file(self, path: Path) -> None:
         """A spill file of one of its runs: read_file may read it for the rest of the session."""

@@ -1,0 +1,113 @@
+"""Running one hook command: `bash -c` (else `sh -c`) under the reaper (or inside the sandbox for
+a project hook when `sandbox.mode` is on), the JSON payload on stdin, stdout and stderr kept
+apart, ended at its timeout or on cancel with everything it started."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import shutil
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from agent_lsp.agent.exec.process import OutputTail, end_process, reaped
+
+OUTPUT_CAP = 1_000_000  # bytes of each stream kept (head and tail)
+
+# (argv, cwd) -> the argv that confines it (a project hook with the sandbox on), or a refusal.
+Confine = Callable[[list[str], Path], Awaitable[list[str]]]
+
+
+class HookRefused(Exception):
+    """The hook could not be started as it must be (the sandbox is unavailable)."""
+
+
+@dataclass(frozen=True)
+class HookProcess:
+    """What one hook run gave: exit code (None when it never started or was killed at its
+    timeout), its two streams, and why it failed to run, if it did."""
+
+    code: int | None
+    stdout: str
+    stderr: str
+    timed_out: bool = False
+    error: str | None = None
+    seconds: float = 0.0
+
+
+def shell_argv(command: str) -> list[str]:
+    shell = shutil.which("bash") or shutil.which("sh") or "/bin/sh"
+    return [shell, "-c", command]
+
+
+async def run_hook(
+    command: str,
+    payload: bytes,
+    *,
+    cwd: Path,
+    env: dict[str, str],
+    timeout: float,
+    processes: set[asyncio.subprocess.Process],
+    confine: Confine | None = None,
+) -> HookProcess:
+    """One hook, start to end. A cancel kills it (and what it started) and propagates."""
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    argv = shell_argv(command)
+    try:
+        wrapped = await confine(argv, cwd) if confine is not None else reaped(argv)
+    except HookRefused as exc:
+        return HookProcess(None, "", "", error=str(exc))
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            *wrapped,
+            cwd=cwd,
+            env=env,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            start_new_session=True,
+        )
+    except OSError as exc:
+        return HookProcess(None, "", "", error=f"cannot start the hook: {exc.strerror or exc}")
+    processes.add(proc)
+    out, err = OutputTail(OUTPUT_CAP, OUTPUT_CAP), OutputTail(OUTPUT_CAP, OUTPUT_CAP)
+
+    async def feed() -> None:
+        assert proc.stdin is not None
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+            proc.stdin.write(payload)
+            await proc.stdin.drain()
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError, OSError):
+            proc.stdin.close()
+
+    async def drain(stream: asyncio.StreamReader | None, into: OutputTail) -> None:
+        assert stream is not None
+        while data := await stream.read(65536):
+            into.add(data)
+
+    async def finish() -> None:
+        await asyncio.gather(feed(), drain(proc.stdout, out), drain(proc.stderr, err))
+        await proc.wait()
+
+    timed_out = False
+    try:
+        try:
+            await asyncio.wait_for(finish(), timeout)
+        except TimeoutError:
+            timed_out = True
+    finally:
+        try:
+            await end_process(proc)
+        finally:
+            processes.discard(proc)
+            if proc.stdin is not None and not proc.stdin.is_closing():
+                proc.stdin.close()
+    return HookProcess(
+        None if timed_out else proc.returncode,
+        out.text(),
+        err.text(),
+        timed_out=timed_out,
+        seconds=loop.time() - started,
+    )
