@@ -20,6 +20,7 @@ from agent_lsp.agent.events import (
     ApprovalState,
     CompactionEvent,
     Event,
+    HookEvent,
     StatusEvent,
     StopEvent,
     TextDelta,
@@ -77,6 +78,10 @@ CASES: list[tuple[Event, dict[str, Any]]] = [
     (UsageEvent("ctx 0k/0k · $0.001", Usage(10, 5, 2, 0.0012345678), 12, 128, budget_usd=0.5),  # Decision 36
      {"promptTokens": 10, "completionTokens": 5, "cachedTokens": 2, "costUsd": 0.001235, "contextTokens": 12, "contextWindow": 128,
       "budgetUsd": 0.5}),
+    (HookEvent("PreToolUse hook `./guard.sh` blocked: no rm -rf", "PreToolUse", "./guard.sh", 2, True, message="no rm -rf"),
+     {"event": "PreToolUse", "command": "./guard.sh", "exitCode": 2, "blocked": True, "message": "no rm -rf"}),
+    (HookEvent("Stop hook `x` timed out after 1 s (killed)", "Stop", "x", None, False, agent_id="main/1"),
+     {"event": "Stop", "command": "x", "exitCode": None, "blocked": False}),
     (StopEvent("Done: 2 turns.", REPORT), {"report": REPORT.to_dict()}),
 ]
 
@@ -89,6 +94,7 @@ CONTRACT_KEYS = {  # required keys | optional keys, per kind (CONTRACT agentLsp/
     "status": ({"turn"}, set()),
     "compaction": (set(), set()),
     "usage": ({"promptTokens", "completionTokens", "cachedTokens", "contextTokens", "contextWindow"}, {"costUsd", "budgetUsd"}),
+    "hook": ({"event", "command", "exitCode", "blocked"}, {"message"}),
     "stop": ({"report"}, set()),
 }
 BEYOND_CONTRACT = {"toolResult": {"outcome", "tail"}, "status": {"waiting", "mcpServer", "state"}, "compaction": {"turn"}}
@@ -172,3 +178,4 @@ def test_every_kind_has_a_terminal_decision():
     shown = out.getvalue()
     assert "he" in shown and "read_file a.py" in shown and "[main/1]" in shown and "compacted 9 messages" in shown
     assert "│ a" in shown and "truncated" in shown
+    assert "⚑ PreToolUse hook `./guard.sh` blocked: no rm -rf" in shown

@@ -129,15 +129,15 @@ def parse_hooks(value: Any, source: str, scope: Scope, problems: list[str]) -> l
 def _one_hook(
     hook: Any, event: str, matcher: str, source: str, scope: Scope, problems: list[str]
 ) -> HookSpec | None:
-    if not isinstance(hook, dict) or not isinstance(hook.get("command"), str):
-        problems.append(f"{source}: hooks.{event}: a hook needs a string `command`")
-        return None
-    kind = hook.get("type", "command")
-    if kind != "command":
+    kind = hook.get("type", "command") if isinstance(hook, dict) else None
+    if isinstance(hook, dict) and kind != "command":
         problems.append(
             f"{source}: hooks.{event}: hook type `{kind}` is not supported (only `command`): "
             "ignored"
         )
+        return None
+    if not isinstance(hook, dict) or not isinstance(hook.get("command"), str):
+        problems.append(f"{source}: hooks.{event}: a hook needs a string `command`")
         return None
     timeout = hook.get("timeout", DEFAULT_TIMEOUT)
     if not isinstance(timeout, int | float) or isinstance(timeout, bool) or timeout <= 0:
