@@ -186,6 +186,10 @@ async def shut_down(
     tasks = host.cancel_every(cause)
     if tasks:
         await asyncio.wait(tasks, timeout=deadline)
+    try:  # the SessionEnd hooks of the sessions used here (killed at the deadline)
+        await asyncio.wait_for(host.end_sessions("other"), deadline)
+    except TimeoutError:
+        log.warning("SessionEnd hooks took longer than %ss: stopped", deadline)
     try:  # MCP server processes end with us
         await asyncio.wait_for(host.aclose(), deadline)
     except TimeoutError:

@@ -106,6 +106,17 @@ class HostSessions:
         self._evicted.pop(session.id, None)
         self._used[session.id] = time.monotonic()
 
+    async def end_sessions(self, reason: str = "other") -> None:
+        """SessionEnd for every session used in this process (exit, LSP shutdown), at once."""
+        sessions: list[Session | None] = [s for s, _ in self.sessions.values()]
+        sessions += [r() for r, _ in self._evicted.values()]
+        ends = [s.end_hooks(reason) for s in sessions if s is not None and s.end_hooks is not None]
+        for session in sessions:
+            if session is not None:
+                session.end_hooks = None
+        if ends:
+            await asyncio.gather(*ends, return_exceptions=True)
+
     def evict_idle(self) -> list[str]:
         """Drop idle sessions from memory past `keep_sessions` (least recently used first) or
         idle for `idle_seconds`; a running one is never dropped. Returns the ids dropped."""

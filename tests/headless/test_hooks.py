@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.headless.test_run_cli import agent_run, run_cli
+from tests.headless.test_run_cli import agent_run, report_of, run_cli
 from tests.unit.kit import call, last_tool_results, tools_reply
 
 pytestmark = pytest.mark.timeout(90)
@@ -240,3 +240,19 @@ def test_claude_code_user_file_hooks_run_and_project_hooks_wait_for_consent(mode
     model.add([{"text": "hi"}])
     proc = run_cli(agent_run(model, workspace, "again"))
     assert proc.returncode == 0 and len(log.read_text().splitlines()) == 1
+
+
+def test_session_start_and_end_startup_then_resume(model, workspace, tmp_path):
+    log = tmp_path / "events.jsonl"
+    record = f"{PY} {HOOKS / 'record.py'} {log}"
+    path = settings(tmp_path, {"SessionStart": [hook(record, "startup|resume")], "SessionEnd": [hook(record)]})
+    model.add([{"text": "one"}, {"text": "two"}])
+    proc = run_cli(agent_run(model, workspace, "first", "--settings", path))
+    assert proc.returncode == 0, proc.stderr
+    session = report_of(proc.stdout)["sessionId"]
+    proc = run_cli(agent_run(model, workspace, "second", "--settings", path, "--session", session))
+    assert proc.returncode == 0, proc.stderr
+    events = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [(e["hook_event_name"], e.get("source") or e.get("reason")) for e in events] == [
+        ("SessionStart", "startup"), ("SessionEnd", "other"), ("SessionStart", "resume"), ("SessionEnd", "other")]
+    assert {e["session_id"] for e in events} == {session}
