@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -205,8 +207,7 @@ def test_a_hanging_hook_is_killed_at_its_timeout_and_leaves_nothing(model, works
     [event] = hook_events(lines)
     assert event["exitCode"] is None and event["blocked"] is False and "timed out after 1 s" in event["message"]
     assert "after" in last_tool_results(model.requests[1])["c1"], "a timeout is a non-blocking error"
-    pid = int(pidfile.read_text())
-    assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2]
+    assert gone(int(pidfile.read_text()))
 
 
 def test_a_missing_hook_command_is_a_visible_non_blocking_error(model, workspace, tmp_path):
@@ -256,3 +257,41 @@ def test_session_start_and_end_startup_then_resume(model, workspace, tmp_path):
     assert [(e["hook_event_name"], e.get("source") or e.get("reason")) for e in events] == [
         ("SessionStart", "startup"), ("SessionEnd", "other"), ("SessionStart", "resume"), ("SessionEnd", "other")]
     assert {e["session_id"] for e in events} == {session}
+
+
+def gone(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
+def test_a_job_a_hook_leaves_behind_ends_with_it(model, workspace, tmp_path):
+    pidfile = tmp_path / "bg.pid"
+    model.add([tools_reply(call("run_command", id="c1", command="echo after")), {"text": "ok"}])
+    path = settings(tmp_path, {"PreToolUse": [hook(f"sleep 300 & echo $! > {pidfile}; exit 0", "Bash")]})
+    started = time.monotonic()
+    proc, lines, _ = stream_run(model, workspace, "go", path)
+    assert proc.returncode == 0 and time.monotonic() - started < 30, "the job's open stdout is not waited for"
+    assert [e["exitCode"] for e in hook_events(lines)] == [0]
+    assert gone(int(pidfile.read_text()))
+
+
+def test_a_hook_is_killed_when_the_run_is_cancelled(model, workspace, tmp_path):
+    pidfile = tmp_path / "hook.pid"
+    model.add([tools_reply(call("run_command", id="c1", command="echo never"))])
+    path = settings(tmp_path, {"PreToolUse": [hook(f"echo $$ > {pidfile}; sleep 300", "Bash")]})
+    run = subprocess.Popen(agent_run(model, workspace, "go", "--settings", path), stdin=subprocess.DEVNULL,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 30
+    while not (pidfile.exists() and pidfile.read_text().strip()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    pid = int(pidfile.read_text())
+    run.send_signal(signal.SIGINT)
+    out, err = run.communicate(timeout=30)
+    assert run.returncode == 130, err
+    assert report_of(out)["stopCause"] == "user"
+    deadline = time.monotonic() + 5
+    while not gone(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert gone(pid), "the hook died with the run"

@@ -1,17 +1,24 @@
-"""Running one hook command: `bash -c` (else `sh -c`) under the reaper (or inside the sandbox for
-a project hook when `sandbox.mode` is on), the JSON payload on stdin, stdout and stderr kept
-apart, ended at its timeout or on cancel with everything it started."""
+"""Running one hook command: `bash -c` (else `sh -c`) leading a process group of its own (or inside
+the sandbox's PID namespace for a project hook when `sandbox.mode` is on), the JSON payload on
+stdin, stdout and stderr kept apart, and the whole group killed when the hook ends, times out or
+is cancelled.
+
+Not under the Python reaper run_command uses: a hook runs on every matching tool call, and the
+reaper's own interpreter start is several times a hook's whole cost (benchmarks/hooks.py). What a
+hook starts in its group dies with it; only a process that leaves the group on purpose (`setsid`)
+outlives it."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import shutil
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from agent_lsp.agent.exec.process import OutputTail, end_process, reaped
+from agent_lsp.agent.exec.process import OutputTail, end_process, kill_group
 
 OUTPUT_CAP = 1_000_000  # bytes of each stream kept (head and tail)
 
@@ -56,7 +63,7 @@ async def run_hook(
     started = loop.time()
     argv = shell_argv(command)
     try:
-        wrapped = await confine(argv, cwd) if confine is not None else reaped(argv)
+        wrapped = await confine(argv, cwd) if confine is not None else argv
     except HookRefused as exc:
         return HookProcess(None, "", "", error=str(exc))
     try:
@@ -88,8 +95,18 @@ async def run_hook(
             into.add(data)
 
     async def finish() -> None:
-        await asyncio.gather(feed(), drain(proc.stdout, out), drain(proc.stderr, err))
-        await proc.wait()
+        io = asyncio.gather(feed(), drain(proc.stdout, out), drain(proc.stderr, err))
+        try:
+            # Not proc.wait(): on Python 3.11 it also waits for the pipes, which a job the hook
+            # left in the background holds open. The hook's exit ends its group, and the pipes.
+            await exited(proc.pid)
+            kill_group(proc)
+            await io
+            await proc.wait()
+        finally:
+            if not io.done():
+                io.cancel()
+                await asyncio.gather(io, return_exceptions=True)
 
     timed_out = False
     try:
@@ -99,7 +116,7 @@ async def run_hook(
             timed_out = True
     finally:
         try:
-            await end_process(proc)
+            await end_process(proc)  # the whole group, whatever it started, ends with it
         finally:
             processes.discard(proc)
             if proc.stdin is not None and not proc.stdin.is_closing():
@@ -111,3 +128,37 @@ async def run_hook(
         timed_out=timed_out,
         seconds=loop.time() - started,
     )
+
+
+async def exited(pid: int) -> None:
+    """Returns once the process `pid` has exited (reaped or not): a pidfd where Linux has them,
+    else a poll of its state."""
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return
+    except (OSError, AttributeError):
+        while _running(pid):  # noqa: ASYNC110 - an exit no event tells of
+            await asyncio.sleep(0.01)
+        return
+    loop = asyncio.get_running_loop()
+    done = loop.create_future()
+
+    def readable() -> None:
+        if not done.done():
+            done.set_result(None)
+
+    loop.add_reader(fd, readable)
+    try:
+        await done
+    finally:
+        loop.remove_reader(fd)
+        os.close(fd)
+
+
+def _running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
