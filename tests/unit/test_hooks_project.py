@@ -60,3 +60,16 @@ async def test_project_hooks_run_in_the_sandbox_and_user_hooks_do_not(model, wor
     assert not (outside / "by-project").exists(), "a project hook cannot write outside the workspace"
     assert (workspace / "read-transcript").read_text() == "{", "the transcript is readable inside"
     assert sorted(h.exit_code for h in hooks) == [0, 1]
+
+
+async def test_a_notification_hook_hears_of_a_waiting_approval(model, workspace: Path, tmp_path: Path):
+    log = tmp_path / "notified.json"
+    model.add([{"tool_calls": [{"name": "run_command", "arguments": {"command": "touch x"}}]}, {"text": "ok"}])
+    events = Events()
+    settings = make_settings(model, hooks={"Notification": [{"matcher": "permission_prompt", "hooks": [
+        {"type": "command", "command": f"cat > {log}"}]}]})
+    await asyncio.wait_for(run_task("go", session=Session(), settings=settings, workspace=DiskWorkspace([workspace]),
+                                    approver=ScriptedApprover(), emit=events), 30)
+    notified = json.loads(log.read_text())
+    assert notified["hook_event_name"] == "Notification" and notified["notification_type"] == "permission_prompt"
+    assert notified["message"] == "agent-lsp needs your permission to use run_command"

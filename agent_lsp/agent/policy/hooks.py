@@ -347,12 +347,18 @@ class RunHooks:
         except HookStopped:
             pass  # nothing is left to stop
 
-    async def settle(self) -> None:
-        """The run ends: background hooks are cancelled (and killed)."""
-        for task in list(self.background):
-            task.cancel()
-        if self.background:
-            await asyncio.gather(*self.background, return_exceptions=True)
+    async def settle(self, grace: float = 5.0) -> None:
+        """The run ends: background hooks (notifications) get `grace` seconds to finish, then
+        are cancelled (and killed)."""
+        if not self.background:
+            return
+        pending = list(self.background)
+        try:
+            await asyncio.wait(pending, timeout=grace)
+        finally:
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
 
 
 def _log_event(event: Event) -> None:
