@@ -295,3 +295,13 @@ def test_a_hook_is_killed_when_the_run_is_cancelled(model, workspace, tmp_path):
     while not gone(pid) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert gone(pid), "the hook died with the run"
+
+
+def test_a_hooks_ask_is_above_yes(model, workspace, tmp_path):
+    ask = ("""echo '{"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "ask", """
+           """"permissionDecisionReason": "deploys need a person"}}'""")
+    model.add([tools_reply(call("run_command", id="c1", command="touch deployed")), {"text": "ok"}])
+    path = settings(tmp_path, {"PreToolUse": [hook(ask, "Bash")]})
+    proc, _, report = stream_run(model, workspace, "deploy", path)  # --yes, and no TTY to ask on
+    assert proc.returncode == 0 and report["denied"] == 1 and not (workspace / "deployed").exists()
+    assert "a PreToolUse hook asks: deploys need a person" in last_tool_results(model.requests[1])["c1"]
