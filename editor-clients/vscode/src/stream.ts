@@ -133,6 +133,7 @@ const MARKS: Record<string, string> = {
   approval: '?',
   status: '·',
   compaction: '≡',
+  hook: '⚑',
   stop: '■',
 };
 
