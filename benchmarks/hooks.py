@@ -86,6 +86,24 @@ async def spawn_costs(root: Path, count: int) -> dict[str, float]:
     return {k: median(v) for k, v in times.items()}
 
 
+async def lookup_cost(root: Path, count: int = 2000) -> float:
+    """The in-process cost of a call's PreToolUse/PostToolUse when no hook matches it."""
+    from agent_lsp.agent.loop.tool_hooks import ToolHooks
+    from agent_lsp.agent.messages import ToolCall
+    from agent_lsp.agent.policy.hook_config import declared_hooks
+    from agent_lsp.agent.policy.hooks import RunHooks
+    from agent_lsp.agent.ports import NO_SPAN
+
+    table = declared_hooks(hooks_of("nonmatching"), [root])
+    hooks = ToolHooks(RunHooks(table, "s", "t", root, {}, lambda _e: None, None), "main")
+    call = ToolCall("c1", "list_files", "{}")
+    t0 = time.perf_counter()
+    for _ in range(count):
+        await hooks.before(call, None, 1, NO_SPAN)
+        await hooks.after(call, True, "a.py", 1, NO_SPAN)
+    return (time.perf_counter() - t0) / count
+
+
 async def main(calls: int, runs: int) -> dict[str, Any]:
     from agent_lsp.testing.scripted_model import ScriptedModelServer
 
@@ -105,11 +123,13 @@ async def main(calls: int, runs: int) -> dict[str, Any]:
                 if rep:
                     per_call[kind].append(value)
         spawn = await spawn_costs(root, 20)
+        lookup = await lookup_cost(root)
     med = {k: median(v) for k, v in per_call.items()}
     return {
         "per call, no hooks": ms(med["none"]),
         "per call, 10 non-matching hooks": ms(med["nonmatching"]),
         "added by non-matching hooks": ms(med["nonmatching"] - med["none"]),
+        "non-matching hooks' lookup per call (in process)": f"{lookup * 1e6:.1f} µs",
         "per call, one PreToolUse `exit 0`": ms(med["exit0"]),
         "added by a hook that exits at once": ms(med["exit0"] - med["none"]) + " (target <= 15 ms)",
         "one hook process alone (run_hook: bash, its own group)": ms(spawn["hook"]),
@@ -123,4 +143,4 @@ if __name__ == "__main__":
     parser.add_argument("--calls", type=int, default=20)
     parser.add_argument("--runs", type=int, default=5)
     args = parser.parse_args()
-    print(json.dumps(asyncio.run(main(args.calls, args.runs)), indent=2))
+    print(json.dumps(asyncio.run(main(args.calls, args.runs)), indent=2, ensure_ascii=False))
