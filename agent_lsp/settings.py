@@ -19,6 +19,8 @@ from agent_lsp.agent.exec import keyguard
 from agent_lsp.settings_schema import ApprovalSettings as ApprovalSettings
 from agent_lsp.settings_schema import BudgetSettings as BudgetSettings
 from agent_lsp.settings_schema import Decision as Decision
+from agent_lsp.settings_schema import LanguageServer as LanguageServer
+from agent_lsp.settings_schema import LanguageServersSettings as LanguageServersSettings
 from agent_lsp.settings_schema import McpSettings as McpSettings
 from agent_lsp.settings_schema import Pricing as Pricing
 from agent_lsp.settings_schema import SandboxSettings as SandboxSettings
@@ -45,6 +47,7 @@ TRUSTED_FIELDS = frozenset(
         "budget",  # Decision 25: a repository must not lift the user's cost limit
         "pricing",  # ... nor lower a price to lift it (Decision 25)
         "hooks",  # commands that run on the user's machine (Decision 25)
+        "language_servers",  # they start processes (Decision 25)
     }
 )
 # Settings whose every allowed source adds to the others rather than replacing them

@@ -73,6 +73,29 @@ class TelemetrySettings(_Model):
     """Also record prompts, replies and tool arguments (redacted of the key)."""
 
 
+class LanguageServer(BaseModel):
+    """One language server agent-lsp may start (CONTRACT "Code intelligence", Decision 38). Its
+    `initializationOptions` and `settings` are the server's own objects, sent as written."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
+    command: list[str] = Field(min_length=1)
+    """The program and its arguments, e.g. `["jedi-language-server"]` (stdio)."""
+    extensions: list[str] = Field(min_length=1)
+    """The file extensions it answers for, e.g. `[".py", ".pyi"]`."""
+    initialization_options: Any = None
+    """Sent in `initialize` as `initializationOptions`."""
+    settings: dict[str, Any] = Field(default_factory=dict)
+    """The answers to the server's `workspace/configuration` (by dotted section)."""
+
+
+class LanguageServersSettings(_Model):
+    auto: bool = True
+    """Start the static analysers of Decision 38 found on PATH (ty, basedpyright, pyright,
+    pyrefly) for Python files; any other server only when it is in `servers`."""
+    servers: dict[str, LanguageServer] = Field(default_factory=dict)
+    """Per name: `{command, extensions, initializationOptions?, settings?}`."""
+
+
 class Settings(_Model):
     model: str = "gpt-4.1-mini"
     """Model name; `replay:PATH` replays a recorded transcript offline."""
@@ -110,6 +133,8 @@ class Settings(_Model):
     mcp: McpSettings = Field(default_factory=McpSettings)
     sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
     telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings)
+    language_servers: LanguageServersSettings = Field(default_factory=LanguageServersSettings)
+    """Language servers agent-lsp starts itself (trusted: they are processes)."""
 
     def transcript_path(self) -> Path:
         return (

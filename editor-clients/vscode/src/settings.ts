@@ -27,6 +27,7 @@ const TRUSTED_KEYS = [
   'budget.maxCostUsd',
   'pricing',
   'hooks',
+  'languageServers',
 ] as const;
 
 /** Keys a workspace may set; answered over `workspace/configuration` as well. */

@@ -38,6 +38,7 @@ M.trusted_only_keys = {
   'pricing',
   'telemetry',
   'hooks',
+  'languageServers',
 }
 
 -- Known top-level server settings (CONTRACT.md "Settings"); others are ignored by the server.
@@ -60,6 +61,7 @@ M.server_setting_keys = {
   'budget',
   'telemetry',
   'hooks',
+  'languageServers',
 }
 
 local splits = { right = true, left = true, above = true, below = true, tab = true }
