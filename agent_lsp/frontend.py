@@ -199,12 +199,19 @@ async def shut_down(
 
 
 def last_rites() -> None:
-    """MCP server process groups end with us (os._exit skips the atexit hook that would), and
-    telemetry that was on exports what is pending (at most TELEMETRY_FLUSH s)."""
+    """MCP server process groups and the language servers we started end with us (os._exit
+    skips the atexit hooks that would), and telemetry that was on exports what is pending (at
+    most TELEMETRY_FLUSH s)."""
     process = sys.modules.get("agent_lsp.mcp.process")
     if process is not None:
         try:
             process.kill_live_groups()
+        except Exception:  # pragma: no cover - best effort on the way out
+            pass
+    servers = sys.modules.get("agent_lsp.langservers.process")  # language servers we started
+    if servers is not None:
+        try:
+            servers.kill_live()
         except Exception:  # pragma: no cover - best effort on the way out
             pass
     otel = sys.modules.get("agent_lsp.telemetry.otel")
