@@ -7,14 +7,19 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
+from urllib.request import url2pathname
 
 from agent_lsp.agent.ports import CodeIntelError
 from agent_lsp.langservers.config import ServerSpec, chosen, extension, specs
+from agent_lsp.langservers.positions import convert
 from agent_lsp.settings_schema import LanguageServersSettings
 
 log = logging.getLogger(__name__)
@@ -50,7 +55,9 @@ class ServerSource:
         return self.manager.spec_for(path) is self.spec
 
     def position_encoding(self, path: Path) -> str:
-        return self.manager.position_encoding(self.spec, path)
+        """Always UTF-16: a server that negotiated another encoding is converted for (see
+        positions.py), so callers may count before the server has even started."""
+        return "utf-16"
 
     async def sync(self, path: Path, text: str) -> None:
         self.manager.sync(path, text)
@@ -99,10 +106,11 @@ class LanguageServers:
             return max(inside, key=lambda r: len(r.parts))
         return self.roots[0] if self.roots else path.parent
 
-    def position_encoding(self, spec: ServerSpec, path: Path) -> str:
+    def negotiated(self, spec: ServerSpec, path: Path) -> str | None:
+        """The `positionEncoding` the server answering `path` chose (None: not started)."""
         slot = self._slots.get((self.root_for(path), spec.name))
         connection = slot.connection if slot is not None else None
-        return str(connection.encoding) if connection is not None else "utf-16"
+        return str(connection.encoding) if connection is not None else None
 
     # -- documents -------------------------------------------------------------------------
     def sync(self, path: Path, text: str) -> None:
@@ -123,6 +131,15 @@ class LanguageServers:
             return path.read_text(encoding="utf-8", errors="replace")
         except OSError:
             return None
+
+    def _lines(self, connection: Any, uri: str) -> list[str] | None:
+        """A document's lines as the server sees them (what it was sent, else the disk)."""
+        if not uri.startswith("file:"):
+            return None
+        path = Path(url2pathname(urlparse(uri).path))
+        sent = connection.opened.get(path)
+        text = sent[1] if sent is not None else self._text(path)
+        return None if text is None else re.split(r"\r\n|\r|\n", text)
 
     def _open(self, connection: Any, path: Path) -> None:
         text = self._text(path)
@@ -188,8 +205,13 @@ class LanguageServers:
         while True:  # a crash mid-request: _running restarts it once, or says why not
             connection = await self._running(slot)
             self._open(connection, path)
+            encoding = connection.encoding
+            lines = partial(self._lines, connection)
+            uri = path.as_uri()
             try:
-                return await connection.request(method, params, self.request_timeout)
+                sent = convert(params, uri, lines, "utf-16", encoding)
+                result = await connection.request(method, sent, self.request_timeout)
+                return convert(result, uri, lines, encoding, "utf-16")
             except ServerTimeout as exc:
                 raise CodeIntelError(str(exc)) from None
             except JsonRpcException as exc:
