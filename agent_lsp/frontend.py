@@ -175,8 +175,8 @@ async def shut_down(
     deadline: float | None = SHUTDOWN_DEADLINE,
 ) -> None:
     """The client went away or asked us to stop: every run cancelled (each writes its report
-    and transcript as it ends), then the MCP servers and model clients closed. With a
-    deadline, each step waits at most that long."""
+    and transcript as it ends), then the MCP servers, model clients and the language servers
+    we started closed. With a deadline, each step waits at most that long."""
     if host is None:
         return
     if cause is None:
@@ -194,6 +194,12 @@ async def shut_down(
         await asyncio.wait_for(host.aclose(), deadline)
     except TimeoutError:
         log.warning("closing the MCP servers took longer than %ss", deadline)
+    close_sources = getattr(host.code_intel, "aclose", None)
+    if close_sources is not None:  # the language servers we started: shutdown, exit, killed
+        try:  # (past the deadline, last_rites and each server's reaper end them)
+            await asyncio.wait_for(close_sources(), deadline)
+        except TimeoutError:
+            log.warning("closing the language servers took longer than %ss", deadline)
     if host.telemetry is not None:  # the runs' spans and metrics go out (at most TELEMETRY_FLUSH s)
         await asyncio.to_thread(host.telemetry.flush, TELEMETRY_FLUSH)
 

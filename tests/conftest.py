@@ -1,7 +1,9 @@
-"""Shared fixtures: a scripted model server, a sample workspace, an isolated state dir."""
+"""Shared fixtures: a scripted model server, a sample workspace, an isolated state dir, and a
+PATH without the language servers agent-lsp would auto-detect."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -24,8 +26,34 @@ def workspace(tmp_path: Path) -> Path:
     return root
 
 
+# The test extra installs ty and basedpyright next to python: on PATH, every front end would
+# start them (languageServers.auto) and offer their diagnostics. Tests get a PATH whose folders
+# hold everything but these; tests of the started servers put them back (tests/langservers).
+ANALYSERS = frozenset({"ty", "basedpyright-langserver", "pyright-langserver", "pyrefly"})
+
+
+@pytest.fixture(scope="session")
+def path_without_analysers(tmp_path_factory: pytest.TempPathFactory) -> str:
+    parts = []
+    for index, entry in enumerate(os.environ.get("PATH", "").split(os.pathsep)):
+        folder = Path(entry)
+        try:
+            names = {p.name for p in folder.iterdir()} if entry and folder.is_dir() else set()
+        except OSError:
+            names = set()
+        if not names & ANALYSERS:
+            parts.append(entry)
+            continue
+        shadow = tmp_path_factory.mktemp(f"path{index}")
+        for name in sorted(names - ANALYSERS):
+            (shadow / name).symlink_to(folder / name)
+        parts.append(str(shadow))
+    return os.pathsep.join(parts)
+
+
 @pytest.fixture(autouse=True)
-def state_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def state_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, path_without_analysers: str) -> Path:
+    monkeypatch.setenv("PATH", path_without_analysers)
     state = tmp_path / "state"
     monkeypatch.setenv("AGENT_LSP_STATE_DIR", str(state))
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-secret-key-1234567890")

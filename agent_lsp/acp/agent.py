@@ -90,6 +90,9 @@ class AcpAgent:
                 McpConsent(self.client, outbox, self._approval_timeout()).ask, on_status
             )
             self._host = AgentHost(tool_servers=McpHub(hooks), telemetry=OtelTelemetry())
+            from agent_lsp.langservers.hub import plug
+
+            plug(self._host, lambda: _settings()[0])  # the language servers we start
         return self._host
 
     @staticmethod

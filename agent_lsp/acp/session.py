@@ -36,6 +36,7 @@ from agent_lsp.agent.messages import CancelCause, RunReport, StopCause, StopReas
 from agent_lsp.agent.state.session import new_id
 from agent_lsp.agent.state.sessions import iso, title_of
 from agent_lsp.agent.state.transcript import Redactor
+from agent_lsp.langservers.hub import with_diagnostics
 
 if TYPE_CHECKING:
     from agent_lsp.agent.host import AgentHost
@@ -201,7 +202,7 @@ class AcpSession:
                 session=self.core,
                 store=self.store,
                 settings=self.settings,
-                ports=RunPorts(workspace, self.approver, events),
+                ports=RunPorts(with_diagnostics(self.host, workspace), self.approver, events),
                 run_id=run_id,
                 mode=mode,
                 continue_hint="a follow-up prompt in this session continues from here",

@@ -36,7 +36,7 @@ log = logging.getLogger(__name__)
 
 ENCODINGS = ("utf-16", "utf-8", "utf-32")  # offered in `general.positionEncodings`
 STDERR_LINES = 20
-SHUTDOWN_GRACE = 1.0  # for `shutdown` to be answered and the process to exit after `exit`
+SHUTDOWN_GRACE = 0.5  # for `shutdown` to be answered and the process to exit after `exit`
 
 
 class ServerFailed(Exception):

@@ -226,8 +226,9 @@ class LanguageServers:
         self, paths: list[Path] | None, after: dict[Path, int] | None
     ) -> list[dict[str, Any]] | None:
         """What the started servers published: for `paths` (each file's server started and the
-        file opened if need be; with `after`, the file's text on disk is sent first and its fresh
-        diagnostics awaited, at most DIAGNOSTICS_WAIT s), or everything published so far."""
+        file opened if need be, with the text last synced, else the disk's; when that text is new
+        to the server its fresh diagnostics are awaited, at most DIAGNOSTICS_WAIT s), or
+        everything published so far. `after` (editor buffer versions) means nothing here."""
         if paths is None:
             out: dict[str, list[dict[str, Any]]] = {}
             for slot in self._slots.values():
@@ -235,13 +236,11 @@ class LanguageServers:
                     for uri, (items, _, _) in slot.connection.diagnostics.items():
                         out[uri] = items
             return [{"uri": uri, "diagnostics": items} for uri, items in sorted(out.items())]
-        answers = await asyncio.gather(
-            *(self._file_diagnostics(p, after is not None and p in after) for p in paths)
-        )
+        answers = await asyncio.gather(*(self._file_diagnostics(p) for p in paths))
         found = [a for a in answers if a is not None]
         return found if found or not paths else None
 
-    async def _file_diagnostics(self, path: Path, fresh: bool) -> dict[str, Any] | None:
+    async def _file_diagnostics(self, path: Path) -> dict[str, Any] | None:
         spec = self.spec_for(path)
         if spec is None:
             return None
@@ -253,8 +252,6 @@ class LanguageServers:
             log.info("diagnostics of %s: %s", path, exc)
             return None
         uri = path.as_uri()
-        if fresh:
-            self._texts.pop(path, None)  # an applied edit: the disk has the text now
         before = connection.opened.get(path)
         since = time.monotonic()
         self._open(connection, path)

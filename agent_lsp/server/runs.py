@@ -26,6 +26,7 @@ from agent_lsp.agent.events import (
 from agent_lsp.agent.host import AgentHost, HostedRun, RunPorts
 from agent_lsp.agent.ports import ApprovalRequest
 from agent_lsp.agent.state.session import new_id
+from agent_lsp.langservers.hub import with_diagnostics
 from agent_lsp.server.approvals import LspApprover, PendingApprovals
 from agent_lsp.server.capabilities import ClientCaps
 from agent_lsp.server.folders import workspace_folders
@@ -202,7 +203,7 @@ class RunRegistry:
                 session=session,
                 store=store,
                 settings=settings,
-                ports=RunPorts(workspace, approver, stream),
+                ports=RunPorts(with_diagnostics(self.host, workspace), approver, stream),
                 run_id=run_id,
                 model=model,
                 mode=mode,

@@ -70,6 +70,9 @@ class AgentServer(LanguageServer):
             )
             self._runs.host.tool_servers = McpHub(McpHooks(hooks.ask_consent, hooks.on_status))
             self._runs.host.telemetry = OtelTelemetry()  # the SDK only once a run has telemetry on
+            from agent_lsp.langservers.hub import plug
+
+            plug(self._runs.host, lambda: self.config.settings)  # for stock clients and files
         return self._runs
 
     async def settings_ready(self) -> None:

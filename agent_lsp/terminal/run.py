@@ -25,6 +25,8 @@ from agent_lsp.agent.state.session import new_id
 from agent_lsp.agent.state.sessions import SessionError
 from agent_lsp.agent.tools.paths import PathGuard
 from agent_lsp.frontend import on_signals, shut_down
+from agent_lsp.langservers.hub import plug as plug_language_servers
+from agent_lsp.langservers.hub import with_diagnostics
 from agent_lsp.settings import Settings
 from agent_lsp.telemetry.hub import OtelTelemetry
 from agent_lsp.terminal.stream import TerminalStream
@@ -190,6 +192,7 @@ async def run_headless(
     stdout = out or sys.stdout
     stream_out = (err or sys.stderr) if fmt != "text" else stdout
     host = AgentHost(telemetry=OtelTelemetry())
+    plug_language_servers(host, lambda: settings)
     roots = [workspace.resolve()]
     try:
         session, store = await host.open_session(roots, session_id)
@@ -201,7 +204,7 @@ async def run_headless(
     except BudgetRefused as exc:
         (err or sys.stderr).write(f"agent-lsp run: {for_terminal(str(exc))}\n")
         return EXIT_USAGE
-    ws = DiskWorkspace(roots)
+    ws = with_diagnostics(host, DiskWorkspace(roots))
     interactive = sys.stdin.isatty() and not prompt_from_stdin
     await _mcp_on_the_terminal(host, roots, settings, stream_out, interactive)
     approver = TerminalApprover(yes, stream_out, interactive=interactive)
