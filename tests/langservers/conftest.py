@@ -136,3 +136,28 @@ def descendants(pid: int) -> list[int]:
         found += kids
         frontier += kids
     return found
+
+
+BROKEN = 'broken: int = "not an int"\n'
+
+
+def marked(marker: str) -> list[int]:
+    """Processes whose environment holds `marker` (a language server a test's agent started)."""
+    found = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                if marker.encode() in Path(f"/proc/{name}/environ").read_bytes() and alive(int(name)):
+                    found.append(int(name))
+            except OSError:
+                continue
+    return found
+
+
+def wait_gone(marker: str, timeout: float = 10) -> list[int]:
+    import time
+
+    deadline = time.monotonic() + timeout
+    while (left := marked(marker)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return left

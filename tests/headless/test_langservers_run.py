@@ -1,0 +1,47 @@
+"""`agent-lsp run` with a language server it starts itself (issue 23, source 2): basedpyright
+auto-detected on PATH answers the `diagnostics` tool and the problems after an edit, and no
+process of it is left once the run ends."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import uuid
+
+import pytest
+
+from tests.headless.test_run_cli import agent_run, report_of
+from tests.langservers.conftest import BROKEN, only_on_path, wait_gone
+from tests.unit.kit import call, last_tool_results, tools_reply
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def test_an_auto_detected_server_answers_diagnostics_and_the_problems_after_an_edit(model, workspace, tmp_path):
+    model.add([
+        tools_reply(call("edit_file", "e1", path="calc.py", old_text="def mul(a, b):", new_text=BROKEN + "\n\ndef mul(a, b):")),
+        tools_reply(call("diagnostics", "d1", path="calc.py")),
+        {"text": "found it"},
+    ])
+    marker = f"AGENT_LSP_TEST_MARK={uuid.uuid4().hex}"
+    env = {**os.environ, "PATH": only_on_path(tmp_path, "basedpyright-langserver") + os.pathsep + os.environ["PATH"],
+           marker.split("=")[0]: marker.split("=")[1]}
+    proc = subprocess.run(agent_run(model, workspace, "break it"), stdin=subprocess.DEVNULL, capture_output=True,
+                          text=True, timeout=100, env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert report_of(proc.stdout)["stopReason"] == "done"
+    assert "diagnostics" in {t["function"]["name"] for t in model.requests[0]["tools"]}  # Decision 39
+    edited = last_tool_results(model.requests[1])["e1"]
+    assert edited.startswith("applied: edit calc.py"), edited
+    assert "calc.py:5:15: error:" in edited and "not assignable" in edited and "(basedpyright)" in edited, edited
+    asked = last_tool_results(model.requests[2])["d1"]
+    assert "calc.py:5:15: error:" in asked and "(basedpyright)" in asked, asked
+    assert wait_gone(marker) == []
+
+
+def test_without_a_server_there_is_no_diagnostics_tool(model, workspace):
+    model.add([{"text": "ok"}])
+    proc = subprocess.run(agent_run(model, workspace, "hi"), stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "diagnostics" not in {t["function"]["name"] for t in model.requests[0]["tools"]}
