@@ -1,7 +1,8 @@
 """The health checks of a setup, computed in one place for `agent-lsp doctor` and the LSP
 command `agentLsp.health` (CONTRACT Decision 47): the settings file, the API key, the endpoint
-(GET /models), the model, ripgrep, the sandbox (bwrap and namespaces), the MCP servers and, when
-it is on, telemetry (the `otel` extra installed)."""
+(GET /models), the model, ripgrep, the sandbox (bwrap and namespaces), the MCP servers, the
+language servers agent-lsp would start and, when it is on, telemetry (the `otel` extra
+installed)."""
 
 from __future__ import annotations
 
@@ -93,7 +94,53 @@ async def run_checks(
         )
         checks += _endpoint_checks(settings, await models)
     rg, sandbox, mcp = await others
-    return [*checks, rg, sandbox, *mcp, *_telemetry(settings)]
+    servers = _language_servers(settings, roots, host)
+    return [*checks, rg, sandbox, *mcp, *servers, *_telemetry(settings)]
+
+
+def _language_servers(settings: Settings, roots: list[Any], host: AgentHost | None) -> list[Check]:
+    """The language servers agent-lsp would start (configured, then auto-detected on PATH), one
+    check each; none is started here (Decision 37)."""
+    from agent_lsp.langservers.config import AUTO
+    from agent_lsp.langservers.hub import LanguageServerHub
+    from agent_lsp.langservers.manager import LanguageServers
+
+    hub = getattr(host, "code_intel", None)
+    paths = [Path(r) for r in roots]
+    if isinstance(hub, LanguageServerHub) and paths:
+        found = hub.found(paths)
+    else:
+        found = LanguageServers(settings.language_servers, paths).found()
+    checks = []
+    for item in found:
+        command = " ".join(item["command"])
+        where = ", ".join(item["extensions"])
+        how = "found on PATH" if item["source"] == "auto" else "configured"
+        ok, detail = True, f"`{command}` for {where} ({how}); starts with the first request"
+        if item.get("running"):
+            detail = f"`{command}` for {where} ({how}); running ({item['running']})"
+        if item["state"] == "ignored":
+            detail = f"`{command}` is not used: {item['why']}"
+        elif item["source"] == "configured" and not _runnable(item["command"][0]):
+            ok, detail = False, f"`{item['command'][0]}` was not found on PATH: install it"
+        if item.get("error"):
+            ok, detail = False, f"{detail}; {item['error']}"
+        checks.append(Check(f"language server {item['name']} ({item['source']})", ok, detail))
+    if not checks:
+        names = ", ".join(command[0] for _, command in AUTO)
+        detail = (
+            f"none: none of {names} is on PATH, and languageServers.servers is empty"
+            if settings.language_servers.auto
+            else "none: languageServers.auto is off and languageServers.servers is empty"
+        )
+        checks.append(Check("language servers", True, detail))
+    return checks
+
+
+def _runnable(program: str) -> bool:
+    import shutil
+
+    return shutil.which(program) is not None
 
 
 def _telemetry(settings: Settings) -> list[Check]:

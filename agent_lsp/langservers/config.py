@@ -54,7 +54,7 @@ def _normal(ext: str) -> str:
 
 def specs(settings: LanguageServersSettings, path_env: str | None = None) -> list[ServerSpec]:
     """The configured servers (in the settings' order), then the first auto-detected analyser
-    (when `auto` is on, and unless a configured server already answers for .py)."""
+    (when `auto` is on, and unless a configured server already answers for Python files)."""
     found = [
         ServerSpec(
             name,
@@ -67,7 +67,7 @@ def specs(settings: LanguageServersSettings, path_env: str | None = None) -> lis
         for name, server in settings.servers.items()
     ]
     covered = {e for s in found for e in s.extensions}
-    if settings.auto and not set(PYTHON) <= covered:
+    if settings.auto and not covered & set(PYTHON):  # one server per language
         auto = detect(path_env)
         if auto is not None and auto.name not in settings.servers:
             found.append(auto)

@@ -109,6 +109,9 @@ async def test_auto_detection_starts_only_decision_38s_static_analysers(project,
         path_env=analyser,
     )
     assert [s.name for s in configured.sources()] == ["jedi"]
+    only_py = servers(project, {"servers": {"jedi": {"command": ["jedi-language-server"], "extensions": [".py"]}}},
+                      path_env=analyser)
+    assert [s["name"] for s in only_py.found()] == ["jedi"]  # not basedpyright for the .pyi left over
 
 
 async def test_diagnostics_arrive_and_follow_an_edit(project, tmp_path):
