@@ -193,6 +193,9 @@ class LanguageServers:
                         slot.failed = str(exc)
                         slot.connection = None
                         raise CodeIntelError(slot.failed) from None
+                except BaseException:  # cancelled while starting: ended, and no crash counted
+                    slot.connection = None
+                    raise
 
     async def request(
         self, spec: ServerSpec, method: str, params: dict[str, Any], path: Path

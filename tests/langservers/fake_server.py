@@ -1,6 +1,7 @@
 """A tiny language server (pygls) that misbehaves on purpose: `crash` exits right after
 `initialized`, `hang` never answers textDocument/definition, `mute` never answers initialize,
-`config` asks workspace/configuration and answers hover with what it got. Each start appends a
+`config` asks workspace/configuration and answers hover with what it got, `env` answers
+hover with the names of its API-key variables. Each start appends a
 line to $FAKE_LSP_LOG (pid), so a test counts the starts."""
 
 import asyncio
@@ -41,6 +42,8 @@ async def definition(params):
 
 @server.feature(types.TEXT_DOCUMENT_HOVER)
 def hover(params):
+    if mode == "env":
+        return types.Hover(contents=json.dumps(sorted(k for k in os.environ if "API_KEY" in k)))
     return types.Hover(contents=json.dumps(got))
 
 

@@ -108,6 +108,16 @@ async def test_configuration_is_answered_from_settings_and_one_server_runs_per_r
     assert manager.found()[0]["running"] == 0
 
 
+async def test_a_server_never_gets_the_models_api_key(project):
+    manager = servers(project, fake("env"))
+    app = project / "app.py"
+    try:
+        answer = await manager.sources()[0].request("textDocument/hover", at(app, 5, "make"), app)
+        assert answer == {"contents": "[]"}  # OPENAI_API_KEY is set in the tests' environment
+    finally:
+        await manager.aclose()
+
+
 async def test_close_and_cancel_leave_no_process(project, tmp_path, monkeypatch):
     log = tmp_path / "starts.log"
     monkeypatch.setenv("FAKE_LSP_LOG", str(log))
@@ -141,6 +151,7 @@ async def test_close_and_cancel_leave_no_process(project, tmp_path, monkeypatch)
     starting.cancel()
     with pytest.raises(asyncio.CancelledError):
         await starting
+    assert manager.found()[0].get("error") is None  # a cancel is no crash
     (pid,) = starts(log)
     for _ in range(40):
         if not alive(pid):
