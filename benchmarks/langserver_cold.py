@@ -1,4 +1,4 @@
-"""Issue 23: a language server agent-lsp starts itself, asked through its code-intel source.
+"""A language server agent-lsp starts itself, asked through its code-intel source.
 
 On a generated project (N modules, each calling into a shared `core.py` with a distractor class
 holding a same-named method), per server: the cold start (a new source: process start,
