@@ -5,13 +5,15 @@ process of it is left once the run ends."""
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
+import time
 import uuid
 
 import pytest
 
 from tests.headless.test_run_cli import agent_run, report_of
-from tests.langservers.conftest import BROKEN, only_on_path, wait_gone
+from tests.langservers.conftest import BROKEN, marked, only_on_path, wait_gone
 from tests.unit.kit import call, last_tool_results, tools_reply
 
 pytestmark = pytest.mark.timeout(120)
@@ -45,3 +47,29 @@ def test_without_a_server_there_is_no_diagnostics_tool(model, workspace):
                           timeout=60)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "diagnostics" not in {t["function"]["name"] for t in model.requests[0]["tools"]}
+
+
+def test_sigterm_mid_run_leaves_no_language_server(model, workspace, tmp_path):
+    model.add([
+        tools_reply(call("diagnostics", "d1", path="calc.py")),
+        {"text": "never arrives", "ttft": 60},
+    ])
+    marker = uuid.uuid4().hex
+    env = {**os.environ, "PATH": only_on_path(tmp_path, "basedpyright-langserver") + os.pathsep + os.environ["PATH"],
+           "AGENT_LSP_TEST_MARK": marker}
+    proc = subprocess.Popen(agent_run(model, workspace, "look"), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        deadline = time.monotonic() + 60
+        while len(model.log) < 2:  # diagnostics answered (the server runs), the next call in flight
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "the run did not get to its second turn"
+            time.sleep(0.05)
+        assert marked(marker), "the language server runs"
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert report_of(out)["stopReason"] == "cancelled", out + err
+    assert wait_gone(marker) == []
