@@ -44,6 +44,7 @@ TRUSTED_FIELDS = frozenset(
         "telemetry",
         "budget",  # Decision 25: a repository must not lift the user's cost limit
         "pricing",  # ... nor lower a price to lift it (Decision 25)
+        "model_aliases",  # ... nor send the user's commands and agents to another model
     }
 )
 

@@ -107,6 +107,9 @@ class Settings(_Model):
     mcp: McpSettings = Field(default_factory=McpSettings)
     sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
     telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings)
+    model_aliases: dict[str, str] = Field(default_factory=dict)
+    """Model names in agent and command files (`sonnet`, `claude-opus-4-1`) mapped to models of
+    this endpoint; unmapped Claude names run on the run's own model (Decision 35)."""
 
     def transcript_path(self) -> Path:
         return (

@@ -29,6 +29,7 @@ from agent_lsp.agent.state.transcript import Redactor, Transcript
 from agent_lsp.agent.tools.base import ToolBox, ToolContext
 from agent_lsp.agent.tools.paths import PathGuard
 from agent_lsp.agent.tools.runner import CommandRunner
+from agent_lsp.agent.tools.skill import skills_block
 from agent_lsp.agent.tools.toolsets import main_tools, plan_tools
 from agent_lsp.settings import Settings, state_dir
 
@@ -101,7 +102,9 @@ async def run_task(
     if options.checkpoints is not None:
         tool_ctx.checkpoint = RunCheckpoint(options.checkpoints, workspace, run_id, session.id)
     stats = RunStats()
-    pricing = settings.pricing.get(session.model or settings.model)
+    # A command's own model is this run's only (Decision 34); `model` is the session's.
+    model_name = options.model_name or session.model
+    pricing = settings.pricing.get(model_name or settings.model)
     gate = ApprovalGate(
         ApprovalPolicy(settings.approval, session.approvals), approver, settings.approval.timeout
     )
@@ -134,6 +137,10 @@ async def run_task(
     )
     run = RunState(seams, tool_ctx, session, settings, paths, record)
     tool_ctx.spawn_subagent = run.spawn_subagent
+    tool_ctx.prompt_files = options.prompt_files
+    tool_ctx.allow_read = session.add_spill_file
+    for path in options.readable:  # the files of a skill run as a /command
+        session.add_spill_file(path)
     session.running = run_id
     session.runs.append(record)
     session.title = session.title or " ".join((options.title or prompt).split())
@@ -143,15 +150,19 @@ async def run_task(
             if options.on_record is not None:
                 await options.on_record(session, record)
             if seams.model is None:
-                seams.model = make_model(settings, env, session.model)
+                seams.model = make_model(settings, env, model_name)
             memory = await recall_memory(paths.roots, settings.memory_files)
             memory_text = redact(
                 "".join(f"\n\n## Memory: {label}\n{text}" for label, text in memory)
             )
-            system = SYSTEM_PROMPT.format(roots=", ".join(paths.names()), memory=memory_text)
+            skills = options.prompt_files.skills if options.prompt_files is not None else {}
+            # The skills block sits before the memory: it changes less often (prompt cache).
+            system = SYSTEM_PROMPT.format(
+                roots=", ".join(paths.names()), memory=skills_block(skills) + memory_text
+            )
             diagnostics = bool(getattr(workspace, "has_diagnostics", False))
             tools = (plan_tools if options.mode == "plan" else main_tools)(
-                options.extra_tools, diagnostics
+                options.extra_tools, diagnostics, skills=bool(skills)
             )
             if options.mode == "plan":
                 system += PLAN_PROMPT

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from agent_lsp.agent.events import StatusEvent
+from agent_lsp.agent.fs.prompt_files import PromptFiles
 from agent_lsp.agent.loop.loop import AgentLoop
 from agent_lsp.agent.loop.services import LoopTools, RunSeams
 from agent_lsp.agent.loop.structured import OutputSchema
@@ -48,6 +50,10 @@ class RunOptions:
     # The answer must end with JSON that fits it (--output-schema).
     output_schema: OutputSchema | None = None
     telemetry: RunTelemetry | None = None  # the run's trace and metrics (None: telemetry off)
+    # The user's skills, commands and agents (None: none are offered).
+    prompt_files: PromptFiles | None = None
+    model_name: str | None = None  # this run's model only (a command's `model`), not the session's
+    readable: list[Path] = field(default_factory=list)  # made readable for the session
 
 
 @dataclass

@@ -22,6 +22,7 @@ from agent_lsp.agent.tools.errors import ToolError as ToolError
 from agent_lsp.agent.tools.paths import PathGuard
 
 if TYPE_CHECKING:
+    from agent_lsp.agent.fs.prompt_files import PromptFiles
     from agent_lsp.agent.state.checkpoints import RunCheckpoint
     from agent_lsp.agent.tools.runner import CommandRunner
 
@@ -44,6 +45,10 @@ class ToolContext:
     checkpoint: RunCheckpoint | None = None
     # a status line for the user (e.g. after the run ended)
     notify: Callable[[str], None] | None = None
+    # The user's skills and agents (the skill and delegate tools); none found: None.
+    prompt_files: PromptFiles | None = None
+    # Makes a file outside the workspace readable for the session (a loaded skill's files).
+    allow_read: Callable[[Path], None] | None = None
 
 
 @dataclass
