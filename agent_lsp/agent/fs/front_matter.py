@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import yaml
+if TYPE_CHECKING:
+    import yaml
 
 _PLAIN_LINE = re.compile(r"^([A-Za-z][A-Za-z0-9_-]*)[ \t]*:(?:[ \t]+(.*))?$")
 # A value that means YAML syntax (a quote, a flow mapping, a block scalar, an anchor, a tag):
@@ -46,6 +47,8 @@ def split_front_matter(text: str) -> FrontMatter:
 
 
 def parse_fields(raw: str) -> dict[str, Any]:
+    import yaml  # only when a prompt file exists (a run without any never imports it)
+
     try:
         data = yaml.safe_load(raw) if raw.strip() else {}
     except yaml.YAMLError as exc:
