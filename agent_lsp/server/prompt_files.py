@@ -10,8 +10,8 @@ from typing import Any
 from agent_lsp.agent.fs.prompt_files import PromptFiles, discover
 from agent_lsp.agent.host import AgentHost
 from agent_lsp.agent.loop.prompt_plan import PromptPlan, plan_prompt
-from agent_lsp.server.commands import RunArgs
 from agent_lsp.frontend import model_lister
+from agent_lsp.server.commands import RunArgs
 from agent_lsp.settings import Settings
 
 
