@@ -226,3 +226,34 @@ def test_the_skills_block_is_sorted_cut_capped_and_stable(home, workspace):
     assert "More skills (load one to see what it does): " in block  # past the cap: names only
     assert block == skills_block(discover([workspace]).skills)  # the same skills, the same bytes
     assert skills_block({}) == ""
+
+
+# -- agents (Decision 35) ----------------------------------------------------------------------
+def test_a_delegate_to_an_agent_that_can_write_is_a_side_effect_call(home, workspace):
+    import json
+
+    from agent_lsp.agent.fs.disk_workspace import DiskWorkspace
+    from agent_lsp.agent.loop.services import LoopTools
+    from agent_lsp.agent.messages import ToolCall
+    from agent_lsp.agent.tools.base import ToolBox, ToolContext
+    from agent_lsp.agent.tools.delegate import narrow
+    from agent_lsp.agent.tools.paths import PathGuard
+    from agent_lsp.agent.tools.toolsets import main_tools, plan_tools
+
+    write(workspace / ".claude" / "agents" / "w.md", "---\nname: writer\ndescription: w\ntools: Read, Write\n---\nw\n")
+    write(workspace / ".claude" / "agents" / "r.md", "---\nname: looker\ndescription: r\ntools: Read, mcp__gh__*\n---\nr\n")
+    found = discover([workspace])
+    tools = main_tools(agents=found.agents)
+    loop = LoopTools(ToolBox(tools), ToolContext(DiskWorkspace([workspace]), PathGuard([workspace])))
+
+    def delegate(**arguments):
+        return ToolCall("c", "delegate", json.dumps({"task": "t", **arguments}))
+
+    assert loop.has_side_effects(delegate(agent="writer"))
+    assert not loop.has_side_effects(delegate(agent="looker"))
+    assert not loop.has_side_effects(delegate())
+    assert not loop.has_side_effects(ToolCall("c", "delegate", "not json"))
+    assert loop.has_side_effects(ToolCall("c", "edit_file", "{}"))
+    assert [t.name for t in narrow(found.agents["writer"], tools)] == ["read_file", "write_file"]
+    # in plan mode the parent has no writer, so neither has the agent
+    assert [t.name for t in narrow(found.agents["writer"], plan_tools(agents=found.agents))] == ["read_file"]

@@ -155,15 +155,20 @@ async def run_task(
             memory_text = redact(
                 "".join(f"\n\n## Memory: {label}\n{text}" for label, text in memory)
             )
-            skills = options.prompt_files.skills if options.prompt_files is not None else {}
+            found = options.prompt_files
+            skills = found.skills if found is not None else {}
             # The skills block sits before the memory: it changes less often (prompt cache).
             system = SYSTEM_PROMPT.format(
                 roots=", ".join(paths.names()), memory=skills_block(skills) + memory_text
             )
             diagnostics = bool(getattr(workspace, "has_diagnostics", False))
             tools = (plan_tools if options.mode == "plan" else main_tools)(
-                options.extra_tools, diagnostics, skills=bool(skills)
+                options.extra_tools,
+                diagnostics,
+                skills=bool(skills),
+                agents=found.agents if found is not None else None,
             )
+            run.parent_tools = tools  # what a user's agent's tools may narrow (Decision 35)
             if options.mode == "plan":
                 system += PLAN_PROMPT
             if options.output_schema is not None:

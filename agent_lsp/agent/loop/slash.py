@@ -12,23 +12,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from agent_lsp.agent.fs.prompt_files import PromptFile, PromptFiles
+from agent_lsp.agent.tools.names import tool_name
 from agent_lsp.settings import ApprovalSettings, Settings, is_replay
 
 COMMAND_LINE = re.compile(r"^/([A-Za-z0-9_.-]+(?::[A-Za-z0-9_.-]+)*)(\s+(.*))?$", re.DOTALL)
 PLACEHOLDER = re.compile(r"\$(ARGUMENTS|[1-9])")
-# Claude Code's tool names (CONTRACT "Tool names across formats") -> ours.
-CLAUDE_TOOLS = {
-    "Bash": "run_command",
-    "Read": "read_file",
-    "Edit": "edit_file",
-    "MultiEdit": "edit_file",
-    "Write": "write_file",
-    "Grep": "search",
-    "Glob": "list_files",
-    "LS": "list_files",
-    "Task": "delegate",
-    "Skill": "skill",
-}
 # Model names of Claude Code's files that mean "the model the run has" unless modelAliases maps
 # them (Decision 35).
 CLAUDE_MODELS = ("inherit", "sonnet", "opus", "haiku")
@@ -146,12 +134,3 @@ def pre_allowed(source: PromptFile, approval: ApprovalSettings) -> ApprovalSetti
         elif spec is None and tools.get(tool) != "deny":
             tools[tool] = "allow"
     return approval.model_copy(update={"tools": tools, "allow_commands": commands})
-
-
-def tool_name(name: str) -> str:
-    """Our name for a tool named in Claude Code's words (`Read`, `mcp__github__get_issue`)."""
-    if name in CLAUDE_TOOLS:
-        return CLAUDE_TOOLS[name]
-    if name.startswith("mcp__"):
-        return name[len("mcp__") :]
-    return name

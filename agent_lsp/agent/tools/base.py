@@ -113,6 +113,11 @@ class Tool:
     async def prepare(self, args: Any, ctx: ToolContext) -> Prepared:
         raise NotImplementedError
 
+    def writes(self, raw: dict[str, Any], parent: list[Tool]) -> bool:
+        """Whether this call has side effects (it then runs alone, in order); `parent`: the
+        calling loop's tools."""
+        return not self.read_only
+
 
 @functools.cache
 def _schema_of(name: str, description: str, args: type[Args]) -> dict[str, Any]:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from agent_lsp.agent.tools.base import Tool
 from agent_lsp.agent.tools.command import RunCommand
-from agent_lsp.agent.tools.delegate import Delegate
+from agent_lsp.agent.fs.prompt_files import PromptFile
+from agent_lsp.agent.tools.delegate import Delegate, DelegateToAgent
 from agent_lsp.agent.tools.diagnostics import Diagnostics
 from agent_lsp.agent.tools.edits import EditFile, WriteFile
 from agent_lsp.agent.tools.files import ReadFile
@@ -19,16 +20,25 @@ def read_tools(diagnostics: bool = False) -> list[Tool]:
     return [ReadFile(), ListFiles(), Search(), *([Diagnostics()] if diagnostics else [])]
 
 
+def delegate_tool(agents: dict[str, PromptFile] | None = None) -> Delegate:
+    """delegate, with `agent` and the agents listed when the user has agent definitions."""
+    return DelegateToAgent(agents) if agents else Delegate()
+
+
 def main_tools(
-    extra: list[Tool] | None = None, diagnostics: bool = False, *, skills: bool = False
+    extra: list[Tool] | None = None,
+    diagnostics: bool = False,
+    *,
+    skills: bool = False,
+    agents: dict[str, PromptFile] | None = None,
 ) -> list[Tool]:
-    """`skills`: the skill tool, when the user has skills."""
+    """`skills`: the skill tool, when the user has skills; `agents`: the user's agents."""
     return [
         *read_tools(diagnostics),
         EditFile(),
         WriteFile(),
         RunCommand(),
-        Delegate(),
+        delegate_tool(agents),
         Remember(),
         *([LoadSkill()] if skills else []),
         *(extra or []),
@@ -36,13 +46,17 @@ def main_tools(
 
 
 def plan_tools(
-    extra: list[Tool] | None = None, diagnostics: bool = False, *, skills: bool = False
+    extra: list[Tool] | None = None,
+    diagnostics: bool = False,
+    *,
+    skills: bool = False,
+    agents: dict[str, PromptFile] | None = None,
 ) -> list[Tool]:
     """Plan mode (CONTRACT Decision 21): the read-only tools, delegate, the skill tool, and
     extra tools that run like read-only ones; not `remember`."""
     return [
         *read_tools(diagnostics),
-        Delegate(),
+        delegate_tool(agents),
         *([LoadSkill()] if skills else []),
         *(t for t in extra or [] if t.read_only),
     ]
