@@ -11,16 +11,16 @@ from agent_lsp.agent.events import StatusEvent
 from agent_lsp.agent.fs.prompt_files import PromptFile, PromptFiles
 from agent_lsp.agent.loop.loop import AgentLoop
 from agent_lsp.agent.loop.services import LoopTools, RunSeams
+from agent_lsp.agent.loop.slash import run_model
 from agent_lsp.agent.loop.structured import OutputSchema
 from agent_lsp.agent.messages import CancelCause, StopCause, StopReason, Structured
-from agent_lsp.agent.loop.slash import run_model
 from agent_lsp.agent.model.client import Model, make_model
 from agent_lsp.agent.ports import RunTelemetry
 from agent_lsp.agent.state.checkpoints import CheckpointStore
 from agent_lsp.agent.state.session import Entry, RunRecord, Session
 from agent_lsp.agent.tools.base import Tool, ToolBox, ToolContext, ToolError
-from agent_lsp.agent.tools.paths import PathGuard
 from agent_lsp.agent.tools.delegate import narrow
+from agent_lsp.agent.tools.paths import PathGuard
 from agent_lsp.agent.tools.toolsets import subagent_tools
 from agent_lsp.settings import Settings
 

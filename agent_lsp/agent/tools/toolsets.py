@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from agent_lsp.agent.fs.prompt_files import PromptFile
 from agent_lsp.agent.tools.base import Tool
 from agent_lsp.agent.tools.command import RunCommand
-from agent_lsp.agent.fs.prompt_files import PromptFile
 from agent_lsp.agent.tools.delegate import Delegate, DelegateToAgent
 from agent_lsp.agent.tools.diagnostics import Diagnostics
 from agent_lsp.agent.tools.edits import EditFile, WriteFile
