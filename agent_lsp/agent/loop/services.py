@@ -145,6 +145,8 @@ class LoopTools:
         tool = self._box.tools.get(call.name)
         if tool is None:
             return False
+        if type(tool).writes is Tool.writes:  # decided by the tool alone: no arguments parsed
+            return not tool.read_only
         try:
             raw = parse_arguments(call)
         except ValueError:

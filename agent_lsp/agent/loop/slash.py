@@ -60,7 +60,9 @@ def expand(typed: str, files: PromptFiles) -> Invocation | None:
     if source is None:
         return None
     arguments = (match.group(3) or "").strip()
-    return Invocation(typed, source.name, source, arguments, fill(source.body, arguments))
+    # an empty file with no arguments: the prompt as typed (the model is not sent nothing)
+    prompt = fill(source.body, arguments) or typed.strip()
+    return Invocation(typed, source.name, source, arguments, prompt)
 
 
 def fill(body: str, arguments: str) -> str:
