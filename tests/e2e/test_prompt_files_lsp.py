@@ -46,6 +46,9 @@ async def test_commands_are_listed_and_a_slash_prompt_runs_its_file(open_editor,
     explain = listed[0]
     assert explain["description"] == "Explain code" and explain["argumentHint"] == "[focus]"
     assert explain["path"] == str((workspace / ".claude" / "commands" / "explain.md").resolve())
+    # the malformed file is named with its error in the editor's log, once
+    await editor.wait_for(lambda: any("broken.md is not used: bad YAML" in m.message for m in editor.client.log_messages),
+                          10, "the problem in window/logMessage")
 
     editor.open("calc.py")
     started = await editor.run("/explain error handling", textDocument={"uri": editor.uri("calc.py")})

@@ -7,6 +7,7 @@ still works. One PromptFiles holds what was found, for the run and for `agentLsp
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 from collections.abc import Iterator
@@ -21,6 +22,9 @@ from agent_lsp.agent.fs.front_matter import (
     text_field,
 )
 from agent_lsp.agent.fs.safeio import NotReadable, read_regular_sync
+
+log = logging.getLogger(__name__)
+_warned: set[tuple[str, str]] = set()  # problems already logged by this process
 
 Kind = Literal["skill", "command", "agent"]
 Scope = Literal["user", "project"]
@@ -160,6 +164,11 @@ def discover(roots: list[Path]) -> PromptFiles:
         for folder, scope, root in search_folders(kind, roots):
             for path, name, error in _candidates(kind, folder):
                 _take(found, kind, path, name, scope, root, error)
+    for problem in found.problems:  # said once per process (the editor's log), never skipped
+        key = (problem["path"], problem["error"])
+        if key not in _warned:
+            _warned.add(key)
+            log.warning("prompt file %s is not used: %s", *key)
     return found
 
 
