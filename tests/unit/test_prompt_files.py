@@ -257,3 +257,14 @@ def test_a_delegate_to_an_agent_that_can_write_is_a_side_effect_call(home, works
     assert [t.name for t in narrow(found.agents["writer"], tools)] == ["read_file", "write_file"]
     # in plan mode the parent has no writer, so neither has the agent
     assert [t.name for t in narrow(found.agents["writer"], plan_tools(agents=found.agents))] == ["read_file"]
+
+
+def test_shell_lines_and_file_references_stay_text_and_are_flagged(home, workspace):
+    write(workspace / ".claude" / "commands" / "commit.md",
+          "---\ndescription: Commit\n---\n## Context\n- Status: !`git status`\n- Read @src/app.py\nCommit $ARGUMENTS\n")
+    files = discover([workspace])
+    invocation = expand("/commit now", files)
+    assert invocation is not None
+    assert invocation.prompt == "## Context\n- Status: !`git status`\n- Read @src/app.py\nCommit now"  # nothing ran
+    row = next(r for r in files.listing("command") if r["name"] == "commit")
+    assert any("not run here" in n for n in row["notes"]) and any("@file" in n for n in row["notes"])
