@@ -125,19 +125,30 @@ class PromptFiles:
         ]
 
 
-def claude_dir() -> Path:
+def claude_dir() -> Path | None:
     """The user's Claude Code folder: `$CLAUDE_CONFIG_DIR`, else `~/.claude` (Decision 29)."""
     configured = os.environ.get("CLAUDE_CONFIG_DIR")
-    return Path(configured).expanduser() if configured else Path.home() / ".claude"
+    if configured:
+        return Path(configured).expanduser()
+    home = _home()
+    return home / ".claude" if home is not None else None
+
+
+def _home() -> Path | None:
+    try:
+        return Path.home()
+    except RuntimeError:  # no HOME and no passwd entry: only the workspace's files count
+        return None
 
 
 def search_folders(kind: Kind, roots: list[Path]) -> list[tuple[Path, Scope, Path | None]]:
     """(folder, scope, the workspace folder it must stay in) in the order names are claimed:
     the user's folders first (they shadow the project's), `.agents/` before `.claude/`."""
     sub = FOLDERS[kind]
+    home, claude = _home(), claude_dir()
     found: list[tuple[Path, Scope, Path | None]] = [
-        (Path.home() / ".agents" / sub, "user", None),
-        (claude_dir() / sub, "user", None),
+        *([(home / ".agents" / sub, "user", None)] if home is not None else []),
+        *([(claude / sub, "user", None)] if claude is not None else []),
     ]
     project: Path | None
     for project in roots:
