@@ -146,10 +146,10 @@ def search_folders(kind: Kind, roots: list[Path]) -> list[tuple[Path, Scope, Pat
     the user's folders first (they shadow the project's), `.agents/` before `.claude/`."""
     sub = FOLDERS[kind]
     home, claude = _home(), claude_dir()
-    found: list[tuple[Path, Scope, Path | None]] = [
-        *([(home / ".agents" / sub, "user", None)] if home is not None else []),
-        *([(claude / sub, "user", None)] if claude is not None else []),
-    ]
+    found: list[tuple[Path, Scope, Path | None]] = []
+    for user in (home / ".agents" if home is not None else None, claude):
+        if user is not None:
+            found.append((user / sub, "user", None))
     project: Path | None
     for project in roots:
         found.append((project / ".agents" / sub, "project", project))
