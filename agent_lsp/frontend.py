@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from agent_lsp.agent.host import AgentHost
+    from agent_lsp.agent.loop.prompt_plan import ModelLister
     from agent_lsp.agent.messages import CancelCause
     from agent_lsp.settings import Settings
 
@@ -160,6 +161,17 @@ def user_settings(log_problems: bool = True) -> tuple[Settings, list[str]]:
                 log.warning("%s", problem)
         _resolved[:] = [(settings, _user.file_problems + more)]
     return _resolved[0]
+
+
+def model_lister(host: AgentHost, settings: Settings) -> ModelLister:
+    """The endpoint's model list, for a prompt file's `claude-*` model (is it one of the
+    endpoint's?), asked only when no `modelAliases` entry maps it."""
+
+    async def models() -> list[str]:
+        listing = await host.list_models(settings)
+        return list(listing.get("models") or [])
+
+    return models
 
 
 # -- shutdown and last rites -----------------------------------------------------------------

@@ -48,6 +48,7 @@ TRUSTED_FIELDS = frozenset(
         "pricing",  # ... nor lower a price to lift it (Decision 25)
         "hooks",  # commands that run on the user's machine (Decision 25)
         "language_servers",  # they start processes (Decision 25)
+        "model_aliases",  # ... nor send the user's commands and agents to another model
     }
 )
 # Settings whose every allowed source adds to the others rather than replacing them

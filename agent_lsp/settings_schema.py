@@ -135,6 +135,9 @@ class Settings(_Model):
     telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings)
     language_servers: LanguageServersSettings = Field(default_factory=LanguageServersSettings)
     """Language servers agent-lsp starts itself (trusted: they are processes)."""
+    model_aliases: dict[str, str] = Field(default_factory=dict)
+    """Model names in agent and command files (`sonnet`, `claude-opus-4-1`) mapped to models of
+    this endpoint; unmapped Claude names run on the run's own model (Decision 35)."""
 
     def transcript_path(self) -> Path:
         return (

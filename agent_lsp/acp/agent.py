@@ -202,6 +202,9 @@ class AcpAgent:
             mode=previous.mode if previous else "default",
         )
         self.sessions[core.id] = session
+        from agent_lsp.agent.fs.prompt_files import discover
+
+        session.files = await asyncio.to_thread(discover, roots)  # the commands it announces
         if announce:
             session.announce(problems + more)
         return session

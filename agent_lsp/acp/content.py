@@ -10,6 +10,7 @@ from typing import Any
 
 from acp.schema import AvailableCommand, AvailableCommandInput, PlanEntry, UnstructuredCommandInput
 
+from agent_lsp.agent.fs.prompt_files import PromptFiles
 from agent_lsp.agent.tools.paths import PathGuard
 
 CONTEXT_CHARS = 200_000  # of one embedded resource put into the prompt
@@ -73,8 +74,10 @@ COMMANDS = {
 }
 
 
-def available_commands() -> list[AvailableCommand]:
-    return [
+def available_commands(files: PromptFiles | None = None) -> list[AvailableCommand]:
+    """Ours (`/plan`, `/rewind`), then the user's commands and the skills a `/name` runs
+    (Decision 34), those our own names do not hide."""
+    ours = [
         AvailableCommand(
             name=name,
             description=description,
@@ -82,6 +85,24 @@ def available_commands() -> list[AvailableCommand]:
         )
         for name, (description, hint) in COMMANDS.items()
     ]
+    theirs = []
+    found = files or PromptFiles()
+    for kind, entries in (("command", found.commands), ("skill", found.skills)):
+        for name in sorted(entries):
+            if name in COMMANDS or (kind == "skill" and name in found.commands):
+                continue
+            entry = entries[name]
+            hint = entry.argument_hint
+            theirs.append(
+                AvailableCommand(
+                    name=name,
+                    description=entry.description or f"{entry.scope} {kind}",
+                    input=AvailableCommandInput(root=UnstructuredCommandInput(hint=hint))
+                    if hint
+                    else None,
+                )
+            )
+    return ours + theirs
 
 
 def slash_command(text: str) -> SlashCommand | None:

@@ -30,12 +30,15 @@ from agent_lsp.acp.tools import CallIds
 from agent_lsp.acp.updates import Outbox, RunEvents, text_block, thought
 from agent_lsp.acp.workspace import AcpWorkspace
 from agent_lsp.agent.exec import keyguard
+from agent_lsp.agent.fs.prompt_files import PromptFiles
 from agent_lsp.agent.host import HostedRun, RunPorts
 from agent_lsp.agent.loop.budget import BudgetRefused
+from agent_lsp.agent.loop.prompt_plan import PromptPlan, plan_prompt
 from agent_lsp.agent.messages import CancelCause, RunReport, StopCause, StopReason
 from agent_lsp.agent.state.session import new_id
 from agent_lsp.agent.state.sessions import iso, title_of
 from agent_lsp.agent.state.transcript import Redactor
+from agent_lsp.frontend import model_lister
 from agent_lsp.langservers.hub import with_diagnostics
 
 if TYPE_CHECKING:
@@ -110,6 +113,7 @@ class AcpSession:
     run: HostedRun | None = None
     approver: AcpApprover | None = None
     cost: float = 0.0  # of this process's finished runs; ACP's usage cost is per session
+    files: PromptFiles | None = None  # the user's prompt files, as last announced
 
     def __post_init__(self) -> None:
         self.outbox = Outbox(self.client, self.id)
@@ -121,7 +125,8 @@ class AcpSession:
         """What a client shows once the session exists: the slash commands, settings problems."""
         self.outbox.send(
             AvailableCommandsUpdate(
-                session_update="available_commands_update", available_commands=available_commands()
+                session_update="available_commands_update",
+                available_commands=available_commands(self.files),
             )
         )
         for problem in problems:
@@ -155,6 +160,13 @@ class AcpSession:
         )
         if command is not None:
             text = command.argument
+        # a `/name args` prompt runs the user's prompt file (Decision 34); found again per turn
+        plan = await plan_prompt(
+            text, self.roots, self.settings, lister=model_lister(self.host, self.settings)
+        )
+        if self.files is not None and _names(plan.files) != _names(self.files):
+            self.files = plan.files  # the client's command list follows the files
+            self.announce()
         if not text.strip():
             self.outbox.send(
                 AgentMessageChunk(
@@ -164,7 +176,7 @@ class AcpSession:
             )
             await self.outbox.drain()
             return PromptResponse(stop_reason="end_turn")
-        report = await self._run(text, mode)
+        report = await self._run(text, mode, plan)
         if (
             mode == "plan"
             and report.stop_reason == StopReason.DONE
@@ -181,7 +193,7 @@ class AcpSession:
         await self.outbox.drain()
         return stop_response(report)
 
-    async def _run(self, text: str, mode: str | None) -> RunReport:
+    async def _run(self, text: str, mode: str | None, plan: PromptPlan | None = None) -> RunReport:
         run_id = new_id("r")
         self.ids.new_run()
         workspace = self.workspace()
@@ -198,7 +210,7 @@ class AcpSession:
         token = CURRENT.set(self)  # copied into the run's task: MCP consent asks here
         try:
             hosted = self.host.start(
-                text,
+                plan.prompt if plan is not None else text,
                 session=self.core,
                 store=self.store,
                 settings=self.settings,
@@ -208,6 +220,8 @@ class AcpSession:
                 continue_hint="a follow-up prompt in this session continues from here",
                 before=self.until_warm,
                 mcp_servers=self.mcp,
+                title=text,
+                plan=plan,
             )
         except BudgetRefused as exc:  # Decision 36: an error answer, as for a bad prompt
             raise RequestError(-32602, f"session/prompt: {exc}") from None
@@ -315,3 +329,12 @@ def describe_rewind(result: dict[str, Any], roots: list[Path]) -> str:
                 + "; ".join(f"{shown(i['uri'], roots)} ({i['reason']})" for i in result[key])
             )
     return "\n".join(lines)
+
+
+def _names(files: PromptFiles) -> list[tuple[str, str, str | None]]:
+    """What the client's command list shows of the prompt files."""
+    return [
+        (name, entry.description, entry.argument_hint)
+        for entries in (files.commands, files.skills)
+        for name, entry in sorted(entries.items())
+    ]

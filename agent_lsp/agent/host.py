@@ -11,14 +11,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agent_lsp.agent.events import StatusEvent
 from agent_lsp.agent.exec import keyguard
+from agent_lsp.agent.fs.prompt_files import PromptFiles, discover
 from agent_lsp.agent.host_rewind import HostRewinds
 from agent_lsp.agent.host_sessions import HostSessions
 from agent_lsp.agent.loop.budget import check_budget
+from agent_lsp.agent.loop.prompt_plan import PromptPlan
 from agent_lsp.agent.loop.run import RunOptions, run_task
 from agent_lsp.agent.loop.structured import OutputSchema
 from agent_lsp.agent.messages import CancelCause, RunReport, StopCause
 from agent_lsp.agent.model.client import Model, ModelError, make_model
+from agent_lsp.agent.model.listing import models_of
 from agent_lsp.agent.ports import (
     Approver,
     CodeIntelSources,
@@ -176,11 +180,14 @@ class AgentHost(HostSessions):
         mcp_servers: list[Any] | None = None,
         title: str | None = None,
         output_schema: OutputSchema | None = None,
+        plan: PromptPlan | None = None,
     ) -> HostedRun:
         """Start a run in the background (its session claimed at once). BudgetRefused (a
-        ValueError) when its budget could not be kept (Decision 36)."""
+        ValueError) when its budget could not be kept (Decision 36). `plan`: prompt_plan.py."""
         run_id = run_id or new_id("r")
-        check_budget(settings, model or session.model or settings.model)
+        settings = plan.settings if plan is not None else settings
+        run_model = plan.model if plan is not None else None
+        check_budget(settings, run_model or model or session.model or settings.model)
         # Checked again here, where the claim is made (nothing awaits in between).
         if session.running:
             raise SessionError(
@@ -208,9 +215,11 @@ class AgentHost(HostSessions):
 
         async def drive() -> None:
             try:
-                extra = await self._prelude(
-                    before, ports.workspace.roots, settings, mcp_servers, hosted
+                extra, files = await self._prelude(
+                    before, ports.workspace.roots, settings, mcp_servers, hosted, plan
                 )
+                if plan is not None and (line := plan.status()):
+                    ports.emit(StatusEvent(line, 0))
                 options = RunOptions(
                     run_id=run_id,
                     mode=mode,
@@ -223,6 +232,9 @@ class AgentHost(HostSessions):
                     output_schema=output_schema,
                     telemetry=self._run_telemetry(settings, run_id, session),
                     code_intel=self.code_intel,
+                    prompt_files=files,
+                    model_name=run_model,
+                    readable=plan.readable if plan is not None else [],
                 )
                 hosted.report = await run_task(
                     prompt,
@@ -231,7 +243,7 @@ class AgentHost(HostSessions):
                     workspace=ports.workspace,
                     approver=ports.approver,
                     emit=ports.emit,
-                    model=self.model_for(settings, session.model),
+                    model=self.model_for(settings, run_model or session.model),
                     options=options,
                 )
             finally:
@@ -280,17 +292,22 @@ class AgentHost(HostSessions):
         settings: Settings,
         mcp_servers: list[Any] | None,
         hosted: HostedRun,
-    ) -> list[Any]:
-        """What a run needs before its loop: the front end's own wait, then the MCP tools. A
-        cancel arriving here is re-armed, so run_task meets it at its first await and still
-        ends the run with its `cancelled` report; a failing MCP setup costs its tools only."""
+        plan: PromptPlan | None,
+    ) -> tuple[list[Any], PromptFiles | None]:
+        """What a run needs before its loop: the front end's own wait, the prompt files, then the
+        MCP tools. A cancel arriving here is re-armed, so run_task meets it at its first await
+        and still ends the run with its `cancelled` report; a failing MCP setup costs its tools
+        only."""
+        files = plan.files if plan is not None else None
         try:
             if before is not None:
                 await before()
+            if files is None:
+                files = await asyncio.to_thread(discover, roots)
             if self.tool_servers is None:
-                return []
+                return [], files
             hosted.mcp = await self.tool_servers.toolset(roots, settings, mcp_servers)
-            return list(await hosted.mcp.tools())
+            return list(await hosted.mcp.tools()), files
         except asyncio.CancelledError:
             task = asyncio.current_task()
             if task is not None:
@@ -298,7 +315,7 @@ class AgentHost(HostSessions):
                 task.cancel()
         except Exception as exc:
             log.warning("MCP tools are unavailable for this run: %s", exc)
-        return []
+        return [], files
 
     def cancel(self, run_id: str, cause: CancelCause = BY_USER) -> bool:
         run = self.active.get(run_id)
@@ -325,20 +342,7 @@ class AgentHost(HostSessions):
 
     async def list_models(self, settings: Settings) -> dict[str, Any]:
         """CONTRACT agentLsp.models: `{current, models, error?}` from the endpoint's GET /models."""
-        out: dict[str, Any] = {"current": settings.model, "models": []}
-        model = self.model_for(settings)
-        lister = getattr(model, "list_models", None)
-        if model is None or lister is None:
-            out["error"] = (
-                "no model client could be made: "
-                "set the API key variable named by apiKeyEnv, or baseUrl"
-            )
-            return out
-        try:
-            out["models"] = await lister()
-        except ModelError as exc:
-            out["error"] = str(exc)
-        return out
+        return await models_of(self.model_for(settings), settings.model)
 
     def _spawn(self, coro: Awaitable[Any]) -> None:
         """A background task kept referenced until done, its failure logged (never lost)."""
@@ -384,16 +388,11 @@ class AgentHost(HostSessions):
         return ids
 
     async def aclose(self) -> None:
-        if self.tool_servers is not None:
+        closers = [self.tool_servers.aclose] if self.tool_servers is not None else []
+        closers += [c for m in self.models.values() if (c := getattr(m, "aclose", None))]
+        for close in closers:  # the tool servers, then each model client
             try:
-                await self.tool_servers.aclose()
+                await close()
             except Exception as exc:
-                log.warning("closing the tool servers failed: %s", exc)
-        for model in list(self.models.values()):
-            close = getattr(model, "aclose", None)
-            if close is not None:
-                try:
-                    await close()
-                except Exception as exc:
-                    log.debug("closing a model client failed: %s", exc)
+                log.warning("closing %r failed: %s", close, exc)
         self.models.clear()

@@ -107,9 +107,16 @@ def as_answer(value: Answer | Decision) -> Answer:
 
 
 EventSink = Callable[[Event], None]
+
+
 # Called in the model's order when a delegate call is prepared (so sub-agent ids are
 # deterministic for replay); the returned callable runs the sub-agent and gives its summary.
-SubAgentSpawner = Callable[[str], Callable[[], Awaitable[str]]]
+class SubAgentSpawner(Protocol):
+    """`agent`: the user's agent definition the sub-agent follows (its prompt, tools, model)."""
+
+    def __call__(self, task: str, agent: Any = None) -> Callable[[], Awaitable[str]]: ...
+
+
 DiagnosticsSource = Callable[
     [list[Path] | None, dict[Path, int] | None], Awaitable[list[dict[str, Any]] | None]
 ]

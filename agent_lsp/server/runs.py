@@ -24,6 +24,7 @@ from agent_lsp.agent.events import (
     to_wire,
 )
 from agent_lsp.agent.host import AgentHost, HostedRun, RunPorts
+from agent_lsp.agent.loop.prompt_plan import PromptPlan
 from agent_lsp.agent.ports import ApprovalRequest
 from agent_lsp.agent.state.session import new_id
 from agent_lsp.langservers.hub import with_diagnostics
@@ -171,6 +172,7 @@ class RunRegistry:
         model: str | None = None,
         mode: str | None = None,
         request: str | None = None,
+        plan: PromptPlan | None = None,
     ) -> HostedRun:
         """Start a run in the background; ValueError (shown to the client) if it cannot."""
         roots, names = workspace_folders(self.ls)
@@ -210,6 +212,7 @@ class RunRegistry:
                 before=self._until_warm,
                 after=after,
                 title=request,
+                plan=plan,
             )
         except ValueError:  # the session was claimed meanwhile: this run never starts
             stream.progress_task.cancel()

@@ -149,12 +149,18 @@ def create_server() -> AgentServer:
     @server.command("agentLsp.run")
     async def run(ls: AgentServer, *args: Any) -> dict[str, str]:
         from agent_lsp.server import commands
+        from agent_lsp.server.folders import workspace_roots
+        from agent_lsp.server.prompt_files import plan_run
         from agent_lsp.server.run_prompt import build_run_prompt
 
         parsed = commands.parse_args(commands.RunArgs, "agentLsp.run", args)
         # CONTRACT Decision 8: the first run sees the workspace's settings
         await ls.settings_ready()
-        prompt = await build_run_prompt(ls, parsed)
+        # a `/name args` prompt runs that prompt file (Decision 34); titles keep it as typed
+        expanded, plan = await plan_run(
+            ls.runs.host, workspace_roots(ls), parsed, ls.config.settings
+        )
+        prompt = await build_run_prompt(ls, expanded)
         title = "Agent: " + parsed.typed.strip().splitlines()[0][:60]
         try:
             started = await ls.runs.start(
@@ -166,6 +172,7 @@ def create_server() -> AgentServer:
                 model=parsed.model,
                 mode=parsed.mode,
                 request=parsed.typed,
+                plan=plan,
             )
         except ValueError as exc:
             raise commands.JsonRpcInvalidParams(str(exc)) from None
@@ -250,6 +257,15 @@ def create_server() -> AgentServer:
         commands.parse_args(commands.NoArgs, "agentLsp.mcpServers", args)
         await ls.settings_ready()
         return await ls.runs.host.mcp_status(workspace_roots(ls), ls.config.settings)
+
+    @server.command("agentLsp.commands")
+    async def prompt_commands(ls: AgentServer, *args: Any) -> list[dict[str, Any]]:
+        from agent_lsp.server import commands
+        from agent_lsp.server.folders import workspace_roots
+        from agent_lsp.server.prompt_files import list_commands
+
+        commands.parse_args(commands.NoArgs, "agentLsp.commands", args)
+        return await list_commands(workspace_roots(ls))
 
     @server.command("agentLsp.cancel")
     def cancel(ls: AgentServer, *args: Any) -> bool:

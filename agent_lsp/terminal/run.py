@@ -17,6 +17,7 @@ from agent_lsp.agent.events import Event
 from agent_lsp.agent.fs.disk_workspace import DiskWorkspace
 from agent_lsp.agent.host import AgentHost, HostedRun, RunPorts
 from agent_lsp.agent.loop.budget import BudgetRefused, check_budget
+from agent_lsp.agent.loop.prompt_plan import plan_prompt
 from agent_lsp.agent.loop.structured import OutputSchema
 from agent_lsp.agent.messages import CancelCause, RunReport, StopCause, StopReason, Usage
 from agent_lsp.agent.ports import Answer, ApprovalRequest, Decision, EventSink
@@ -24,7 +25,7 @@ from agent_lsp.agent.state.checkpoints import CheckpointStore
 from agent_lsp.agent.state.session import new_id
 from agent_lsp.agent.state.sessions import SessionError
 from agent_lsp.agent.tools.paths import PathGuard
-from agent_lsp.frontend import on_signals, shut_down
+from agent_lsp.frontend import model_lister, on_signals, shut_down
 from agent_lsp.langservers.hub import plug as plug_language_servers
 from agent_lsp.langservers.hub import with_diagnostics
 from agent_lsp.settings import Settings
@@ -199,8 +200,10 @@ async def run_headless(
     except SessionError as exc:
         (err or sys.stderr).write(f"agent-lsp run: {for_terminal(str(exc))}\n")
         return EXIT_USAGE
+    # a `/name args` task runs that prompt file (Decision 34); the session's title keeps it as typed
+    plan = await plan_prompt(task, roots, settings, lister=model_lister(host, settings))
     try:  # before any MCP server starts: a budget that could not be kept is a usage error
-        check_budget(settings, session.model or settings.model)
+        check_budget(plan.settings, plan.model or session.model or settings.model)
     except BudgetRefused as exc:
         (err or sys.stderr).write(f"agent-lsp run: {for_terminal(str(exc))}\n")
         return EXIT_USAGE
@@ -218,7 +221,7 @@ async def run_headless(
     if worktree is not None:  # the run works in its worktree (Decision 42)
         hint = worktree.continue_hint(session.id)
     hosted = host.start(
-        task,
+        plan.prompt,
         session=session,
         store=store,
         settings=settings,
@@ -227,6 +230,8 @@ async def run_headless(
         continue_hint=hint,
         run_id=run_id,
         output_schema=output_schema,
+        title=task,
+        plan=plan,
     )
     task_ = hosted.task
     assert task_ is not None

@@ -73,9 +73,9 @@ A plist (or alist) mirroring the server's nested camelCase settings:
 
 Setting names may be written in kebab-case too (`:base-url'): they
 are sent in camelCase.  The names inside `:pricing', `:mcpServers',
-`:tools', `:env', `:headers', `:hooks' and `:languageServers'
-`:servers' are yours (models, servers, tools, variables) and go as
-written; `:mcpServers' may also be the JSON
+`:tools', `:env', `:headers', `:hooks', `:modelAliases' and
+`:languageServers' `:servers' are yours (models, servers, tools,
+variables) and go as written; `:mcpServers' may also be the JSON
 text of an \"mcpServers\" object pasted from another tool.  Lists of
 strings or numbers are sent as JSON arrays, t as true, `:json-false'
 as false.
@@ -202,7 +202,7 @@ strings, not %S" command))
                  value)))
 
 (defconst agent-lsp--verbatim-keys
-  '(:pricing :mcpServers :tools :env :headers :hooks :servers)
+  '(:pricing :mcpServers :tools :env :headers :hooks :servers :modelAliases)
   "Settings whose keys are the user's names (models, servers, tools, variables).
 Below them keys are sent exactly as written, never camelCased.")
 

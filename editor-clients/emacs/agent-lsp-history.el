@@ -1,4 +1,4 @@
-;;; agent-lsp-history.el --- Rewind a run, resume a past session (agent-lsp) -*- lexical-binding: t; -*-
+;;; agent-lsp-history.el --- Rewind a run, resume a past session, run a command (agent-lsp) -*- lexical-binding: t; -*-
 
 ;; This file is not part of GNU Emacs.
 
@@ -9,7 +9,9 @@
 ;; like any agent edit, so `undo' can take it back too.
 ;; `agent-lsp-sessions' picks a past session of the project
 ;; (`agentLsp.sessions'): the next runs continue that conversation, even
-;; one of an earlier server process.  Load `agent-lsp', not this file.
+;; one of an earlier server process.  `agent-lsp-command' runs one of
+;; the user's prompt files (`agentLsp.commands') as `/name args'.  Load
+;; `agent-lsp', not this file.
 
 ;;; Code:
 
@@ -166,6 +168,45 @@ remembering it.  Returns the chosen sessionId."
     (message "agent-lsp: the next runs continue the session \"%s\""
              (agent-lsp--one-line (plist-get session :title) 60))
     (plist-get session :sessionId)))
+
+;;; Commands (prompt files)
+
+(defvar agent-lsp--history)
+(declare-function agent-lsp-run "agent-lsp" (prompt &optional new-session))
+
+(defun agent-lsp--command-label (item)
+  "How the command ITEM of `agentLsp.commands' is offered."
+  (let ((hint (plist-get item :argumentHint)))
+    (format "/%s%s  %s (%s)"
+            (plist-get item :name)
+            (if (stringp hint) (concat " " hint) "")
+            (agent-lsp--one-line (or (plist-get item :description) "") 60)
+            (plist-get item :source))))
+
+;;;###autoload
+(defun agent-lsp-command (name arguments)
+  "Run the prompt file NAME with ARGUMENTS: the prompt \"/NAME ARGUMENTS\".
+A command of .claude/commands/ or .agents/commands/ (of the project or
+the home folder; a subfolder is a namespace `ns:name') or a skill; the
+server fills its `$ARGUMENTS' and `$1'...`$9'.  Interactively, a choice
+among the server's commands (`agentLsp.commands'), then the arguments,
+read with the command's argument hint as prompt."
+  (interactive
+   (let* ((server (agent-lsp--ensure-server))
+          (items (append (agent-lsp--call server "agentLsp.commands") nil))
+          (choices (or (mapcar (lambda (c) (cons (agent-lsp--command-label c) c)) items)
+                       (user-error "agent-lsp: no commands: add prompt files to \
+.claude/commands/ or ~/.claude/commands/")))
+          (choice (completing-read "Run which agent command: " choices nil t))
+          (item (cdr (assoc choice choices)))
+          (hint (plist-get item :argumentHint)))
+     (list (plist-get item :name)
+           (read-string (format "/%s %s: " (plist-get item :name)
+                                (if (stringp hint) hint "arguments"))
+                        nil 'agent-lsp--history))))
+  (let ((arguments (string-trim (or arguments ""))))
+    (agent-lsp-run (concat "/" name (if (string-empty-p arguments) ""
+                                      (concat " " arguments))))))
 
 (provide 'agent-lsp-history)
 ;;; agent-lsp-history.el ends here

@@ -41,6 +41,8 @@
   "Function of (PROMPT) answering `y-or-n-p'; nil: an error.")
 (defvar t-completing-read-answer nil
   "Function of (PROMPT COLLECTION) answering other `completing-read's.")
+(defvar t-read-string-answer nil
+  "Function of (PROMPT) answering other `read-string's; nil: the real one.")
 (defvar t-server nil)
 (defvar t-buffer nil)
 
@@ -245,10 +247,16 @@ lists; %-constructs are left as they are."
 ;; The optional reason after Deny, and y-or-n-p, are scripted too.
 (advice-add 'read-string :around
             (lambda (fn prompt &rest args)
-              (if (not (string-prefix-p "[agent-lsp] Why deny" prompt))
-                  (apply fn prompt args)
+              (cond
+               ((and t-read-string-answer
+                     (not (string-prefix-p "[agent-lsp] Why deny" prompt)))
+                (push (list :prompt prompt :t (t-now)) t-prompts)
+                (funcall t-read-string-answer prompt))
+               ((not (string-prefix-p "[agent-lsp] Why deny" prompt))
+                (apply fn prompt args))
+               (t
                 (push (list :prompt prompt :answer t-reason-answer :t (t-now)) t-prompts)
-                (if (eq t-reason-answer 'quit) (signal 'quit nil) t-reason-answer))))
+                (if (eq t-reason-answer 'quit) (signal 'quit nil) t-reason-answer)))))
 (advice-add 'y-or-n-p :override
             (lambda (prompt)
               (push (list :prompt prompt :t (t-now)) t-prompts)

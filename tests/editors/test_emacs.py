@@ -659,6 +659,32 @@ def test_resume_a_session_of_an_earlier_server(tmp_path, workspace, model):
     assert "The word was PAPAYA." in second.data["stream"]
 
 
+def test_command_picker_runs_a_prompt_file_with_its_arguments(tmp_path, workspace, model):
+    """Issue 24: agent-lsp-command offers agentLsp.commands with completing-read, reads the
+    arguments with the command's hint, and runs `/name args`; the server expands the file."""
+    commands = workspace / ".claude" / "commands" / "docs"
+    commands.mkdir(parents=True)
+    (commands / "explain.md").write_text("---\ndescription: Explain a function\nargument-hint: <function>\n---\n"
+                                         "Explain the function $1 simply.\n")
+    model.add("Explain the function", [{"text": "It greets."}])
+    res = run_emacs(tmp_path, workspace, model, r"""
+        (set-buffer t-buffer)
+        (setq t-completing-read-answer (lambda (_prompt items) (car items)))
+        (setq t-read-string-answer (lambda (_prompt) "greet"))
+        (call-interactively #'agent-lsp-command)
+        (t-wait 20 #'t-stop-event "the stop event")
+    """)
+    assert not res.errors, res.explain()
+    picker = [p for p in res.data["prompts"] if p["prompt"] == "Run which agent command: "]
+    assert picker[0]["items"] == ["/docs:explain <function>  Explain a function (project)"], picker
+    assert any(p["prompt"] == "/docs:explain <function>: " for p in res.data["prompts"]), res.data["prompts"]
+    run_args = [c["arguments"][0] for c in res.data["commands"] if c["command"] == "agentLsp.run"]
+    assert run_args[0]["prompt"] == "/docs:explain greet", run_args
+    user = [m for m in model.requests[0]["messages"] if m["role"] == "user"][0]["content"]
+    assert user.startswith("Explain the function greet simply."), user
+    assert res.stop()["report"]["stopReason"] == "done"
+
+
 def test_picked_model_is_used_by_the_next_run(tmp_path, workspace, model):
     model.add("Say hi", [{"text": "hi"}])
     res = run_emacs(tmp_path, workspace, model, r"""

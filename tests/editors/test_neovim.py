@@ -344,6 +344,33 @@ T.wait(T.RUN_MS, function() return T.stop_event() ~= nil end, 'the stop')
     assert model.requests[-1]["model"] == "scripted"
 
 
+def test_command_picker_runs_a_prompt_file_with_its_arguments(tmp_path, workspace, model):
+    """Issue 24: :AgentCommand lists agentLsp.commands in vim.ui.select, asks for the arguments
+    with the command's hint, and runs `/name args`; the server expands the file."""
+    commands = workspace / ".claude" / "commands"
+    commands.mkdir(parents=True)
+    (commands / "explain.md").write_text("---\ndescription: Explain a function\nargument-hint: <function>\n---\n"
+                                         "Explain the function $1 simply.\n")
+    model.add("Explain the function", [{"text": "It greets."}])
+    res = run(tmp_path, workspace, model, r"""
+T.pick = function(items) T.data.commands_listed = items; return items[1] end
+vim.ui.input = function(opts, on_confirm)
+  T.data.input_prompt = opts.prompt
+  on_confirm('greet')
+end
+vim.cmd('AgentCommand')
+T.wait(T.RUN_MS, function() return T.stop_event() ~= nil end, 'the stop')
+""")
+    assert not res.errors, res.explain()
+    data = res.data["data"]
+    pick = next(s for s in data["selects"] if s["prompt"] == "Run which command?")
+    assert pick["items"] == ["/explain <function>  Explain a function (project)"], pick
+    assert data["input_prompt"] == "/explain <function>: "
+    args = [c["params"]["arguments"][0] for c in data["commands"] if c["params"]["command"] == "agentLsp.run"][0]
+    assert args["prompt"] == "/explain greet", args
+    assert "Explain the function greet simply." in user_texts(model)
+
+
 def test_plan_then_carry_out(tmp_path, workspace, model):
     model.add("Plan a docstring", [
         {"text": "1. Add a module docstring to a.py."},

@@ -65,6 +65,10 @@ TASKS: dict[str, Any] = {
     "previewNew": "return 2 * a * b",
     "previewReject": "Triple mul in calc.py via the preview",
     "deadUrl": "http://127.0.0.1:9/v1",
+    "commandName": "explain",  # .claude/commands/explain.md of the workspace (run-test.mjs)
+    "commandArgs": "mul",
+    "commandPrompt": "Explain the function mul in one line.",
+    "commandFinal": "mul multiplies its arguments.",
 }
 
 pytestmark = pytest.mark.skipif(
@@ -78,6 +82,7 @@ def edit(path: str, old: str, new: str) -> dict[str, Any]:
 
 def script(model: ScriptedModelServer) -> None:
     k = TASKS
+    model.add(k["commandPrompt"], [{"text": k["commandFinal"]}])
     model.add(k["run"], [
         {"text": k["runText"], "chunk_size": 6, "chunk_delay": 0.02,
          "tool_calls": [edit("calc.py", "return a - b", "return a + b")]},
@@ -326,6 +331,16 @@ def test_vscode_pick_model(vscode: Session):
     picked = vscode.scenario("pickModel")
     assert any(TASKS["pickedModel"] in row for row in picked["rows"])
     assert vscode.requests[TASKS["model"]][0]["model"] == TASKS["pickedModel"]
+
+
+def test_vscode_command_picker_runs_a_prompt_file(vscode: Session):
+    """Issue 24: Agent: Run Command… lists agentLsp.commands, asks the arguments and runs
+    `/name args`; the server expands the workspace's prompt file."""
+    picked = vscode.scenario("runCommand")
+    assert any(f"/{TASKS['commandName']}" in row and "project" in row for row in picked["rows"]), picked["rows"]
+    first = vscode.requests[TASKS["commandPrompt"]][0]
+    assert last_user_text(first).startswith(TASKS["commandPrompt"] + "\n\nARGUMENTS: mul"), last_user_text(first)
+    assert TASKS["commandFinal"] in picked["agentOutput"]
 
 
 def test_vscode_plan_then_carry_out(vscode: Session):

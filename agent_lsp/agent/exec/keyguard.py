@@ -74,8 +74,11 @@ def child_env(
         *(secrets(base, wanted) if env is not None else []),
         *(s for s in extra_secrets if s),
     ]
-    return {k: v for k, v in base.items()
-            if k not in banned and not holds_key(v, known) and not OTLP_HEADERS.fullmatch(k)}
+    return {
+        k: v
+        for k, v in base.items()
+        if k not in banned and not holds_key(v, known) and not OTLP_HEADERS.fullmatch(k)
+    }
 
 
 def environment() -> dict[str, str]:

@@ -33,6 +33,7 @@ from agent_lsp.agent.tools.base import ToolBox, ToolContext
 from agent_lsp.agent.tools.codeintel.service import CodeIntel
 from agent_lsp.agent.tools.paths import PathGuard
 from agent_lsp.agent.tools.runner import CommandRunner
+from agent_lsp.agent.tools.skill import skills_block
 from agent_lsp.agent.tools.toolsets import main_tools, plan_tools
 from agent_lsp.settings import Settings, state_dir
 
@@ -106,7 +107,9 @@ async def run_task(
         tool_ctx.checkpoint = RunCheckpoint(options.checkpoints, workspace, run_id, session.id)
     tool_ctx.code_intel = _code_intel(options, session, paths.roots)
     stats = RunStats()
-    pricing = settings.pricing.get(session.model or settings.model)
+    # A command's own model is this run's only (Decision 34); `model` is the session's.
+    model_name = options.model_name or session.model
+    pricing = settings.pricing.get(model_name or settings.model)
     gate = ApprovalGate(
         ApprovalPolicy(settings.approval, session.approvals), approver, settings.approval.timeout
     )
@@ -139,6 +142,10 @@ async def run_task(
     )
     run = RunState(seams, tool_ctx, session, settings, paths, record)
     tool_ctx.spawn_subagent = run.spawn_subagent
+    tool_ctx.prompt_files = options.prompt_files
+    tool_ctx.allow_read = session.add_spill_file
+    for path in options.readable:  # the files of a skill run as a /command
+        session.add_spill_file(path)
     session.running = run_id
     session.runs.append(record)
     session.title = session.title or " ".join((options.title or prompt).split())
@@ -149,7 +156,7 @@ async def run_task(
             if options.on_record is not None:
                 await options.on_record(session, record)
             if seams.model is None:
-                seams.model = make_model(settings, env, session.model)
+                seams.model = make_model(settings, env, model_name)
             seams.hooks, problems = await load_run_hooks(
                 settings.hooks,
                 paths.roots,
@@ -166,11 +173,21 @@ async def run_task(
             memory_text = redact(
                 "".join(f"\n\n## Memory: {label}\n{text}" for label, text in memory)
             )
-            system = SYSTEM_PROMPT.format(roots=", ".join(paths.names()), memory=memory_text)
+            found = options.prompt_files
+            skills = found.skills if found is not None else {}
+            # The skills block sits before the memory: it changes less often (prompt cache).
+            system = SYSTEM_PROMPT.format(
+                roots=", ".join(paths.names()), memory=skills_block(skills) + memory_text
+            )
             diagnostics = bool(getattr(workspace, "has_diagnostics", False))
             tools = (plan_tools if options.mode == "plan" else main_tools)(
-                options.extra_tools, diagnostics, tool_ctx.code_intel is not None
+                options.extra_tools,
+                diagnostics,
+                tool_ctx.code_intel is not None,
+                skills=bool(skills),
+                agents=found.agents if found is not None else None,
             )
+            run.parent_tools = tools  # what a user's agent's tools may narrow (Decision 35)
             if options.mode == "plan":
                 system += PLAN_PROMPT
             if options.output_schema is not None:
@@ -256,6 +273,8 @@ def _code_intel(options: RunOptions, session: Session, roots: list[Path]) -> Cod
     if session.code_intel is None:
         session.code_intel = bool(sources)
     return CodeIntel(sources, session.add_spill_file) if session.code_intel else None
+
+
 async def session_hooks(hooks: RunHooks, session: Session, typed: str, run_id: str) -> None:
     """SessionStart (once per session object: `startup` when new, `resume` when loaded) and
     UserPromptSubmit; what they add is context after the prompt. HookStopped on a refusal."""

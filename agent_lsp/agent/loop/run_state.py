@@ -4,19 +4,23 @@ own state (RunState), which spawns the delegate tool's sub-agents as child loops
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 from agent_lsp.agent.events import StatusEvent
+from agent_lsp.agent.fs.prompt_files import PromptFile, PromptFiles
 from agent_lsp.agent.loop.loop import AgentLoop
 from agent_lsp.agent.loop.services import LoopTools, RunSeams
+from agent_lsp.agent.loop.slash import run_model
 from agent_lsp.agent.loop.structured import OutputSchema
 from agent_lsp.agent.messages import CancelCause, StopCause, StopReason, Structured
-from agent_lsp.agent.model.client import Model
+from agent_lsp.agent.model.client import Model, make_model
 from agent_lsp.agent.policy.hook_config import HookSpec
 from agent_lsp.agent.ports import CodeIntelSources, RunTelemetry
 from agent_lsp.agent.state.checkpoints import CheckpointStore
 from agent_lsp.agent.state.session import Entry, RunRecord, Session
 from agent_lsp.agent.tools.base import Tool, ToolBox, ToolContext, ToolError
+from agent_lsp.agent.tools.delegate import narrow
 from agent_lsp.agent.tools.paths import PathGuard
 from agent_lsp.agent.tools.toolsets import subagent_tools
 from agent_lsp.settings import Settings
@@ -27,6 +31,12 @@ SUBAGENT_PROMPT = (
     "Do exactly the task you are given, then reply (without calling tools) with a concise, exact "
     "summary of the result: paths, line numbers, names. Your summary is all the main agent will "
     "see."
+)
+
+# After a user agent's own prompt (its file's body): where it works and who reads its answer.
+AGENT_CONTEXT = (
+    "\n\n(You work as a sub-agent of agent-lsp in the workspace {roots}; your final reply, "
+    "without tool calls, is all the main agent will see.)"
 )
 
 
@@ -52,6 +62,10 @@ class RunOptions:
     code_intel: CodeIntelSources | None = None  # the language-server sources (None: none)
     # Whether the user consented to a project hook (the consent store; None: none has consent).
     hook_consent: Callable[[HookSpec], bool] | None = None
+    # The user's skills, commands and agents (None: none are offered).
+    prompt_files: PromptFiles | None = None
+    model_name: str | None = None  # this run's model only (a command's `model`), not the session's
+    readable: list[Path] = field(default_factory=list)  # made readable for the session
 
 
 @dataclass
@@ -67,8 +81,11 @@ class RunState:
     subagents: int = 0
     # The answer's JSON, once it validated against the output schema.
     structured: Structured | None = None
+    parent_tools: list[Tool] = field(default_factory=list)  # the main loop's (a user agent narrows)
 
-    def spawn_subagent(self, task: str) -> Callable[[], Awaitable[str]]:
+    def spawn_subagent(
+        self, task: str, agent: PromptFile | None = None
+    ) -> Callable[[], Awaitable[str]]:
         self.subagents += 1
         agent_id = f"main/{self.subagents}"
         roots = ", ".join(self.paths.names())
@@ -76,21 +93,31 @@ class RunState:
 
         async def go() -> str:
             history = [Entry({"role": "user", "content": task}, "prompt", self.seams.run_id)]
+            who = f"sub-agent {agent.name}" if agent is not None else "sub-agent"
             self.seams.emit(
-                StatusEvent(f"[{agent_id}] sub-agent started: {task[:120]}", 0, agent_id=agent_id)
+                StatusEvent(f"[{agent_id}] {who} started: {task[:120]}", 0, agent_id=agent_id)
             )
             diagnostics = bool(getattr(self.tool_ctx.workspace, "has_diagnostics", False))
             code_intel = self.tool_ctx.code_intel is not None
-            tools = LoopTools(ToolBox(subagent_tools(diagnostics, code_intel)), self.tool_ctx)
+            seams, prompt = self.seams, SUBAGENT_PROMPT.format(roots=roots)
+            toolset = subagent_tools(diagnostics, code_intel)
+            if agent is not None:  # the user's agent: its prompt, its (narrowed) tools, its model
+                toolset = narrow(agent, self.parent_tools)
+                prompt = f"{agent.body.strip()}{AGENT_CONTEXT.format(roots=roots)}"
+                seams = self._seams_for(agent)
             sub = AgentLoop(
-                self.seams,
+                seams,
                 agent_id,
-                tools,
+                LoopTools(ToolBox(toolset), self.tool_ctx),
                 settings.delegate_max_turns,
                 history,
-                SUBAGENT_PROMPT.format(roots=roots),
+                prompt,
             )
-            outcome = await sub.loop()
+            try:
+                outcome = await sub.loop()
+            finally:
+                if seams.model is not self.seams.model:
+                    await _close(seams.model)
             self.seams.emit(
                 StatusEvent(
                     f"[{agent_id}] sub-agent stopped: {outcome.reason} after "
@@ -112,6 +139,27 @@ class RunState:
             raise ToolError(f"the sub-agent failed: {outcome.error}")
 
         return go
+
+    def _seams_for(self, agent: PromptFile) -> RunSeams:
+        """The run's seams, with the agent's own model when it names one this endpoint serves
+        (Decision 35: through `modelAliases`; Claude's names run on the run's model)."""
+        name = run_model(agent.model, agent.scope, self.settings, set())
+        if name is None or name == self.seams.model.name:
+            return self.seams
+        return replace(
+            self.seams,
+            model=make_model(self.settings, None, name),
+            pricing=self.settings.pricing.get(name),
+        )
+
+
+async def _close(model: Model) -> None:
+    close = getattr(model, "aclose", None)
+    if close is not None:
+        try:
+            await close()
+        except Exception:  # a client that fails to close costs nothing more
+            pass
 
 
 def plural(n: int, noun: str) -> str:

@@ -140,10 +140,19 @@ class LoopTools:
     def names(self) -> list[str]:
         return list(self._box.tools)
 
-    def has_side_effects(self, name: str) -> bool:
-        """A known tool that is not read-only: it runs alone, in order."""
-        tool = self._box.tools.get(name)
-        return tool is not None and not tool.read_only
+    def has_side_effects(self, call: ToolCall) -> bool:
+        """A known tool whose call may write (not read-only, or a delegate to an agent that can
+        write): it runs alone, in order."""
+        tool = self._box.tools.get(call.name)
+        if tool is None:
+            return False
+        if type(tool).writes is Tool.writes:  # decided by the tool alone: no arguments parsed
+            return not tool.read_only
+        try:
+            raw = parse_arguments(call)
+        except ValueError:
+            raw = {}
+        return tool.writes(raw if isinstance(raw, dict) else {}, list(self._box.tools.values()))
 
     async def prepare(self, call: ToolCall) -> tuple[Tool, Prepared]:
         """ToolError (an unknown tool, bad arguments), PathRefused or ValueError when it cannot

@@ -97,7 +97,7 @@ class ToolCallRunner:
         self._finished = {}
         batch: list[tuple[ToolCall, Prepared, Answer]] = []
         for call in calls:
-            if self.tools.has_side_effects(call.name):
+            if self.tools.has_side_effects(call):
                 await self._run_batch(batch)
                 batch = []
                 admitted = await self.admit(call)

@@ -22,6 +22,7 @@ from agent_lsp.agent.tools.errors import ToolError as ToolError
 from agent_lsp.agent.tools.paths import PathGuard
 
 if TYPE_CHECKING:
+    from agent_lsp.agent.fs.prompt_files import PromptFiles
     from agent_lsp.agent.state.checkpoints import RunCheckpoint
     from agent_lsp.agent.tools.codeintel.service import CodeIntel
     from agent_lsp.agent.tools.runner import CommandRunner
@@ -47,6 +48,10 @@ class ToolContext:
     notify: Callable[[str], None] | None = None
     # the language-server sources, when the run offers the code-intel tools
     code_intel: CodeIntel | None = None
+    # The user's skills and agents (the skill and delegate tools); none found: None.
+    prompt_files: PromptFiles | None = None
+    # Makes a file outside the workspace readable for the session (a loaded skill's files).
+    allow_read: Callable[[Path], None] | None = None
 
 
 @dataclass
@@ -110,6 +115,11 @@ class Tool:
 
     async def prepare(self, args: Any, ctx: ToolContext) -> Prepared:
         raise NotImplementedError
+
+    def writes(self, raw: dict[str, Any], parent: list[Tool]) -> bool:
+        """Whether this call has side effects (it then runs alone, in order); `parent`: the
+        calling loop's tools."""
+        return not self.read_only
 
 
 @functools.cache

@@ -37,6 +37,10 @@ end, {
   desc = 'agent-lsp: cancel the newest running run (! for all)',
 })
 
+vim.api.nvim_create_user_command('AgentCommand', function(opts)
+  commands().command(opts.args)
+end, { nargs = '*', desc = "agent-lsp: run one of your prompt files (/name args); none: pick one" })
+
 vim.api.nvim_create_user_command('AgentPlan', function(opts)
   commands().plan(opts.args)
 end, { nargs = '*', desc = 'agent-lsp: plan a task (read-only tools; no change is made)' })

@@ -6,6 +6,7 @@ import {
   Middleware,
   WorkDoneProgressCancelNotification,
 } from 'vscode-languageclient/node';
+import { callServer } from './callServer';
 import { describeError, log } from './logger';
 import { RunArgs, RunInfo, RunRegistry, RunStarted, shortTitle } from './runs';
 import { StreamView } from './stream';
@@ -22,6 +23,15 @@ const CANCEL_FALLBACK_MS = 15000;
 const PLAN_READY = 'agentLsp.planReady';
 
 type SendRun = (args: RunArgs) => Promise<unknown>;
+
+/** An item of `agentLsp.commands` (CONTRACT Decision 34). */
+interface PromptCommand {
+  name: string;
+  description: string;
+  argumentHint: string | null;
+  source: 'user' | 'project';
+  path: string;
+}
 
 export class AgentCommands {
   constructor(
@@ -41,6 +51,7 @@ export class AgentCommands {
       reg('agentLsp.client.askSelection', () => this.guard(() => this.askSelection())),
       reg('agentLsp.client.cancelRun', () => this.guard(() => this.cancelRun())),
       reg('agentLsp.client.plan', () => this.guard(() => this.planTask())),
+      reg('agentLsp.client.runCommand', () => this.guard(() => this.runCommand())),
       reg('agentLsp.client.carryOutPlan', () => this.guard(() => this.carryOutPlan())),
       reg('agentLsp.client.newSession', () => this.newSession()),
       reg('agentLsp.client.showOutput', () => this.stream.reveal()),
@@ -91,6 +102,55 @@ export class AgentCommands {
     const args: RunArgs = { prompt };
     if (editor && isAgentDocument(editor.document)) {
       args.textDocument = { uri: (await this.client()).code2ProtocolConverter.asUri(editor.document.uri) };
+    }
+    await this.startRun(args);
+  }
+
+  /**
+   * `Agent: Run Command…`: one of the user's prompt files (`.claude/commands/`, skills) from
+   * `agentLsp.commands`, then its arguments; the run's prompt is `/name args` (the server
+   * expands the file).
+   */
+  async runCommand(): Promise<void> {
+    const client = await this.client();
+    const commands = await callServer<PromptCommand[]>(client, 'agentLsp.commands', {});
+    if (!Array.isArray(commands) || commands.length === 0) {
+      void vscode.window.showInformationMessage(
+        'Agent: no commands yet: add prompt files to .claude/commands/ (or ~/.claude/commands/).',
+      );
+      return;
+    }
+    const pick = await vscode.window.showQuickPick(
+      commands.map((c) => ({
+        label: `/${c.name}`,
+        description: [c.argumentHint ?? '', c.source].filter(Boolean).join(' · '),
+        detail: c.description || undefined,
+        command: c,
+      })),
+      {
+        title: 'Agent: Run Command',
+        placeHolder: 'Your prompt files: .claude/commands/, .agents/commands/ and skills',
+        matchOnDescription: true,
+        matchOnDetail: true,
+      },
+    );
+    if (!pick) {
+      return;
+    }
+    const hint = pick.command.argumentHint ?? undefined;
+    const given = await vscode.window.showInputBox({
+      title: `Agent: /${pick.command.name}`,
+      prompt: hint ? `Arguments: ${hint}` : 'Arguments (optional)',
+      placeHolder: hint,
+      ignoreFocusOut: true,
+    });
+    if (given === undefined) {
+      return;
+    }
+    const args: RunArgs = { prompt: `/${pick.command.name}${given.trim() ? ` ${given.trim()}` : ''}` };
+    const editor = vscode.window.activeTextEditor;
+    if (editor && isAgentDocument(editor.document)) {
+      args.textDocument = { uri: client.code2ProtocolConverter.asUri(editor.document.uri) };
     }
     await this.startRun(args);
   }

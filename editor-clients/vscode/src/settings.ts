@@ -28,6 +28,7 @@ const TRUSTED_KEYS = [
   'pricing',
   'hooks',
   'languageServers',
+  'modelAliases',
 ] as const;
 
 /** Keys a workspace may set; answered over `workspace/configuration` as well. */

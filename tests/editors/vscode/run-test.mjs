@@ -46,6 +46,7 @@ const SCENARIOS = [
   ['paletteCancel', core.paletteCancel],
   ['plan', features.plan],
   ['pickModel', features.pickModel],
+  ['runCommand', features.runCommand],
   ['mcpAndStatus', features.mcpAndStatus],
   ['diagnostics', features.diagnostics],
   ['resume', features.resume],
@@ -60,6 +61,10 @@ function writeWorkspace(dirs) {
   fs.writeFileSync(path.join(dirs.workspace, 'test_calc.py'),
     'from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n');
   fs.writeFileSync(path.join(dirs.workspace, 'README.md'), '# sample\n');
+  // A prompt file for `Agent: Run Command…` (the runCommand scenario).
+  fs.mkdirSync(path.join(dirs.workspace, '.claude', 'commands'), { recursive: true });
+  fs.writeFileSync(path.join(dirs.workspace, '.claude', 'commands', 'explain.md'),
+    '---\ndescription: Explain a function\nargument-hint: <function>\n---\nExplain the function $1 in one line.\n');
   // VS Code's own JSON support flags this (the diagnostics scenario).
   fs.writeFileSync(path.join(dirs.workspace, 'bad.json'), '{\n  "name": "sample",\n  "version": \n}\n');
   fs.writeFileSync(path.join(dirs.second, 'notes.txt'), tasks.multiOld ? `${tasks.multiOld}\n` : 'notes\n');

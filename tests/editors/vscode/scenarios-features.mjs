@@ -71,6 +71,20 @@ export async function pickModel({ page, dirs, tasks }) {
   return r;
 }
 
+/** Agent: Run Command…: a prompt file from agentLsp.commands, its arguments, run as `/name args`. */
+export async function runCommand({ page, dirs, tasks }) {
+  const r = {};
+  const before = agentLog(dirs);
+  await palette(page, 'Agent: New Session');
+  await step('Agent: Run Command…', () => palette(page, 'Agent: Run Command…'));
+  r.rows = await step(`pick /${tasks.commandName}`, () => pickQuickItem(page, `/${tasks.commandName}`));
+  await step('type its arguments', () => answerInputBox(page, tasks.commandArgs, `/${tasks.commandName}`));
+  await step('run done (command)', () => waitDone(dirs, before));
+  r.agentOutput = since(dirs, before);
+  await clearNotifications(page);
+  return r;
+}
+
 /** An MCP tool (mcp-server-time) approved and run; the status bar shows the context fill meanwhile. */
 export async function mcpAndStatus({ page, dirs, tasks }) {
   const r = {};

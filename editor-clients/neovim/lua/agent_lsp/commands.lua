@@ -142,6 +142,47 @@ function M.run(task, new_session)
   end)
 end
 
+--- :AgentCommand [name args]: runs one of the user's prompt files (`.claude/commands/*.md`,
+--- skills) as `/name args`; without an argument, picks one from `agentLsp.commands` and asks
+--- for its arguments (the command's argument hint as the prompt).
+---@param given string
+function M.command(given)
+  local typed = vim.trim(given or '')
+  if typed ~= '' then
+    M.run(typed:sub(1, 1) == '/' and typed or ('/' .. typed))
+    return
+  end
+  with_client(function(client, bufnr)
+    workspace.execute(client, 'agentLsp.commands', nil, function(items)
+      items = type(items) == 'table' and items or {}
+      if #items == 0 then
+        notify('no commands: add prompt files to .claude/commands/ or ~/.claude/commands/', vim.log.levels.WARN)
+        return
+      end
+      vim.ui.select(items, {
+        prompt = 'Run which command?',
+        kind = 'agent_lsp_command',
+        format_item = function(item)
+          local hint = type(item.argumentHint) == 'string' and (' ' .. item.argumentHint) or ''
+          return ('/%s%s  %s (%s)'):format(item.name, hint, one_line(item.description or ''), item.source)
+        end,
+      }, function(item)
+        if not item then
+          return
+        end
+        local hint = type(item.argumentHint) == 'string' and item.argumentHint or 'arguments'
+        vim.ui.input({ prompt = ('/%s %s: '):format(item.name, hint) }, function(args)
+          if args == nil then
+            return
+          end
+          local prompt = '/' .. item.name .. (vim.trim(args) ~= '' and (' ' .. vim.trim(args)) or '')
+          M.start(client, { prompt = prompt, textDocument = text_document(bufnr) }, { bufnr = bufnr })
+        end)
+      end)
+    end)
+  end)
+end
+
 --- :AgentAsk {question}, on a range or visual selection: the question and the range go along
 --- and the server quotes the selected text it holds (no selection: the question is the prompt).
 ---@param question string

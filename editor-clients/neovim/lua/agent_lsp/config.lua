@@ -39,6 +39,7 @@ M.trusted_only_keys = {
   'telemetry',
   'hooks',
   'languageServers',
+  'modelAliases',
 }
 
 -- Known top-level server settings (CONTRACT.md "Settings"); others are ignored by the server.
@@ -62,6 +63,7 @@ M.server_setting_keys = {
   'telemetry',
   'hooks',
   'languageServers',
+  'modelAliases',
 }
 
 local splits = { right = true, left = true, above = true, below = true, tab = true }

@@ -1,0 +1,104 @@
+"""What a prompt becomes before its run, the same in every front end: the user's prompt files
+found (skills, commands, agents), a `/name args` prompt expanded (slash.py), and what its
+command changes for that one run (the model, the tools it pre-allows)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from agent_lsp.agent.fs.prompt_files import PromptFiles, discover, skill_files
+from agent_lsp.agent.loop.slash import Invocation, expand, pre_allowed, run_model, with_files
+from agent_lsp.settings import Settings
+
+log = logging.getLogger(__name__)
+
+MODELS_TIMEOUT = 5.0  # seconds for the endpoint's model list (is `claude-x` one of its models?)
+MODELS_TTL = 600.0
+_listed: dict[tuple[str | None, str], tuple[float, set[str]]] = {}
+ModelLister = Callable[[], Awaitable[list[str]]]
+
+
+@dataclass
+class PromptPlan:
+    """A prompt ready to run: what the model gets, and the run's own changes."""
+
+    typed: str  # as the user typed it (titles and hooks see this)
+    prompt: str
+    files: PromptFiles
+    settings: Settings
+    invocation: Invocation | None = None
+    model: str | None = None  # this run's model (a command's), else the session's
+    notes: list[str] = field(default_factory=list)  # said to the user as the run starts
+
+    @property
+    def readable(self) -> list[Path]:
+        return self.invocation.readable if self.invocation is not None else []
+
+    def status(self) -> str | None:
+        """The line the run starts with when it runs a prompt file."""
+        if self.invocation is None:
+            return None
+        source = self.invocation.source
+        line = f"/{self.invocation.name}: {source.scope} {source.kind} {source.path}"
+        if self.model is not None:
+            line += f" (model {self.model})"
+        return "; ".join([line, *self.notes])
+
+
+async def plan_prompt(
+    typed: str,
+    roots: list[Path],
+    settings: Settings,
+    *,
+    lister: ModelLister | None = None,
+    files: PromptFiles | None = None,
+) -> PromptPlan:
+    """The prompt files of `roots` (found off the event loop unless given) and the prompt, a
+    `/name args` one expanded. `lister`: the endpoint's model list (asked only for a `claude-*`
+    model no alias maps)."""
+    if files is None:
+        files = await asyncio.to_thread(discover, roots)
+    invocation = expand(typed, files)
+    if invocation is None:
+        return PromptPlan(typed, typed, files, settings)
+    source = invocation.source
+    if invocation.is_skill:
+        with_files(invocation, await asyncio.to_thread(skill_files, source))
+    plan = PromptPlan(typed, invocation.prompt, files, settings, invocation)
+    requested = source.model
+    if requested:
+        listed: set[str] = set()
+        if requested.lower().startswith("claude-") and requested not in settings.model_aliases:
+            listed = await _listed_models(settings, lister)
+        plan.model = run_model(requested, source.scope, settings, listed)
+        if plan.model is None and requested.strip().lower() not in ("inherit", ""):
+            plan.notes.append(f"its model {requested!r} runs on the session's model")
+    approval = pre_allowed(source, settings.approval)
+    if approval is not None:
+        plan.settings = settings.model_copy(update={"approval": approval})
+        allowed = ", ".join(source.allowed_tools or [])
+        plan.notes.append(f"allowed-tools pre-allowed for this run: {allowed}")
+    elif source.allowed_tools and source.scope == "project":
+        plan.notes.append("its allowed-tools are not applied (a project file's need your consent)")
+    return plan
+
+
+async def _listed_models(settings: Settings, lister: ModelLister | None) -> set[str]:
+    if lister is None:
+        return set()
+    key = (settings.base_url, settings.api_key_env)
+    cached = _listed.get(key)
+    if cached is not None and time.monotonic() - cached[0] < MODELS_TTL:
+        return cached[1]
+    try:
+        names = set(await asyncio.wait_for(lister(), MODELS_TIMEOUT))
+    except Exception as exc:  # an endpoint without GET /models lists nothing
+        log.info("the endpoint's model list is unavailable: %s", exc)
+        names = set()
+    _listed[key] = (time.monotonic(), names)
+    return names
