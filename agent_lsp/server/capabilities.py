@@ -19,6 +19,7 @@ class ClientCaps:
     can_pull_configuration: bool = False
     edit_preview: bool = False  # experimental.agentLsp.editPreview + changeAnnotationSupport
     diagnostics: bool = False  # experimental.agentLsp.diagnostics: answers agentLsp/diagnostics
+    code_intel: bool = False  # experimental.agentLsp.codeIntel: answers agentLsp/codeIntel
     client_name: str = ""
 
     @classmethod
@@ -45,6 +46,7 @@ class ClientCaps:
             and annotations
             and bool(edit and edit.document_changes),
             diagnostics=bool(ours.get("diagnostics")),
+            code_intel=bool(ours.get("codeIntel")),
             client_name=client_name or "",
         )
 

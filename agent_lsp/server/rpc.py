@@ -13,6 +13,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+import attrs
 from lsprotocol import types
 from pygls.lsp.server import LanguageServer
 from pygls.protocol import LanguageServerProtocol
@@ -24,15 +25,35 @@ log = logging.getLogger(__name__)
 # showMessageRequest's action items carry {runId, callId} and the answer the user's `reason`
 # after Deny (CONTRACT "Approvals", Decision 13). Typed lsprotocol classes would drop both.
 RAW_METHODS = frozenset({types.WINDOW_SHOW_MESSAGE_REQUEST, "agentLsp/diagnostics"})
+# Answered with JSON kept exactly as it came: pygls turns an untyped result into namedtuples,
+# which renames keys that are not identifiers (a WorkspaceEdit's `changes` is keyed by URI).
+JSON_RESULT_METHODS = frozenset({"agentLsp/codeIntel"})
+
+
+@attrs.define
+class JsonResultMessage:
+    """A response whose `result` stays plain JSON (dicts and lists)."""
+
+    id: Any
+    jsonrpc: str
+    result: Any
 
 
 class AgentProtocol(LanguageServerProtocol):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._converter.register_structure_hook(
+            JsonResultMessage, lambda obj, cls: cls(**obj)
+        )
+
     def get_message_type(self, method: str) -> Any:  # type: ignore[override]
-        if method in RAW_METHODS:
+        if method in RAW_METHODS or method in JSON_RESULT_METHODS:
             return None  # pygls then sends the params dict as it is
         return super().get_message_type(method)
 
     def get_result_type(self, method: str) -> Any:  # type: ignore[override]
+        if method in JSON_RESULT_METHODS:
+            return JsonResultMessage
         if method in RAW_METHODS:
             return None  # pygls then keeps the raw JSON result
         return super().get_result_type(method)
