@@ -7,6 +7,7 @@ local options = require('agent_lsp.config')
 local handlers = require('agent_lsp.handlers')
 local approval = require('agent_lsp.approval')
 local diagnostics = require('agent_lsp.diagnostics')
+local code_intel = require('agent_lsp.code_intel')
 
 local opts = options.get()
 options.resolved = opts -- what servers started from now on get (setup() compares with it)
@@ -22,10 +23,12 @@ return {
   init_options = options.to_json(opts.settings),
   settings = { agentLsp = options.workspace_settings(opts.settings) },
   -- merged into Neovim's own capabilities: we answer agentLsp/diagnostics from vim.diagnostic
-  capabilities = { experimental = { agentLsp = { diagnostics = true } } },
+  -- and agentLsp/codeIntel from the buffer's other language servers
+  capabilities = { experimental = { agentLsp = { diagnostics = true, codeIntel = true } } },
   handlers = {
     ['agentLsp/stream'] = handlers.stream,
     ['agentLsp/diagnostics'] = diagnostics.handler,
+    ['agentLsp/codeIntel'] = code_intel.handler,
     ['window/showMessageRequest'] = approval.show_message_request,
     ['workspace/applyEdit'] = handlers.apply_edit,
   },

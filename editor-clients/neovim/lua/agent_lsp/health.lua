@@ -142,6 +142,22 @@ function M.check()
     health.info(('client %d running for %s'):format(client.id, require('agent_lsp.workspace').client_root(client)))
   end
 
+  health.start('agent-lsp: code intelligence (agentLsp/codeIntel)')
+  local caps = lsp_config and lsp_config.capabilities or {}
+  local advertised = vim.tbl_get(caps, 'experimental', 'agentLsp', 'codeIntel') == true
+  if advertised then
+    health.ok('codeIntel is advertised: the agent asks the language servers attached to your buffers')
+  else
+    health.warn('codeIntel is not advertised (the agent_lsp config\'s capabilities were replaced)')
+  end
+  local servers = require('agent_lsp.code_intel').servers()
+  if #servers > 0 then
+    health.ok('language servers that answer: ' .. table.concat(servers, ', '))
+  else
+    health.info('no other language server is running now: the agent uses those agent-lsp starts itself, '
+      .. 'or search (a file not open is opened hidden and its servers attach)')
+  end
+
   health.start('agent-lsp: the server\'s checks (as `agent-lsp doctor`)')
   local client, temporary, why = get_client()
   if not client then

