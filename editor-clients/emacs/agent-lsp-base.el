@@ -256,14 +256,21 @@ Eglot's own method gives the contact's options, or {} without any."
         (agent-lsp-initialization-options)
       contact-options)))
 
+(defvar agent-lsp--beside nil
+  "Non-nil while an agent-lsp server that manages no buffers connects.
+Its capabilities then advertise `experimental.agentLsp.codeIntel': the
+other Eglot servers answer `agentLsp/codeIntel' (agent-lsp-code-intel.el).")
+
 (cl-defmethod eglot-client-capabilities ((_server agent-lsp-server))
   "Eglot's capabilities plus `experimental.agentLsp.diagnostics'.
-This client answers `agentLsp/diagnostics' from Flymake.  `window' is
+This client answers `agentLsp/diagnostics' from Flymake, and beside
+another server `agentLsp/codeIntel' from it.  `window' is
 left as this Eglot describes it: the server asks approvals with
 `window/showMessageRequest' whatever it says."
   (let* ((caps (copy-sequence (cl-call-next-method)))
          (experimental (plist-get caps :experimental))
-         (ours (list :diagnostics t)))
+         (ours (if agent-lsp--beside (list :diagnostics t :codeIntel t)
+                 (list :diagnostics t))))
     (plist-put caps :experimental
                (cond ((and (hash-table-p experimental)
                            (> (hash-table-count experimental) 0))
@@ -355,10 +362,11 @@ agent reads the files from disk."
       (let* ((other (eglot-current-server))
              (sidecar (or (not buffer-file-name)
                           (and other (jsonrpc-running-p other))))
-             (server (agent-lsp--connect
-                      (list (if sidecar agent-lsp--sidecar-mode major-mode))
-                      (agent-lsp--project)
-                      (if sidecar "plaintext" (agent-lsp--language-id)))))
+             (server (let ((agent-lsp--beside sidecar))
+                       (agent-lsp--connect
+                        (list (if sidecar agent-lsp--sidecar-mode major-mode))
+                        (agent-lsp--project)
+                        (if sidecar "plaintext" (agent-lsp--language-id))))))
         (when (and sidecar other)
           (message "agent-lsp: started beside %s, managing no buffers"
                    (jsonrpc-name other)))
@@ -397,7 +405,8 @@ Their runs are cancelled and their sessions forgotten."
       (if (null args)
           (eglot-reconnect server)      ; started from `eglot-server-programs'
         (ignore-errors (eglot-shutdown server))
-        (apply #'agent-lsp--connect args)))))
+        (let ((agent-lsp--beside (memq agent-lsp--sidecar-mode (car args))))
+          (apply #'agent-lsp--connect args))))))
 
 (defun agent-lsp--settings-changed ()
   "Restart the running agent-lsp servers: `agent-lsp-settings' changed."

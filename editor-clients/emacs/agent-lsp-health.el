@@ -17,6 +17,7 @@
 
 (require 'lisp-mnt)
 (require 'agent-lsp-rpc)
+(require 'agent-lsp-code-intel)
 
 
 ;;; Models
@@ -103,6 +104,20 @@ The model checked is the one SERVER's next runs use (picked with
                            " (in `agent-lsp-settings', or M-x agent-lsp-pick-model)")))))
             (append (plist-get answer :checks) nil))))
 
+(defun agent-lsp--code-intel-health (server)
+  "The health-check finding about code intelligence for SERVER."
+  (let ((others (mapcar #'jsonrpc-name (agent-lsp--project-servers server))))
+    (if (agent-lsp--beside-p server)
+        (agent-lsp--check
+         'ok "code intelligence"
+         (format "codeIntel advertised: agent-lsp runs beside %s, which answers the agent's \
+code-intel requests"
+                 (if others (string-join others ", ")
+                   "your language servers (none running now)")))
+      (agent-lsp--check
+       'info "code intelligence"
+       "agent-lsp manages these buffers itself: the language servers it starts answer"))))
+
 (defun agent-lsp--health-findings ()
   "Every health-check finding for the current buffer's project."
   (let ((program (agent-lsp--check-program))
@@ -127,7 +142,8 @@ The model checked is the one SERVER's next runs use (picked with
                                               (error-message-string err)))))
              (list (agent-lsp--check
                     'info "diagnostics"
-                    "the agent sees Flymake's diagnostics (agentLsp/diagnostics)")))))))))
+                    "the agent sees Flymake's diagnostics (agentLsp/diagnostics)")
+                   (agent-lsp--code-intel-health server)))))))))
 
 (defun agent-lsp--show-health (findings)
   "Show FINDINGS in the *agent-lsp health* buffer."

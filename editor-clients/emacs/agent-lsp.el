@@ -39,7 +39,9 @@
 ;; - the agent's edits (`workspace/applyEdit') are applied without
 ;;   Eglot's y/n question (the agent asked its own approval) and the
 ;;   edited buffers are saved;
-;; - the agent sees Flymake's diagnostics (`agentLsp/diagnostics').
+;; - the agent sees Flymake's diagnostics (`agentLsp/diagnostics');
+;; - beside your language server, the agent's code-intel tools (find
+;;   references, rename, ...) ask it (`agentLsp/codeIntel').
 ;;
 ;; The server's settings go in `agent-lsp-settings', e.g.
 ;;
@@ -53,6 +55,7 @@
 (require 'agent-lsp-stream)
 (require 'agent-lsp-review)
 (require 'agent-lsp-diagnostics)
+(require 'agent-lsp-code-intel)
 (require 'agent-lsp-history)
 (require 'agent-lsp-health)
 
