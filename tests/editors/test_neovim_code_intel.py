@@ -6,6 +6,7 @@ the editor source the way the code-intel tools do, so the request crosses the re
 
 from __future__ import annotations
 
+import json
 import shutil
 import sys
 from pathlib import Path
@@ -34,23 +35,25 @@ APP = '''from lib import Greeter
 
 g = Greeter()
 print(g.greet("a"), "greet")  # greet in a comment
+print("😀😀", g.greet("b"))
 '''
 
 # Opens lib.py with agent_lsp and jedi enabled; `T.probe(method, params, path)` asks the
 # server's editor source through the probe command and returns its answer.
 SETUP = r"""
 local ws = os.getenv('NVIM_TEST_WORKSPACE')
-vim.lsp.config('jedi', { cmd = { os.getenv('NVIM_TEST_JEDI') }, filetypes = { 'python' },
+local other = os.getenv('NVIM_TEST_OTHER')
+vim.lsp.config(other, { cmd = vim.json.decode(os.getenv('NVIM_TEST_OTHER_CMD')), filetypes = { 'python' },
   root_markers = { '.git' } })
-vim.lsp.enable({ 'agent_lsp', 'jedi' })
+vim.lsp.enable({ 'agent_lsp', other })
 vim.cmd.edit(vim.fn.fnameescape(ws .. '/lib.py'))
 local buf = vim.api.nvim_get_current_buf()
 T.buf = buf
 T.wait(30000, function()
   local a = vim.lsp.get_clients({ bufnr = buf, name = 'agent_lsp' })[1]
-  local j = vim.lsp.get_clients({ bufnr = buf, name = 'jedi' })[1]
+  local j = vim.lsp.get_clients({ bufnr = buf, name = other })[1]
   return a ~= nil and a.initialized and j ~= nil and j.initialized
-end, 'agent_lsp and jedi to attach')
+end, 'agent_lsp and ' .. other .. ' to attach')
 T.client = assert(vim.lsp.get_clients({ bufnr = buf, name = 'agent_lsp' })[1])
 function T.uri(rel) return vim.uri_from_fname(ws .. '/' .. rel) end
 function T.probe(method, params, rel)
@@ -74,13 +77,18 @@ def workspace(tmp_path: Path) -> Path:
     return ws
 
 
-def run(tmp_path: Path, workspace: Path, scenario: str) -> nvim_harness.NvimResult:
+BASEDPYRIGHT = shutil.which("basedpyright-langserver") or str(Path(sys.executable).parent / "basedpyright-langserver")
+
+
+def run(tmp_path: Path, workspace: Path, scenario: str, other: str = "jedi",
+        command: list[str] | None = None) -> nvim_harness.NvimResult:
     return nvim_harness.run_scenario(
         NVIM, tmp_path, SETUP + scenario,
         settings={"model": "m", "baseUrl": "http://127.0.0.1:9/v1"},
         server_cmd=[sys.executable, str(PROBE)],
         cwd=workspace,
-        extra_env={"NVIM_TEST_WORKSPACE": str(workspace), "NVIM_TEST_JEDI": JEDI},
+        extra_env={"NVIM_TEST_WORKSPACE": str(workspace), "NVIM_TEST_OTHER": other,
+                   "NVIM_TEST_OTHER_CMD": json.dumps(command or [JEDI])},
         timeout=120,
     )
 
@@ -114,7 +122,7 @@ T.data.none = T.probe('textDocument/hover', { textDocument = { uri = T.uri('.git
     refs = data["refs"]["result"]
     app_refs = sorted((r["range"]["start"]["line"], r["range"]["start"]["character"])
                       for r in refs if r["uri"].endswith("/app.py"))
-    assert app_refs == [(3, 8)], refs
+    assert app_refs[0] == (3, 8) and [line for line, _ in app_refs] == [3, 4], refs
     assert all(not (r["uri"].endswith("/lib.py") and r["range"]["start"]["line"] == 6) for r in refs), refs
     edit = data["rename"]["result"]
     touched = {c["textDocument"]["uri"].rsplit("/", 1)[1] for c in edit.get("documentChanges", [])} | \
@@ -130,3 +138,37 @@ T.data.none = T.probe('textDocument/hover', { textDocument = { uri = T.uri('.git
     health = data["health"]
     assert "OK codeIntel is advertised" in health and "OK language servers that answer: jedi" in health, health
     assert data["none"].get("result") is None and "error" not in data["none"], data["none"]
+
+
+def test_neovim_converts_positions_between_the_two_encodings(tmp_path, workspace):
+    """agent-lsp and Neovim count UTF-8, basedpyright UTF-16: a definition asked after two
+    emoji (4 UTF-8 bytes, 2 UTF-16 units each) reaches basedpyright at its column, and the
+    reference on that line comes back at agent-lsp's."""
+    res = run(tmp_path, workspace, r"""
+T.data.encodings = { agent = T.client.offset_encoding,
+  other = vim.lsp.get_clients({ bufnr = T.buf, name = 'basedpyright' })[1].offset_encoding }
+local line = vim.fn.readfile(os.getenv('NVIM_TEST_WORKSPACE') .. '/app.py')[5]
+T.data.col = vim.str_utfindex(line, T.client.offset_encoding, line:find('greet', 1, true) - 1)
+local at = { textDocument = { uri = T.uri('app.py') }, position = { line = 4, character = T.data.col } }
+-- a cold basedpyright answers null or [] until it analysed the files
+T.wait(40000, function()
+  T.data.definition = T.probe('textDocument/definition', at, 'app.py')
+  return T.data.definition.result ~= nil
+end, 'a definition')
+T.wait(40000, function()
+  T.data.refs = T.probe('textDocument/references', { textDocument = { uri = T.uri('lib.py') },
+    position = { line = 1, character = 8 }, context = { includeDeclaration = false } }, 'lib.py')
+  return T.data.refs.result ~= nil and #T.data.refs.result >= 2
+end, 'the references')
+""", other="basedpyright", command=[BASEDPYRIGHT, "--stdio"])
+    assert not res.errors, res.explain()
+    data = res.data["data"]
+    assert data["encodings"] == {"agent": "utf-8", "other": "utf-16"}, data["encodings"]
+    assert data["col"] == 20
+    definition = data["definition"]["result"]
+    first = definition[0] if isinstance(definition, list) else definition
+    target = first.get("targetSelectionRange") or first.get("range")
+    assert (first.get("uri") or first.get("targetUri")).endswith("/lib.py") and target["start"]["line"] == 1, definition
+    app = sorted((r["range"]["start"]["line"], r["range"]["start"]["character"])
+                 for r in data["refs"]["result"] if r["uri"].endswith("/app.py"))
+    assert app == [(3, 8), (4, 20)], json.dumps(data["refs"])
