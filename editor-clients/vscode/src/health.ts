@@ -6,6 +6,7 @@
  */
 import * as vscode from 'vscode';
 import { callServer, GetClient } from './callServer';
+import { answeringExtensions } from './codeIntel';
 import { describeError, log } from './logger';
 import { RunRegistry } from './runs';
 import * as settings from './settings';
@@ -38,6 +39,11 @@ export async function checkHealth(getClient: GetClient, runs: RunRegistry, quiet
   }
   const version: string = vscode.extensions.getExtension('agent-lsp.agent-lsp')?.packageJSON?.version ?? '?';
   log.info(`health check: extension ${version}, server command ${settings.serverPath()}`);
+  const answering = answeringExtensions();
+  log.info(
+    'health check: code intelligence: codeIntel is advertised; the agent asks VS Code\'s language features ' +
+      (answering.length ? `(active now: ${answering.join(', ')})` : '(no language extension is active yet)'),
+  );
   for (const check of report.checks) {
     if (check.ok) {
       log.info(`health check: ok ${check.name}: ${check.detail}`);

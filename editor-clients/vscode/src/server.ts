@@ -11,6 +11,7 @@ import {
   StaticFeature,
 } from 'vscode-languageclient/node';
 import { ApprovalView, SHOW_MESSAGE_REQUEST } from './approvals';
+import { answerCodeIntel, CODE_INTEL_REQUEST } from './codeIntel';
 import { answerDiagnostics, DIAGNOSTICS_REQUEST } from './diagnostics';
 import { applyEditAndSave } from './edits';
 import { describeError, log } from './logger';
@@ -29,15 +30,16 @@ export interface ServerHooks {
 }
 
 /**
- * Our experimental client capabilities (CONTRACT "Editor diagnostics", "Edit review"): we
- * answer `agentLsp/diagnostics`, and, when the user wants it, review edits in the Refactor
- * Preview (vscode-languageclient already advertises changeAnnotationSupport).
+ * Our experimental client capabilities (CONTRACT "Editor diagnostics", "Edit review", "Code
+ * intelligence"): we answer `agentLsp/diagnostics` and `agentLsp/codeIntel`, and, when the user
+ * wants it, review edits in the Refactor Preview (vscode-languageclient already advertises
+ * changeAnnotationSupport).
  */
 function agentCapabilities(editPreview: boolean): StaticFeature {
   return {
     fillClientCapabilities(capabilities: ClientCapabilities): void {
       const experimental = (capabilities.experimental ?? {}) as Record<string, unknown>;
-      capabilities.experimental = { ...experimental, agentLsp: { diagnostics: true, editPreview } };
+      capabilities.experimental = { ...experimental, agentLsp: { diagnostics: true, codeIntel: true, editPreview } };
     },
     initialize(): void {},
     getState: () => ({ kind: 'static' }),
@@ -127,6 +129,7 @@ export class AgentServer implements vscode.Disposable {
     client.onRequest(ApplyWorkspaceEditRequest.type, (params) => applyEditAndSave(client, params));
     client.onRequest(SHOW_MESSAGE_REQUEST, (params, token) => this.hooks.approvals.handle(client, params, token));
     client.onRequest(DIAGNOSTICS_REQUEST, (params, token) => answerDiagnostics(client, params, token));
+    client.onRequest(CODE_INTEL_REQUEST, (params) => answerCodeIntel(params));
     this.current = client;
     log.info(`starting ${command} serve --stdio`);
     try {

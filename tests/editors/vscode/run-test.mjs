@@ -27,6 +27,7 @@ import {
   buildVsix, env, freePort, installExtension, loadPlaywright, log, makeDirs, outputChannelLog, required, result,
   startCodeServer, step, stopCodeServer, t, waitFor,
 } from './harness.mjs';
+import * as codeIntel from './scenarios-codeintel.mjs';
 import * as core from './scenarios-core.mjs';
 import * as features from './scenarios-features.mjs';
 
@@ -54,6 +55,10 @@ const SCENARIOS = [
   ['editPreview', features.editPreview],
   ['healthUnreachable', features.healthUnreachable],
 ];
+// Played only when AGENT_LSP_SCENARIOS names them (they need another server or script).
+const NAMED_ONLY = [
+  ['codeIntelProbe', codeIntel.codeIntelProbe],
+];
 
 function writeWorkspace(dirs) {
   fs.writeFileSync(path.join(dirs.workspace, 'calc.py'),
@@ -68,6 +73,34 @@ function writeWorkspace(dirs) {
   // VS Code's own JSON support flags this (the diagnostics scenario).
   fs.writeFileSync(path.join(dirs.workspace, 'bad.json'), '{\n  "name": "sample",\n  "version": \n}\n');
   fs.writeFileSync(path.join(dirs.second, 'notes.txt'), tasks.multiOld ? `${tasks.multiOld}\n` : 'notes\n');
+  // TypeScript for code intelligence: VS Code's built-in TypeScript features answer for it.
+  fs.writeFileSync(path.join(dirs.workspace, 'tsconfig.json'),
+    JSON.stringify({ compilerOptions: { strict: true, target: 'es2020', module: 'commonjs' }, files: ['shapes.ts', 'main.ts'] }));
+  fs.writeFileSync(path.join(dirs.workspace, 'shapes.ts'), [
+    'export class Greeter {',
+    '  greet(name: string): string {',
+    "    return 'hello ' + name;",
+    '  }',
+    '}',
+    '',
+    'export class Other {',
+    '  greet(): string {',
+    "    return 'not this one';",
+    '  }',
+    '}',
+    '',
+    'export function welcome(g: Greeter): string {',
+    "  return g.greet('you');",
+    '}',
+    '',
+  ].join('\n'));
+  fs.writeFileSync(path.join(dirs.workspace, 'main.ts'), [
+    "import { Greeter, welcome } from './shapes';",
+    '',
+    'const g = new Greeter();',
+    "console.log(g.greet('a'), welcome(g), 'greet'); // greet in a comment",
+    '',
+  ].join('\n'));
 }
 
 function writeUserSettings(dirs) {
@@ -116,8 +149,8 @@ function writeUserSettings(dirs) {
 
 async function playScenarios(page, ctx) {
   const wanted = env.AGENT_LSP_SCENARIOS ? new Set(env.AGENT_LSP_SCENARIOS.split(',')) : undefined;
-  for (const [name, play] of SCENARIOS) {
-    if (wanted && !wanted.has(name)) {
+  for (const [name, play] of [...SCENARIOS, ...NAMED_ONLY]) {
+    if ((wanted && !wanted.has(name)) || (!wanted && NAMED_ONLY.some(([n]) => n === name))) {
       continue;
     }
     const started = Date.now();

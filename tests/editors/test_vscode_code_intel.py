@@ -1,0 +1,122 @@
+"""CONTRACT "Code intelligence", Source 1 in a real VS Code (code-server): the extension answers
+`agentLsp/codeIntel` from VS Code's built-in TypeScript language features (no extension to
+install). agent-lsp's real server with a probe (tests/e2e/code_intel_probe.py) asks its editor
+source once shapes.ts is open, as the code-intel tools do; each answer is the LSP JSON the
+extension converted from VS Code's objects."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+import test_vscode as vs  # noqa: E402
+from test_vscode import tools  # noqa: E402, F401 - the setup fixture
+
+pytestmark = vs.pytestmark
+PROBE = vs.REPO / "tests" / "e2e" / "code_intel_probe.py"
+
+GREET = {"line": 1, "character": 2}  # shapes.ts: `  greet(name: string): string {`
+
+
+def plan() -> list[dict[str, Any]]:
+    """The requests, `{ws}`/`{wsUri}` standing for the workspace run-test.mjs makes."""
+    shapes, main = "{ws}/shapes.ts", "{ws}/main.ts"
+    doc = {"uri": "{wsUri}/shapes.ts"}
+    at = {"textDocument": doc, "position": GREET}
+    return [
+        # tsserver loads the project first: null (or the open file's only) until then
+        {"name": "references", "method": "textDocument/references", "path": shapes, "retry": 90, "until": "main.ts",
+         "params": {**at, "context": {"includeDeclaration": False}}},
+        {"name": "definition", "method": "textDocument/definition", "path": main,
+         "params": {"textDocument": {"uri": "{wsUri}/main.ts"}, "position": {"line": 3, "character": 14}}},
+        {"name": "hover", "method": "textDocument/hover", "path": shapes, "params": at},
+        {"name": "symbols", "method": "textDocument/documentSymbol", "path": shapes, "params": {"textDocument": doc}},
+        {"name": "workspaceSymbols", "method": "workspace/symbol", "path": shapes, "params": {"query": "Greeter"},
+         "retry": 20},
+        {"name": "prepareCalls", "method": "textDocument/prepareCallHierarchy", "path": shapes, "params": at},
+        {"name": "incoming", "method": "callHierarchy/incomingCalls", "path": shapes, "itemFrom": "prepareCalls"},
+        {"name": "prepareRename", "method": "textDocument/prepareRename", "path": shapes, "params": at},
+        {"name": "rename", "method": "textDocument/rename", "path": shapes, "params": {**at, "newName": "salute"}},
+        # inside a comment: TypeScript cannot rename there
+        {"name": "renameKeyword", "method": "textDocument/rename", "path": main,
+         "params": {"textDocument": {"uri": "{wsUri}/main.ts"}, "position": {"line": 3, "character": 64},
+                    "newName": "x"}},
+    ]
+
+
+@pytest.fixture(scope="module")
+def probe(tmp_path_factory: pytest.TempPathFactory, tools: dict[str, str]) -> dict[str, Any]:  # noqa: F811
+    tmp = tmp_path_factory.mktemp("vscode-ci")
+    out = tmp / "answers.json"
+    plan_file = tmp / "plan.json"
+    plan_file.write_text(json.dumps(plan()))
+    wrapper = tmp / "agent-lsp"
+    # code-server hands its extensions a clean environment: the probe's settings go here
+    wrapper.write_text(f"#!/bin/sh\nexport AGENT_LSP_PROBE_PLAN={shlex.quote(str(plan_file))}\n"
+                       f"export AGENT_LSP_PROBE_OUT={shlex.quote(str(out))}\n"
+                       f"exec {shlex.quote(sys.executable)} {shlex.quote(str(PROBE))}\n")
+    wrapper.chmod(0o755)
+    marker = f"agent-lsp-vscode-ci-{os.getpid()}-{tmp.name}"
+    env = {**os.environ, **tools, "AGENT_LSP_E2E_MARKER": marker, "AGENT_LSP_SERVER": str(wrapper),
+           "AGENT_LSP_MODEL_URL": "http://127.0.0.1:9/v1", "AGENT_LSP_SCENARIOS": "codeIntelProbe",
+           "AGENT_LSP_SCREENSHOT_DIR": str(tmp / "screenshots"), "AGENT_LSP_TASKS": "{}",
+           "AGENT_LSP_PROBE_OUT": str(out)}
+    try:
+        proc = subprocess.run([tools["AGENT_LSP_NODE"], str(vs.HERE / "run-test.mjs")],
+                              capture_output=True, text=True, timeout=900, env=env, cwd=vs.REPO)
+    finally:
+        leftovers = vs.kill_marked(marker)
+    (tmp / "driver.log").write_text(proc.stderr)
+    try:
+        result = json.loads(proc.stdout)
+    except json.JSONDecodeError:
+        pytest.fail(f"run-test.mjs printed no JSON (exit {proc.returncode}):\n{proc.stderr[-6000:]}")
+    scenario = result["scenarios"].get("codeIntelProbe")
+    assert scenario is not None and "error" not in scenario, \
+        f"{scenario}\n{result.get('error')}\nserver log: {result.get('serverLog', '')[-6000:]}\n{proc.stderr[-3000:]}"
+    assert leftovers == [] and result["orphans"] == [], (leftovers, result["orphans"])
+    return scenario["answers"]
+
+
+def name(uri: str) -> str:
+    return uri.rsplit("/", 1)[-1]
+
+
+def test_vscode_code_intel_references_and_rename(probe: dict[str, Any]):
+    """find_references and rename_symbol's answers: Greeter.greet's uses only (not Other.greet,
+    the string or the comment), without the declaration; the rename's edit over both files as
+    `changes`; a comment cannot be renamed (the provider's refusal is the error)."""
+    refs = probe["references"]["result"]
+    found = sorted((name(r["uri"]), r["range"]["start"]["line"], r["range"]["start"]["character"]) for r in refs)
+    assert found == [("main.ts", 3, 14), ("shapes.ts", 13, 11)], probe["references"]
+    changes = probe["rename"]["result"]["changes"]
+    assert {name(u) for u in changes} == {"shapes.ts", "main.ts"}, changes
+    assert all(e["newText"] == "salute" for edits in changes.values() for e in edits)
+    assert sum(len(e) for e in changes.values()) == 3
+    assert probe["prepareRename"]["result"]["placeholder"] == "greet"
+    assert "error" in probe["renameKeyword"], probe["renameKeyword"]
+    assert probe["renameKeyword"]["error"].startswith("the editor could not answer textDocument/rename: ")
+
+
+def test_vscode_code_intel_navigation(probe: dict[str, Any]):
+    """Definition (Location or LocationLink), hover (markdown), the outline (DocumentSymbol,
+    LSP's 1-based kinds), workspace symbols and the incoming calls of greet."""
+    definition = probe["definition"]["result"][0]
+    assert name(definition.get("targetUri") or definition["uri"]) == "shapes.ts", definition
+    assert (definition.get("targetSelectionRange") or definition["range"])["start"] == GREET
+    assert "greet(name: string): string" in probe["hover"]["result"]["contents"]["value"], probe["hover"]
+    symbols = {s["name"]: s for s in probe["symbols"]["result"]}
+    assert symbols["Greeter"]["kind"] == 5 and symbols["welcome"]["kind"] == 12, symbols  # Class, Function
+    assert [c["name"] for c in symbols["Greeter"]["children"]] == ["greet"]
+    assert any(s["name"] == "Greeter" and name(s["location"]["uri"]) == "shapes.ts"
+               for s in probe["workspaceSymbols"]["result"]), probe["workspaceSymbols"]
+    callers = {c["from"]["name"] for c in probe["incoming"]["result"]}
+    assert "welcome" in callers, probe["incoming"]
