@@ -142,3 +142,59 @@ async def test_null_error_and_no_capability(project: Path):
         assert never == []
     finally:
         await stop(plain_client)
+
+
+# -- through the tools (issue 23): the scripted model asks, the editor's language server answers --
+def _tools_present() -> bool:
+    from agent_lsp.agent.tools.codeintel.offered import code_intel_edit_tools, code_intel_read_tools
+
+    return bool(code_intel_read_tools()) and bool(code_intel_edit_tools())
+
+
+needs_tools = pytest.mark.skipif(not _tools_present(), reason="the code-intel tools are not in yet")
+
+
+@needs_tools
+@pytest.mark.timeout(120)
+async def test_the_models_find_references_and_rename_come_from_the_editor(project: Path, model):
+    """A stock LSP editor that advertises codeIntel and answers from jedi: the model's
+    find_references lists Greeter.greet's call in app.py (not the comment), its rename_symbol
+    is one approval and one workspace/applyEdit over both files, and the language server was
+    asked through the editor (agentLsp/codeIntel) for both."""
+    from tests.e2e.harness import start_editor, tool_messages
+
+    (project / ".git").mkdir()
+    jedi = RealServer(project)
+    await jedi.start(["lib.py", "app.py"])
+    model.add("callers of greet", [
+        {"tool_calls": [{"id": "refs", "name": "find_references",
+                         "arguments": {"path": "lib.py", "line": 2, "symbol": "greet"}}]},
+        {"tool_calls": [{"id": "ren", "name": "rename_symbol",
+                         "arguments": {"path": "lib.py", "line": 2, "symbol": "greet", "newName": "salute"}}]},
+        {"text": "Renamed."},
+    ])
+    editor = await start_editor(project, caps(True), init_options={
+        "model": "m", "baseUrl": model.base_url, "approval": {"default": "ask"}})
+    asked: list[str] = []
+
+    @editor.client.feature("agentLsp/codeIntel")
+    async def on_code_intel(ls: Any, params: Any) -> Any:
+        request = plain(params)
+        asked.append(request["method"])
+        return await jedi.answer(request["method"], request["params"])
+
+    editor.approval_answers = ["Allow"]
+    try:
+        started = await editor.run("callers of greet")
+        report = await editor.wait_stop(started["runId"], 60)
+        assert report["stopReason"] == "done", report
+        results = tool_messages(model.requests_for("callers of greet")[2])
+        assert "app.py:4:9" in results["refs"], results["refs"]
+        assert "textDocument/references" in asked and "textDocument/rename" in asked, asked
+        assert len(editor.approval_requests) == 1 and len(editor.edits) == 1, (editor.approval_requests, editor.edits)
+        assert "greet(" not in (project / "app.py").read_text() and "salute(" in (project / "app.py").read_text()
+        assert "def salute(self, name)" in (project / "lib.py").read_text()
+        assert "def greet(self)" not in (project / "lib.py").read_text()  # there is none: only Greeter's
+    finally:
+        await editor.quit()
+        await jedi.stop()
