@@ -81,11 +81,12 @@ BASEDPYRIGHT = shutil.which("basedpyright-langserver") or str(Path(sys.executabl
 
 
 def run(tmp_path: Path, workspace: Path, scenario: str, other: str = "jedi",
-        command: list[str] | None = None) -> nvim_harness.NvimResult:
+        command: list[str] | None = None, model_url: str | None = None) -> nvim_harness.NvimResult:
+    """With `model_url`, agent-lsp's own server on that (scripted) model; else the probe."""
     return nvim_harness.run_scenario(
         NVIM, tmp_path, SETUP + scenario,
-        settings={"model": "m", "baseUrl": "http://127.0.0.1:9/v1"},
-        server_cmd=[sys.executable, str(PROBE)],
+        settings={"model": "m", "baseUrl": model_url or "http://127.0.0.1:9/v1"},
+        server_cmd=None if model_url else [sys.executable, str(PROBE)],
         cwd=workspace,
         extra_env={"NVIM_TEST_WORKSPACE": str(workspace), "NVIM_TEST_OTHER": other,
                    "NVIM_TEST_OTHER_CMD": json.dumps(command or [JEDI])},
@@ -172,3 +173,47 @@ end, 'the references')
     app = sorted((r["range"]["start"]["line"], r["range"]["start"]["character"])
                  for r in data["refs"]["result"] if r["uri"].endswith("/app.py"))
     assert app == [(3, 8), (4, 20)], json.dumps(data["refs"])
+
+
+def _tools_present() -> bool:
+    from agent_lsp.agent.tools.codeintel.offered import code_intel_edit_tools, code_intel_read_tools
+
+    return bool(code_intel_read_tools()) and bool(code_intel_edit_tools())
+
+
+@pytest.mark.skipif(not _tools_present(), reason="the code-intel tools are not in yet")
+def test_neovim_agent_finds_references_and_renames_through_jedi(tmp_path, workspace):
+    """:AgentRun: the model's find_references is answered by jedi attached to the buffer
+    (Greeter.greet's calls, not Other.greet's), its rename_symbol is one approval and lands in
+    both files (app.py was not open)."""
+    from agent_lsp.testing.scripted_model import ScriptedModelServer
+
+    with ScriptedModelServer() as model:
+        model.add("Rename greet", [
+            {"tool_calls": [{"id": "refs", "name": "find_references",
+                             "arguments": {"path": "lib.py", "line": 2, "symbol": "greet"}}]},
+            {"tool_calls": [{"id": "ren", "name": "rename_symbol",
+                             "arguments": {"path": "lib.py", "line": 2, "symbol": "greet", "newName": "salute"}}]},
+            {"text": "Renamed."},
+        ])
+        res = run(tmp_path, workspace, r"""
+T.data.selects = {}
+vim.ui.select = function(items, opts, on_choice)
+  table.insert(T.data.selects, opts.prompt)
+  for _, item in ipairs(items) do
+    if type(item) == 'table' and item.title == 'Allow' then return on_choice(item) end
+  end
+  on_choice(nil)
+end
+vim.cmd('AgentRun Rename greet of Greeter to salute')
+T.wait_run_end(T.RUN_MS)
+""", model_url=model.base_url)
+        requests = model.requests_for("Rename greet")
+    assert not res.errors, res.explain()
+    assert res.stream_events("stop")[0]["report"]["stopReason"] == "done", res.explain()
+    refs = next(m["content"] for m in requests[1]["messages"] if m.get("tool_call_id") == "refs")
+    assert "app.py:4:9" in refs, refs
+    assert len(res.data["data"]["selects"]) == 1, res.data["data"]["selects"]
+    assert (workspace / "lib.py").read_text().count("def salute(self, name)") == 1
+    assert "def greet(self):" in (workspace / "lib.py").read_text()  # Other.greet stays
+    assert 'g.salute("a")' in (workspace / "app.py").read_text()
