@@ -58,11 +58,13 @@ def model():
         yield srv
 
 
-def run(tmp_path: Path, workspace: Path, model, scenario: str) -> te.EmacsResult:
+def run(tmp_path: Path, workspace: Path, model, scenario: str, probe: bool = True) -> te.EmacsResult:
+    """With `probe`, the probe server; else agent-lsp's own on the scripted model."""
+    env = {"EMACS_TEST_NO_START": "1"}
+    if probe:
+        env["EMACS_TEST_COMMAND"] = json.dumps([sys.executable, str(PROBE)])
     return te.run_emacs(tmp_path, workspace, model, f"(defvar t-root {json.dumps(str(workspace))})\n"
-                        + HELPERS + scenario, open_file="lib.py",
-                        extra_env={"EMACS_TEST_NO_START": "1",
-                                   "EMACS_TEST_COMMAND": json.dumps([sys.executable, str(PROBE)])})
+                        + HELPERS + scenario, open_file="lib.py", extra_env=env)
 
 
 def test_emacs_beside_jedi_answers_code_intel(tmp_path, workspace, model):
@@ -126,3 +128,41 @@ def test_emacs_managing_the_buffers_does_not_advertise_code_intel(tmp_path, work
     assert not res.errors, res.explain()
     assert res.values["probe"] == {"source": None}, res.values
     assert "manages these buffers itself" in res.values["health"]
+
+
+def _tools_present() -> bool:
+    from agent_lsp.agent.tools.codeintel.offered import code_intel_edit_tools, code_intel_read_tools
+
+    return bool(code_intel_read_tools()) and bool(code_intel_edit_tools())
+
+
+@pytest.mark.skipif(not _tools_present(), reason="the code-intel tools are not in yet")
+def test_emacs_agent_finds_references_and_renames_through_jedi(tmp_path, workspace, model):
+    """Beside jedi: the model's find_references is answered by jedi (Greeter.greet's call in
+    app.py), its rename_symbol is one approval and lands in both files."""
+    model.add("Rename greet", [
+        {"tool_calls": [{"id": "refs", "name": "find_references",
+                         "arguments": {"path": "lib.py", "line": 2, "symbol": "greet"}}]},
+        {"tool_calls": [{"id": "ren", "name": "rename_symbol",
+                         "arguments": {"path": "lib.py", "line": 2, "symbol": "greet", "newName": "salute"}}]},
+        {"text": "Renamed."},
+    ])
+    res = run(tmp_path, workspace, model, rf"""
+        (set-buffer t-buffer)
+        (let ((eglot-sync-connect t))
+          (eglot '(python-mode) (project-current) 'eglot-lsp-server (list "{JEDI}") "python"))
+        (t-wait 20 (lambda () (eglot-current-server)) "jedi")
+        (setq t-server (agent-lsp-start))
+        (setq t-approval-answer "Allow")
+        (agent-lsp-run "Rename greet of Greeter to salute")
+        (t-wait 30 #'t-stop-event "the stop event")
+    """, probe=False)
+    assert not res.errors, res.explain()
+    assert res.stop()["report"]["stopReason"] == "done", res.explain()
+    requests = model.requests_for("Rename greet")
+    refs = next(m["content"] for m in requests[1]["messages"] if m.get("tool_call_id") == "refs")
+    assert "app.py:4:9" in refs, refs
+    assert len(res.data["prompts"]) == 1, res.data["prompts"]
+    assert (workspace / "lib.py").read_text().count("def salute(self, name)") == 1
+    assert "def greet(self):" in (workspace / "lib.py").read_text()
+    assert 'g.salute("a")' in (workspace / "app.py").read_text()

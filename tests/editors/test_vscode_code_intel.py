@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -120,3 +121,58 @@ def test_vscode_code_intel_navigation(probe: dict[str, Any]):
                for s in probe["workspaceSymbols"]["result"]), probe["workspaceSymbols"]
     callers = {c["from"]["name"] for c in probe["incoming"]["result"]}
     assert "welcome" in callers, probe["incoming"]
+
+
+def _tools_present() -> bool:
+    from agent_lsp.agent.tools.codeintel.offered import code_intel_edit_tools, code_intel_read_tools
+
+    return bool(code_intel_read_tools()) and bool(code_intel_edit_tools())
+
+
+TASK = "Rename greet of Greeter to salute"
+
+
+@pytest.mark.skipif(not _tools_present(), reason="the code-intel tools are not in yet")
+def test_vscode_agent_finds_references_and_renames_through_typescript(tmp_path_factory, tools):  # noqa: F811
+    """Agent: Run Task…: the model's find_references is answered by VS Code's TypeScript
+    features (Greeter.greet's uses, not Other.greet), its rename_symbol is one approval
+    (screenshot rename-approval.png) and changes both files."""
+    from agent_lsp.testing.scripted_model import ScriptedModelServer
+
+    tmp = tmp_path_factory.mktemp("vscode-ci-tools")
+    wrapper = tmp / "agent-lsp"
+    wrapper.write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} -m agent_lsp "$@"\n')
+    wrapper.chmod(0o755)
+    with ScriptedModelServer() as model:
+        model.add(TASK, [
+            {"tool_calls": [{"id": "refs", "name": "find_references",
+                             "arguments": {"path": "shapes.ts", "line": 2, "symbol": "greet"}}]},
+            {"tool_calls": [{"id": "ren", "name": "rename_symbol",
+                             "arguments": {"path": "shapes.ts", "line": 2, "symbol": "greet", "newName": "salute"}}]},
+            {"text": "Renamed."},
+        ])
+        marker = f"agent-lsp-vscode-ci-tools-{os.getpid()}-{tmp.name}"
+        env = {**os.environ, **tools, "AGENT_LSP_E2E_MARKER": marker, "AGENT_LSP_SERVER": str(wrapper),
+               "AGENT_LSP_MODEL_URL": model.base_url, "AGENT_LSP_SCENARIOS": "codeIntelTools",
+               "AGENT_LSP_SCREENSHOT_DIR": str(tmp / "screenshots"),
+               "AGENT_LSP_TASKS": json.dumps({"codeIntel": TASK})}
+        try:
+            proc = subprocess.run([tools["AGENT_LSP_NODE"], str(vs.HERE / "run-test.mjs")],
+                                  capture_output=True, text=True, timeout=900, env=env, cwd=vs.REPO)
+        finally:
+            leftovers = vs.kill_marked(marker)
+        requests = model.requests_for(TASK)
+    (tmp / "driver.log").write_text(proc.stderr)
+    result = json.loads(proc.stdout)
+    scenario = result["scenarios"].get("codeIntelTools")
+    assert scenario is not None and "error" not in scenario, \
+        f"{scenario}\n{result.get('error')}\nserver log: {result.get('serverLog', '')[-6000:]}"
+    assert leftovers == [] and result["orphans"] == []
+    refs = next(m["content"] for m in requests[1]["messages"] if m.get("tool_call_id") == "refs")
+    assert "main.ts:4:15" in refs and "shapes.ts:14:12" in refs, refs
+    assert "greet(): string" in scenario["shapes"] and "salute(name: string)" in scenario["shapes"]
+    assert "g.salute('a')" in scenario["main"] and "'greet'" in scenario["main"]
+    if os.environ.get("AGENT_LSP_UPDATE_SCREENSHOT") == "1":
+        shot = tmp / "screenshots" / "rename-approval.png"
+        if shot.is_file():
+            shutil.copy(shot, vs.EXTENSION / "rename-approval.png")

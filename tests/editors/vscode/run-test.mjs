@@ -58,6 +58,7 @@ const SCENARIOS = [
 // Played only when AGENT_LSP_SCENARIOS names them (they need another server or script).
 const NAMED_ONLY = [
   ['codeIntelProbe', codeIntel.codeIntelProbe],
+  ['codeIntelTools', codeIntel.codeIntelTools],
 ];
 
 function writeWorkspace(dirs) {

@@ -2,8 +2,9 @@
 // TypeScript language features answer agentLsp/codeIntel. Played only when named in
 // AGENT_LSP_SCENARIOS (test_vscode_code_intel.py).
 import fs from 'node:fs';
-import { env, step, t, waitFor } from './harness.mjs';
-import { openFile } from './workbench.mjs';
+import path from 'node:path';
+import { env, outputChannelLog, step, t, waitFor } from './harness.mjs';
+import { answerInputBox, clickToastButton, openFile, palette, toastWithButton } from './workbench.mjs';
 
 /** agent-lsp's probe server asks its plan once the first file is open; the answers land in
  * AGENT_LSP_PROBE_OUT. */
@@ -13,4 +14,28 @@ export async function codeIntelProbe({ page }) {
   await step('the probe got its answers', () =>
     waitFor('the probe\'s answers', () => fs.existsSync(out), t(180_000), 500));
   return { answers: JSON.parse(fs.readFileSync(out, 'utf8')) };
+}
+
+const agentLog = (dirs) => outputChannelLog(dirs, 'Agent');
+
+/** Run Task: the model's find_references and rename_symbol, answered by the TypeScript
+ * features; the rename's one approval (screenshot), Allow, both files change. */
+export async function codeIntelTools({ page, dirs, tasks }) {
+  const r = {};
+  // both files open: tsserver answers from open files even before the project is loaded
+  await step('open main.ts', () => openFile(page, 'main.ts'));
+  await step('open shapes.ts', () => openFile(page, 'shapes.ts'));
+  await palette(page, 'Agent: Run Task…');
+  await answerInputBox(page, tasks.codeIntel);
+  const approval = await step('approval toast', () => toastWithButton(page, 'rename_symbol', 'Allow', 120_000));
+  r.approvalText = (await approval.innerText()).slice(0, 1000);
+  await page.screenshot({ path: path.join(dirs.shots, 'rename-approval.png') });
+  await clickToastButton(approval, 'Allow');
+  await step('run stopped', () => waitFor('the stop event in the Agent output', () => /■/.test(agentLog(dirs)), t(60_000)));
+  await step('both files renamed on disk', () =>
+    waitFor('salute in main.ts', () => fs.readFileSync(path.join(dirs.workspace, 'main.ts'), 'utf8').includes('g.salute('), t(30_000)));
+  r.shapes = fs.readFileSync(path.join(dirs.workspace, 'shapes.ts'), 'utf8');
+  r.main = fs.readFileSync(path.join(dirs.workspace, 'main.ts'), 'utf8');
+  r.agentOutput = agentLog(dirs);
+  return r;
 }
