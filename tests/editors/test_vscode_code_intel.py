@@ -135,8 +135,8 @@ TASK = "Rename greet of Greeter to salute"
 @pytest.mark.skipif(not _tools_present(), reason="the code-intel tools are not in yet")
 def test_vscode_agent_finds_references_and_renames_through_typescript(tmp_path_factory, tools):  # noqa: F811
     """Agent: Run Task…: the model's find_references is answered by VS Code's TypeScript
-    features (Greeter.greet's uses, not Other.greet), its rename_symbol is one approval
-    (screenshot rename-approval.png) and changes both files."""
+    features (Greeter.greet's uses, not Other.greet), its rename_symbol is one approval with
+    both files in one multi-diff editor (screenshot rename-approval.png) and changes both."""
     from agent_lsp.testing.scripted_model import ScriptedModelServer
 
     tmp = tmp_path_factory.mktemp("vscode-ci-tools")
@@ -155,7 +155,7 @@ def test_vscode_agent_finds_references_and_renames_through_typescript(tmp_path_f
         env = {**os.environ, **tools, "AGENT_LSP_E2E_MARKER": marker, "AGENT_LSP_SERVER": str(wrapper),
                "AGENT_LSP_MODEL_URL": model.base_url, "AGENT_LSP_SCENARIOS": "codeIntelTools",
                "AGENT_LSP_SCREENSHOT_DIR": str(tmp / "screenshots"),
-               "AGENT_LSP_TASKS": json.dumps({"codeIntel": TASK})}
+               "AGENT_LSP_TASKS": json.dumps({"codeIntel": TASK, "configuredModel": "scripted"})}
         try:
             proc = subprocess.run([tools["AGENT_LSP_NODE"], str(vs.HERE / "run-test.mjs")],
                                   capture_output=True, text=True, timeout=900, env=env, cwd=vs.REPO)
@@ -172,6 +172,10 @@ def test_vscode_agent_finds_references_and_renames_through_typescript(tmp_path_f
     assert "main.ts:4:15" in refs and "shapes.ts:14:12" in refs, refs
     assert "greet(): string" in scenario["shapes"] and "salute(name: string)" in scenario["shapes"]
     assert "g.salute('a')" in scenario["main"] and "'greet'" in scenario["main"]
+    # the approval showed both files in one multi-diff editor, closed after the answer
+    assert scenario["diffTabs"] == ["Agent rename_symbol (current ↔ proposed) (2 files)"], scenario["diffTabs"]
+    assert "main.ts" in scenario["diffPaneText"] and "salute" in scenario["diffPaneText"], scenario["diffPaneText"]
+    assert scenario["diffTabsAfter"] == []
     if os.environ.get("AGENT_LSP_UPDATE_SCREENSHOT") == "1":
         shot = tmp / "screenshots" / "rename-approval.png"
         if shot.is_file():

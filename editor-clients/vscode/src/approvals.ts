@@ -36,7 +36,7 @@ export class ApprovalView implements vscode.Disposable {
       return;
     }
     const key = keyOf(event.runId, event.callId);
-    if (event.state === 'pending' && event.uri && typeof event.newText === 'string') {
+    if (event.state === 'pending' && ((event.uri && typeof event.newText === 'string') || event.files?.length)) {
       this.proposed.set(key, event);
     } else if (event.state !== 'pending') {
       this.proposed.delete(key);
@@ -49,7 +49,12 @@ export class ApprovalView implements vscode.Disposable {
     const ref = actions.find((a) => typeof a.runId === 'string' && typeof a.callId === 'string');
     const edit = ref ? this.proposed.get(keyOf(ref.runId!, ref.callId!)) : undefined;
     let closeDiff: (() => Promise<void>) | undefined;
-    if (edit?.uri && typeof edit.newText === 'string') {
+    if (edit?.files?.length) {
+      closeDiff = await this.diff.showMany(
+        edit.tool ?? 'edit',
+        edit.files.map((f) => ({ uri: client.protocol2CodeConverter.asUri(f.uri), diff: f.diff })),
+      );
+    } else if (edit?.uri && typeof edit.newText === 'string') {
       closeDiff = await this.diff.show({
         uri: client.protocol2CodeConverter.asUri(edit.uri),
         tool: edit.tool ?? 'edit',

@@ -50,6 +50,49 @@ export class DiffView implements vscode.Disposable {
     };
   }
 
+  /**
+   * A multi-file edit (a rename) as one multi-diff editor (`vscode.changes`), each file's
+   * proposed text made from its unified diff; one diff editor per file where VS Code has no
+   * multi-diff editor.
+   */
+  async showMany(tool: string, files: { uri: vscode.Uri; diff: string }[]): Promise<() => Promise<void>> {
+    const id = `${++this.counter}`;
+    const title = `Agent ${tool} (current ↔ proposed)`; // VS Code adds "(N files)"
+    const sides: [vscode.Uri, vscode.Uri, vscode.Uri][] = [];
+    for (const file of files) {
+      const current = await currentText(file.uri);
+      const before = this.virtualUri(id, 'current', file.uri);
+      const after = this.virtualUri(id, 'proposed', file.uri);
+      this.texts.set(before.toString(), current);
+      this.texts.set(after.toString(), applyUnifiedDiff(current, file.diff));
+      sides.push([file.uri, before, after]);
+    }
+    let multi = true;
+    try {
+      await vscode.commands.executeCommand('vscode.changes', title, sides);
+    } catch (err) {
+      multi = false;
+      log.info(`no multi-diff editor (${describeError(err)}): one diff per file`);
+      for (const [file, before, after] of sides) {
+        const name = vscode.workspace.asRelativePath(file);
+        await vscode.commands.executeCommand('vscode.diff', before, after, `Agent ${tool}: ${name} (current ↔ proposed)`, {
+          preview: false,
+          preserveFocus: true,
+        }).then(undefined, (e) => log.warn(`could not open the diff of ${name}: ${describeError(e)}`));
+      }
+    }
+    return async () => {
+      if (multi) {
+        await closeTabsLabelled(title);
+      }
+      for (const [, before, after] of sides) {
+        await closeTabsOf(after);
+        this.texts.delete(before.toString());
+        this.texts.delete(after.toString());
+      }
+    };
+  }
+
   private virtualUri(id: string, side: string, file: vscode.Uri): vscode.Uri {
     // The file's own path keeps its name and language (syntax colouring) in the diff.
     return vscode.Uri.from({ scheme: SCHEME, path: file.path, query: `${side}-${id}` });
@@ -85,4 +128,53 @@ async function closeTabsOf(modified: vscode.Uri): Promise<void> {
       log.warn(`could not close the diff: ${describeError(err)}`);
     }
   }
+}
+
+async function closeTabsLabelled(label: string): Promise<void> {
+  const tabs = vscode.window.tabGroups.all.flatMap((g) => g.tabs).filter((tab) => tab.label.startsWith(label));
+  if (tabs.length > 0) {
+    try {
+      await vscode.window.tabGroups.close(tabs, true);
+    } catch (err) {
+      log.warn(`could not close the diff: ${describeError(err)}`);
+    }
+  }
+}
+
+/** `text` with a unified diff's hunks applied (for display: a hunk that does not fit is
+ * applied where its header says). */
+export function applyUnifiedDiff(text: string, diff: string): string {
+  const source = text.split('\n');
+  const out: string[] = [];
+  let next = 0; // index in source of the next line not yet copied
+  let inHunk = false;
+  for (const line of diff.split('\n')) {
+    const header = /^@@ -(\d+)(?:,(\d+))? \+\d+(?:,\d+)? @@/.exec(line);
+    if (header) {
+      const start = Math.max(0, Number(header[1]) - (header[2] === '0' ? 0 : 1));
+      while (next < start && next < source.length) {
+        out.push(source[next++]);
+      }
+      inHunk = true;
+      continue;
+    }
+    if (!inHunk || line.startsWith('\\')) {
+      continue;
+    }
+    if (line.startsWith('+')) {
+      out.push(line.slice(1));
+    } else if (line.startsWith('-')) {
+      next++;
+    } else if (line.startsWith(' ')) {
+      out.push(source[next++] ?? line.slice(1));
+    } else if (line === '') {
+      continue;
+    } else {
+      inHunk = false; // a new file header (---/+++) or anything else
+    }
+  }
+  while (next < source.length) {
+    out.push(source[next++]);
+  }
+  return out.join('\n');
 }

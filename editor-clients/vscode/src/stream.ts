@@ -46,6 +46,8 @@ export interface StreamEvent {
   diff?: string;
   newText?: string;
   diffTruncated?: boolean;
+  /** A multi-file edit's files (`rename_symbol`), each with its unified diff. */
+  files?: { uri: string; diff: string }[];
   /** `usage` events. */
   contextTokens?: number;
   contextWindow?: number;

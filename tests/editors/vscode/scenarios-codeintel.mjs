@@ -4,7 +4,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { env, outputChannelLog, step, t, waitFor } from './harness.mjs';
-import { answerInputBox, clickToastButton, openFile, palette, toastWithButton } from './workbench.mjs';
+import { answerInputBox, clickToastButton, openFile, palette, tabLabels, toastWithButton } from './workbench.mjs';
 
 /** agent-lsp's probe server asks its plan once the first file is open; the answers land in
  * AGENT_LSP_PROBE_OUT. */
@@ -29,6 +29,17 @@ export async function codeIntelTools({ page, dirs, tasks }) {
   await answerInputBox(page, tasks.codeIntel);
   const approval = await step('approval toast', () => toastWithButton(page, 'rename_symbol', 'Allow', 120_000));
   r.approvalText = (await approval.innerText()).slice(0, 1000);
+  // the multi-file diff of the rename, open beside the approval
+  await step('the rename\'s multi-file diff', () =>
+    waitFor('a "(current ↔ proposed) (2 files)" tab', async () =>
+      (await tabLabels(page)).some((l) => l.includes('(current ↔ proposed) (2 files)')), t(30_000)));
+  const pane = page.locator('.editor-group-container .editor-container').first();
+  await waitFor('both files renamed in the diff', async () => {
+    const text = await pane.innerText();
+    return text.includes('main.ts') && text.includes('salute');
+  }, t(30_000)).catch(() => {});
+  r.diffTabs = (await tabLabels(page)).filter((l) => l.includes('proposed'));
+  r.diffPaneText = (await pane.innerText()).slice(0, 4000);
   await page.screenshot({ path: path.join(dirs.shots, 'rename-approval.png') });
   await clickToastButton(approval, 'Allow');
   await step('run stopped', () => waitFor('the stop event in the Agent output', () => /■/.test(agentLog(dirs)), t(60_000)));
@@ -37,5 +48,6 @@ export async function codeIntelTools({ page, dirs, tasks }) {
   r.shapes = fs.readFileSync(path.join(dirs.workspace, 'shapes.ts'), 'utf8');
   r.main = fs.readFileSync(path.join(dirs.workspace, 'main.ts'), 'utf8');
   r.agentOutput = agentLog(dirs);
+  r.diffTabsAfter = (await tabLabels(page)).filter((l) => l.includes('proposed'));
   return r;
 }
