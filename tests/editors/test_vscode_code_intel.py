@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -84,7 +85,7 @@ def probe(tmp_path_factory: pytest.TempPathFactory, tools: dict[str, str]) -> di
     assert scenario is not None and "error" not in scenario, \
         f"{scenario}\n{result.get('error')}\nserver log: {result.get('serverLog', '')[-6000:]}\n{proc.stderr[-3000:]}"
     assert leftovers == [] and result["orphans"] == [], (leftovers, result["orphans"])
-    return scenario["answers"]
+    return {**scenario["answers"], "serverLog": result.get("serverLog", "")}
 
 
 def name(uri: str) -> str:
@@ -121,6 +122,12 @@ def test_vscode_code_intel_navigation(probe: dict[str, Any]):
                for s in probe["workspaceSymbols"]["result"]), probe["workspaceSymbols"]
     callers = {c["from"]["name"] for c in probe["incoming"]["result"]}
     assert "welcome" in callers, probe["incoming"]
+
+
+def test_vscode_health_check_lists_the_code_intel_source(probe: dict[str, Any]):
+    assert re.search(r"health check: code intelligence: codeIntel is advertised; the agent asks VS Code's "
+                     r"language features \(active now: [^)]*vscode\.typescript-language-features", probe["serverLog"]), \
+        probe["serverLog"][-3000:]
 
 
 def _tools_present() -> bool:

@@ -14,10 +14,13 @@ M.request_timeout_ms = 25000
 local RENAME = 'textDocument/rename'
 local REFERENCES = 'textDocument/references'
 
+-- The agent-lsp client whose request is being answered (excluded whatever its config's name).
+local asking_id = nil
+
 ---@param client vim.lsp.Client
 ---@return boolean
 local function is_other(client)
-  return client.name ~= 'agent_lsp'
+  return client.name ~= 'agent_lsp' and client.id ~= asking_id
 end
 
 --- The clients other than agent-lsp attached to `buf` (all of them when `buf` is nil).
@@ -248,6 +251,7 @@ function M.handler(_, params, ctx)
   if not co or is_main then
     return vim.NIL -- not in the rpc's coroutine: cannot wait for other servers
   end
+  asking_id = ctx.client_id
   local agent = vim.lsp.get_client_by_id(ctx.client_id)
   local encoding = agent and agent.offset_encoding or 'utf-16'
   local method, lsp_params = params.method, params.params
