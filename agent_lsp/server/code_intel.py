@@ -11,7 +11,7 @@ from typing import Any
 
 from pygls.lsp.server import LanguageServer
 
-from agent_lsp.agent.ports import CodeIntelError
+from agent_lsp.agent.ports import CodeIntelError, CodeIntelSource, CodeIntelSources
 from agent_lsp.server.capabilities import ClientCaps
 from agent_lsp.server.rpc import ClientRequestError, client_request
 
@@ -62,3 +62,15 @@ class EditorCodeIntel:
 def editor_source(ls: LanguageServer, caps: ClientCaps) -> EditorCodeIntel | None:
     """The editor's source when the client advertised `codeIntel`, else None."""
     return EditorCodeIntel(ls) if caps.code_intel else None
+
+
+def editor_sources(ls: LanguageServer) -> CodeIntelSources:
+    """What the host asks per run (ports.CodeIntelSources): the editor, when the client
+    advertised `codeIntel` (read at each run: the capabilities come with `initialize`)."""
+
+    def sources(roots: list[Path]) -> list[CodeIntelSource]:
+        caps = getattr(ls, "caps", None)
+        found = editor_source(ls, caps) if isinstance(caps, ClientCaps) else None
+        return [found] if found is not None else []
+
+    return sources

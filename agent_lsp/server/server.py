@@ -71,7 +71,9 @@ class AgentServer(LanguageServer):
             self._runs.host.tool_servers = McpHub(McpHooks(hooks.ask_consent, hooks.on_status))
             self._runs.host.telemetry = OtelTelemetry()  # the SDK only once a run has telemetry on
             from agent_lsp.langservers.hub import plug
+            from agent_lsp.server.code_intel import editor_sources
 
+            self._runs.host.code_intel = editor_sources(self)  # the editor first (issue 23)
             plug(self._runs.host, lambda: self.config.settings)  # for stock clients and files
         return self._runs
 
