@@ -112,6 +112,16 @@ local app = vim.fn.bufnr(os.getenv('NVIM_TEST_WORKSPACE') .. '/app.py')
 T.data.app_listed = vim.bo[app].buflisted
 T.data.app_servers = vim.tbl_map(function(c) return c.name end, vim.lsp.get_clients({ bufnr = app }))
 T.data.symbols = T.probe('textDocument/documentSymbol', { textDocument = { uri = T.uri('lib.py') } }, 'lib.py')
+-- timing: jedi asked by Neovim itself vs through agent-lsp -> Neovim -> jedi (the time inside agent-lsp)
+local params = { textDocument = { uri = T.uri('lib.py') }, position = pos, context = { includeDeclaration = false } }
+local jedi = vim.lsp.get_clients({ bufnr = T.buf, name = os.getenv('NVIM_TEST_OTHER') })[1]
+T.data.direct_ms, T.data.editor_ms = {}, {}
+for _ = 1, 30 do
+  local t0 = vim.uv.hrtime()
+  jedi:request_sync('textDocument/references', params, 10000, T.buf)
+  table.insert(T.data.direct_ms, (vim.uv.hrtime() - t0) / 1e6)
+  table.insert(T.data.editor_ms, T.probe('textDocument/references', params, 'lib.py').ms)
+end
 vim.cmd('checkhealth agent_lsp')
 T.data.health = table.concat(vim.api.nvim_buf_get_lines(0, 0, -1, false), '\n')
 vim.cmd('bwipeout!')
@@ -136,6 +146,9 @@ T.data.none = T.probe('textDocument/hover', { textDocument = { uri = T.uri('.git
     assert data["app_listed"] is False and "jedi" in data["app_servers"], data
     names = [s["name"] for s in data["symbols"]["result"]]
     assert "Greeter" in names and "Other" in names, data["symbols"]
+    direct, editor = sorted(data["direct_ms"])[15], sorted(data["editor_ms"])[15]
+    print(f"\nNeovim + jedi, references: jedi asked by Neovim {direct:.1f} ms, through agent-lsp's editor "
+          f"source {editor:.1f} ms (medians of 30): +{editor - direct:.1f} ms")
     health = data["health"]
     assert "OK codeIntel is advertised" in health and "OK language servers that answer: jedi" in health, health
     assert data["none"].get("result") is None and "error" not in data["none"], data["none"]
