@@ -17,6 +17,7 @@ from agent_lsp.agent.ports import CodeIntelSources, RunTelemetry
 from agent_lsp.agent.state.checkpoints import CheckpointStore
 from agent_lsp.agent.state.session import Entry, RunRecord, Session
 from agent_lsp.agent.tools.base import Tool, ToolBox, ToolContext, ToolError
+from agent_lsp.agent.tools.codeintel.offered import SUBAGENT_CODE_INTEL_PROMPT
 from agent_lsp.agent.tools.paths import PathGuard
 from agent_lsp.agent.tools.toolsets import subagent_tools
 from agent_lsp.settings import Settings
@@ -88,7 +89,8 @@ class RunState:
                 tools,
                 settings.delegate_max_turns,
                 history,
-                SUBAGENT_PROMPT.format(roots=roots),
+                SUBAGENT_PROMPT.format(roots=roots)
+                + (SUBAGENT_CODE_INTEL_PROMPT if code_intel else ""),
             )
             outcome = await sub.loop()
             self.seams.emit(

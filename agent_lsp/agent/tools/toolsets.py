@@ -31,9 +31,9 @@ def main_tools(
 ) -> list[Tool]:
     return [
         *read_tools(diagnostics, code_intel),
-        *(code_intel_edit_tools() if code_intel else []),
         EditFile(),
         WriteFile(),
+        *(code_intel_edit_tools() if code_intel else []),
         RunCommand(),
         Delegate(),
         Remember(),
