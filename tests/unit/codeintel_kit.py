@@ -89,3 +89,156 @@ class ScriptedSource:
         if isinstance(answer, Exception):
             raise CodeIntelError(str(answer))
         return answer
+
+
+class LanguageServerSource:
+    """A real language server (basedpyright by default) behind the CodeIntelSource port, for the
+    tests and the benchmark until agent-lsp's own started servers answer there: pygls's client,
+    didOpen/didChange on sync, every request's params structured for lsprotocol and its result
+    given back as JSON."""
+
+    def __init__(self, root: Path, command: list[str] | None = None, *, name: str = "basedpyright"):
+        import shutil
+        import sys
+
+        self.root = root.resolve()
+        exe = shutil.which("basedpyright-langserver", path=str(Path(sys.executable).parent)) or "basedpyright-langserver"
+        self.command = command or [exe, "--stdio"]
+        self.name = name
+        self.client: Any = None
+        self.versions: dict[Path, int] = {}
+        self.encoding = "utf-16"
+
+    async def start(self) -> LanguageServerSource:
+        from lsprotocol import types as t
+        from pygls.lsp.client import LanguageClient
+
+        self.client = LanguageClient("agent-lsp-tests", "0")
+        await self.client.start_io(*self.command, cwd=str(self.root))
+        caps = t.ClientCapabilities(
+            general=t.GeneralClientCapabilities(position_encodings=[t.PositionEncodingKind.Utf16]),
+            text_document=t.TextDocumentClientCapabilities(
+                document_symbol=t.DocumentSymbolClientCapabilities(hierarchical_document_symbol_support=True),
+                rename=t.RenameClientCapabilities(prepare_support=True),
+                definition=t.DefinitionClientCapabilities(link_support=True),
+            ),
+            workspace=t.WorkspaceClientCapabilities(workspace_edit=t.WorkspaceEditClientCapabilities(document_changes=True)),
+        )
+        uri = self.root.as_uri()
+        result = await self.client.initialize_async(
+            t.InitializeParams(capabilities=caps, root_uri=uri, workspace_folders=[t.WorkspaceFolder(uri, self.root.name)]))
+        self.encoding = str(result.capabilities.position_encoding or "utf-16")
+        self.client.initialized(t.InitializedParams())
+        return self
+
+    async def stop(self) -> None:
+        if self.client is None:
+            return
+        import asyncio
+
+        try:
+            await asyncio.wait_for(self.client.shutdown_async(None), 10)
+            self.client.exit(None)
+        except Exception:
+            pass
+        await self.client.stop()
+
+    def handles(self, path: Path) -> bool:
+        return path.suffix in (".py", ".pyi")
+
+    def position_encoding(self, path: Path) -> str:
+        return self.encoding
+
+    async def sync(self, path: Path, text: str) -> None:
+        from lsprotocol import types as t
+
+        uri = path.as_uri()
+        if path not in self.versions:
+            self.versions[path] = 1
+            self.client.text_document_did_open(t.DidOpenTextDocumentParams(t.TextDocumentItem(uri, "python", 1, text)))
+            return
+        self.versions[path] += 1
+        self.client.text_document_did_change(t.DidChangeTextDocumentParams(
+            t.VersionedTextDocumentIdentifier(self.versions[path], uri),
+            [t.TextDocumentContentChangeWholeDocument(text)]))
+
+    async def request(self, method: str, params: dict[str, Any], path: Path) -> Any:
+        import asyncio
+
+        from lsprotocol.types import METHOD_TO_TYPES
+
+        converter = self.client.protocol._converter
+        typed = converter.structure(params, METHOD_TO_TYPES[method][2])
+        try:
+            result = await asyncio.wait_for(self.client.protocol.send_request_async(method, typed), 60)
+        except TimeoutError:
+            raise CodeIntelError(f"{self.name} did not answer {method} within 60 s") from None
+        except Exception as exc:
+            raise CodeIntelError(f"{self.name}: {exc}") from None
+        return converter.unstructure(result)
+
+
+# -- a generated project with distractors ------------------------------------------------------
+
+MODELS = '''"""Billing models."""
+
+
+class Invoice:
+    def total(self) -> int:
+        return 1
+
+
+class Receipt:
+    def total(self) -> int:  # same name, another class: a distractor
+        return 2
+'''
+
+CALLER = '''from pkg.models import Invoice, Receipt
+
+
+def bill_{i}(invoice: Invoice) -> int:
+    # the total is what we bill
+    return invoice.total() + {i}
+
+
+def keep_{i}(receipt: Receipt) -> int:
+    return receipt.total()
+'''
+
+DISTRACTOR = '''from pkg.models import Receipt
+
+LABEL_{i} = "total"  # the word total in a string and a comment
+
+
+def keep_{i}(receipt: Receipt) -> int:
+    """Return the total of a receipt."""
+    return receipt.total() * {i}
+'''
+
+FILLER = '''def work_{i}(values: list[int]) -> int:
+    """Sum values, {i}."""
+    out = 0
+    for value in values:
+        out += value * {i}
+    return out
+'''
+
+
+def make_project(root: Path, files: int = 40, every: int = 20, filler: int = 3) -> dict[str, Any]:
+    """`files` modules under pkg/: every `every`-th calls Invoice.total (a true reference) beside
+    Receipt.total; the others hold distractors (Receipt.total, `total` in strings and comments).
+    Returns the truth: the true call sites as (path, 1-based line) and the distractor lines."""
+    (root / "pkg").mkdir(parents=True, exist_ok=True)
+    (root / "pkg/__init__.py").write_text("")
+    (root / "pkg/models.py").write_text(MODELS)
+    truth: dict[str, Any] = {"references": [], "callers": []}
+    for i in range(files):
+        rel = f"pkg/mod_{i:04d}.py"
+        body = (CALLER if i % every == 0 else DISTRACTOR).format(i=i)
+        body += "\n\n" + "\n\n".join(FILLER.format(i=i * 10 + k) for k in range(filler))
+        (root / rel).write_text(body)
+        if i % every == 0:
+            truth["references"].append((rel, 6))
+            truth["callers"].append(rel)
+    (root / "pyrightconfig.json").write_text('{"include": ["pkg"]}\n')
+    return truth
