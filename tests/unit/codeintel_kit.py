@@ -215,6 +215,19 @@ def keep_{i}(receipt: Receipt) -> int:
     return receipt.total() * {i}
 '''
 
+INVOICE_USER = '''from pkg.models import Invoice, Receipt
+
+LABEL_{i} = "total"  # an Invoice made, its total never asked
+
+
+def make_{i}() -> Invoice:
+    return Invoice()
+
+
+def keep_{i}(receipt: Receipt) -> int:
+    return receipt.total() - {i}
+'''
+
 FILLER = '''def work_{i}(values: list[int]) -> int:
     """Sum values, {i}."""
     out = 0
@@ -226,7 +239,8 @@ FILLER = '''def work_{i}(values: list[int]) -> int:
 
 def make_project(root: Path, files: int = 40, every: int = 20, filler: int = 3) -> dict[str, Any]:
     """`files` modules under pkg/: every `every`-th calls Invoice.total (a true reference) beside
-    Receipt.total; the others hold distractors (Receipt.total, `total` in strings and comments).
+    Receipt.total; the others hold distractors (Receipt.total, `total` in strings and comments;
+    every 7th also makes an Invoice without asking its total).
     Returns the truth: the true call sites as (path, 1-based line) and the distractor lines."""
     (root / "pkg").mkdir(parents=True, exist_ok=True)
     (root / "pkg/__init__.py").write_text("")
@@ -234,7 +248,8 @@ def make_project(root: Path, files: int = 40, every: int = 20, filler: int = 3) 
     truth: dict[str, Any] = {"references": [], "callers": []}
     for i in range(files):
         rel = f"pkg/mod_{i:04d}.py"
-        body = (CALLER if i % every == 0 else DISTRACTOR).format(i=i)
+        kind = CALLER if i % every == 0 else INVOICE_USER if i % 7 == 3 else DISTRACTOR
+        body = kind.format(i=i)
         body += "\n\n" + "\n\n".join(FILLER.format(i=i * 10 + k) for k in range(filler))
         (root / rel).write_text(body)
         if i % every == 0:
