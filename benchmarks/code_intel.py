@@ -71,6 +71,35 @@ async def first_answer(source: Any, root: Path) -> tuple[float, float]:
     return cold, time.perf_counter() - started
 
 
+async def tool_overhead(source: Any, root: Path, runs: int = 9) -> tuple[float, float]:
+    """(median seconds of the server's own references answer, of the find_references tool on the
+    same question: sync, position, the answer's files read and formatted)."""
+    from agent_lsp.agent.tools.base import ToolContext
+    from agent_lsp.agent.tools.codeintel.navigate import FindReferences
+    from agent_lsp.agent.tools.codeintel.sources import CodeIntel
+    from agent_lsp.agent.tools.paths import PathGuard
+
+    ctx = ToolContext(workspace=DiskWorkspace([root]), paths=PathGuard([root]))
+    ctx.code_intel = CodeIntel([source])
+    tool = FindReferences()
+    args = tool.parse({"path": "pkg/models.py", "line": MODELS_LINE, "symbol": "total"})
+    models = root / "pkg/models.py"
+    params = {
+        "textDocument": {"uri": models.as_uri()},
+        "position": {"line": MODELS_LINE - 1, "character": 8},
+        "context": {"includeDeclaration": False},
+    }
+    raw, ours = [], []
+    for _ in range(runs):
+        started = time.perf_counter()
+        await source.request("textDocument/references", params, models)
+        raw.append(time.perf_counter() - started)
+        started = time.perf_counter()
+        await (await tool.prepare(args, ctx)).execute()
+        ours.append(time.perf_counter() - started)
+    return sorted(raw)[runs // 2], sorted(ours)[runs // 2]
+
+
 async def run_script(
     model: ScriptedModelServer, root: Path, key: str, replies: list[dict[str, Any]], source: Any
 ) -> tuple[list[dict[str, Any]], float]:
@@ -143,9 +172,7 @@ def code_intel_script() -> list[dict[str, Any]]:
 
 def check_references(text: str, truth: dict[str, Any]) -> tuple[int, int, int]:
     """(true found, false found, true in all) from find_references' result."""
-    found = {
-        tuple(line.split(":")[:2]) for line in text.splitlines()[1:] if line and ":" in line
-    }
+    found = {tuple(line.split(":")[:2]) for line in text.splitlines()[1:] if line and ":" in line}
     expected = {(rel, str(line)) for rel, line in truth["references"]}
     return len(found & expected), len(found - expected), len(expected)
 
@@ -165,16 +192,19 @@ async def main() -> int:
         source = await LanguageServerSource(intel_root).start()
         try:
             cold, warm = await first_answer(source, intel_root)
+            raw_s, tool_s = await tool_overhead(source, intel_root)
             with ScriptedModelServer() as model:
                 intel, intel_s = await run_script(
                     model, intel_root, "INTEL", code_intel_script(), source
                 )
                 search, search_s = await run_script(
-                    model, search_root, "SEARCH", search_script(search_root, args.files, truth), None
+                    model,
+                    search_root,
+                    "SEARCH",
+                    search_script(search_root, args.files, truth),
+                    None,
                 )
-            refs = next(
-                m["content"] for m in intel[1]["messages"] if m.get("role") == "tool"
-            )
+            refs = next(m["content"] for m in intel[1]["messages"] if m.get("role") == "tool")
             true_found, false_found, expected = check_references(refs, truth)
             renamed = sum(
                 "invoice.grand_total()" in (intel_root / r).read_text() for r in truth["callers"]
@@ -199,6 +229,8 @@ async def main() -> int:
         renamed=renamed,
         stray_renames=stray,
         cold_start_s=round(cold, 3),
+        server_references_s=round(raw_s, 4),
+        tool_references_s=round(tool_s, 4),
         warm_references_s=round(warm, 3),
         intel_run_s=round(intel_s, 3),
         search_run_s=round(search_s, 3),
@@ -224,6 +256,11 @@ async def main() -> int:
         f"language server: first non-empty answer {cold:.2f} s after the project was opened "
         f"(cold start), a warm references answer {warm * 1000:.0f} ms; whole runs: "
         f"{intel_s:.2f} s (code intel) vs {search_s:.2f} s (search)"
+    )
+    print(
+        f"find_references tool {tool_s * 1000:.0f} ms vs the server's own answer "
+        f"{raw_s * 1000:.0f} ms: {(tool_s - raw_s) * 1000:+.0f} ms (medians of 9; the tool also "
+        "reads the answer's files to show each line)"
     )
     if args.json:
         args.json.write_text(json.dumps(out, indent=1))

@@ -39,6 +39,7 @@ async def test_references_and_rename_are_exact_where_search_is_not(model, tmp_pa
     root = (tmp_path / "proj").resolve()
     truth = make_project(root, files=40, every=10)
     source = await LanguageServerSource(root).start()
+    await source.warm(root / "pkg/models.py", 4, 8)
     host = AgentHost(code_intel=lambda roots: [source])
     approver = ScriptedApprover()
     try:
@@ -83,6 +84,7 @@ async def test_an_emoji_line_and_a_library_outside_the_workspace(model, tmp_path
     root.mkdir()
     (root / "a.py").write_text('import os\n\n\ndef here() -> str:\n    return "🎉 here"\n\n\nx = "🎉"; y = here(); z = os.getcwd()\n')
     source = await LanguageServerSource(root).start()
+    await source.warm(root / "a.py", 3, 4)
     host = AgentHost(code_intel=lambda roots: [source])
     try:
         session, store = await host.open_session([root], None)

@@ -107,6 +107,7 @@ class LanguageServerSource:
         self.name = name
         self.client: Any = None
         self.versions: dict[Path, int] = {}
+        self.texts: dict[Path, str] = {}
         self.encoding = "utf-16"
 
     async def start(self) -> LanguageServerSource:
@@ -131,6 +132,23 @@ class LanguageServerSource:
         self.client.initialized(t.InitializedParams())
         return self
 
+    async def warm(self, path: Path, line: int, character: int, timeout: float = 120) -> float:
+        """Wait until the server has read the project: a cold basedpyright answers references
+        with [] until then (it sends no progress a client without workDoneProgress sees).
+        Returns the seconds waited."""
+        import asyncio
+        import time
+
+        await self.sync(path, path.read_text(encoding="utf-8"))
+        params = {"textDocument": {"uri": path.as_uri()}, "position": {"line": line, "character": character},
+                  "context": {"includeDeclaration": True}}
+        started = time.perf_counter()
+        while not await self.request("textDocument/references", params, path):
+            if time.perf_counter() - started > timeout:
+                raise TimeoutError(f"{self.name} found no references within {timeout:g} s")
+            await asyncio.sleep(0.3)
+        return time.perf_counter() - started
+
     async def stop(self) -> None:
         if self.client is None:
             return
@@ -153,6 +171,9 @@ class LanguageServerSource:
         from lsprotocol import types as t
 
         uri = path.as_uri()
+        if self.texts.get(path) == text:
+            return  # the server has this text already: a didChange would make it analyse again
+        self.texts[path] = text
         if path not in self.versions:
             self.versions[path] = 1
             self.client.text_document_did_open(t.DidOpenTextDocumentParams(t.TextDocumentItem(uri, "python", 1, text)))

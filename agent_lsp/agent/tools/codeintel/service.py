@@ -5,6 +5,7 @@ the workspace that an answer names becomes readable for the session."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -93,6 +94,13 @@ class Texts:
             self._cache[path] = await self._read(path)
         return self._cache[path]
 
+    async def preload(self, uris: list[str]) -> None:
+        """Read the files these URIs name at once (an answer names many)."""
+        paths = {p for uri in uris if (p := resolve_uri(self.ctx, uri)) is not None}
+        todo = [p for p in paths if p not in self._cache]
+        results = await asyncio.gather(*(self._read(p) for p in todo))
+        self._cache.update(zip(todo, results, strict=True))
+
     async def _read(self, path: Path) -> TextIndex | None:
         inside = self.ctx.paths.root_of(path) is not None
         try:
@@ -159,11 +167,10 @@ async def location_lines(texts: Texts, items: Any, encoding: str) -> list[Line]:
     """Locations (or LocationLinks) -> their lines, sorted, duplicates dropped."""
     if isinstance(items, dict):
         items = [items]
+    locations = [loc for i in (items if isinstance(items, list) else []) if (loc := location_of(i))]
+    await texts.preload([loc[0] for loc in locations])
     out: dict[tuple[str, int, int], Line] = {}
-    for item in items if isinstance(items, list) else []:
-        loc = location_of(item)
-        if loc is None:
-            continue
+    for loc in locations:
         line = await located(texts, loc[0], loc[1].get("start") or {}, encoding)
         if line is not None:
             out.setdefault((line.file, line.line, line.column), line)
