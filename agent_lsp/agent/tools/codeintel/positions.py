@@ -12,6 +12,7 @@ from typing import Any
 from agent_lsp.agent.tools.errors import ToolError
 
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
+_ASTRAL = re.compile("[\U00010000-\U0010ffff]")  # two UTF-16 code units each
 SHOWN_LINE_CHARS = 200  # a shown line is cut here (minified files)
 
 
@@ -42,8 +43,12 @@ def to_units(line: str, column: int, encoding: str) -> int:
 def to_column(line: str, character: int, encoding: str) -> int:
     """An LSP `character` in `encoding` -> a column in characters (0-based), clamped to the
     line (a server may point past its end)."""
-    if encoding == "utf-32":
-        return max(0, min(character, len(line)))
+    if (
+        encoding == "utf-32"
+        or line.isascii()
+        or (encoding == "utf-16" and not _ASTRAL.search(line))
+    ):
+        return max(0, min(character, len(line)))  # one unit per character on this line
     count = 0
     for index, char in enumerate(line):
         if count >= character:

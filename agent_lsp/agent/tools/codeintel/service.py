@@ -88,6 +88,13 @@ class Texts:
     def __init__(self, ctx: ToolContext):
         self.ctx = ctx
         self._cache: dict[Path, TextIndex | None] = {}
+        self._paths: dict[str, Path | None] = {}
+
+    def path(self, uri: str) -> Path | None:
+        """The file a URI names, resolved once per call (an answer names a file many times)."""
+        if uri not in self._paths:
+            self._paths[uri] = resolve_uri(self.ctx, uri)
+        return self._paths[uri]
 
     async def index(self, path: Path) -> TextIndex | None:
         if path not in self._cache:
@@ -96,7 +103,7 @@ class Texts:
 
     async def preload(self, uris: list[str]) -> None:
         """Read the files these URIs name at once (an answer names many)."""
-        paths = {p for uri in uris if (p := resolve_uri(self.ctx, uri)) is not None}
+        paths = {p for uri in set(uris) if (p := self.path(uri)) is not None}
         todo = [p for p in paths if p not in self._cache]
         results = await asyncio.gather(*(self._read(p) for p in todo))
         self._cache.update(zip(todo, results, strict=True))
@@ -152,7 +159,7 @@ class Line:
 
 
 async def located(texts: Texts, uri: str, start: dict[str, Any], encoding: str) -> Line | None:
-    path = resolve_uri(texts.ctx, uri)
+    path = texts.path(uri)
     if path is None:
         return Line(uri, int(start.get("line", 0)) + 1, int(start.get("character", 0)) + 1, "")
     index = await texts.index(path)
