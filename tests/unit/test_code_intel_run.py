@@ -80,6 +80,17 @@ async def test_offered_with_a_source_fixed_for_the_session_and_steered_in_the_pr
     finally:
         await host.aclose()
 
+    fresh = AgentHost(code_intel=lambda roots: [])  # a later process, where no source answers
+    try:
+        resumed, resumed_store = await fresh.open_session([root], session.id)
+        assert resumed is not session and resumed.code_intel is True, "the session's tool list is in its index"
+        model.add("FIRST", [{"text": "again"}])
+        await finish(fresh.start("AGAIN", session=resumed, store=resumed_store, settings=settings,
+                                 ports=RunPorts(DiskWorkspace([root]), ScriptedApprover(), Events())))
+        assert READ_INTEL | {"rename_symbol"} <= tool_names(model.requests_for("FIRST")[-1])
+    finally:
+        await fresh.aclose()
+
 
 async def test_rename_is_one_approval_with_every_files_diff_one_apply_and_one_rewind(model, tmp_path: Path):
     root = (tmp_path / "proj").resolve()
