@@ -266,3 +266,23 @@ async def test_rename_refused_cleanly_when_the_server_cannot_rename_there(projec
         await tool.prepare(tool.parse({"path": "pkg/shapes.py", "line": 8, "symbol": "area", "newName": "s"}),
                            context(project, moving))
     assert (project / "pkg/shapes.py").read_text().count("def area") == 2, "nothing changed"
+
+
+async def test_the_source_sees_unsaved_editor_buffers_before_it_answers(tmp_path: Path):
+    root = tmp_path.resolve()
+    (root / "a.py").write_text("x = 1\n")
+    (root / "b.py").write_text("import a\n")
+    (root / "c.py").write_text("y = 2\n")
+
+    class Buffers(DiskWorkspace):
+        def open_texts(self) -> dict[Path, str]:
+            return {root / "b.py": "import a\nprint(a.x)\n", root / "c.py": "y = 2\n"}
+
+        async def unsaved(self, paths: list[Path]) -> list[Path]:
+            return [p for p in paths if p.read_text() != self.open_texts()[p]]
+
+    source = ScriptedSource({"textDocument/references": None})
+    ctx = context(root, source)
+    ctx.workspace = Buffers([root])
+    await use(FindReferences(), ctx, path="a.py", line=1, symbol="x")
+    assert source.synced == [(root / "a.py", "x = 1\n"), (root / "b.py", "import a\nprint(a.x)\n")]

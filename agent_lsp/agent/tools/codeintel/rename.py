@@ -15,7 +15,12 @@ from agent_lsp.agent.ports import CodeIntelError, Document, FileChange
 from agent_lsp.agent.tools.base import Prepared, Tool, ToolContext, ToolError
 from agent_lsp.agent.tools.codeintel.navigate import SymbolArgs
 from agent_lsp.agent.tools.codeintel.positions import TextIndex, symbol_position
-from agent_lsp.agent.tools.codeintel.service import resolve_uri, sync_sources, target
+from agent_lsp.agent.tools.codeintel.service import (
+    resolve_uri,
+    sync_for_request,
+    sync_sources,
+    target,
+)
 from agent_lsp.agent.tools.codeintel.sources import encoding_of, no_source
 from agent_lsp.agent.tools.edits import diff_summary, unified_diff
 from agent_lsp.agent.tools.paths import PathRefused
@@ -67,7 +72,7 @@ async def _ask_rename(
         position = symbol_position(index, args.line, args.symbol, args.occurrence, encoding)
         doc = {"textDocument": {"uri": path.as_uri()}, "position": position}
         try:
-            await source.sync(path, text)
+            await sync_for_request(ctx, source, path, text)
             prepared = await source.request("textDocument/prepareRename", doc, path)
         except CodeIntelError as exc:
             prepared, note = None, str(exc)

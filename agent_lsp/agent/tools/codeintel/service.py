@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from agent_lsp.agent.fs.disk_workspace import read_disk_document
 from agent_lsp.agent.ports import CodeIntelError, CodeIntelSource
 from agent_lsp.agent.tools.codeintel.positions import Spot, TextIndex, shorten
-from agent_lsp.agent.tools.codeintel.sources import encoding_of, no_source
+from agent_lsp.agent.tools.codeintel.sources import encoding_of, handles, no_source
 from agent_lsp.agent.tools.errors import ToolError
 from agent_lsp.agent.tools.paths import PathRefused, path_of_uri
 
@@ -55,7 +55,7 @@ async def ask(
     for source in sources:
         encoding = encoding_of(source, path)
         try:
-            await source.sync(path, text)
+            await sync_for_request(ctx, source, path, text)
             result = await source.request(method, params(encoding), path)
         except CodeIntelError as exc:
             failure = f"{source.name}: {exc}"
@@ -66,6 +66,21 @@ async def ask(
     if failure is not None:
         raise ToolError(f"the language server could not answer: {failure}")
     return None
+
+
+async def sync_for_request(
+    ctx: ToolContext, source: CodeIntelSource, path: Path, text: str
+) -> None:
+    """Before a request: the source sees `path` as the agent does, and every editor buffer it
+    handles that differs from disk (an answer's positions in those files must fit their text).
+    The editor ignores it; a started server gets didOpen/didChange."""
+    await source.sync(path, text)
+    open_texts = ctx.workspace.open_texts()
+    if not open_texts:
+        return
+    for other in await ctx.workspace.unsaved([p for p in open_texts if p != path]):
+        if handles(source, other):
+            await source.sync(other, open_texts[other])
 
 
 async def sync_sources(ctx: ToolContext, path: Path, text: str) -> None:
