@@ -51,16 +51,16 @@ class RenameSymbol(Tool):
         if ctx.paths.root_of(path) is None:
             raise ToolError(f"{args.path} is outside the workspace; it is not renamed in")
         symbol_position(index, args.line, args.symbol, args.occurrence, "utf-16")  # a miss: now
-        edit, encoding, source = await _ask_rename(ctx, args, path, index, text)
+        edit, encoding = await _ask_rename(ctx, args, path, index, text)
         changes = await file_changes(ctx, edit, encoding)
         if not changes:
             raise ToolError(f"the language server's rename of `{args.symbol}` changes nothing")
-        return _prepared(ctx, args, changes, source)
+        return _prepared(ctx, args, changes)
 
 
 async def _ask_rename(
     ctx: ToolContext, args: RenameArgs, path: Path, index: TextIndex, text: str
-) -> tuple[dict[str, Any], str, Any]:
+) -> tuple[dict[str, Any], str]:
     """prepareRename first (a server that does not know it, or says nothing, is then asked to
     rename anyway), then textDocument/rename; the first source with an edit answers."""
     sources = ctx.code_intel.sources_for(path) if ctx.code_intel is not None else []
@@ -89,7 +89,7 @@ async def _ask_rename(
             why.append(f"{source.name}: {exc}" + (f" (prepareRename: {note})" if note else ""))
             continue
         if isinstance(edit, dict) and (edit.get("changes") or edit.get("documentChanges")):
-            return edit, encoding, source
+            return edit, encoding
         why.append(f"{source.name}: no rename there" + (f" ({note})" if note else ""))
     raise ToolError(
         f"the language server cannot rename `{args.symbol}` at {args.path}:{args.line}: "
@@ -173,9 +173,7 @@ async def file_changes(ctx: ToolContext, edit: dict[str, Any], encoding: str) ->
     return changes
 
 
-def _prepared(
-    ctx: ToolContext, args: RenameArgs, changes: list[FileChange], source: Any
-) -> Prepared:
+def _prepared(ctx: ToolContext, args: RenameArgs, changes: list[FileChange]) -> Prepared:
     shown = [ctx.paths.display(c.path) for c in changes]
     diffs = [unified_diff(s, c.before.text, c.after) for s, c in zip(shown, changes, strict=True)]
     head = (
