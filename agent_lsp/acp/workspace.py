@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from agent_lsp.acp.capabilities import FsCaps
-from agent_lsp.agent.fs.disk_workspace import DiskWorkspace, read_disk_document
-from agent_lsp.agent.ports import Document, EditOutcome
+from agent_lsp.agent.fs.disk_workspace import DiskWorkspace, apply_each, read_disk_document
+from agent_lsp.agent.ports import Document, EditOutcome, FileChange
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +68,14 @@ class AcpWorkspace:
             outcome = await self._write(path, before, after)
         if outcome.applied:
             self.edits[path] = Edit(path, before.text if before is not None else None, after)
+        return outcome
+
+    async def apply_all(self, changes: list[FileChange], *, label: str) -> EditOutcome:
+        """Each file written as an edit is (ACP has no one change for several files); the tool
+        call's result lists the files (no per-file diff content is kept for it)."""
+        outcome = await apply_each(self, changes)
+        for change in changes:
+            self.edits.pop(change.path, None)
         return outcome
 
     async def _write(self, path: Path, before: Document | None, after: str) -> EditOutcome:

@@ -74,6 +74,8 @@ class ApprovalEvent:
     new_text: str = ""
     diff_truncated: bool = False
     agent_id: str = "main"
+    # A multi-file edit's files (rename_symbol), each `{uri, diff}` (CONTRACT Decision 39).
+    files: tuple[dict[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -209,6 +211,8 @@ def wire_fields(event: Event) -> dict[str, Any]:
                 out.update(uri=event.uri, diff=event.diff, newText=event.new_text)
                 if event.diff_truncated:
                     out["diffTruncated"] = True
+            if event.files:
+                out["files"] = [dict(f) for f in event.files]
             return out
         case ToolResultEvent():
             out = {

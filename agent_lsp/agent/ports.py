@@ -33,6 +33,16 @@ class EditOutcome:
     version: int | None = None  # the editor buffer's version once the edit is in (for diagnostics)
 
 
+@dataclass
+class FileChange:
+    """One file of a multi-file edit (a rename): its text as the agent read it, and the text
+    it gets."""
+
+    path: Path
+    before: Document
+    after: str
+
+
 class Workspace(Protocol):
     """Reads see the editor's buffers; writes are proposals the host applies."""
 
@@ -55,6 +65,12 @@ class Workspace(Protocol):
         `preview`: the editor shows the edit and asks (its label); applied=False, rejected=True
         when the user declined there. `late`: called if the run stopped waiting (a cancel) and
         the editor applied the previewed edit afterwards."""
+        ...
+
+    async def apply_all(self, changes: list[FileChange], *, label: str) -> EditOutcome:
+        """Replace several files' text as ONE change where the host can (the LSP server: one
+        `workspace/applyEdit`, all or nothing), else file by file in order (a failure stops
+        there; the outcome's message says which files were written). Never raises."""
         ...
 
     def open_texts(self) -> dict[Path, str]:
@@ -96,6 +112,7 @@ class ApprovalRequest:
     new_text: str | None = None
     can_preview: bool = False  # an edit the editor's own preview may ask for
     must_ask: str | None = None  # why a person must answer (`--yes` does not): risky git config
+    files: list[dict[str, str]] | None = None  # a multi-file edit: each file's {uri, diff}
 
 
 class Approver(Protocol):

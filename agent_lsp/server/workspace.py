@@ -14,7 +14,7 @@ from pygls.lsp.server import LanguageServer
 
 from agent_lsp.agent.fs.disk_workspace import read_disk_document, read_disk_text
 from agent_lsp.agent.fs.safeio import NotReadable
-from agent_lsp.agent.ports import Document, EditOutcome
+from agent_lsp.agent.ports import Document, EditOutcome, FileChange
 from agent_lsp.server.capabilities import ClientCaps
 from agent_lsp.server.folders import uri_to_path
 from agent_lsp.server.positions import minimal_edit, start_insert, whole_edit
@@ -206,6 +206,12 @@ class LspWorkspace:
         if open_doc is not None:
             await self._until_version(path, expected)
         return EditOutcome(True, version=expected)
+
+    async def apply_all(self, changes: list[FileChange], *, label: str) -> EditOutcome:
+        """Several files as ONE workspace/applyEdit (multi_edit.py)."""
+        from agent_lsp.server.multi_edit import apply_all
+
+        return await apply_all(self, changes, label, APPLY_EDIT_TIMEOUT)
 
     async def _until_version(self, path: Path, version: int) -> None:
         """Wait (bounded) for the editor's didChange of an edit it applied: clients send it late

@@ -17,7 +17,7 @@ from agent_lsp.agent.fs.safeio import (
     read_regular,
     write_file_atomic,
 )
-from agent_lsp.agent.ports import Document, EditOutcome
+from agent_lsp.agent.ports import Document, EditOutcome, FileChange
 
 
 async def read_disk_text(path: Path, max_bytes: int = MAX_READ_BYTES) -> tuple[str, bool]:
@@ -81,6 +81,9 @@ class DiskWorkspace:
             return EditOutcome(False, f"cannot write: {exc.strerror or exc}")
         return EditOutcome(True)
 
+    async def apply_all(self, changes: list[FileChange], *, label: str) -> EditOutcome:
+        return await apply_each(self, changes)
+
     async def restore(self, restores: list[Any]) -> Any:
         """A rewind on disk: each file written back (binary ones too) or deleted."""
         from agent_lsp.agent.ports import RestoreOutcome
@@ -106,6 +109,29 @@ class DiskWorkspace:
 
     async def unsaved(self, paths: list[Path]) -> list[Path]:
         return []
+
+
+async def apply_each(workspace: Any, changes: list[FileChange]) -> EditOutcome:
+    """A multi-file edit where there is no one change for all files: every file is checked
+    against the text it was computed on first, then each is applied in order through the
+    workspace's own `apply`; a failure stops there, and the message names what was written."""
+    for change in changes:
+        try:
+            now = await workspace.read(change.path)
+        except ValueError as exc:
+            return EditOutcome(False, f"{change.path.name}: {exc}")
+        if now.text != change.before.text:
+            return EditOutcome(
+                False, f"{change.path.name} changed since the agent read it; nothing was written"
+            )
+    written: list[str] = []
+    for change in changes:
+        outcome = await workspace.apply(change.path, change.before, change.after)
+        if not outcome.applied:
+            done = f"already written: {', '.join(written)}" if written else "nothing was written"
+            return EditOutcome(False, f"{change.path.name}: {outcome.message} ({done})")
+        written.append(change.path.name)
+    return EditOutcome(True)
 
 
 def _write(path: Path, data: bytes) -> None:

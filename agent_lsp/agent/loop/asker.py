@@ -42,6 +42,11 @@ class ApprovalAsker:
             self.redact(prepared.new_text) if prepared.new_text is not None else None,
             can_preview=prepared.preview is not None,
             must_ask=prepared.must_ask,
+            files=(
+                [{k: self.redact(v) for k, v in f.items()} for f in prepared.files]
+                if prepared.files
+                else None
+            ),
         )
         if request.diff and request.diff_truncated:
             request.diff = request.diff[:1_000_000]
@@ -96,6 +101,18 @@ class ApprovalAsker:
                     new_text=request.new_text or "",
                     diff_truncated=request.diff_truncated,
                     agent_id=self.agent_id,
+                )
+            )
+        elif request is not None and request.files:  # a multi-file edit: every file's diff
+            self.emit(
+                ApprovalEvent(
+                    text,
+                    call.id,
+                    call.name,
+                    detail,
+                    state,
+                    agent_id=self.agent_id,
+                    files=tuple(request.files),
                 )
             )
         else:

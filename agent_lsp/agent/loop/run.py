@@ -30,7 +30,8 @@ from agent_lsp.agent.state.checkpoints import RunCheckpoint
 from agent_lsp.agent.state.session import Entry, RunRecord, Session, new_id
 from agent_lsp.agent.state.transcript import Redactor, Transcript
 from agent_lsp.agent.tools.base import ToolBox, ToolContext
-from agent_lsp.agent.tools.codeintel.service import CodeIntel
+from agent_lsp.agent.tools.codeintel.offered import CODE_INTEL_PROMPT
+from agent_lsp.agent.tools.codeintel.sources import CodeIntel
 from agent_lsp.agent.tools.paths import PathGuard
 from agent_lsp.agent.tools.runner import CommandRunner
 from agent_lsp.agent.tools.skill import skills_block
@@ -173,11 +174,13 @@ async def run_task(
             memory_text = redact(
                 "".join(f"\n\n## Memory: {label}\n{text}" for label, text in memory)
             )
+            steer = CODE_INTEL_PROMPT if tool_ctx.code_intel is not None else ""
             found = options.prompt_files
             skills = found.skills if found is not None else {}
             # The skills block sits before the memory: it changes less often (prompt cache).
             system = SYSTEM_PROMPT.format(
-                roots=", ".join(paths.names()), memory=skills_block(skills) + memory_text
+                roots=", ".join(paths.names()),
+                memory=steer + skills_block(skills) + memory_text,
             )
             diagnostics = bool(getattr(workspace, "has_diagnostics", False))
             tools = (plan_tools if options.mode == "plan" else main_tools)(

@@ -20,6 +20,7 @@ from agent_lsp.agent.ports import CodeIntelSources, RunTelemetry
 from agent_lsp.agent.state.checkpoints import CheckpointStore
 from agent_lsp.agent.state.session import Entry, RunRecord, Session
 from agent_lsp.agent.tools.base import Tool, ToolBox, ToolContext, ToolError
+from agent_lsp.agent.tools.codeintel.offered import SUBAGENT_CODE_INTEL_PROMPT
 from agent_lsp.agent.tools.delegate import narrow
 from agent_lsp.agent.tools.paths import PathGuard
 from agent_lsp.agent.tools.toolsets import subagent_tools
@@ -99,11 +100,12 @@ class RunState:
             )
             diagnostics = bool(getattr(self.tool_ctx.workspace, "has_diagnostics", False))
             code_intel = self.tool_ctx.code_intel is not None
-            seams, prompt = self.seams, SUBAGENT_PROMPT.format(roots=roots)
+            steer = SUBAGENT_CODE_INTEL_PROMPT if code_intel else ""
+            seams, prompt = self.seams, SUBAGENT_PROMPT.format(roots=roots) + steer
             toolset = subagent_tools(diagnostics, code_intel)
             if agent is not None:  # the user's agent: its prompt, its (narrowed) tools, its model
                 toolset = narrow(agent, self.parent_tools)
-                prompt = f"{agent.body.strip()}{AGENT_CONTEXT.format(roots=roots)}"
+                prompt = f"{agent.body.strip()}{AGENT_CONTEXT.format(roots=roots)}{steer}"
                 seams = self._seams_for(agent)
             sub = AgentLoop(
                 seams,

@@ -130,8 +130,8 @@ class Session:
     created: float = field(default_factory=time.time)
     updated: float = field(default_factory=time.time)
     runs: list[RunRecord] = field(default_factory=list)
-    # Whether the code-intel tools are offered, decided at the session's first run in this
-    # process and kept (the tool list stays the same: prompt-cache stable, Decision 39).
+    # Whether the code-intel tools are offered, decided at the session's first run and kept in
+    # its index (the tool list stays the same: prompt-cache stable, Decision 39).
     code_intel: bool | None = None
     # In memory only: SessionStart fired for this object (created or loaded in this process), and
     # what fires SessionEnd at exit for a session used here (the last run's hooks).

@@ -74,6 +74,8 @@ class SessionStore:
             "model": session.model,
             "runs": [r.to_dict() for r in session.runs],
         }
+        if session.code_intel is not None:  # its tool list, kept when a later process resumes it
+            data["codeIntel"] = session.code_intel
         path = self._index(session.id)
         await asyncio.to_thread(_save, path, json.dumps(data, ensure_ascii=False).encode())
 
@@ -110,6 +112,8 @@ class SessionStore:
             updated=float(data.get("updated", 0)),
             model=data.get("model"),
         )
+        if isinstance(data.get("codeIntel"), bool):
+            session.code_intel = data["codeIntel"]
         session.runs = [RunRecord.from_dict(r) for r in data.get("runs", [])]
         for record in session.runs:
             if record.stop is None:  # the process ended while it ran

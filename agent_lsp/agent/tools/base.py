@@ -24,7 +24,7 @@ from agent_lsp.agent.tools.paths import PathGuard
 if TYPE_CHECKING:
     from agent_lsp.agent.fs.prompt_files import PromptFiles
     from agent_lsp.agent.state.checkpoints import RunCheckpoint
-    from agent_lsp.agent.tools.codeintel.service import CodeIntel
+    from agent_lsp.agent.tools.codeintel.sources import CodeIntel
     from agent_lsp.agent.tools.runner import CommandRunner
 
 
@@ -84,6 +84,8 @@ class Prepared:
     # (CONTRACT Decision 26: a repository whose git config runs programs).
     must_ask: str | None = None
     show_tail: bool = False  # the user sees the last lines of the result (a command's output)
+    # A multi-file edit (rename_symbol): each file's `{uri, diff}`; `diff` then holds them all.
+    files: list[dict[str, str]] | None = None
 
 
 class Tool:

@@ -13,6 +13,7 @@ from pydantic import Field
 
 from agent_lsp.agent.ports import Document
 from agent_lsp.agent.tools.base import Args, EditRejected, Prepared, Tool, ToolContext, ToolError
+from agent_lsp.agent.tools.codeintel.service import sync_sources
 from agent_lsp.agent.tools.diagnostics import problems_after_edit
 
 log = logging.getLogger(__name__)
@@ -141,6 +142,7 @@ def _prepared(ctx: ToolContext, path: Path, before: Document | None, after: str)
         ctx.changes.add(path)
         if ctx.checkpoint is not None:
             ctx.checkpoint.edited(path, after)
+        await sync_sources(ctx, path, after)  # the language servers see the edit
         problems = await problems_after_edit(ctx, path, outcome.version)
         return (
             f"applied: {summary.splitlines()[0]}"

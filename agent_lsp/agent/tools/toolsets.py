@@ -44,9 +44,9 @@ def main_tools(
     """`skills`: the skill tool, when the user has skills; `agents`: the user's agents."""
     return [
         *read_tools(diagnostics, code_intel),
-        *(code_intel_edit_tools() if code_intel else []),
         EditFile(),
         WriteFile(),
+        *(code_intel_edit_tools() if code_intel else []),
         RunCommand(),
         delegate_tool(agents),
         Remember(),

@@ -4,13 +4,33 @@ read-only ones)."""
 from __future__ import annotations
 
 from agent_lsp.agent.tools.base import Tool
+from agent_lsp.agent.tools.codeintel.navigate import (
+    CallHierarchy,
+    FindDefinition,
+    FindReferences,
+    Hover,
+)
+from agent_lsp.agent.tools.codeintel.outline import Symbols
+from agent_lsp.agent.tools.codeintel.rename import RenameSymbol
+
+CODE_INTEL_PROMPT = (
+    "\nCode intelligence: the language servers answer find_definition, find_references, hover, "
+    "symbols, call_hierarchy and rename_symbol. Use these for code symbols (where something is "
+    "defined, every caller or use, a type, a rename): they are exact where a text search also "
+    "finds same-named other symbols, strings and comments. Use search for text."
+)
+SUBAGENT_CODE_INTEL_PROMPT = (
+    "\nFor code symbols (definitions, callers, uses, types) use find_definition, "
+    "find_references, hover, symbols and call_hierarchy (the language servers: exact); use "
+    "search for text."
+)
 
 
 def code_intel_read_tools() -> list[Tool]:
     """find_definition, find_references, hover, symbols, call_hierarchy."""
-    return []
+    return [FindDefinition(), FindReferences(), Hover(), Symbols(), CallHierarchy()]
 
 
 def code_intel_edit_tools() -> list[Tool]:
     """rename_symbol."""
-    return []
+    return [RenameSymbol()]

@@ -1,29 +1,234 @@
 """The run's code-intel sources, asked in order (Decision 39): the first that handles the file,
-an empty or null answer falling through only to a next source that handles it too."""
+an empty or null answer falling through only to a next source that handles it too; answers are
+never merged. Locations in answers become `path:line:col` and the line's text; a file outside
+the workspace that an answer names becomes readable for the session."""
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from agent_lsp.agent.ports import CodeIntelSource
+from agent_lsp.agent.fs.disk_workspace import read_disk_document
+from agent_lsp.agent.ports import CodeIntelError, CodeIntelSource
+from agent_lsp.agent.tools.codeintel.positions import Spot, TextIndex, shorten
+from agent_lsp.agent.tools.codeintel.sources import encoding_of, handles, no_source
+from agent_lsp.agent.tools.errors import ToolError
+from agent_lsp.agent.tools.paths import PathRefused, path_of_uri
+
+if TYPE_CHECKING:
+    from agent_lsp.agent.tools.base import ToolContext
+
+log = logging.getLogger(__name__)
+
+MAX_SHOWN = 200  # locations shown per answer; the total is said
 
 
 @dataclass
-class CodeIntel:
-    """What the code-intel tools ask: the sources, and the session's grant that makes a file
-    outside the workspace (a library's source a result named) readable by read_file."""
+class Asked:
+    """One source's answer: the source, its position encoding for the file, the result."""
 
-    sources: list[CodeIntelSource]
-    allow_read: Callable[[Path], None] = field(default=lambda path: None)
-
-    def sources_for(self, path: Path) -> list[CodeIntelSource]:
-        return [s for s in self.sources if _handles(s, path)]
+    source: CodeIntelSource
+    encoding: str
+    result: Any
 
 
-def _handles(source: CodeIntelSource, path: Path) -> bool:
+async def ask(
+    ctx: ToolContext,
+    path: Path,
+    text: str,
+    method: str,
+    params: Callable[[str], dict[str, Any]],
+) -> Asked | None:
+    """Ask the sources that handle `path`, in order, after syncing each with `text` (what the
+    agent sees); `params(encoding)` builds the request for a source's encoding. The first
+    non-empty answer, or None when every source answered empty. ToolError when no source
+    handles the file, or when the last one asked failed."""
+    intel = ctx.code_intel
+    sources = intel.sources_for(path) if intel is not None else []
+    if not sources:
+        raise no_source(path)
+    failure: str | None = None
+    for source in sources:
+        encoding = encoding_of(source, path)
+        try:
+            await sync_for_request(ctx, source, path, text)
+            result = await source.request(method, params(encoding), path)
+        except CodeIntelError as exc:
+            failure = f"{source.name}: {exc}"
+            continue
+        if result not in (None, [], {}):
+            return Asked(source, encoding, result)
+        failure = None
+    if failure is not None:
+        raise ToolError(f"the language server could not answer: {failure}")
+    return None
+
+
+async def sync_for_request(
+    ctx: ToolContext, source: CodeIntelSource, path: Path, text: str
+) -> None:
+    """Before a request: the source sees `path` as the agent does, and every editor buffer it
+    handles that differs from disk (an answer's positions in those files must fit their text).
+    The editor ignores it; a started server gets didOpen/didChange."""
+    await source.sync(path, text)
+    open_texts = ctx.workspace.open_texts()
+    if not open_texts:
+        return
+    for other in await ctx.workspace.unsaved([p for p in open_texts if p != path]):
+        if handles(source, other):
+            await source.sync(other, open_texts[other])
+
+
+async def sync_sources(ctx: ToolContext, path: Path, text: str) -> None:
+    """An edit landed: the sources that handle the file see its new text (a started server
+    gets didChange; the editor ignores it). A failing source costs nothing here."""
+    if ctx.code_intel is None:
+        return
+    for source in ctx.code_intel.sources_for(path):
+        try:
+            await source.sync(path, text)
+        except Exception as exc:
+            log.info("code-intel source %s: sync of %s failed: %s", source.name, path, exc)
+
+
+class Texts:
+    """The texts of the files an answer names, read once per call: workspace files as the agent
+    sees them (the editor's buffers), files outside the workspace from disk (regular files only,
+    then readable by read_file for the session)."""
+
+    def __init__(self, ctx: ToolContext):
+        self.ctx = ctx
+        self._cache: dict[Path, TextIndex | None] = {}
+        self._paths: dict[str, Path | None] = {}
+
+    def path(self, uri: str) -> Path | None:
+        """The file a URI names, resolved once per call (an answer names a file many times)."""
+        if uri not in self._paths:
+            self._paths[uri] = resolve_uri(self.ctx, uri)
+        return self._paths[uri]
+
+    async def index(self, path: Path) -> TextIndex | None:
+        if path not in self._cache:
+            self._cache[path] = await self._read(path)
+        return self._cache[path]
+
+    async def preload(self, uris: list[str]) -> None:
+        """Read the files these URIs name at once (an answer names many)."""
+        paths = {p for uri in set(uris) if (p := self.path(uri)) is not None}
+        todo = [p for p in paths if p not in self._cache]
+        results = await asyncio.gather(*(self._read(p) for p in todo))
+        self._cache.update(zip(todo, results, strict=True))
+
+    async def _read(self, path: Path) -> TextIndex | None:
+        inside = self.ctx.paths.root_of(path) is not None
+        try:
+            doc = await (self.ctx.workspace.read(path) if inside else read_disk_document(path))
+        except (ValueError, OSError):
+            return None
+        if not inside and self.ctx.code_intel is not None:
+            self.ctx.code_intel.allow_read(path)
+        return TextIndex(doc.text)
+
+    def display(self, path: Path) -> str:
+        return self.ctx.paths.display(path)
+
+
+def resolve_uri(ctx: ToolContext, uri: str) -> Path | None:
+    """The file a location's URI names, resolved (None: another scheme)."""
+    path = path_of_uri(uri)
+    if path is None:
+        return None
     try:
-        return bool(source.handles(path))
-    except Exception:
-        return False
+        return path.resolve()
+    except (OSError, RuntimeError):
+        return path
+
+
+def location_of(item: Any) -> tuple[str, dict[str, Any]] | None:
+    """(uri, range) of a Location or a LocationLink (its selection range: the name itself)."""
+    if not isinstance(item, dict):
+        return None
+    if "targetUri" in item:
+        rng = item.get("targetSelectionRange") or item.get("targetRange")
+        return (str(item["targetUri"]), rng) if isinstance(rng, dict) else None
+    if "uri" in item and isinstance(item.get("range"), dict):
+        return str(item["uri"]), item["range"]
+    return None
+
+
+@dataclass(order=True)
+class Line:
+    """One location as shown: sorted by file, then line and column."""
+
+    file: str
+    line: int
+    column: int
+    text: str = field(compare=False)
+
+    def render(self) -> str:
+        return f"{self.file}:{self.line}:{self.column}: {self.text}"
+
+
+async def located(texts: Texts, uri: str, start: dict[str, Any], encoding: str) -> Line | None:
+    path = texts.path(uri)
+    if path is None:
+        return Line(uri, int(start.get("line", 0)) + 1, int(start.get("character", 0)) + 1, "")
+    index = await texts.index(path)
+    if index is None:
+        line = int(start.get("line", 0)) + 1
+        return Line(texts.display(path), line, int(start.get("character", 0)) + 1, "")
+    spot: Spot = index.spot(start, encoding)
+    return Line(texts.display(path), spot.line, spot.column, shorten(index.line(spot.line - 1)))
+
+
+async def location_lines(texts: Texts, items: Any, encoding: str) -> list[Line]:
+    """Locations (or LocationLinks) -> their lines, sorted, duplicates dropped."""
+    if isinstance(items, dict):
+        items = [items]
+    locations = [loc for i in (items if isinstance(items, list) else []) if (loc := location_of(i))]
+    await texts.preload([loc[0] for loc in locations])
+    out: dict[tuple[str, int, int], Line] = {}
+    for loc in locations:
+        line = await located(texts, loc[0], loc[1].get("start") or {}, encoding)
+        if line is not None:
+            out.setdefault((line.file, line.line, line.column), line)
+    return sorted(out.values())
+
+
+def grouped(lines: list[Line], noun: str, limit: int = MAX_SHOWN) -> str:
+    """`N nouns in M files`, then each file's lines (a blank line between files), at most
+    `limit` shown with the total said."""
+    files = list(dict.fromkeys(line.file for line in lines))
+    head = f"{len(lines)} {noun}{'' if len(lines) == 1 else 's'} in {len(files)} file" + (
+        "" if len(files) == 1 else "s"
+    )
+    body: list[str] = []
+    last = None
+    for line in lines[:limit]:
+        if last is not None and line.file != last:
+            body.append("")
+        body.append(line.render())
+        last = line.file
+    if len(lines) > limit:
+        body.append(f"[… {len(lines) - limit} more not shown: {len(lines)} in all]")
+    return "\n".join([head, *body])
+
+
+async def target(ctx: ToolContext, raw: str) -> tuple[Path, TextIndex, str]:
+    """The file a positional tool is about: resolved (read-only: a library file an earlier
+    answer named may be asked about too), its text as the agent sees it."""
+    try:
+        path = ctx.paths.resolve(raw, for_read=True)
+    except PathRefused as exc:
+        raise ToolError(str(exc)) from None
+    if path.is_dir():
+        raise ToolError(f"{raw} is a directory; give a file")
+    try:
+        doc = await ctx.workspace.read(path)
+    except ValueError as exc:
+        raise ToolError(str(exc)) from None
+    return path, TextIndex(doc.text), doc.text

@@ -1,0 +1,227 @@
+"""rename_symbol: the language server's rename as ONE edit over every file it touches: its
+WorkspaceEdit (`changes` or `documentChanges`; creating, moving or deleting files is refused)
+applied to each file's current text, reviewed as one approval showing every file's diff,
+checkpointed, and applied as one change (CONTRACT "Code intelligence", Decision 39)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field
+
+from agent_lsp.agent.ports import CodeIntelError, Document, FileChange
+from agent_lsp.agent.tools.base import Prepared, Tool, ToolContext, ToolError
+from agent_lsp.agent.tools.codeintel.navigate import SymbolArgs
+from agent_lsp.agent.tools.codeintel.positions import TextIndex, symbol_position
+from agent_lsp.agent.tools.codeintel.service import (
+    resolve_uri,
+    sync_for_request,
+    sync_sources,
+    target,
+)
+from agent_lsp.agent.tools.codeintel.sources import encoding_of, no_source
+from agent_lsp.agent.tools.edits import diff_summary, unified_diff
+from agent_lsp.agent.tools.paths import PathRefused
+
+DETAIL_DIFF_LINES = 400  # the approval's detail: every file's diff, cut here (the event has all)
+
+
+class RenameArgs(SymbolArgs):
+    newName: str = Field(  # noqa: N815 - the contract's name
+        min_length=1, description="The new name"
+    )
+
+
+class RenameSymbol(Tool):
+    name = "rename_symbol"
+    description = (
+        "Rename a symbol everywhere it is used, through the language server (exact: not "
+        "same-named other symbols, strings or comments), as one edit over every file it "
+        "touches, reviewed and applied like an edit. Prefer it to edit_file for renames."
+    )
+    args = RenameArgs
+    read_only = False
+
+    async def prepare(self, args: RenameArgs, ctx: ToolContext) -> Prepared:
+        if re.search(r"\s", args.newName):
+            raise ToolError(f"newName {args.newName!r} holds whitespace; give one identifier")
+        path, index, text = await target(ctx, args.path)
+        if ctx.paths.root_of(path) is None:
+            raise ToolError(f"{args.path} is outside the workspace; it is not renamed in")
+        symbol_position(index, args.line, args.symbol, args.occurrence, "utf-16")  # a miss: now
+        edit, encoding = await _ask_rename(ctx, args, path, index, text)
+        changes = await file_changes(ctx, edit, encoding)
+        if not changes:
+            raise ToolError(f"the language server's rename of `{args.symbol}` changes nothing")
+        return _prepared(ctx, args, changes)
+
+
+async def _ask_rename(
+    ctx: ToolContext, args: RenameArgs, path: Path, index: TextIndex, text: str
+) -> tuple[dict[str, Any], str]:
+    """prepareRename first (a server that does not know it, or says nothing, is then asked to
+    rename anyway), then textDocument/rename; the first source with an edit answers."""
+    sources = ctx.code_intel.sources_for(path) if ctx.code_intel is not None else []
+    if not sources:
+        raise no_source(path)
+    why: list[str] = []
+    for source in sources:
+        encoding = encoding_of(source, path)
+        position = symbol_position(index, args.line, args.symbol, args.occurrence, encoding)
+        doc = {"textDocument": {"uri": path.as_uri()}, "position": position}
+        try:
+            await sync_for_request(ctx, source, path, text)
+            prepared = await source.request("textDocument/prepareRename", doc, path)
+        except CodeIntelError as exc:
+            prepared, note = None, str(exc)
+        else:
+            note = ""
+        if isinstance(prepared, dict) and prepared.get("defaultBehavior") is False:
+            why.append(f"{source.name}: it cannot rename there")
+            continue
+        try:
+            edit = await source.request(
+                "textDocument/rename", {**doc, "newName": args.newName}, path
+            )
+        except CodeIntelError as exc:
+            why.append(f"{source.name}: {exc}" + (f" (prepareRename: {note})" if note else ""))
+            continue
+        if isinstance(edit, dict) and (edit.get("changes") or edit.get("documentChanges")):
+            return edit, encoding
+        why.append(f"{source.name}: no rename there" + (f" ({note})" if note else ""))
+    raise ToolError(
+        f"the language server cannot rename `{args.symbol}` at {args.path}:{args.line}: "
+        + "; ".join(why)
+    )
+
+
+def edits_by_uri(edit: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
+    """A WorkspaceEdit's text edits per document URI: `documentChanges` (TextDocumentEdits
+    only) when present, else `changes`. ToolError for a file operation."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    document_changes = edit.get("documentChanges")
+    if document_changes:
+        for change in document_changes:
+            if not isinstance(change, dict):
+                continue
+            if "kind" in change:  # CreateFile, RenameFile, DeleteFile
+                raise ToolError(
+                    f"the rename would {change['kind']} a file "
+                    f"({change.get('uri') or change.get('oldUri')}); renames that create, move "
+                    "or delete files are refused: do that part with write_file/run_command"
+                )
+            uri = str((change.get("textDocument") or {}).get("uri", ""))
+            out.setdefault(uri, []).extend(
+                e for e in change.get("edits") or [] if isinstance(e, dict)
+            )
+        return out
+    for uri, edits in (edit.get("changes") or {}).items():
+        out.setdefault(str(uri), []).extend(e for e in edits or [] if isinstance(e, dict))
+    return out
+
+
+def apply_text_edits(text: str, edits: list[dict[str, Any]], encoding: str) -> str:
+    """LSP text edits (positions in `encoding`) applied to `text`; ToolError when they overlap."""
+    index = TextIndex(text)
+    spans = []
+    for edit in edits:
+        rng = edit.get("range") or {}
+        start = index.offset(rng.get("start") or {}, encoding)
+        end = index.offset(rng.get("end") or {}, encoding)
+        if end < start:
+            raise ToolError("the language server's rename has an edit that ends before it starts")
+        spans.append((start, end, str(edit.get("newText", ""))))
+    spans.sort(key=lambda s: (s[0], s[1]))
+    for (_, end_a, _), (start_b, _, _) in zip(spans, spans[1:], strict=False):
+        if start_b < end_a:
+            raise ToolError("the language server's rename has overlapping edits; not applied")
+    out, last = [], 0
+    for start, end, new in spans:
+        out += [text[last:start], new]
+        last = end
+    return "".join([*out, text[last:]])
+
+
+async def file_changes(ctx: ToolContext, edit: dict[str, Any], encoding: str) -> list[FileChange]:
+    """Each file's new text: the edits applied to its current text as the agent sees it.
+    ToolError for a file outside the workspace or not exact text."""
+    changes: list[FileChange] = []
+    for uri, edits in edits_by_uri(edit).items():
+        path = resolve_uri(ctx, uri)
+        if path is None:
+            raise ToolError(f"the rename would change {uri}, which is not a file; refused")
+        try:
+            path = ctx.paths.resolve(str(path))
+        except PathRefused:
+            raise ToolError(
+                f"the rename would change {path}, outside the workspace folders; refused"
+            ) from None
+        try:
+            before: Document = await ctx.workspace.read(path)
+        except ValueError as exc:
+            raise ToolError(str(exc)) from None
+        if not before.exact:
+            raise ToolError(
+                f"{ctx.paths.display(path)} is not valid UTF-8 text (or holds NUL bytes); "
+                "the rename is not applied"
+            )
+        after = apply_text_edits(before.text, edits, encoding)
+        if after != before.text:
+            changes.append(FileChange(path, before, after))
+    return changes
+
+
+def _prepared(ctx: ToolContext, args: RenameArgs, changes: list[FileChange]) -> Prepared:
+    shown = [ctx.paths.display(c.path) for c in changes]
+    diffs = [unified_diff(s, c.before.text, c.after) for s, c in zip(shown, changes, strict=True)]
+    head = (
+        f"rename `{args.symbol}` to `{args.newName}` in {len(changes)} "
+        f"file{'' if len(changes) == 1 else 's'}: {', '.join(shown)}"
+    )
+    body = "\n".join(
+        diff_summary(s, c.before.text, c.after) for s, c in zip(shown, changes, strict=True)
+    ).splitlines()
+    if len(body) > DETAIL_DIFF_LINES:
+        body = [*body[:DETAIL_DIFF_LINES], f"… ({len(body) - DETAIL_DIFF_LINES} more lines)"]
+    label = f"agent-lsp: rename_symbol {args.symbol} -> {args.newName}"
+
+    async def execute() -> str:
+        if ctx.checkpoint is not None:
+            for change in changes:
+                await ctx.checkpoint.before_change(change.path, change.before)
+        outcome = await ctx.workspace.apply_all(changes, label=label)
+        landed = changes if outcome.applied else await _landed(ctx, changes)
+        for change in landed:
+            ctx.changes.add(change.path)
+            if ctx.checkpoint is not None:
+                ctx.checkpoint.edited(change.path, change.after)
+        for change in landed:
+            await sync_sources(ctx, change.path, change.after)
+        if not outcome.applied:
+            reason = outcome.message or "the editor refused the edit"
+            raise ToolError(
+                f"the rename was not applied: {reason}. Read the files again before retrying."
+            )
+        edits = sum(d.count("\n+") - d.count("\n+++") for d in diffs)
+        return f"applied: {head} ({edits} changed lines)"
+
+    return Prepared(
+        "\n".join([head, *body]),
+        execute,
+        diff="".join(diffs),
+        files=[{"uri": c.path.as_uri(), "diff": d} for c, d in zip(changes, diffs, strict=True)],
+    )
+
+
+async def _landed(ctx: ToolContext, changes: list[FileChange]) -> list[FileChange]:
+    """The files a failed multi-file apply did write (file by file hosts stop midway)."""
+    out = []
+    for change in changes:
+        try:
+            if (await ctx.workspace.read(change.path)).text == change.after:
+                out.append(change)
+        except ValueError:
+            continue
+    return out
