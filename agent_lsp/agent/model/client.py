@@ -199,7 +199,8 @@ class OpenAIModel:
             try:
                 async for chunk in stream:
                     received = True
-                    acc.feed(chunk, usage_of)
+                    # the fast path's chunks are parsed JSON; create()'s are SDK objects
+                    acc.feed(chunk.to_dict() if hasattr(chunk, "to_dict") else chunk, usage_of)
                     if acc.cut is not None:  # past a size cap: stop reading, run nothing of it
                         break
             finally:
@@ -303,14 +304,14 @@ class OpenAIModel:
         fast = fast_path_types(client, openai)
         if fast is None:
             return await client.chat.completions.create(**body, **options)
-        completion, chunk_type = fast
+        completion, stream_cls = fast
         self.fast_path_calls += 1
         return await client.post(
             "/chat/completions",
             body=body,
             cast_to=completion,
             stream=True,
-            stream_cls=openai.AsyncStream[chunk_type],
+            stream_cls=stream_cls,
             options=options,
         )
 

@@ -25,28 +25,34 @@ async def import_openai() -> Any:
 
 
 def usage_of(raw: Any) -> Usage:
-    """Usage from an API usage object: cached tokens from prompt_tokens_details, and the
-    endpoint's own cost where it reports one (OpenRouter's `usage.cost`)."""
-    details = getattr(raw, "prompt_tokens_details", None)
-    cached = getattr(details, "cached_tokens", None) if details is not None else None
-    extra = getattr(raw, "model_extra", None) or {}
-    cost = extra.get("cost", getattr(raw, "cost", None))
+    """Usage from a chunk's `usage` object (parsed JSON): cached tokens from
+    prompt_tokens_details, and the endpoint's own cost where it reports one (OpenRouter's
+    `usage.cost`). Anything but an object counts as zero usage."""
+    if not isinstance(raw, dict):
+        return Usage()
+    details = raw.get("prompt_tokens_details")
+    cached = details.get("cached_tokens") if isinstance(details, dict) else None
+    cost = raw.get("cost")
     return Usage(
-        int(getattr(raw, "prompt_tokens", 0) or 0),
-        int(getattr(raw, "completion_tokens", 0) or 0),
+        int(raw.get("prompt_tokens") or 0),
+        int(raw.get("completion_tokens") or 0),
         int(cached or 0),
         float(cost) if isinstance(cost, int | float) else None,
     )
 
 
 def fast_path_types(client: Any, openai: Any) -> tuple[Any, Any] | None:
+    """What `post()` needs for a streamed completion whose chunks stay parsed JSON: the
+    non-streamed result type and `AsyncStream[object]` (the SDK yields each event's JSON as
+    is for `object`: no model object built per chunk)."""
     try:
-        from openai.types.chat import ChatCompletion, ChatCompletionChunk
+        from openai.types.chat import ChatCompletion
     except ImportError:
         return None
-    if not callable(getattr(client, "post", None)) or getattr(openai, "AsyncStream", None) is None:
+    stream = getattr(openai, "AsyncStream", None)
+    if not callable(getattr(client, "post", None)) or stream is None:
         return None
-    return ChatCompletion, ChatCompletionChunk
+    return ChatCompletion, stream[object]
 
 
 async def close_stream(stream: Any) -> None:
