@@ -23,6 +23,7 @@ from agent_lsp.agent.model.openai_sdk import (
     status_message,
     usage_of,
 )
+from agent_lsp.agent.model.request_body import RequestEncoder
 from agent_lsp.agent.model.stream_assembly import (
     MAX_ARGUMENT_CHARS,
     MAX_REPLY_CHARS,
@@ -110,6 +111,7 @@ class OpenAIModel:
         self._max_retries = max_retries
         self._stream_usage = stream_usage
         self._client: Any = None
+        self._encoder = RequestEncoder()
         self.fast_path_calls = 0  # requests sent through the SDK's post() (tests check this)
 
     @property
@@ -296,10 +298,9 @@ class OpenAIModel:
         self, client: Any, openai: Any, body: dict[str, Any], timeout: float | None
     ) -> Any:
         """`chat.completions.create(**body)` minus its per-request walk over every message to
-        "transform" params that are already in wire format (~1 ms per message per turn: the
-        largest CPU cost of a long session). `post` is the SDK's public low-level call; it
-        keeps the SDK's retries, timeouts and error classes. Which path is taken is decided
-        before anything is sent, so a request is never sent twice."""
+        "transform" params already in wire format (~1 ms per message per turn). `post` is the
+        SDK's public low-level call: its retries, timeouts and error classes; the path is
+        decided before anything is sent, so a request is never sent twice."""
         options = {"timeout": timeout} if timeout else {}
         fast = fast_path_types(client, openai)
         if fast is None:
@@ -308,7 +309,7 @@ class OpenAIModel:
         self.fast_path_calls += 1
         return await client.post(
             "/chat/completions",
-            body=body,
+            content=self._encoder.body(body),  # the bytes `body=body` would send
             cast_to=completion,
             stream=True,
             stream_cls=stream_cls,
