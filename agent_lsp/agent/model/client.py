@@ -20,6 +20,8 @@ from agent_lsp.agent.model.openai_sdk import (
     connection_reason,
     fast_path_types,
     import_openai,
+    is_google,
+    new_client,
     status_message,
     usage_of,
 )
@@ -126,9 +128,10 @@ class OpenAIModel:
                     "no API key: set the environment variable named by `apiKeyEnv` "
                     "(default OPENAI_API_KEY), or point `baseUrl` at a local server"
                 )
-            # Off the loop: the client's HTTP stack imports and builds an SSL context (~70 ms).
+            # Off the loop: the client's HTTP stack imports (and the first TLS context loads).
             self._client = await asyncio.to_thread(
-                openai.AsyncOpenAI,
+                new_client,
+                openai,
                 api_key=self._api_key or "not-needed",
                 base_url=self._base_url or None,
                 timeout=self._timeout,
@@ -266,7 +269,7 @@ class OpenAIModel:
         """The history as this endpoint takes it. Gemini refuses a tool message without the
         function's `name`; xAI allows `name` only on user messages and Groq refuses unknown
         properties, so only Google's hosts get it (CONTRACT Decision 45)."""
-        if not _is_google(self.endpoint):
+        if not is_google(self.endpoint):
             return messages
         names: dict[str, str] = {}
         out = []
@@ -315,11 +318,6 @@ class OpenAIModel:
             stream_cls=stream_cls,
             options=options,
         )
-
-
-def _is_google(endpoint: str) -> bool:
-    host = (urlparse(endpoint).hostname or "").lower()
-    return host == "generativelanguage.googleapis.com" or "aiplatform" in host
 
 
 class ReplayModel:

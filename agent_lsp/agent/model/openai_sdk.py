@@ -4,10 +4,13 @@ streams closed, its errors put in the server's own words."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import importlib
 import logging
+import os
 import sys
 from typing import Any
+from urllib.parse import urlparse
 
 from agent_lsp.agent.messages import Usage
 from agent_lsp.agent.model.stream_assembly import describe_error
@@ -22,6 +25,45 @@ async def import_openai() -> Any:
     if module is not None and hasattr(module, "AsyncOpenAI"):  # not one still being imported
         return module
     return await asyncio.to_thread(importlib.import_module, "openai")
+
+
+# httpx's default TLS context (verify=True), one per value of the variables it reads
+_TLS_CONTEXTS: dict[tuple[str | None, str | None], Any] = {}
+
+
+def new_client(openai: Any, **options: Any) -> Any:
+    """`openai.AsyncOpenAI(**options)` with the HTTP client the SDK would build itself
+    (`openai.DefaultAsyncHttpxClient`: the SDK's limits, redirects and timeout, closed with
+    the SDK client), except that its TLS context is made once per process: building one loads
+    the CA bundle (~25 ms of CPU), which every client built again (a headless run builds
+    one). The context is the one httpx makes for `verify=True` (its default): certifi or the
+    system store, or SSL_CERT_FILE / SSL_CERT_DIR, keyed by their values. Runs off the loop."""
+    import httpx2  # the SDK's HTTP stack (openai 3.x)
+
+    key = (os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR"))
+    tls = _TLS_CONTEXTS.get(key)
+    if tls is None:
+        tls = _TLS_CONTEXTS.setdefault(key, httpx2.create_ssl_context())
+    http = _closing_client(openai.DefaultAsyncHttpxClient)(
+        timeout=options.get("timeout"), verify=tls
+    )
+    return openai.AsyncOpenAI(**options, http_client=http)
+
+
+@functools.cache
+def _closing_client(base: type) -> type:
+    """`base` (openai.DefaultAsyncHttpxClient) closed when dropped unclosed, as the SDK's own
+    client is."""
+
+    def __del__(self: Any) -> None:
+        if self.is_closed:
+            return
+        try:
+            asyncio.get_running_loop().create_task(self.aclose())
+        except Exception:  # no running loop: nothing to close it on
+            pass
+
+    return type("HttpClient", (base,), {"__del__": __del__})
 
 
 def usage_of(raw: Any) -> Usage:
@@ -62,6 +104,11 @@ async def close_stream(stream: Any) -> None:
             await close()
         except Exception as exc:  # closing a broken stream must not hide why it broke
             log.debug("closing the stream failed: %s", exc)
+
+
+def is_google(endpoint: str) -> bool:
+    host = (urlparse(endpoint).hostname or "").lower()
+    return host == "generativelanguage.googleapis.com" or "aiplatform" in host
 
 
 def connection_reason(exc: Any) -> str:
