@@ -20,9 +20,12 @@ from agent_lsp.agent.model.openai_sdk import (
     connection_reason,
     fast_path_types,
     import_openai,
+    is_google,
+    new_client,
     status_message,
     usage_of,
 )
+from agent_lsp.agent.model.request_body import RequestEncoder
 from agent_lsp.agent.model.stream_assembly import (
     MAX_ARGUMENT_CHARS,
     MAX_REPLY_CHARS,
@@ -110,6 +113,7 @@ class OpenAIModel:
         self._max_retries = max_retries
         self._stream_usage = stream_usage
         self._client: Any = None
+        self._encoder = RequestEncoder()
         self.fast_path_calls = 0  # requests sent through the SDK's post() (tests check this)
 
     @property
@@ -124,9 +128,10 @@ class OpenAIModel:
                     "no API key: set the environment variable named by `apiKeyEnv` "
                     "(default OPENAI_API_KEY), or point `baseUrl` at a local server"
                 )
-            # Off the loop: the client's HTTP stack imports and builds an SSL context (~70 ms).
+            # Off the loop: the client's HTTP stack imports (and the first TLS context loads).
             self._client = await asyncio.to_thread(
-                openai.AsyncOpenAI,
+                new_client,
+                openai,
                 api_key=self._api_key or "not-needed",
                 base_url=self._base_url or None,
                 timeout=self._timeout,
@@ -199,7 +204,8 @@ class OpenAIModel:
             try:
                 async for chunk in stream:
                     received = True
-                    acc.feed(chunk, usage_of)
+                    # the fast path's chunks are parsed JSON; create()'s are SDK objects
+                    acc.feed(chunk.to_dict() if hasattr(chunk, "to_dict") else chunk, usage_of)
                     if acc.cut is not None:  # past a size cap: stop reading, run nothing of it
                         break
             finally:
@@ -263,7 +269,7 @@ class OpenAIModel:
         """The history as this endpoint takes it. Gemini refuses a tool message without the
         function's `name`; xAI allows `name` only on user messages and Groq refuses unknown
         properties, so only Google's hosts get it (CONTRACT Decision 45)."""
-        if not _is_google(self.endpoint):
+        if not is_google(self.endpoint):
             return messages
         names: dict[str, str] = {}
         out = []
@@ -295,29 +301,23 @@ class OpenAIModel:
         self, client: Any, openai: Any, body: dict[str, Any], timeout: float | None
     ) -> Any:
         """`chat.completions.create(**body)` minus its per-request walk over every message to
-        "transform" params that are already in wire format (~1 ms per message per turn: the
-        largest CPU cost of a long session). `post` is the SDK's public low-level call; it
-        keeps the SDK's retries, timeouts and error classes. Which path is taken is decided
-        before anything is sent, so a request is never sent twice."""
+        "transform" params already in wire format (~1 ms per message per turn). `post` is the
+        SDK's public low-level call: its retries, timeouts and error classes; the path is
+        decided before anything is sent, so a request is never sent twice."""
         options = {"timeout": timeout} if timeout else {}
         fast = fast_path_types(client, openai)
         if fast is None:
             return await client.chat.completions.create(**body, **options)
-        completion, chunk_type = fast
+        completion, stream_cls = fast
         self.fast_path_calls += 1
         return await client.post(
             "/chat/completions",
-            body=body,
+            content=self._encoder.body(body),  # the bytes `body=body` would send
             cast_to=completion,
             stream=True,
-            stream_cls=openai.AsyncStream[chunk_type],
+            stream_cls=stream_cls,
             options=options,
         )
-
-
-def _is_google(endpoint: str) -> bool:
-    host = (urlparse(endpoint).hostname or "").lower()
-    return host == "generativelanguage.googleapis.com" or "aiplatform" in host
 
 
 class ReplayModel:

@@ -4,10 +4,13 @@ streams closed, its errors put in the server's own words."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import importlib
 import logging
+import os
 import sys
 from typing import Any
+from urllib.parse import urlparse
 
 from agent_lsp.agent.messages import Usage
 from agent_lsp.agent.model.stream_assembly import describe_error
@@ -24,29 +27,74 @@ async def import_openai() -> Any:
     return await asyncio.to_thread(importlib.import_module, "openai")
 
 
+# httpx's default TLS context (verify=True), one per value of the variables it reads
+_TLS_CONTEXTS: dict[tuple[str | None, str | None], Any] = {}
+
+
+def new_client(openai: Any, **options: Any) -> Any:
+    """`openai.AsyncOpenAI(**options)` with the HTTP client the SDK would build itself
+    (`openai.DefaultAsyncHttpxClient`: the SDK's limits, redirects and timeout, closed with
+    the SDK client), except that its TLS context is made once per process: building one loads
+    the CA bundle (~25 ms of CPU), which every client built again (a headless run builds
+    one). The context is the one httpx makes for `verify=True` (its default): certifi or the
+    system store, or SSL_CERT_FILE / SSL_CERT_DIR, keyed by their values. Runs off the loop."""
+    import httpx2  # the SDK's HTTP stack (openai 3.x)
+
+    key = (os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR"))
+    tls = _TLS_CONTEXTS.get(key)
+    if tls is None:
+        tls = _TLS_CONTEXTS.setdefault(key, httpx2.create_ssl_context())
+    http = _closing_client(openai.DefaultAsyncHttpxClient)(
+        timeout=options.get("timeout"), verify=tls
+    )
+    return openai.AsyncOpenAI(**options, http_client=http)
+
+
+@functools.cache
+def _closing_client(base: type) -> type:
+    """`base` (openai.DefaultAsyncHttpxClient) closed when dropped unclosed, as the SDK's own
+    client is."""
+
+    def __del__(self: Any) -> None:
+        if self.is_closed:
+            return
+        try:
+            asyncio.get_running_loop().create_task(self.aclose())
+        except Exception:  # no running loop: nothing to close it on
+            pass
+
+    return type("HttpClient", (base,), {"__del__": __del__})
+
+
 def usage_of(raw: Any) -> Usage:
-    """Usage from an API usage object: cached tokens from prompt_tokens_details, and the
-    endpoint's own cost where it reports one (OpenRouter's `usage.cost`)."""
-    details = getattr(raw, "prompt_tokens_details", None)
-    cached = getattr(details, "cached_tokens", None) if details is not None else None
-    extra = getattr(raw, "model_extra", None) or {}
-    cost = extra.get("cost", getattr(raw, "cost", None))
+    """Usage from a chunk's `usage` object (parsed JSON): cached tokens from
+    prompt_tokens_details, and the endpoint's own cost where it reports one (OpenRouter's
+    `usage.cost`). Anything but an object counts as zero usage."""
+    if not isinstance(raw, dict):
+        return Usage()
+    details = raw.get("prompt_tokens_details")
+    cached = details.get("cached_tokens") if isinstance(details, dict) else None
+    cost = raw.get("cost")
     return Usage(
-        int(getattr(raw, "prompt_tokens", 0) or 0),
-        int(getattr(raw, "completion_tokens", 0) or 0),
+        int(raw.get("prompt_tokens") or 0),
+        int(raw.get("completion_tokens") or 0),
         int(cached or 0),
         float(cost) if isinstance(cost, int | float) else None,
     )
 
 
 def fast_path_types(client: Any, openai: Any) -> tuple[Any, Any] | None:
+    """What `post()` needs for a streamed completion whose chunks stay parsed JSON: the
+    non-streamed result type and `AsyncStream[object]` (the SDK yields each event's JSON as
+    is for `object`: no model object built per chunk)."""
     try:
-        from openai.types.chat import ChatCompletion, ChatCompletionChunk
+        from openai.types.chat import ChatCompletion
     except ImportError:
         return None
-    if not callable(getattr(client, "post", None)) or getattr(openai, "AsyncStream", None) is None:
+    stream = getattr(openai, "AsyncStream", None)
+    if not callable(getattr(client, "post", None)) or stream is None:
         return None
-    return ChatCompletion, ChatCompletionChunk
+    return ChatCompletion, stream[object]
 
 
 async def close_stream(stream: Any) -> None:
@@ -56,6 +104,11 @@ async def close_stream(stream: Any) -> None:
             await close()
         except Exception as exc:  # closing a broken stream must not hide why it broke
             log.debug("closing the stream failed: %s", exc)
+
+
+def is_google(endpoint: str) -> bool:
+    host = (urlparse(endpoint).hostname or "").lower()
+    return host == "generativelanguage.googleapis.com" or "aiplatform" in host
 
 
 def connection_reason(exc: Any) -> str:

@@ -20,6 +20,21 @@ MAX_REPLY_CHARS = 4_000_000  # one whole reply
 # DeepSeek/vLLM/LiteLLM; OpenRouter/Ollama/newer vLLM
 REASONING_FIELDS = ("reasoning_content", "reasoning")
 _SURROGATE = re.compile("[\ud800-\udfff]")
+# The fields the SDK's ChatCompletionChunk declares: every other key of a chunk is an extra
+CHUNK_FIELDS = frozenset(
+    {
+        "id",
+        "choices",
+        "created",
+        "model",
+        "object",
+        "moderation",
+        "obfuscation",
+        "service_tier",
+        "system_fingerprint",
+        "usage",
+    }
+)
 
 
 class StreamError(Exception):
@@ -96,37 +111,46 @@ class StreamAssembly:
 
     # -- one chunk --------------------------------------------------------------------------
     def feed(self, chunk: Any, usage_of: Callable[[Any], Usage]) -> None:
-        extra = getattr(chunk, "model_extra", None) or {}
-        if getattr(chunk, "object", None) == "error" or extra.get("error"):
+        """One chunk as parsed JSON (plain dicts: no model object per chunk). Keys the SDK's
+        chunk types do not declare are the server's extras (reasoning fields, error objects,
+        Gemini's `extra_content`); values of an unexpected type fail as they did on the SDK's
+        unvalidated objects (AttributeError, TypeError, KeyError: not a valid stream)."""
+        if not isinstance(chunk, dict):
+            raise AttributeError(f"'{type(chunk).__name__}' object has no attribute 'usage'")
+        error = chunk.get("error")
+        if chunk.get("object") == "error" or error:
             # vLLM's older in-stream shape `{"object": "error", "message": ...}`; the SDK
             # raises for a truthy `error` key itself (handled by the client).
-            raise StreamError(describe_error(extra.get("error") or extra or "an error object"))
-        if self.model is None and isinstance(model := getattr(chunk, "model", None), str) and model:
+            extra = {k: v for k, v in chunk.items() if k not in CHUNK_FIELDS}
+            raise StreamError(describe_error(error or extra or "an error object"))
+        if self.model is None and isinstance(model := chunk.get("model"), str) and model:
             self.model = model
-        if chunk.usage:
-            self.usage = usage_of(chunk.usage)
-        if not chunk.choices:  # the usage chunk, Azure's prompt_filter_results
+        usage = chunk.get("usage")
+        if usage or isinstance(usage, dict):  # `{}` was a (truthy) usage object too
+            self.usage = usage_of(usage)
+        choices = chunk.get("choices")
+        if not choices:  # the usage chunk, Azure's prompt_filter_results
             return
-        choice = chunk.choices[0]
-        delta = choice.delta
+        choice = _fields(choices[0], "delta")
+        delta = choice.get("delta")
         if delta is not None:
+            delta = _fields(delta, "content")
             self._reasoning_delta(delta)
-            if delta.content:
-                self._add_text(delta.content)
-            for part in delta.tool_calls or ():
-                self._add_call(part)
-        if choice.finish_reason:
-            self.finish = choice.finish_reason
+            if content := delta.get("content"):
+                self._add_text(content)
+            for part in delta.get("tool_calls") or ():
+                self._add_call(part if isinstance(part, dict) else {})
+        if finish := choice.get("finish_reason"):
+            self.finish = finish
 
     def _add_text(self, text: str) -> None:
         self.size += len(text)
         self.streamed += self._text.add(text)
         self._check_reply_cap()
 
-    def _reasoning_delta(self, delta: Any) -> None:
-        extra = getattr(delta, "model_extra", None) or {}
+    def _reasoning_delta(self, delta: dict[str, Any]) -> None:
         for name in REASONING_FIELDS:
-            value = extra.get(name)
+            value = delta.get(name)
             if isinstance(value, str) and name == "reasoning_content":
                 # even empty: DeepSeek wants the field back on its tool turns
                 self.reasoning_content = True
@@ -137,11 +161,11 @@ class StreamAssembly:
                 # a server sending both fields (OpenRouter mirrors) sends the same text twice
                 return
 
-    def _add_call(self, part: Any) -> None:
-        function = getattr(part, "function", None)
-        name = getattr(function, "name", None) if function is not None else None
-        arguments = getattr(function, "arguments", None) if function is not None else None
-        call = self._target(getattr(part, "index", None), getattr(part, "id", None) or "", name)
+    def _add_call(self, part: dict[str, Any]) -> None:
+        function = part.get("function")
+        name = function.get("name") if isinstance(function, dict) else None
+        arguments = function.get("arguments") if isinstance(function, dict) else None
+        call = self._target(part.get("index"), part.get("id") or "", name)
         if name and "".join(call.name) != name:  # a delta repeating the whole name is not appended
             call.name.append(name)
         if isinstance(arguments, dict | list):  # LiteLLM proxies: already parsed, complete
@@ -152,10 +176,9 @@ class StreamAssembly:
             call.arguments.append(arguments)
             call.size += len(arguments)
             self.size += len(arguments)
-        extra = getattr(part, "model_extra", None) or {}
         # Gemini 3's thought signature: returned as received
-        if isinstance(extra.get("extra_content"), dict):
-            call.extra_content = {**(call.extra_content or {}), **extra["extra_content"]}
+        if isinstance(extra_content := part.get("extra_content"), dict):
+            call.extra_content = {**(call.extra_content or {}), **extra_content}
         if call.size > MAX_ARGUMENT_CHARS:
             self.cut = ReplyCut.ARGUMENT_CAP
         self.streamed += 1
@@ -230,6 +253,14 @@ class StreamAssembly:
             reasoning_content=self.reasoning_content,
             model=self.model,
         )
+
+
+def _fields(value: Any, name: str) -> dict[str, Any]:
+    """A chunk's object (a choice, a delta) as a dict; anything else failed on the SDK's
+    unvalidated objects when read, so it fails here the same way."""
+    if not isinstance(value, dict):
+        raise AttributeError(f"'{type(value).__name__}' object has no attribute '{name}'")
+    return value
 
 
 def describe_error(body: Any, limit: int = 600) -> str:

@@ -86,9 +86,10 @@ class Transcript:
         try:
             if self._handle is None:
                 fd = open_private(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
-                self._handle = await aiofiles.open(fd, "a", encoding="utf-8")
+                # line-buffered: each record reaches the file inside its own write (one thread
+                # hop per record, not a write and then a flush)
+                self._handle = await aiofiles.open(fd, "a", encoding="utf-8", buffering=1)
             await self._handle.write(line)
-            await self._handle.flush()
         except OSError as exc:  # a transcript problem must never stop the run
             self._failed = True
             log.warning("transcript %s disabled: %s", self.path, exc)
