@@ -42,9 +42,7 @@ class JsonResultMessage:
 class AgentProtocol(LanguageServerProtocol):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._converter.register_structure_hook(
-            JsonResultMessage, lambda obj, cls: cls(**obj)
-        )
+        self._converter.register_structure_hook(JsonResultMessage, lambda obj, cls: cls(**obj))
 
     def get_message_type(self, method: str) -> Any:  # type: ignore[override]
         if method in RAW_METHODS or method in JSON_RESULT_METHODS:
