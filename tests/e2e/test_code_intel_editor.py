@@ -145,16 +145,8 @@ async def test_null_error_and_no_capability(project: Path):
 
 
 # -- through the tools (issue 23): the scripted model asks, the editor's language server answers --
-def _tools_present() -> bool:
-    from agent_lsp.agent.tools.codeintel.offered import code_intel_edit_tools, code_intel_read_tools
-
-    return bool(code_intel_read_tools()) and bool(code_intel_edit_tools())
 
 
-needs_tools = pytest.mark.skipif(not _tools_present(), reason="the code-intel tools are not in yet")
-
-
-@needs_tools
 @pytest.mark.timeout(120)
 async def test_the_models_find_references_and_rename_come_from_the_editor(project: Path, model):
     """A stock LSP editor that advertises codeIntel and answers from jedi: the model's

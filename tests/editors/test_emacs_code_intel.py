@@ -130,13 +130,6 @@ def test_emacs_managing_the_buffers_does_not_advertise_code_intel(tmp_path, work
     assert "manages these buffers itself" in res.values["health"]
 
 
-def _tools_present() -> bool:
-    from agent_lsp.agent.tools.codeintel.offered import code_intel_edit_tools, code_intel_read_tools
-
-    return bool(code_intel_read_tools()) and bool(code_intel_edit_tools())
-
-
-@pytest.mark.skipif(not _tools_present(), reason="the code-intel tools are not in yet")
 def test_emacs_agent_finds_references_and_renames_through_jedi(tmp_path, workspace, model):
     """Beside jedi: the model's find_references is answered by jedi (Greeter.greet's call in
     app.py), its rename_symbol is one approval and lands in both files."""

@@ -188,13 +188,6 @@ end, 'the references')
     assert app == [(3, 8), (4, 20)], json.dumps(data["refs"])
 
 
-def _tools_present() -> bool:
-    from agent_lsp.agent.tools.codeintel.offered import code_intel_edit_tools, code_intel_read_tools
-
-    return bool(code_intel_read_tools()) and bool(code_intel_edit_tools())
-
-
-@pytest.mark.skipif(not _tools_present(), reason="the code-intel tools are not in yet")
 def test_neovim_agent_finds_references_and_renames_through_jedi(tmp_path, workspace):
     """:AgentRun: the model's find_references is answered by jedi attached to the buffer
     (Greeter.greet's calls, not Other.greet's), its rename_symbol is one approval and lands in

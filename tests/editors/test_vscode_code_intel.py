@@ -130,16 +130,9 @@ def test_vscode_health_check_lists_the_code_intel_source(probe: dict[str, Any]):
         probe["serverLog"][-3000:]
 
 
-def _tools_present() -> bool:
-    from agent_lsp.agent.tools.codeintel.offered import code_intel_edit_tools, code_intel_read_tools
-
-    return bool(code_intel_read_tools()) and bool(code_intel_edit_tools())
-
-
 TASK = "Rename greet of Greeter to salute"
 
 
-@pytest.mark.skipif(not _tools_present(), reason="the code-intel tools are not in yet")
 def test_vscode_agent_finds_references_and_renames_through_typescript(tmp_path_factory, tools):  # noqa: F811
     """Agent: Run Task…: the model's find_references is answered by VS Code's TypeScript
     features (Greeter.greet's uses, not Other.greet), its rename_symbol is one approval with
