@@ -69,6 +69,7 @@ class Workspace(Protocol):
 class Decision(enum.StrEnum):
     ALLOW = "allow"
     ALLOW_SESSION = "allowSession"
+    ALLOW_ALWAYS = "allowAlways"  # the request's `always_rule` saved in the user settings file
     DENY = "deny"
     WITHDRAWN = "withdrawn"  # nobody answered in time, or the run was cancelled
     PREVIEW = "preview"  # an edit goes to the editor's own preview, which asks
@@ -96,6 +97,8 @@ class ApprovalRequest:
     new_text: str | None = None
     can_preview: bool = False  # an edit the editor's own preview may ask for
     must_ask: str | None = None  # why a person must answer (`--yes` does not): risky git config
+    # The exact rule "Always allow" saves (`Bash(npm test)`); None: the choice is not offered.
+    always_rule: str | None = None
 
 
 class Approver(Protocol):

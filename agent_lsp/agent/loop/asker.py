@@ -11,6 +11,7 @@ from agent_lsp.agent.events import ApprovalEvent, ApprovalState
 from agent_lsp.agent.loop.services import ApprovalGate
 from agent_lsp.agent.loop.stops import cancel_if_asked
 from agent_lsp.agent.messages import ToolCall
+from agent_lsp.agent.policy.approval import PolicyVerdict
 from agent_lsp.agent.ports import Answer, ApprovalRequest, Decision, EventSink
 from agent_lsp.agent.state.transcript import Redactor
 from agent_lsp.agent.tools.base import Prepared, Tool
@@ -27,7 +28,9 @@ class ApprovalAsker:
         self.emit = emit
         self.redact = redact
 
-    async def ask(self, call: ToolCall, tool: Tool, prepared: Prepared) -> Answer:
+    async def ask(
+        self, call: ToolCall, tool: Tool, prepared: Prepared, policy: PolicyVerdict | None = None
+    ) -> Answer:
         request = ApprovalRequest(
             call.id,
             call.name,
@@ -38,7 +41,8 @@ class ApprovalAsker:
             bool(prepared.diff and len(prepared.diff) > 1_000_000),
             self.redact(prepared.new_text) if prepared.new_text is not None else None,
             can_preview=prepared.preview is not None,
-            must_ask=prepared.must_ask,
+            must_ask=(policy.must_ask if policy is not None else None) or prepared.must_ask,
+            always_rule=policy.always if policy is not None else None,
         )
         if request.diff and request.diff_truncated:
             request.diff = request.diff[:1_000_000]
@@ -52,6 +56,8 @@ class ApprovalAsker:
         except Exception as exc:  # an approver that fails must not crash the run: it is a no
             log.warning("approval for %s failed: %s", call.id, exc)
             answer = Answer(Decision.WITHDRAWN, why="no one could be asked (the approval failed)")
+        if answer.decision == Decision.ALLOW_ALWAYS and request.always_rule is None:
+            answer = Answer(Decision.ALLOW)  # not offered for this call: an allow, once
         if answer.decision == Decision.PREVIEW and prepared.preview is None:
             answer = Answer(Decision.WITHDRAWN, why="no one could be asked")
         if answer.decision == Decision.WITHDRAWN and answer.why is None:
@@ -59,6 +65,7 @@ class ApprovalAsker:
         state = {
             Decision.ALLOW: ApprovalState.ALLOWED,
             Decision.ALLOW_SESSION: ApprovalState.ALLOWED,
+            Decision.ALLOW_ALWAYS: ApprovalState.ALLOWED,
             Decision.DENY: ApprovalState.DENIED,
             Decision.PREVIEW: ApprovalState.PREVIEW,
         }.get(answer.decision, ApprovalState.WITHDRAWN)

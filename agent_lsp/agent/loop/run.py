@@ -21,7 +21,7 @@ from agent_lsp.agent.loop.stops import LoopOutcome
 from agent_lsp.agent.loop.structured import answer_in_schema
 from agent_lsp.agent.messages import RunReport, StopCause, Structured
 from agent_lsp.agent.model.client import Model, ModelError, make_model
-from agent_lsp.agent.policy.approval import ApprovalPolicy
+from agent_lsp.agent.policy.approval import ApprovalPolicy, permission_rules
 from agent_lsp.agent.ports import Approver, EventSink, NoTelemetry, Workspace
 from agent_lsp.agent.state.checkpoints import RunCheckpoint
 from agent_lsp.agent.state.session import Entry, RunRecord, Session, new_id
@@ -102,9 +102,15 @@ async def run_task(
         tool_ctx.checkpoint = RunCheckpoint(options.checkpoints, workspace, run_id, session.id)
     stats = RunStats()
     pricing = settings.pricing.get(session.model or settings.model)
-    gate = ApprovalGate(
-        ApprovalPolicy(settings.approval, session.approvals), approver, settings.approval.timeout
+    policy = ApprovalPolicy(
+        settings.approval,
+        session.approvals,
+        permission_rules(settings, options.rules),
+        roots=paths.roots,
+        can_save_always=options.save_always is not None,
     )
+    tool_ctx.hidden = policy.hides
+    gate = ApprovalGate(policy, approver, settings.approval.timeout, options.save_always)
     # A result cut to fit names its spill file, which the session's read_file may then read.
     spill = Spill(
         state_dir() / "spill" / run_id, settings.tool_output_limit, session.add_spill_file
@@ -153,6 +159,7 @@ async def run_task(
             tools = (plan_tools if options.mode == "plan" else main_tools)(
                 options.extra_tools, diagnostics
             )
+            tools = [t for t in tools if policy.offers(t)]  # a bare deny rule (Decision 28)
             if options.mode == "plan":
                 system += PLAN_PROMPT
             if options.output_schema is not None:

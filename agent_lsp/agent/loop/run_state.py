@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from agent_lsp.agent.events import StatusEvent
 from agent_lsp.agent.loop.loop import AgentLoop
@@ -48,6 +49,11 @@ class RunOptions:
     # The answer must end with JSON that fits it (--output-schema).
     output_schema: OutputSchema | None = None
     telemetry: RunTelemetry | None = None  # the run's trace and metrics (None: telemetry off)
+    # Permission rules beyond the settings (Claude Code's files; project allow rules after
+    # consent): agent_lsp.agent.policy.rules.Rule objects.
+    rules: list[Any] = field(default_factory=list)
+    # Saves an "Always allow" rule in the user settings file (None: the choice is not offered).
+    save_always: Callable[[str], Awaitable[None]] | None = None
 
 
 @dataclass
@@ -76,7 +82,8 @@ class RunState:
                 StatusEvent(f"[{agent_id}] sub-agent started: {task[:120]}", 0, agent_id=agent_id)
             )
             diagnostics = bool(getattr(self.tool_ctx.workspace, "has_diagnostics", False))
-            tools = LoopTools(ToolBox(subagent_tools(diagnostics)), self.tool_ctx)
+            offered = [t for t in subagent_tools(diagnostics) if self.seams.gate.offers(t)]
+            tools = LoopTools(ToolBox(offered), self.tool_ctx)
             sub = AgentLoop(
                 self.seams,
                 agent_id,

@@ -33,11 +33,12 @@ from agent_lsp.agent.ports import (
     current_tool_span,
 )
 from agent_lsp.agent.state.transcript import Redactor, Transcript
-from agent_lsp.agent.tools.base import EditRejected, Prepared, ToolError
+from agent_lsp.agent.tools.base import EditRejected, Prepared, Tool, ToolError
 from agent_lsp.agent.tools.paths import PathRefused
 
 log = logging.getLogger(__name__)
 
+ALLOWING = (Decision.ALLOW, Decision.ALLOW_SESSION, Decision.ALLOW_ALWAYS, Decision.PREVIEW)
 REPEATED_FAILURE_NOTE = 3
 REPEATED_FAILURE_STOP = 5
 TAIL_LINES = 12  # of a command's output, shown to the user
@@ -150,13 +151,16 @@ class ToolCallRunner:
             return None
         prepared.detail = self.redact(escape_invisible(prepared.detail))
         policy = self.gate.decide(tool, prepared)
+        if policy.verdict == "ask" and policy.why.startswith("asks: "):
+            # why a rule or the destructive list asks: said where the user decides
+            prepared.detail += f"\n{policy.why}"
         if policy.verdict == "allow":
             answer = Answer(Decision.ALLOW)
         elif policy.verdict == "deny":
             answer = Answer(Decision.DENY, why="the policy denies it")
             self.asker.approval_event(call, prepared, ApprovalState.DENIED, "by policy")
         else:
-            answer = await self.asker.ask(call, tool, prepared)
+            answer = await self.asker.ask(call, tool, prepared, policy)
         await self.transcript.write(
             self.agent_id,
             self.turn,
@@ -178,12 +182,28 @@ class ToolCallRunner:
                 **({"agent_lsp.approval.rule": policy.why} if policy.why else {}),
             },
         )
-        if answer.decision in (Decision.ALLOW, Decision.ALLOW_SESSION, Decision.PREVIEW):
+        if answer.decision in ALLOWING:
             if answer.decision == Decision.ALLOW_SESSION:
                 self.gate.remember(tool, prepared)
+            if answer.decision == Decision.ALLOW_ALWAYS and policy.always is not None:
+                await self._allow_always(call, tool, prepared, policy.always)
             return prepared, answer
         await self._deny(call, prepared, answer)
         return None
+
+    async def _allow_always(
+        self, call: ToolCall, tool: Tool, prepared: Prepared, rule: str
+    ) -> None:
+        problem = await self.gate.allow_always(tool, prepared, rule)
+        text = (
+            f"saved the rule {rule} in your settings file: it is allowed from now on"
+            if problem is None
+            else f"the rule {rule} applies to this session only: saving it failed ({problem})"
+        )
+        self.emit(StatusEvent(text, self.turn, agent_id=self.agent_id))
+        await self.transcript.write(
+            self.agent_id, self.turn, "allowAlways", callId=call.id, rule=rule, saved=not problem
+        )
 
     async def _deny(self, call: ToolCall, prepared: Prepared, answer: Answer) -> None:
         self.stats.denied += 1

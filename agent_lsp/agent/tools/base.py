@@ -44,6 +44,8 @@ class ToolContext:
     checkpoint: RunCheckpoint | None = None
     # a status line for the user (e.g. after the run ended)
     notify: Callable[[str], None] | None = None
+    # files a `Read(…)` deny rule hides from search and list_files results
+    hidden: Callable[[Path], bool] | None = None
 
 
 @dataclass
@@ -76,6 +78,10 @@ class Prepared:
     # (CONTRACT Decision 26: a repository whose git config runs programs).
     must_ask: str | None = None
     show_tail: bool = False  # the user sees the last lines of the result (a command's output)
+    # File tools: each path the call touches, as given (absolute, not resolved) and resolved,
+    # for path rules (CONTRACT Decision 28); `shown_path` names a writer's file in a rule.
+    paths: list[tuple[Path, Path]] = field(default_factory=list)
+    shown_path: str | None = None
 
 
 class Tool:
