@@ -160,7 +160,8 @@ def _under(path: Path, base: Path) -> str | None:
         return None
 
 
-_SPECS: dict[tuple[str, Path | None, tuple[Path, ...]], list[tuple[Path, pathspec.GitIgnoreSpec]]] = {}
+_Compiled = list[tuple[Path, pathspec.GitIgnoreSpec]]
+_SPECS: dict[tuple[str, Path | None, tuple[Path, ...]], _Compiled] = {}
 
 
 def _compiled(
@@ -185,7 +186,7 @@ def _bases(spec: str, base: Path | None, roots: tuple[Path, ...]) -> list[tuple[
     if spec.startswith("/"):
         return [(b, spec) for b in ([base] if base is not None else list(roots))]
     if spec.startswith("./"):
-        spec = spec[2:]
+        return [(b, spec[1:]) for b in roots]
     if "/" not in spec.rstrip("/"):
         return [(Path("/"), spec)]
     return [(b, "/" + spec) for b in roots]
