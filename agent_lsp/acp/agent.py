@@ -90,6 +90,11 @@ class AcpAgent:
                 McpConsent(self.client, outbox, self._approval_timeout()).ask, on_status
             )
             self._host = AgentHost(tool_servers=McpHub(hooks), telemetry=OtelTelemetry())
+            from agent_lsp.acp.approver import ProjectConsent
+            from agent_lsp.permissions.source import ClaudePermissions
+
+            consent = ProjectConsent(self.client, outbox, self._approval_timeout())
+            self._host.permissions = ClaudePermissions(consent.ask)
         return self._host
 
     @staticmethod

@@ -22,6 +22,7 @@ from agent_lsp.agent.model.client import Model, ModelError, make_model
 from agent_lsp.agent.ports import (
     Approver,
     EventSink,
+    PermissionSource,
     RunTelemetry,
     Telemetry,
     ToolServers,
@@ -83,6 +84,7 @@ class AgentHost(HostSessions):
     # MCP and OpenTelemetry, plugged in by the front end (none: no such tools, nothing recorded)
     tool_servers: ToolServers | None = None
     telemetry: Telemetry | None = None
+    permissions: PermissionSource | None = None  # Claude Code's rule files, "Always allow"
     checkpoints: dict[Path, CheckpointStore] = field(default_factory=dict)  # first folder -> store
     keep_finished: int = KEEP_FINISHED
     _background: set[asyncio.Task[Any]] = field(default_factory=set)
@@ -206,7 +208,7 @@ class AgentHost(HostSessions):
 
         async def drive() -> None:
             try:
-                extra = await self._prelude(
+                extra, granted = await self._prelude(
                     before, ports.workspace.roots, settings, mcp_servers, hosted
                 )
                 options = RunOptions(
@@ -220,6 +222,7 @@ class AgentHost(HostSessions):
                     cancelled_by=lambda: hosted.cancel_cause or BY_SHUTDOWN,
                     output_schema=output_schema,
                     telemetry=self._run_telemetry(settings, run_id, session),
+                    permissions=granted,
                 )
                 hosted.report = await run_task(
                     prompt,
@@ -277,25 +280,26 @@ class AgentHost(HostSessions):
         settings: Settings,
         mcp_servers: list[Any] | None,
         hosted: HostedRun,
-    ) -> list[Any]:
-        """What a run needs before its loop: the front end's own wait, then the MCP tools. A
-        cancel arriving here is re-armed, so run_task meets it at its first await and still
-        ends the run with its `cancelled` report; a failing MCP setup costs its tools only."""
+    ) -> tuple[list[Any], Any]:
+        """The front end's wait, other files' rules, the MCP tools; a cancel here is re-armed."""
+        rules = None  # a RunPermissions
         try:
             if before is not None:
                 await before()
+            if self.permissions is not None:
+                rules = await self.permissions.for_run(roots, settings)
             if self.tool_servers is None:
-                return []
+                return [], rules
             hosted.mcp = await self.tool_servers.toolset(roots, settings, mcp_servers)
-            return list(await hosted.mcp.tools())
+            return list(await hosted.mcp.tools()), rules
         except asyncio.CancelledError:
             task = asyncio.current_task()
             if task is not None:
                 task.uncancel()
                 task.cancel()
         except Exception as exc:
-            log.warning("MCP tools are unavailable for this run: %s", exc)
-        return []
+            log.warning("MCP tools (or rule files) are unavailable for this run: %s", exc)
+        return [], rules
 
     def cancel(self, run_id: str, cause: CancelCause = BY_USER) -> bool:
         run = self.active.get(run_id)

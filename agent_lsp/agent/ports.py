@@ -145,6 +145,23 @@ class ToolServers(Protocol):
     async def aclose(self) -> None: ...
 
 
+@dataclass
+class RunPermissions:
+    """A run's rules from beyond its settings (agent_lsp.agent.policy.rules.Rule objects), and
+    where "Always allow" saves a rule (None: the choice is not offered, Decision 27)."""
+
+    rules: list[Any] = field(default_factory=list)
+    save_always: Callable[[str], Awaitable[None]] | None = None
+
+
+class PermissionSource(Protocol):
+    """Permission rules from beyond the settings (Claude Code's files; a project's allow rules
+    after the user's consent) and "Always allow". A front end's composition code plugs one into
+    the host."""
+
+    async def for_run(self, roots: list[Path], settings: Any) -> RunPermissions: ...
+
+
 # -- code intelligence: who answers LSP requests about the agent's files ---------------------
 
 

@@ -246,6 +246,7 @@ async def test_allow_always_puts_the_rule_in_force_and_saves_it(model, workspace
     from agent_lsp.agent.fs.disk_workspace import DiskWorkspace
     from agent_lsp.agent.loop.run import Session, run_task
     from agent_lsp.agent.loop.run_state import RunOptions
+    from agent_lsp.agent.ports import RunPermissions
     from tests.unit.kit import Events, make_settings
 
     model.add([tools_reply(call("run_command", id="a", command="echo one")),
@@ -253,7 +254,7 @@ async def test_allow_always_puts_the_rule_in_force_and_saves_it(model, workspace
     approver = ScriptedApprover(Decision.ALLOW_ALWAYS, default=Decision.DENY)
     events = Events()
     await run_task("go", session=Session(), settings=make_settings(model), workspace=DiskWorkspace([workspace]),
-                   approver=approver, emit=events, options=RunOptions(save_always=save))
+                   approver=approver, emit=events, options=RunOptions(permissions=RunPermissions(save_always=save)))
     assert saved == ["Bash(echo one)"]
     assert [r.always_rule for r in approver.requests] == ["Bash(echo one)"]  # the second was not asked
     assert any("saved the rule Bash(echo one)" in e.text for e in events.of("status"))

@@ -22,7 +22,7 @@ from agent_lsp.agent.loop.structured import answer_in_schema
 from agent_lsp.agent.messages import RunReport, StopCause, Structured
 from agent_lsp.agent.model.client import Model, ModelError, make_model
 from agent_lsp.agent.policy.approval import ApprovalPolicy, permission_rules
-from agent_lsp.agent.ports import Approver, EventSink, NoTelemetry, Workspace
+from agent_lsp.agent.ports import Approver, EventSink, NoTelemetry, RunPermissions, Workspace
 from agent_lsp.agent.state.checkpoints import RunCheckpoint
 from agent_lsp.agent.state.session import Entry, RunRecord, Session, new_id
 from agent_lsp.agent.state.transcript import Redactor, Transcript
@@ -102,15 +102,16 @@ async def run_task(
         tool_ctx.checkpoint = RunCheckpoint(options.checkpoints, workspace, run_id, session.id)
     stats = RunStats()
     pricing = settings.pricing.get(session.model or settings.model)
+    granted = options.permissions or RunPermissions()
     policy = ApprovalPolicy(
         settings.approval,
         session.approvals,
-        permission_rules(settings, options.rules),
+        permission_rules(settings, granted.rules),
         roots=paths.roots,
-        can_save_always=options.save_always is not None,
+        can_save_always=granted.save_always is not None,
     )
     tool_ctx.hidden = policy.hides
-    gate = ApprovalGate(policy, approver, settings.approval.timeout, options.save_always)
+    gate = ApprovalGate(policy, approver, settings.approval.timeout, granted.save_always)
     # A result cut to fit names its spill file, which the session's read_file may then read.
     spill = Spill(
         state_dir() / "spill" / run_id, settings.tool_output_limit, session.add_spill_file

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from agent_lsp.agent.events import StatusEvent
 from agent_lsp.agent.loop.loop import AgentLoop
@@ -13,7 +12,7 @@ from agent_lsp.agent.loop.services import LoopTools, RunSeams
 from agent_lsp.agent.loop.structured import OutputSchema
 from agent_lsp.agent.messages import CancelCause, StopCause, StopReason, Structured
 from agent_lsp.agent.model.client import Model
-from agent_lsp.agent.ports import RunTelemetry
+from agent_lsp.agent.ports import RunPermissions, RunTelemetry
 from agent_lsp.agent.state.checkpoints import CheckpointStore
 from agent_lsp.agent.state.session import Entry, RunRecord, Session
 from agent_lsp.agent.tools.base import Tool, ToolBox, ToolContext, ToolError
@@ -49,11 +48,8 @@ class RunOptions:
     # The answer must end with JSON that fits it (--output-schema).
     output_schema: OutputSchema | None = None
     telemetry: RunTelemetry | None = None  # the run's trace and metrics (None: telemetry off)
-    # Permission rules beyond the settings (Claude Code's files; project allow rules after
-    # consent): agent_lsp.agent.policy.rules.Rule objects.
-    rules: list[Any] = field(default_factory=list)
-    # Saves an "Always allow" rule in the user settings file (None: the choice is not offered).
-    save_always: Callable[[str], Awaitable[None]] | None = None
+    # Rules of other files (Claude Code's) and where "Always allow" saves one.
+    permissions: RunPermissions | None = None
 
 
 @dataclass
