@@ -26,6 +26,7 @@ const TRUSTED_KEYS = [
   'sandbox.hide',
   'budget.maxCostUsd',
   'pricing',
+  'permissions',
 ] as const;
 
 /** Keys a workspace may set; answered over `workspace/configuration` as well. */

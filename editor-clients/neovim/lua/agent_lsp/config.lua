@@ -37,6 +37,7 @@ M.trusted_only_keys = {
   'budget',
   'pricing',
   'telemetry',
+  'permissions',
 }
 
 -- Known top-level server settings (CONTRACT.md "Settings"); others are ignored by the server.
@@ -58,6 +59,7 @@ M.server_setting_keys = {
   'sandbox',
   'budget',
   'telemetry',
+  'permissions',
 }
 
 local splits = { right = true, left = true, above = true, below = true, tab = true }
