@@ -32,7 +32,9 @@ def state_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     # Never the machine's own Claude Code rules (Decision 29), and "Always allow" never writes
     # the machine's own user settings file (Decision 27).
     monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "claude-config"))
-    monkeypatch.setenv("AGENT_LSP_SETTINGS", str(tmp_path / "user-settings.json"))
+    user_settings = tmp_path / "user-settings.json"
+    user_settings.write_text("{}\n")
+    monkeypatch.setenv("AGENT_LSP_SETTINGS", str(user_settings))
     for name in ("AGENT_LSP_MODEL", "AGENT_LSP_BASE_URL", "AGENT_LSP_MAX_TURNS", "AGENT_LSP_TRANSCRIPT_DIR", "OPENAI_BASE_URL"):
         monkeypatch.delenv(name, raising=False)
     return state

@@ -85,12 +85,9 @@ class TerminalApprover:
                 f"      {s.dim(f'… {hidden} more line(s) not shown (v shows them all)')}\n"
             )
         question = "    [a]llow / allow for [s]ession / [d]eny (d REASON to say why)"
-        if request.always_rule:
+        if request.always_rule:  # Decision 27: the choice names the rule it saves
             rule = for_terminal(request.always_rule)
-            self.out.write(
-                f"      {s.dim(f'[w] always allow saves the rule {rule} to your settings')}\n"
-            )
-            question = question.replace(" / [d]eny", " / al[w]ays allow / [d]eny")
+            question += f" / al[w]ays allow (saves the rule {rule} to your settings)"
         while True:
             # No time limit: a person is thinking (CONTRACT Decision 10).
             answer = await read_line_async(

@@ -105,6 +105,7 @@ def test_deny_beats_ask_beats_allow_and_the_first_match_wins():
     p = policy(allow=["Bash(git:*)"], ask=["Bash(git push:*)"], deny=["Bash(git push --tags)"])
     assert command(p, "git log").verdict == "allow"
     assert command(p, "git push origin").verdict == "ask"
+    assert command(p, "git push origin").must_ask  # a person answers it: not --yes
     assert command(p, "git push --tags").verdict == "deny"
 
 

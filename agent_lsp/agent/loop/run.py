@@ -110,7 +110,7 @@ async def run_task(
         roots=paths.roots,
         can_save_always=granted.save_always is not None,
     )
-    tool_ctx.hidden = policy.hides
+    tool_ctx.hidden = policy.hides if policy.read_denials() else None
     gate = ApprovalGate(policy, approver, settings.approval.timeout, granted.save_always)
     # A result cut to fit names its spill file, which the session's read_file may then read.
     spill = Spill(

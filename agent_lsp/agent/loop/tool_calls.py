@@ -151,7 +151,11 @@ class ToolCallRunner:
             return None
         prepared.detail = self.redact(escape_invisible(prepared.detail))
         policy = self.gate.decide(tool, prepared)
-        if policy.verdict == "ask" and policy.why.startswith("asks: "):
+        if (
+            policy.verdict == "ask"
+            and policy.why.startswith("asks: ")
+            and policy.why not in prepared.detail
+        ):
             # why a rule or the destructive list asks: said where the user decides
             prepared.detail += f"\n{policy.why}"
         if policy.verdict == "allow":

@@ -163,15 +163,21 @@ class ApprovalPolicy:
             self.rules.add(rule)
         self.roots = [Path(r) for r in roots or []]
         self.can_save_always = can_save_always  # the user settings file can take a rule
+        self._read_denials: list[Rule] | None = None
+
+    def read_denials(self) -> list[Rule]:
+        """The `Read(…)` deny rules (deny rules never change during a run: computed once)."""
+        if self._read_denials is None:
+            self._read_denials = [
+                r
+                for r in self.rules.of("deny")
+                if r.specifier is not None and r.names_tool("read_file")
+            ]
+        return self._read_denials
 
     def hides(self, path: Path) -> bool:
         """A file a `Read(…)` deny rule covers: search and list_files never show it."""
-        return any(
-            r.specifier is not None
-            and r.names_tool("read_file")
-            and r.matches_path(path, self.roots)
-            for r in self.rules.of("deny")
-        )
+        return any(r.matches_path(path, self.roots) for r in self.read_denials())
 
     def offers(self, tool: Tool) -> bool:
         """False for a tool a bare deny rule takes off the list."""
@@ -221,8 +227,9 @@ class ApprovalPolicy:
             why = f"asks: destructive command: {harmful}; nothing allows it without a person"
             return PolicyVerdict("ask", why, must_ask=why)
         asked = self._matching("ask", tool, prepared, parts)
-        if asked is not None:
-            return PolicyVerdict("ask", f"asks: the ask rule {asked.shown()}")
+        if asked is not None:  # above --yes and session grants (Decision 26)
+            why = f"asks: the ask rule {asked.shown()}"
+            return PolicyVerdict("ask", why, must_ask=why)
         if tool.read_only:
             return PolicyVerdict(configured or "allow", "read-only tool")
         always = self._always_rule(tool, prepared, parts)
