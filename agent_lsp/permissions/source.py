@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from agent_lsp.agent.display import escape_invisible
 from agent_lsp.agent.fs.safeio import write_file_atomic
 from agent_lsp.agent.policy.rules import Rule
 from agent_lsp.agent.ports import RunPermissions
@@ -131,7 +132,12 @@ def _rules_of(file: ClaudeFile) -> list[Rule]:
 
 def consent_prompt(rules: list[Rule]) -> str:
     lines = ["The workspace's Claude Code settings allow these without asking you:"]
-    lines += [f"  {r.text}   ({r.source})" for r in rules]
+    # exactly as written, invisible characters escaped (a rule must not hide what it allows)
+    lines += [
+        f"  {escape_invisible(r.text, keep_newlines=False)}   "
+        f"({escape_invisible(r.source, keep_newlines=False)})"
+        for r in rules
+    ]
     lines.append("Use these allow rules? (deny and ask rules of the project apply anyway)")
     return "\n".join(lines)
 

@@ -259,3 +259,15 @@ async def test_allow_always_puts_the_rule_in_force_and_saves_it(model, workspace
     assert saved == ["Bash(echo one)"]
     assert [r.always_rule for r in approver.requests] == ["Bash(echo one)"]  # the second was not asked
     assert any("saved the rule Bash(echo one)" in e.text for e in events.of("status"))
+
+
+def test_always_is_not_offered_for_a_rule_with_invisible_characters():
+    assert command(policy(), "echo hi\u202e").always is None
+    assert command(policy(), "echo hi").always == "Bash(echo hi)"
+
+
+def test_the_consent_prompt_lists_the_entries_exactly_with_invisible_characters_escaped():
+    from agent_lsp.permissions.source import consent_prompt
+    rule = Rule.parse("Bash(touch\u202e:*)", "allow", "/ws/.claude/settings.json", "project", ROOT)
+    prompt = consent_prompt([rule])
+    assert "\u202e" not in prompt and "Bash(touch\\u202e:*)" in prompt and "/ws/.claude/settings.json" in prompt

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
+from agent_lsp.agent.display import escape_invisible
 from agent_lsp.agent.policy.rules import Rule, RuleSet
 from agent_lsp.agent.policy.shell import HARMLESS_TARGETS, Part, destructive, split_line, unwrap
 from agent_lsp.agent.state.session import SessionApprovals
@@ -335,9 +336,16 @@ class ApprovalPolicy:
     def _always_rule(self, tool: Tool, prepared: Prepared, parts: list[Part] | None) -> str | None:
         """The exact rule "Always allow" would save (Decision 27), or None where it is not
         offered: a compound or shell line, a path outside the workspace, a workspace server's
-        tool, or a settings file that cannot take it."""
+        tool, a settings file that cannot take it, or a rule that would hold invisible
+        characters (what is saved must read as what is shown)."""
         if not self.can_save_always:
             return None
+        rule = self._exact_rule(tool, prepared, parts)
+        if rule is None or escape_invisible(rule, keep_newlines=False) != rule:
+            return None
+        return rule
+
+    def _exact_rule(self, tool: Tool, prepared: Prepared, parts: list[Part] | None) -> str | None:
         if prepared.command is not None:
             if not parts or len(parts) != 1 or parts[0].never_allow or parts[0].redirects:
                 return None
