@@ -271,3 +271,20 @@ def test_the_consent_prompt_lists_the_entries_exactly_with_invisible_characters_
     rule = Rule.parse("Bash(touch\u202e:*)", "allow", "/ws/.claude/settings.json", "project", ROOT)
     prompt = consent_prompt([rule])
     assert "\u202e" not in prompt and "Bash(touch\\u202e:*)" in prompt and "/ws/.claude/settings.json" in prompt
+
+
+async def test_always_is_not_offered_for_a_command_holding_the_key(model, workspace):
+    from agent_lsp.agent.fs.disk_workspace import DiskWorkspace
+    from agent_lsp.agent.loop.run import Session, run_task
+    from agent_lsp.agent.loop.run_state import RunOptions
+    from agent_lsp.agent.ports import RunPermissions
+    from tests.unit.kit import API_KEY, Events, make_settings
+
+    async def save(rule: str) -> None:
+        raise AssertionError(f"saved {rule}")
+
+    model.add([tools_reply(call("run_command", id="a", command=f"echo {API_KEY}")), {"text": "ok"}])
+    approver = ScriptedApprover(Decision.ALLOW_ALWAYS)
+    await run_task("go", session=Session(), settings=make_settings(model), workspace=DiskWorkspace([workspace]),
+                   approver=approver, emit=Events(), options=RunOptions(permissions=RunPermissions(save_always=save)))
+    assert [r.always_rule for r in approver.requests] == [None]

@@ -42,7 +42,7 @@ class ApprovalAsker:
             self.redact(prepared.new_text) if prepared.new_text is not None else None,
             can_preview=prepared.preview is not None,
             must_ask=(policy.must_ask if policy is not None else None) or prepared.must_ask,
-            always_rule=policy.always if policy is not None else None,
+            always_rule=self._savable(policy.always if policy is not None else None),
         )
         if request.diff and request.diff_truncated:
             request.diff = request.diff[:1_000_000]
@@ -71,6 +71,10 @@ class ApprovalAsker:
         }.get(answer.decision, ApprovalState.WITHDRAWN)
         self.approval_event(call, prepared, state)
         return answer
+
+    def _savable(self, rule: str | None) -> str | None:
+        """A rule holding the key is never shown nor saved: "Always allow" is not offered."""
+        return rule if rule is not None and self.redact(rule) == rule else None
 
     def approval_event(
         self,
