@@ -22,6 +22,7 @@ from agent_lsp.settings_schema import Decision as Decision
 from agent_lsp.settings_schema import LanguageServer as LanguageServer
 from agent_lsp.settings_schema import LanguageServersSettings as LanguageServersSettings
 from agent_lsp.settings_schema import McpSettings as McpSettings
+from agent_lsp.settings_schema import PermissionSettings as PermissionSettings
 from agent_lsp.settings_schema import Pricing as Pricing
 from agent_lsp.settings_schema import SandboxSettings as SandboxSettings
 from agent_lsp.settings_schema import Settings as Settings
@@ -49,6 +50,7 @@ TRUSTED_FIELDS = frozenset(
         "hooks",  # commands that run on the user's machine (Decision 25)
         "language_servers",  # they start processes (Decision 25)
         "model_aliases",  # ... nor send the user's commands and agents to another model
+        "permissions",  # ... nor allow what the user's rules ask for (Decision 25)
     }
 )
 # Settings whose every allowed source adds to the others rather than replacing them
@@ -169,6 +171,21 @@ def _merge(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
         else:
             out[key] = value
     return out
+
+
+def _union_permissions(merged: dict[str, Any], layer: dict[str, Any]) -> dict[str, Any]:
+    """`permissions.*` lists add up over the sources (Decision 25): a later source never drops
+    an earlier one's deny."""
+    below, top = merged.get("permissions"), layer.get("permissions")
+    if not isinstance(below, dict) or not isinstance(top, dict):
+        return layer
+    joined = dict(top)
+    for key, value in top.items():
+        if isinstance(value, list) and isinstance(below.get(key), list):
+            items = [*below[key], *value]
+            hashable = all(isinstance(i, str) for i in items)
+            joined[key] = list(dict.fromkeys(items)) if hashable else items
+    return {**layer, "permissions": joined}
 
 
 # Keys whose typo silently weakens the user's protection or sends the key elsewhere: their
@@ -311,6 +328,7 @@ def resolve(*layers: dict[str, Any] | None) -> tuple[Settings, list[str]]:
             problems.append(f"settings must be an object, got {type(layer).__name__}: ignored")
             continue
         layer = _canonical(layer, unknown=unknown)
+        layer = _union_permissions(merged, layer)
         candidate = _merge(merged, _united(merged, layer))
         try:
             Settings.model_validate(candidate)

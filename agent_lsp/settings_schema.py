@@ -31,6 +31,17 @@ class ApprovalSettings(_Model):
     """`allow`: a run_command that runs inside the sandbox needs no yes (a `deny` still denies)."""
 
 
+class PermissionSettings(_Model):
+    allow: list[str] = Field(default_factory=list)
+    """Rules that run without asking: `Tool` or `Tool(specifier)`, e.g. `Bash(npm test:*)`,
+    `Edit(src/**)` (Claude Code's tool names or ours)."""
+    ask: list[str] = Field(default_factory=list)
+    """Rules that always ask, whatever allows them."""
+    deny: list[str] = Field(default_factory=list)
+    """Rules that never run: `Read(./.env)` also hides the file from search and list_files; a
+    bare tool name takes the tool off the list."""
+
+
 class Pricing(_Model):
     input_per_m_tok: float = Field(ge=0)
     """US dollars per million prompt tokens."""
@@ -117,6 +128,8 @@ class Settings(_Model):
     tool_output_limit: int = Field(20000, ge=200)
     """Characters of one tool result kept in context (head + tail)."""
     approval: ApprovalSettings = Field(default_factory=ApprovalSettings)
+    permissions: PermissionSettings = Field(default_factory=PermissionSettings)
+    """Permission rules (CONTRACT Decision 28); each list is the union of every trusted source."""
     memory_files: list[str] = Field(default_factory=lambda: ["AGENTS.md", ".agent-lsp/memory.md"])
     """Files recalled into the system prompt when present (each must resolve inside its root)."""
     transcript_dir: str | None = None

@@ -57,9 +57,12 @@ def state_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, path_without_anal
     state = tmp_path / "state"
     monkeypatch.setenv("AGENT_LSP_STATE_DIR", str(state))
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-secret-key-1234567890")
-    # Claude Code's user settings (hooks, rules) come from here, never from the machine's own
-    # ~/.claude (CONTRACT Decision 29).
+    # Never the machine's own Claude Code rules (Decision 29), and "Always allow" never writes
+    # the machine's own user settings file (Decision 27).
     monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "claude-config"))
+    user_settings = tmp_path / "user-settings.json"
+    user_settings.write_text("{}\n")
+    monkeypatch.setenv("AGENT_LSP_SETTINGS", str(user_settings))
     for name in ("AGENT_LSP_MODEL", "AGENT_LSP_BASE_URL", "AGENT_LSP_MAX_TURNS", "AGENT_LSP_TRANSCRIPT_DIR", "OPENAI_BASE_URL"):
         monkeypatch.delenv(name, raising=False)
     return state

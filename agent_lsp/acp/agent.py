@@ -93,6 +93,11 @@ class AcpAgent:
             from agent_lsp.langservers.hub import plug
 
             plug(self._host, lambda: _settings()[0])  # the language servers we start
+            from agent_lsp.acp.approver import ProjectConsent
+            from agent_lsp.permissions.source import ClaudePermissions
+
+            consent = ProjectConsent(self.client, outbox, self._approval_timeout())
+            self._host.permissions = ClaudePermissions(consent.ask)
         return self._host
 
     @staticmethod

@@ -22,6 +22,8 @@ CHOICES = {
     "allowSession": ("Allow for session", "allow_always", Decision.ALLOW_SESSION),
     "deny": ("Deny", "reject_once", Decision.DENY),
 }
+# Offered beside "Allow for session" when there is a rule to save (Decision 27).
+ALWAYS = ("Always allow", "allow_always", Decision.ALLOW_ALWAYS)
 CONSENT = {
     "allow": ("Allow", "allow_once"),
     "allowAlways": ("Allow always for this workspace", "allow_always"),
@@ -70,6 +72,15 @@ class AcpApprover:
         info = self.events.calls.get(request.call_id)
         tool, arguments = (info.tool, info.arguments) if info else (request.tool, None)
         content: list[Any] = [text_content(request.detail)]
+        choices = CHOICES
+        if request.always_rule:
+            choices = {**CHOICES, "allowAlways": ALWAYS}
+            choices = {k: choices[k] for k in ("allow", "allowSession", "allowAlways", "deny")}
+            content.append(
+                text_content(
+                    f"Always allow saves the rule {request.always_rule} in your user settings file"
+                )
+            )
         if tool in EDIT_TOOLS and request.new_text is not None:
             path = self.events.path_of(info) if info else None
             if path is not None:
@@ -85,7 +96,7 @@ class AcpApprover:
         )
         try:
             chosen = await ask_client(
-                self.client, self.events.outbox, tool_call, CHOICES, self.timeout
+                self.client, self.events.outbox, tool_call, choices, self.timeout
             )
         except TimeoutError:
             return Answer(Decision.WITHDRAWN, why=f"unanswered after {self.timeout:g} s")
@@ -101,7 +112,7 @@ class AcpApprover:
                 else "the user dismissed the permission request"
             )
             return Answer(Decision.WITHDRAWN, why=why)
-        decision = CHOICES[chosen][2]
+        decision = choices[chosen][2]
         return Answer(decision, why=SAID_NO if decision == Decision.DENY else None)
 
     async def _old_text(self, path: Any) -> str | None:
@@ -110,6 +121,37 @@ class AcpApprover:
         try:
             return self.events.redact((await self.events.workspace.read(path)).text)
         except (ValueError, OSError):
+            return None
+
+
+class ProjectConsent:
+    """Consent for a project's own allow rules (Decision 30): a permission of kind `other` in
+    the session whose run needs them."""
+
+    def __init__(self, client: Any, outbox_of: Any, timeout: float):
+        self.client = client
+        self.outbox_of = outbox_of  # () -> the Outbox of the session asking, or None
+        self.timeout = timeout
+
+    async def ask(self, prompt: str, entries: list[str]) -> str | None:
+        outbox = self.outbox_of()
+        if outbox is None:
+            return None
+        tool_call = ToolCallUpdate(
+            tool_call_id="project-rules-consent",
+            title="Use the project's allow rules?",
+            kind="other",
+            status="pending",
+            content=[text_content(prompt)],
+        )
+        try:
+            return await ask_client(self.client, outbox, tool_call, CONSENT, self.timeout)
+        except TimeoutError:
+            return None
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            log.warning("asking consent for project rules failed: %s", exc)
             return None
 
 

@@ -27,6 +27,7 @@ from agent_lsp.agent.ports import (
     Approver,
     CodeIntelSources,
     EventSink,
+    PermissionSource,
     RunTelemetry,
     Telemetry,
     ToolServers,
@@ -89,6 +90,7 @@ class AgentHost(HostSessions):
     tool_servers: ToolServers | None = None
     telemetry: Telemetry | None = None
     code_intel: CodeIntelSources | None = None  # roots -> language-server sources (ports.py)
+    permissions: PermissionSource | None = None  # Claude Code's rule files, "Always allow"
     checkpoints: dict[Path, CheckpointStore] = field(default_factory=dict)  # first folder -> store
     keep_finished: int = KEEP_FINISHED
     _background: set[asyncio.Task[Any]] = field(default_factory=set)
@@ -215,7 +217,7 @@ class AgentHost(HostSessions):
 
         async def drive() -> None:
             try:
-                extra, files = await self._prelude(
+                extra, files, granted = await self._prelude(
                     before, ports.workspace.roots, settings, mcp_servers, hosted, plan
                 )
                 if plan is not None and (line := plan.status()):
@@ -235,6 +237,7 @@ class AgentHost(HostSessions):
                     prompt_files=files,
                     model_name=run_model,
                     readable=plan.readable if plan is not None else [],
+                    permissions=granted,
                 )
                 hosted.report = await run_task(
                     prompt,
@@ -293,29 +296,32 @@ class AgentHost(HostSessions):
         mcp_servers: list[Any] | None,
         hosted: HostedRun,
         plan: PromptPlan | None,
-    ) -> tuple[list[Any], PromptFiles | None]:
-        """What a run needs before its loop: the front end's own wait, the prompt files, then the
-        MCP tools. A cancel arriving here is re-armed, so run_task meets it at its first await
-        and still ends the run with its `cancelled` report; a failing MCP setup costs its tools
-        only."""
+    ) -> tuple[list[Any], PromptFiles | None, Any]:
+        """What a run needs before its loop: the front end's own wait, the prompt files, other
+        files' rules (a RunPermissions), then the MCP tools. A cancel arriving here is re-armed,
+        so run_task meets it at its first await and still ends the run with its `cancelled`
+        report; a failing MCP setup costs its tools only."""
         files = plan.files if plan is not None else None
+        rules = None
         try:
             if before is not None:
                 await before()
             if files is None:
                 files = await asyncio.to_thread(discover, roots)
+            if self.permissions is not None:
+                rules = await self.permissions.for_run(roots, settings)
             if self.tool_servers is None:
-                return [], files
+                return [], files, rules
             hosted.mcp = await self.tool_servers.toolset(roots, settings, mcp_servers)
-            return list(await hosted.mcp.tools()), files
+            return list(await hosted.mcp.tools()), files, rules
         except asyncio.CancelledError:
             task = asyncio.current_task()
             if task is not None:
                 task.uncancel()
                 task.cancel()
         except Exception as exc:
-            log.warning("MCP tools are unavailable for this run: %s", exc)
-        return [], files
+            log.warning("MCP tools (or rule files) are unavailable for this run: %s", exc)
+        return [], files, rules
 
     def cancel(self, run_id: str, cause: CancelCause = BY_USER) -> bool:
         run = self.active.get(run_id)
@@ -371,21 +377,13 @@ class AgentHost(HostSessions):
             if sweep:
                 from agent_lsp.agent.state.sessions import sweep_orphans
 
-                await asyncio.to_thread(sweep_orphans, state_dir(), self._live_run_ids())
+                live = set(self.active) | self.held_run_ids()
+                await asyncio.to_thread(sweep_orphans, state_dir(), live)
         except OSError as exc:
             log.warning("pruning old sessions failed: %s", exc)
             return
         for sid in dropped:
             self.grants.pop(sid, None)
-
-    def _live_run_ids(self) -> set[str]:
-        ids = set(self.active)
-        for session, _ in [
-            *self.sessions.values(),
-            *filter(None, (self.live(sid) for sid in list(self._evicted))),
-        ]:
-            ids.update(r.run_id for r in session.runs)
-        return ids
 
     async def aclose(self) -> None:
         closers = [self.tool_servers.aclose] if self.tool_servers is not None else []

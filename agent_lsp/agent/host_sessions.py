@@ -139,3 +139,8 @@ class HostSessions:
         for sid in [sid for sid, (ref, _) in self._evicted.items() if ref() is None]:
             del self._evicted[sid]
         return dropped
+
+    def held_run_ids(self) -> set[str]:
+        """The runs of every session this process holds (live or evicted but still referenced)."""
+        held = [*self.sessions.values(), *filter(None, map(self.live, list(self._evicted)))]
+        return {r.run_id for session, _ in held for r in session.runs}

@@ -85,6 +85,7 @@ class Workspace(Protocol):
 class Decision(enum.StrEnum):
     ALLOW = "allow"
     ALLOW_SESSION = "allowSession"
+    ALLOW_ALWAYS = "allowAlways"  # the request's `always_rule` saved in the user settings file
     DENY = "deny"
     WITHDRAWN = "withdrawn"  # nobody answered in time, or the run was cancelled
     PREVIEW = "preview"  # an edit goes to the editor's own preview, which asks
@@ -113,6 +114,8 @@ class ApprovalRequest:
     can_preview: bool = False  # an edit the editor's own preview may ask for
     must_ask: str | None = None  # why a person must answer (`--yes` does not): risky git config
     files: list[dict[str, str]] | None = None  # a multi-file edit: each file's {uri, diff}
+    # The exact rule "Always allow" saves (`Bash(npm test)`); None: the choice is not offered.
+    always_rule: str | None = None
 
 
 class Approver(Protocol):
@@ -164,6 +167,23 @@ class ToolServers(Protocol):
         ...
 
     async def aclose(self) -> None: ...
+
+
+@dataclass
+class RunPermissions:
+    """A run's rules from beyond its settings (agent_lsp.agent.policy.rules.Rule objects), and
+    where "Always allow" saves a rule (None: the choice is not offered, Decision 27)."""
+
+    rules: list[Any] = field(default_factory=list)
+    save_always: Callable[[str], Awaitable[None]] | None = None
+
+
+class PermissionSource(Protocol):
+    """Permission rules from beyond the settings (Claude Code's files; a project's allow rules
+    after the user's consent) and "Always allow". A front end's composition code plugs one into
+    the host."""
+
+    async def for_run(self, roots: list[Path], settings: Any) -> RunPermissions: ...
 
 
 # -- code intelligence: who answers LSP requests about the agent's files ---------------------

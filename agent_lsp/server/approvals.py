@@ -21,9 +21,15 @@ log = logging.getLogger(__name__)
 ACTIONS = {
     "Allow": Decision.ALLOW,
     "Allow for session": Decision.ALLOW_SESSION,
+    "Always allow": Decision.ALLOW_ALWAYS,  # offered only with a rule to save (Decision 27)
     "Deny": Decision.DENY,
 }
-BY_NAME = {"allow": Decision.ALLOW, "allowSession": Decision.ALLOW_SESSION, "deny": Decision.DENY}
+BY_NAME = {
+    "allow": Decision.ALLOW,
+    "allowSession": Decision.ALLOW_SESSION,
+    "allowAlways": Decision.ALLOW_ALWAYS,
+    "deny": Decision.DENY,
+}
 SAID_NO = "the user said no"
 
 
@@ -44,6 +50,8 @@ class PendingApprovals:
         pending = self.waiting.get((run_id, call_id))
         if pending is None or pending.answer.done() or decision not in BY_NAME:
             return False
+        if decision == "allowAlways" and pending.request.always_rule is None:
+            return False  # not offered for this call
         pending.answer.set_result(
             Answer(BY_NAME[decision], reason or None, SAID_NO if decision == "deny" else None)
         )
@@ -91,7 +99,7 @@ class LspApprover:
                         "message": f"agent-lsp wants to {describe(request)}",
                         "actions": [
                             {"title": title, "runId": self.run_id, "callId": request.call_id}
-                            for title in ACTIONS
+                            for title in choices(request)
                         ],
                     },
                 )
@@ -109,10 +117,20 @@ class LspApprover:
                 outgoing.withdraw()
 
 
+def choices(request: ApprovalRequest) -> list[str]:
+    """The action titles: "Always allow" only when there is a rule it would save."""
+    return [t for t in ACTIONS if request.always_rule or ACTIONS[t] != Decision.ALLOW_ALWAYS]
+
+
 def describe(request: ApprovalRequest) -> str:
+    always = (
+        f"\n(Always allow saves the rule {request.always_rule} in your user settings file)"
+        if request.always_rule
+        else ""
+    )
     if request.tool == "run_command":
-        return f"run a command:\n{request.detail}"
-    return f"use {request.tool}:\n{request.detail}"
+        return f"run a command:\n{request.detail}{always}"
+    return f"use {request.tool}:\n{request.detail}{always}"
 
 
 def _from_message(done: asyncio.Future[Any], answer: asyncio.Future[Answer]) -> None:

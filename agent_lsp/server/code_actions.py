@@ -29,8 +29,9 @@ def approval_actions(pending: PendingApproval) -> list[types.CodeAction]:
     # an edit's title: path and size
     allow = fits_title(head) if request.tool == "run_command" else True
     shown = head if allow else f"{head[:60]}… (too long for one line: see the full command)"
+    always = [("Always allow", "allowAlways")] if request.always_rule else []
     choices = (
-        [("Allow", "allow"), ("Allow for session", "allowSession"), ("Deny", "deny")]
+        [("Allow", "allow"), ("Allow for session", "allowSession"), *always, ("Deny", "deny")]
         if allow
         else [("Deny", "deny")]
     )

@@ -125,7 +125,7 @@ class CancelArgs(_Args):
 class ApproveArgs(_Args):
     run_id: str = Field(alias="runId")
     call_id: str = Field(alias="callId")
-    decision: Literal["allow", "allowSession", "deny"]
+    decision: Literal["allow", "allowSession", "allowAlways", "deny"]
     reason: str | None = Field(None, max_length=2000)
 
 

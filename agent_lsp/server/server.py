@@ -60,6 +60,7 @@ class AgentServer(LanguageServer):
         if self._runs is None:
             from agent_lsp.mcp.hub import McpHooks, McpHub
             from agent_lsp.server.mcp import LspMcpHooks
+            from agent_lsp.server.project_consent import plug_permissions
             from agent_lsp.server.runs import RunRegistry
             from agent_lsp.telemetry.hub import OtelTelemetry
 
@@ -69,6 +70,7 @@ class AgentServer(LanguageServer):
                 self, self.caps, self._runs.streams, self.config.settings.approval.timeout
             )
             self._runs.host.tool_servers = McpHub(McpHooks(hooks.ask_consent, hooks.on_status))
+            plug_permissions(self._runs.host, self, self.caps, self._runs.streams, hooks.timeout)
             self._runs.host.telemetry = OtelTelemetry()  # the SDK only once a run has telemetry on
             from agent_lsp.langservers.hub import plug
             from agent_lsp.server.code_intel import editor_sources

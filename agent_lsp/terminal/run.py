@@ -30,6 +30,7 @@ from agent_lsp.langservers.hub import plug as plug_language_servers
 from agent_lsp.langservers.hub import with_diagnostics
 from agent_lsp.settings import Settings
 from agent_lsp.telemetry.hub import OtelTelemetry
+from agent_lsp.terminal.project_consent import plug_permissions
 from agent_lsp.terminal.stream import TerminalStream
 from agent_lsp.terminal.stream_json import StreamJson
 from agent_lsp.terminal.style import Style, read_line_async
@@ -87,6 +88,9 @@ class TerminalApprover:
                 f"      {s.dim(f'… {hidden} more line(s) not shown (v shows them all)')}\n"
             )
         question = "    [a]llow / allow for [s]ession / [d]eny (d REASON to say why)"
+        if request.always_rule:  # Decision 27: the choice names the rule it saves
+            rule = for_terminal(request.always_rule)
+            question += f" / al[w]ays allow (saves the rule {rule} to your settings)"
         while True:
             # No time limit: a person is thinking (CONTRACT Decision 10).
             answer = await read_line_async(
@@ -102,6 +106,8 @@ class TerminalApprover:
                 return Answer(Decision.ALLOW)
             if choice == "s":
                 return Answer(Decision.ALLOW_SESSION)
+            if choice == "w" and request.always_rule:
+                return Answer(Decision.ALLOW_ALWAYS)
             reason = (
                 text[1:].strip() if choice == "d" and len(text) > 1 and text[1] == " " else None
             )
@@ -210,6 +216,7 @@ async def run_headless(
     ws = with_diagnostics(host, DiskWorkspace(roots))
     interactive = sys.stdin.isatty() and not prompt_from_stdin
     await _mcp_on_the_terminal(host, roots, settings, stream_out, interactive)
+    plug_permissions(host, stream_out, interactive)
     approver = TerminalApprover(yes, stream_out, interactive=interactive)
     run_id = worktree.run_id if worktree is not None else new_id("r")
     extra = {"worktree": worktree.to_dict()} if worktree is not None else None

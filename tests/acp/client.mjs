@@ -9,7 +9,7 @@
 //
 // commands: {op: "request", id, method, params}  -> {type: "response", id, result} | {type: "error", id, error}
 //           {op: "notify", method, params}
-//           {op: "permissions", answers: [...], otherwise}  answers: "allow" | "allowSession" | "deny" |
+//           {op: "permissions", answers: [...], otherwise}  answers: "allow" | "allowSession" | "allowAlways" | "deny" |
 //               "cancelled" | "never" (never answered) | "ask" (sent to the test; it answers with
 //               {op: "answer", key, response})
 //           {op: "answer", key, response}
@@ -47,6 +47,9 @@ const waiting = new Map();
 
 function permissionResponse(answer, options) {
   if (answer === "cancelled") return { outcome: { outcome: "cancelled" } };
+  // "Always allow" (and a consent's "Allow always for this workspace") share their kind with
+  // "Allow for session": chosen by option id.
+  if (answer === "allowAlways") return { outcome: { outcome: "selected", optionId: "allowAlways" } };
   const kind = { allow: "allow_once", allowSession: "allow_always", deny: "reject_once" }[answer];
   const option = options.find((o) => o.kind === kind);
   return { outcome: { outcome: "selected", optionId: option.optionId } };

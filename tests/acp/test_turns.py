@@ -58,7 +58,8 @@ def test_read_then_edit_allowed(connect, model, workspace: Path, fs: bool):
     request = permission["params"]
     assert request["sessionId"] == session_id
     assert [(o["kind"], o["name"]) for o in request["options"]] == [
-        ("allow_once", "Allow"), ("allow_always", "Allow for session"), ("reject_once", "Deny")]
+        ("allow_once", "Allow"), ("allow_always", "Allow for session"), ("allow_always", "Always allow"),  # Decision 27
+        ("reject_once", "Deny")]
     assert request["toolCall"]["toolCallId"] == "c-edit" and request["toolCall"]["kind"] == "edit"
     assert any(c["type"] == "diff" and c["newText"] == FIXED for c in request["toolCall"]["content"])
 

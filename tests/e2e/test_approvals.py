@@ -33,7 +33,8 @@ async def test_allow_runs_the_command(open_editor, model, workspace, caps):
     [request] = editor.approval_requests
     assert "run_command" in request.message or "command" in request.message
     assert "touch made-by-agent" in request.message  # exactly what would run
-    assert [a.title for a in request.actions] == ["Allow", "Allow for session", "Deny"]
+    # "Always allow" (Decision 27) saves `Bash(touch made-by-agent)`
+    assert [a.title for a in request.actions] == ["Allow", "Allow for session", "Always allow", "Deny"]
     states = [e["state"] for e in editor.events(started["runId"], "approval")]
     assert states == ["pending", "allowed"]
     assert tool_messages(model.requests[-1])["call_touch"].startswith("exit code 0")
@@ -131,7 +132,7 @@ async def test_helix_approves_with_the_approve_command(open_editor, model, works
     assert await editor.execute("agentLsp.approve", {"runId": started["runId"], "callId": "call_h", "decision": "deny"}) is False
 
 
-@pytest.mark.parametrize("choice", ["Allow for session", "Deny"])
+@pytest.mark.parametrize("choice", ["Allow for session", "Always allow", "Deny"])
 async def test_helix_approves_with_a_code_action(open_editor, model, workspace, choice):
     model.add("make marker", [command_call("touch made-by-agent", "call_ca"), {"text": "finished"}])
     editor = await open_editor("helix")
@@ -145,7 +146,7 @@ async def test_helix_approves_with_a_code_action(open_editor, model, workspace, 
         text_document=types.TextDocumentIdentifier(uri=uri), range=where,
         context=types.CodeActionContext(diagnostics=[]))), 10)
     approvals = [a for a in actions if a.command and a.command.command == "agentLsp.approve"]
-    assert len(approvals) == 3, [a.title for a in actions]
+    assert len(approvals) == 4, [a.title for a in actions]  # with "Always allow" (Decision 27)
     assert all("touch made-by-agent" in a.title for a in approvals)
     chosen = next(a for a in approvals if a.command.title == choice)
     assert await asyncio.wait_for(editor.client.workspace_execute_command_async(types.ExecuteCommandParams(

@@ -29,7 +29,7 @@ async def test_the_pending_event_carries_the_diff_and_the_request_names_its_call
     assert pending["newText"] == (workspace / "calc.py").read_text()
     assert pending["agentId"] == "main"
     [raw] = editor.raw_approval_requests
-    assert [a["title"] for a in raw["actions"]] == ["Allow", "Allow for session", "Deny"]
+    assert [a["title"] for a in raw["actions"]] == ["Allow", "Allow for session", "Always allow", "Deny"]  # Decision 27
     assert all(a["runId"] == started["runId"] and a["callId"] == pending["callId"] for a in raw["actions"])
 
 

@@ -287,7 +287,7 @@ def test_run_applies_the_approved_edit_through_eglot(tmp_path, workspace, model,
     # each approval was asked with the contract's actions and answered "Allow"
     prompts = res.data["prompts"]
     assert len(prompts) == 2, res.explain()
-    assert prompts[0]["items"] == ["Allow", "Allow for session", "Deny"]
+    assert prompts[0]["items"] == ["Allow", "Allow for session", "Always allow", "Deny"]  # Decision 27
     assert "edit_file" in prompts[0]["prompt"] and "a.py" in prompts[0]["prompt"]
     assert "write_file" in prompts[1]["prompt"] and "new.py" in prompts[1]["prompt"]
     assert [a["answer"] for a in res.data["approvalAnswers"]] == ["Allow", "Allow"]
@@ -620,7 +620,8 @@ def test_prompts_name_their_choices_and_their_default(tmp_path, workspace, model
     """)
     assert not res.errors, res.explain()
     approvals = [p["prompt"] for p in res.data["prompts"] if p["prompt"].startswith("[agent-lsp]")]
-    assert approvals and approvals[0].endswith("\nChoose Allow / Allow for session / Deny (RET = Allow, C-g denies): "), approvals
+    assert approvals and approvals[0].endswith(  # with "Always allow" (Decision 27)
+        "\nChoose Allow / Allow for session / Always allow / Deny (RET = Allow, C-g denies): "), approvals
     newest = res.events("stop")[1]["runId"]
     picker = [p["prompt"] for p in res.data["prompts"] if "Rewind which" in p["prompt"]]
     assert picker == [f"Rewind which agent run (default {newest}, Create notes.txt): "], picker

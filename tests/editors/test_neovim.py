@@ -156,7 +156,7 @@ T.data.diffs_after = T.diff_windows()
     # the approval was asked through vim.ui.select with the contract's actions, while the
     # edit's unified diff was shown in a split; the split closed with the answer
     selects = res.data["data"]["selects"]
-    assert selects and selects[0]["items"] == ["Allow", "Allow for session", "Deny"], selects
+    assert selects and selects[0]["items"] == ["Allow", "Allow for session", "Always allow", "Deny"], selects  # Decision 27
     assert "edit_file" in selects[0]["prompt"] or "a.py" in selects[0]["prompt"], selects
     assert [e["state"] for e in res.stream_events("approval")][-1] == "allowed"
     [diff] = selects[0]["diffs"]

@@ -256,7 +256,7 @@ def test_vscode_packaged_readme_links_are_absolute(vscode: Session):
 def test_vscode_diff_before_approval_then_allowed(vscode: Session):
     run = vscode.scenario("run")
     assert "edit_file" in run["approvalText"]
-    assert [b.strip() for b in run["approvalButtons"]][:3] == ["Allow", "Allow for session", "Deny"]
+    assert [b.strip() for b in run["approvalButtons"]][:4] == ["Allow", "Allow for session", "Always allow", "Deny"]  # Decision 27
     # The diff editor showed the proposed text before the answer, and closed after it.
     assert run["diffTabs"] and "return a + b" in run["diffText"]
     assert run["diffTabsAfter"] == []

@@ -12,6 +12,7 @@ from agent_lsp.agent.events import ApprovalEvent, ApprovalState
 from agent_lsp.agent.loop.services import ApprovalGate
 from agent_lsp.agent.loop.stops import cancel_if_asked
 from agent_lsp.agent.messages import ToolCall
+from agent_lsp.agent.policy.approval import PolicyVerdict
 from agent_lsp.agent.ports import Answer, ApprovalRequest, Decision, EventSink
 from agent_lsp.agent.state.transcript import Redactor
 from agent_lsp.agent.tools.base import Prepared, Tool
@@ -30,7 +31,9 @@ class ApprovalAsker:
         # An approval waits: the Notification hooks hear of it (`permission_prompt`).
         self.notify: Callable[[str], None] | None = None
 
-    async def ask(self, call: ToolCall, tool: Tool, prepared: Prepared) -> Answer:
+    async def ask(
+        self, call: ToolCall, tool: Tool, prepared: Prepared, policy: PolicyVerdict | None = None
+    ) -> Answer:
         request = ApprovalRequest(
             call.id,
             call.name,
@@ -41,12 +44,16 @@ class ApprovalAsker:
             bool(prepared.diff and len(prepared.diff) > 1_000_000),
             self.redact(prepared.new_text) if prepared.new_text is not None else None,
             can_preview=prepared.preview is not None,
-            must_ask=prepared.must_ask,
+            must_ask=(policy.must_ask if policy is not None else None) or prepared.must_ask,
             files=(
                 [{k: self.redact(v) for k, v in f.items()} for f in prepared.files]
                 if prepared.files
                 else None
             ),
+            # never after a hook's ask (Decision 27): that ask travels as prepared.must_ask
+            always_rule=None
+            if prepared.must_ask
+            else self._savable(policy.always if policy is not None else None),
         )
         if request.diff and request.diff_truncated:
             request.diff = request.diff[:1_000_000]
@@ -62,6 +69,8 @@ class ApprovalAsker:
         except Exception as exc:  # an approver that fails must not crash the run: it is a no
             log.warning("approval for %s failed: %s", call.id, exc)
             answer = Answer(Decision.WITHDRAWN, why="no one could be asked (the approval failed)")
+        if answer.decision == Decision.ALLOW_ALWAYS and request.always_rule is None:
+            answer = Answer(Decision.ALLOW)  # not offered for this call: an allow, once
         if answer.decision == Decision.PREVIEW and prepared.preview is None:
             answer = Answer(Decision.WITHDRAWN, why="no one could be asked")
         if answer.decision == Decision.WITHDRAWN and answer.why is None:
@@ -69,11 +78,16 @@ class ApprovalAsker:
         state = {
             Decision.ALLOW: ApprovalState.ALLOWED,
             Decision.ALLOW_SESSION: ApprovalState.ALLOWED,
+            Decision.ALLOW_ALWAYS: ApprovalState.ALLOWED,
             Decision.DENY: ApprovalState.DENIED,
             Decision.PREVIEW: ApprovalState.PREVIEW,
         }.get(answer.decision, ApprovalState.WITHDRAWN)
         self.approval_event(call, prepared, state)
         return answer
+
+    def _savable(self, rule: str | None) -> str | None:
+        """A rule holding the key is never shown nor saved: "Always allow" is not offered."""
+        return rule if rule is not None and self.redact(rule) == rule else None
 
     def approval_event(
         self,

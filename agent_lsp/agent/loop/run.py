@@ -22,10 +22,10 @@ from agent_lsp.agent.loop.stops import LoopOutcome
 from agent_lsp.agent.loop.structured import answer_in_schema
 from agent_lsp.agent.messages import RunReport, StopCause, Structured
 from agent_lsp.agent.model.client import Model, ModelError, make_model
-from agent_lsp.agent.policy.approval import ApprovalPolicy
+from agent_lsp.agent.policy.approval import ApprovalPolicy, permission_rules
 from agent_lsp.agent.policy.hook_setup import load_run_hooks
 from agent_lsp.agent.policy.hooks import HookStopped, RunHooks
-from agent_lsp.agent.ports import Approver, EventSink, NoTelemetry, Workspace
+from agent_lsp.agent.ports import Approver, EventSink, NoTelemetry, RunPermissions, Workspace
 from agent_lsp.agent.state.checkpoints import RunCheckpoint
 from agent_lsp.agent.state.session import Entry, RunRecord, Session, new_id
 from agent_lsp.agent.state.transcript import Redactor, Transcript
@@ -111,9 +111,16 @@ async def run_task(
     # A command's own model is this run's only (Decision 34); `model` is the session's.
     model_name = options.model_name or session.model
     pricing = settings.pricing.get(model_name or settings.model)
-    gate = ApprovalGate(
-        ApprovalPolicy(settings.approval, session.approvals), approver, settings.approval.timeout
+    granted = options.permissions or RunPermissions()
+    policy = ApprovalPolicy(
+        settings.approval,
+        session.approvals,
+        permission_rules(settings, granted.rules),
+        roots=paths.roots,
+        can_save_always=granted.save_always is not None,
     )
+    tool_ctx.hidden = policy.hides if policy.read_denials() else None
+    gate = ApprovalGate(policy, approver, settings.approval.timeout, granted.save_always)
     # A result cut to fit names its spill file, which the session's read_file may then read.
     spill = Spill(
         state_dir() / "spill" / run_id, settings.tool_output_limit, session.add_spill_file
@@ -190,6 +197,7 @@ async def run_task(
                 skills=bool(skills),
                 agents=found.agents if found is not None else None,
             )
+            tools = [t for t in tools if policy.offers(t)]  # a bare deny rule (Decision 28)
             run.parent_tools = tools  # what a user's agent's tools may narrow (Decision 35)
             if options.mode == "plan":
                 system += PLAN_PROMPT

@@ -16,7 +16,7 @@ from agent_lsp.agent.loop.structured import OutputSchema
 from agent_lsp.agent.messages import CancelCause, StopCause, StopReason, Structured
 from agent_lsp.agent.model.client import Model, make_model
 from agent_lsp.agent.policy.hook_config import HookSpec
-from agent_lsp.agent.ports import CodeIntelSources, RunTelemetry
+from agent_lsp.agent.ports import CodeIntelSources, RunPermissions, RunTelemetry
 from agent_lsp.agent.state.checkpoints import CheckpointStore
 from agent_lsp.agent.state.session import Entry, RunRecord, Session
 from agent_lsp.agent.tools.base import Tool, ToolBox, ToolContext, ToolError
@@ -67,6 +67,8 @@ class RunOptions:
     prompt_files: PromptFiles | None = None
     model_name: str | None = None  # this run's model only (a command's `model`), not the session's
     readable: list[Path] = field(default_factory=list)  # made readable for the session
+    # Rules of other files (Claude Code's) and where "Always allow" saves one.
+    permissions: RunPermissions | None = None
 
 
 @dataclass
@@ -102,7 +104,8 @@ class RunState:
             code_intel = self.tool_ctx.code_intel is not None
             steer = SUBAGENT_CODE_INTEL_PROMPT if code_intel else ""
             seams, prompt = self.seams, SUBAGENT_PROMPT.format(roots=roots) + steer
-            toolset = subagent_tools(diagnostics, code_intel)
+            offered = subagent_tools(diagnostics, code_intel)
+            toolset = [t for t in offered if self.seams.gate.offers(t)]  # a bare deny rule
             if agent is not None:  # the user's agent: its prompt, its (narrowed) tools, its model
                 toolset = narrow(agent, self.parent_tools)
                 prompt = f"{agent.body.strip()}{AGENT_CONTEXT.format(roots=roots)}{steer}"

@@ -5,7 +5,7 @@ past it, and nothing it holds is an alias of session state."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -110,11 +110,18 @@ class ApprovalGate:
     """Between a prepared call and its execution: the policy decides, a person is asked when it
     says ask, and "Allow for session" is remembered."""
 
-    def __init__(self, policy: ApprovalPolicy, approver: Approver, timeout: float):
+    def __init__(
+        self,
+        policy: ApprovalPolicy,
+        approver: Approver,
+        timeout: float,
+        save_always: Callable[[str], Awaitable[None]] | None = None,
+    ):
         self._policy = policy
         self._approver = approver
         # seconds an approval may stay unanswered (for the "unanswered" note)
         self.timeout = timeout
+        self._save_always = save_always
 
     def decide(self, tool: Tool, prepared: Prepared) -> PolicyVerdict:
         return self._policy.decide(tool, prepared)
@@ -124,6 +131,29 @@ class ApprovalGate:
 
     def remember(self, tool: Tool, prepared: Prepared) -> None:
         self._policy.remember(tool, prepared)
+
+    def offers(self, tool: Tool) -> bool:
+        return self._policy.offers(tool)
+
+    async def allow_always(self, tool: Tool, prepared: Prepared, rule: str) -> str | None:
+        """ "Always allow": the rule in force now (and the call remembered for the session),
+        then saved in the user settings file; what went wrong saving it, if anything."""
+        self._policy.remember(tool, prepared)
+        self._policy.allow_always(rule)
+        if self._save_always is None:
+            return "no settings file to save it in"
+        try:
+            await self._save_always(rule)
+        except Exception as exc:  # the call still runs: it was allowed; the save is reported
+            return str(exc) or type(exc).__name__
+        return None
+
+    async def always(self, tool: Tool, prepared: Prepared, rule: str) -> tuple[str, bool]:
+        """allow_always, then the line the user sees and whether the rule was saved."""
+        problem = await self.allow_always(tool, prepared, rule)
+        if problem is None:
+            return f"saved the rule {rule} in your settings file: it is allowed from now on", True
+        return f"the rule {rule} applies to this session only: saving it failed ({problem})", False
 
 
 class LoopTools:

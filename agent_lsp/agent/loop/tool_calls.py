@@ -42,6 +42,7 @@ from agent_lsp.agent.tools.paths import PathRefused
 
 log = logging.getLogger(__name__)
 
+ALLOWING = (Decision.ALLOW, Decision.ALLOW_SESSION, Decision.ALLOW_ALWAYS, Decision.PREVIEW)
 REPEATED_FAILURE_NOTE = 3
 REPEATED_FAILURE_STOP = 5
 TAIL_LINES = 12  # of a command's output, shown to the user
@@ -176,16 +177,29 @@ class ToolCallRunner:
                     f"a PreToolUse hook asks: {hooked.reason or 'no reason given'}"
                 )
         policy = self.gate.decide(tool, prepared)
-        if hooked.permission == "allow" and policy.verdict == "ask" and not prepared.must_ask:
-            # A hook's allow skips the prompt only: not a deny, a must-ask, the destructive list.
+        if (
+            hooked.permission == "allow"
+            and policy.verdict == "ask"
+            and not prepared.must_ask
+            and not policy.must_ask
+        ):
+            # A hook's allow skips the prompt only: not a deny, a must-ask (an ask rule, a
+            # hook's ask), the destructive list (Decision 26).
             policy = PolicyVerdict("allow", "a PreToolUse hook allows it")
+        if (
+            policy.verdict == "ask"
+            and policy.why.startswith("asks: ")
+            and policy.why not in prepared.detail
+        ):
+            # why a rule or the destructive list asks: said where the user decides
+            prepared.detail += f"\n{policy.why}"
         if policy.verdict == "allow":
             answer = Answer(Decision.ALLOW)
         elif policy.verdict == "deny":
             answer = Answer(Decision.DENY, why="the policy denies it")
             self.asker.approval_event(call, prepared, ApprovalState.DENIED, "by policy")
         else:
-            answer = await self.asker.ask(call, tool, prepared)
+            answer = await self.asker.ask(call, tool, prepared, policy)
         await self._write_approval(call, prepared, answer, policy.why, policy.verdict != "ask")
         self._spans[call.id] = (span, str(answer.decision))
         span.event(
@@ -196,9 +210,15 @@ class ToolCallRunner:
                 **({"agent_lsp.approval.rule": policy.why} if policy.why else {}),
             },
         )
-        if answer.decision in (Decision.ALLOW, Decision.ALLOW_SESSION, Decision.PREVIEW):
+        if answer.decision in ALLOWING:
             if answer.decision == Decision.ALLOW_SESSION:
                 self.gate.remember(tool, prepared)
+            if answer.decision == Decision.ALLOW_ALWAYS and (rule := policy.always) is not None:
+                text, saved = await self.gate.always(tool, prepared, rule)
+                self.emit(StatusEvent(text, self.turn, agent_id=self.agent_id))
+                await self.transcript.write(
+                    self.agent_id, self.turn, "allowAlways", callId=call.id, rule=rule, saved=saved
+                )
             return prepared, answer
         await self._deny(call, prepared, answer)
         return None

@@ -1,5 +1,6 @@
-"""Approval policy: per tool allow/ask/deny, allowCommands on parsed argv (prefix or exact, never
-for a line that writes outside the workspace), sandboxed commands, session grants."""
+"""Approval policy (CONTRACT Decision 26): deny rules, then ask (ask rules, the destructive list,
+risky git), then allow (allow rules and allowCommands on parsed argv, never for a line that
+reaches outside the workspace; session grants; the sandbox), then approval.tools / default."""
 
 from __future__ import annotations
 
@@ -9,8 +10,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
+from agent_lsp.agent.display import escape_invisible
+from agent_lsp.agent.policy.rules import Rule, RuleSet
+from agent_lsp.agent.policy.shell import HARMLESS_TARGETS, Part, destructive, split_line, unwrap
 from agent_lsp.agent.state.session import SessionApprovals
-from agent_lsp.settings import ApprovalSettings
+from agent_lsp.settings import ApprovalSettings, Settings
 
 if TYPE_CHECKING:
     from agent_lsp.agent.tools.base import Prepared, Tool
@@ -39,6 +43,10 @@ GIT_RISKY = (
 class PolicyVerdict:
     verdict: Verdict
     why: str  # for the transcript: which rule decided
+    # ask only: a person must answer (`--yes`, a session grant or a rule does not pass it)
+    must_ask: str | None = None
+    # ask only: the exact rule "Always allow" would save (None: not offered, Decision 27)
+    always: str | None = None
 
 
 def parse_entry(entry: str) -> tuple[list[str], bool] | None:
@@ -67,6 +75,28 @@ def matching_entry(argv: list[str], entries: list[str]) -> str | None:
     return None
 
 
+def command_rule(argv: list[str], prefix: bool) -> str:
+    """`Bash(<argv>)` (exact) or `Bash(<argv>:*)` (prefix)."""
+    return f"Bash({shlex.join(argv)}{':*' if prefix else ''})"
+
+
+def settings_rules(settings: ApprovalSettings) -> list[Rule]:
+    """`approval.allowCommands` as `Bash(<prefix>:*)` rules, exact for `$` / `exact:` entries
+    (Decision 26); `approval.tools` stays with the policy (its names may be contested)."""
+    rules: list[Rule] = []
+    for entry in settings.allow_commands:
+        parsed = parse_entry(entry)
+        if parsed is not None:
+            spec = command_rule(parsed[0], not parsed[1])[len("Bash(") : -1]
+            # `*` in an entry was always a literal token: never a wildcard here
+            literal = not any("*" in a for a in parsed[0])
+            if literal:
+                rules.append(
+                    Rule(entry, "allow", "allowCommands", "user", None, "run_command", spec)
+                )
+    return rules
+
+
 def risky_reason(argv: list[str], cwd: Path, roots: list[Path]) -> str | None:
     """Why an allowlisted line must still ask: it names a path outside the workspace, or it is
     git with an option that points it elsewhere."""
@@ -81,11 +111,15 @@ def risky_reason(argv: list[str], cwd: Path, roots: list[Path]) -> str | None:
                     return f"git option {arg.split('=')[0]} may read or write outside the workspace"
     for arg in argv[1:]:
         for candidate in _path_candidates(arg):
-            path = Path(os.path.expanduser(candidate))
-            resolved = (path if path.is_absolute() else cwd / path).resolve()
-            if not any(resolved == r or resolved.is_relative_to(r) for r in roots):
+            if _outside(candidate, cwd, roots):
                 return f"argument {arg!r} points outside the workspace"
     return None
+
+
+def _outside(candidate: str, cwd: Path, roots: list[Path]) -> bool:
+    path = Path(os.path.expanduser(candidate))
+    resolved = (path if path.is_absolute() else cwd / path).resolve()
+    return not any(resolved == r or resolved.is_relative_to(r) for r in roots)
 
 
 def _path_candidates(arg: str) -> list[str]:
@@ -101,10 +135,56 @@ def _path_candidates(arg: str) -> list[str]:
     ]
 
 
+def permission_rules(settings: Settings, extra: list[Rule] | None = None) -> RuleSet:
+    """The rules in force: the `permissions` setting (every trusted source's, Decision 25), then
+    those of other files (Claude Code's; a project's allow rules after consent)."""
+    rules = RuleSet()
+    for effect in ("deny", "ask", "allow"):
+        for text in getattr(settings.permissions, effect):
+            rules.add(Rule.parse(text, effect, "permissions"))
+    for rule in extra or []:
+        rules.add(rule)
+    return rules
+
+
 class ApprovalPolicy:
-    def __init__(self, settings: ApprovalSettings, session: SessionApprovals):
+    def __init__(
+        self,
+        settings: ApprovalSettings,
+        session: SessionApprovals,
+        rules: RuleSet | None = None,
+        *,
+        roots: list[Path] | None = None,
+        can_save_always: bool = False,
+    ):
         self.settings = settings
         self.session = session
+        self.rules = rules if rules is not None else RuleSet()
+        for rule in settings_rules(settings):
+            self.rules.add(rule)
+        self.roots = [Path(r) for r in roots or []]
+        self.can_save_always = can_save_always  # the user settings file can take a rule
+        self._read_denials: list[Rule] | None = None
+
+    def read_denials(self) -> list[Rule]:
+        """The `Read(…)` deny rules (deny rules never change during a run: computed once)."""
+        if self._read_denials is None:
+            self._read_denials = [
+                r
+                for r in self.rules.of("deny")
+                if r.specifier is not None and r.names_tool("read_file")
+            ]
+        return self._read_denials
+
+    def hides(self, path: Path) -> bool:
+        """A file a `Read(…)` deny rule covers: search and list_files never show it."""
+        return any(r.matches_path(path, self.roots) for r in self.read_denials())
+
+    def offers(self, tool: Tool) -> bool:
+        """False for a tool a bare deny rule takes off the list."""
+        return not self.rules.bare_denied(
+            tool.name, tuple(getattr(tool, "aliases", ())), getattr(tool, "server", None)
+        )
 
     def decide(self, tool: Tool, prepared: Prepared) -> PolicyVerdict:
         """The policy's answer for a prepared call; `ask` goes to the user."""
@@ -130,6 +210,11 @@ class ApprovalPolicy:
                 return PolicyVerdict(
                     "deny", f"approval.tools denies {alias}, a name that may mean {tool.name}"
                 )
+        plan = prepared.command
+        parts = split_line(plan.command) if plan is not None else None
+        denied = self._matching("deny", tool, prepared, parts)
+        if denied is not None:
+            return PolicyVerdict("deny", f"the deny rule {denied.shown()}")
         if "ask" in cautious.values() and configured != "ask":
             return PolicyVerdict(
                 "ask",
@@ -137,26 +222,38 @@ class ApprovalPolicy:
                 f"a name that may mean {tool.name}",
             )
         if prepared.must_ask:  # above every allow: rules, the sandbox, session grants, --yes
-            return PolicyVerdict("ask", prepared.must_ask)
+            return PolicyVerdict("ask", prepared.must_ask, must_ask=prepared.must_ask)
+        harmful = destructive(parts) if parts else None
+        if harmful:
+            why = f"asks: destructive command: {harmful}; nothing allows it without a person"
+            return PolicyVerdict("ask", why, must_ask=why)
+        asked = self._matching("ask", tool, prepared, parts)
+        if asked is not None:  # above --yes and session grants (Decision 26)
+            why = f"asks: the ask rule {asked.shown()}"
+            return PolicyVerdict("ask", why, must_ask=why)
         if tool.read_only:
             return PolicyVerdict(configured or "allow", "read-only tool")
-        plan = prepared.command
+        always = self._always_rule(tool, prepared, parts)
         if plan is not None:
             if plan.remember in self.session.commands:
                 return PolicyVerdict("allow", "allowed for this session")
-            argv = plan.argv or []
-            entry = (
-                matching_entry(argv, self.settings.allow_commands)
-                if argv and not plan.shell
-                else None
-            )
-            if entry is not None:
-                risky = risky_reason(argv, plan.cwd or Path.cwd(), plan.roots)
-                if risky is None:
-                    return PolicyVerdict("allow", f"approval.allowCommands entry {entry!r}")
-                return PolicyVerdict("ask", f"allowCommands entry {entry!r} matched, but {risky}")
-        elif tool.grant_key in self.session.tools:
-            return PolicyVerdict("allow", "allowed for this session")
+            if parts is not None:
+                allowed, risky = self._command_allowed(parts, plan.cwd or Path.cwd(), plan.roots)
+                if allowed is not None and risky is None:
+                    return PolicyVerdict(
+                        "allow",
+                        f"approval.{_allowed_by(allowed)}"
+                        if allowed.source == "allowCommands"
+                        else _allowed_by(allowed),
+                    )
+                if allowed is not None:
+                    return PolicyVerdict("ask", f"{_allowed_by(allowed)} matched, but {risky}")
+        else:
+            if tool.grant_key in self.session.tools:
+                return PolicyVerdict("allow", "allowed for this session")
+            allowed = self._matching("allow", tool, prepared, None)
+            if allowed is not None:
+                return PolicyVerdict("allow", f"the allow rule {allowed.shown()}")
         verdict: Verdict = configured or self.settings.default
         if (
             verdict == "ask"
@@ -166,8 +263,107 @@ class ApprovalPolicy:
         ):
             return PolicyVerdict("allow", "approval.sandboxed: the command runs in the sandbox")
         return PolicyVerdict(
-            verdict, f"approval.tools[{tool.name}]" if configured else "approval.default"
+            verdict,
+            f"approval.tools[{tool.name}]" if configured else "approval.default",
+            always=always if verdict == "ask" else None,
         )
+
+    def _matching(
+        self, effect: Verdict, tool: Tool, prepared: Prepared, parts: list[Part] | None
+    ) -> Rule | None:
+        """The first rule of `effect` about this call: a command rule on any part (looked through
+        wrappers), a path rule on the given or the resolved path."""
+        aliases = tuple(getattr(tool, "aliases", ()))
+        server = getattr(tool, "server", None)
+        roots = prepared.command.roots if prepared.command is not None else self._roots(prepared)
+        for rule in self.rules.of(effect):
+            if not rule.names_tool(tool.name, aliases, server):
+                continue
+            if rule.specifier is None or rule.specifier == "*":
+                return rule
+            if parts is not None:
+                if any(rule.matches_argv(a) for p in parts for a in (p.argv, *unwrap(p.argv))):
+                    return rule
+                continue
+            paths = getattr(prepared, "paths", None) or []
+            if not paths:
+                continue
+            if effect == "allow":
+                if all(
+                    rule.matches_path(g, roots) and rule.matches_path(r, roots) for g, r in paths
+                ):
+                    return rule
+            elif any(rule.matches_path(p, roots) for pair in paths for p in pair):
+                return rule
+        return None
+
+    def _roots(self, prepared: Prepared) -> list[Path]:
+        return self.roots
+
+    def _command_allowed(
+        self, parts: list[Part], cwd: Path, roots: list[Path]
+    ) -> tuple[Rule | None, str | None]:
+        """The allow rule of the line's first part when every part matches one (Decision 28),
+        and why it must still ask (a path outside the workspace, a risky git option)."""
+        rules = [r for r in self.rules.of("allow") if r.names_tool("run_command")]
+        found: list[Rule] = []
+        for part in parts:
+            # A redirection that writes a file is an edit nobody reviews: never by a rule.
+            writes = [t for t in part.writes if t not in HARMLESS_TARGETS]
+            if part.never_allow or not part.argv or writes:
+                return None, None
+            rule = next((r for r in rules if r.matches_argv(part.argv)), None)
+            if rule is None:
+                return None, None
+            found.append(rule)
+        if not found:
+            return None, None
+        for part in parts:
+            risky = risky_reason(part.argv, cwd, roots)
+            if risky is None:
+                risky = next(
+                    (
+                        f"it redirects to {t!r}, outside the workspace"
+                        for t in part.redirects
+                        if t not in HARMLESS_TARGETS and _outside(t, cwd, roots)
+                    ),
+                    None,
+                )
+            if risky is not None:
+                return found[0], risky
+        return found[0], None
+
+    def _always_rule(self, tool: Tool, prepared: Prepared, parts: list[Part] | None) -> str | None:
+        """The exact rule "Always allow" would save (Decision 27), or None where it is not
+        offered: a compound or shell line, a path outside the workspace, a workspace server's
+        tool, a settings file that cannot take it, or a rule that would hold invisible
+        characters (what is saved must read as what is shown)."""
+        if not self.can_save_always:
+            return None
+        rule = self._exact_rule(tool, prepared, parts)
+        if rule is None or escape_invisible(rule, keep_newlines=False) != rule:
+            return None
+        return rule
+
+    def _exact_rule(self, tool: Tool, prepared: Prepared, parts: list[Part] | None) -> str | None:
+        if prepared.command is not None:
+            if not parts or len(parts) != 1 or parts[0].never_allow or parts[0].redirects:
+                return None
+            plan = prepared.command
+            if risky_reason(parts[0].argv, plan.cwd or Path.cwd(), plan.roots):
+                return None
+            return command_rule(parts[0].argv, False)
+        if tool.name in ("edit_file", "write_file"):
+            paths = getattr(prepared, "paths", None) or []
+            shown = getattr(prepared, "shown_path", None)
+            if len(paths) != 1 or not shown:
+                return None
+            kind = "Edit" if tool.name == "edit_file" else "Write"
+            return f"{kind}({_path_pattern(shown)})"
+        server = getattr(tool, "server", None)
+        if server is not None and getattr(tool, "source", "user") in ("user", "acp"):
+            return f"mcp__{getattr(tool, 'raw_name', tool.name)}"
+        return None
 
     def remember(self, tool: Tool, prepared: Prepared) -> None:
         """What "Allow for session" remembers: a command's exact line (with its cwd), any other
@@ -175,3 +371,19 @@ class ApprovalPolicy:
         self.session.remember(
             tool.grant_key, prepared.command.remember if prepared.command is not None else None
         )
+
+    def allow_always(self, rule: str) -> None:
+        """A rule "Always allow" saved: in force for the rest of this run at once."""
+        self.rules.add(Rule.parse(rule, "allow", "always", "user"))
+
+
+def _allowed_by(rule: Rule) -> str:
+    if rule.source == "allowCommands":
+        return f"allowCommands entry {rule.text!r}"
+    return f"the allow rule {rule.shown()}"
+
+
+def _path_pattern(shown: str) -> str:
+    """A workspace-relative path as an exact gitignore pattern anchored at the folder."""
+    escaped = "".join("\\" + c if c in "*?[]\\!#" else c for c in shown)
+    return escaped if "/" in escaped else f"./{escaped}"

@@ -52,6 +52,8 @@ class ToolContext:
     prompt_files: PromptFiles | None = None
     # Makes a file outside the workspace readable for the session (a loaded skill's files).
     allow_read: Callable[[Path], None] | None = None
+    # files a `Read(…)` deny rule hides from search and list_files results
+    hidden: Callable[[Path], bool] | None = None
 
 
 @dataclass
@@ -86,6 +88,10 @@ class Prepared:
     show_tail: bool = False  # the user sees the last lines of the result (a command's output)
     # A multi-file edit (rename_symbol): each file's `{uri, diff}`; `diff` then holds them all.
     files: list[dict[str, str]] | None = None
+    # File tools: each path the call touches, as given (absolute, not resolved) and resolved,
+    # for path rules (CONTRACT Decision 28); `shown_path` names a writer's file in a rule.
+    paths: list[tuple[Path, Path]] = field(default_factory=list)
+    shown_path: str | None = None
 
 
 class Tool:

@@ -114,7 +114,9 @@ def _late_done(task: asyncio.Task[None]) -> None:
         log.error("recording a late edit failed", exc_info=task.exception())
 
 
-def _prepared(ctx: ToolContext, path: Path, before: Document | None, after: str) -> Prepared:
+def _prepared(
+    ctx: ToolContext, path: Path, before: Document | None, after: str, given: str | None = None
+) -> Prepared:
     shown = ctx.paths.display(path)
     summary = diff_summary(shown, before.text if before else None, after)
 
@@ -158,6 +160,8 @@ def _prepared(ctx: ToolContext, path: Path, before: Document | None, after: str)
         uri=path.as_uri(),
         diff=unified_diff(shown, before.text if before else None, after),
         new_text=after,
+        paths=[(ctx.paths.given(given) if given else path, path)],
+        shown_path=shown,
     )
 
 
@@ -199,7 +203,7 @@ class EditFile(Tool):
                 f"old_text {where} in {args.path}; it must occur exactly once "
                 "(add surrounding lines)"
             )
-        return _prepared(ctx, path, before, before.text.replace(old, new, 1))
+        return _prepared(ctx, path, before, before.text.replace(old, new, 1), args.path)
 
 
 class WriteFileArgs(Args):
@@ -226,4 +230,4 @@ class WriteFile(Tool):
             content = with_endings(content, line_ending(before.text))
             if before.text.endswith(("\n", "\r\n")) and content and not content.endswith("\n"):
                 content += line_ending(before.text)
-        return _prepared(ctx, path, before, content)
+        return _prepared(ctx, path, before, content, args.path)

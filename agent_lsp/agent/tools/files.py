@@ -75,4 +75,4 @@ class ReadFile(Tool):
                 )
             return body
 
-        return Prepared(f"read {args.path}", execute)
+        return Prepared(f"read {args.path}", execute, paths=[(ctx.paths.given(args.path), path)])

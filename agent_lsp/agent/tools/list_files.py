@@ -12,7 +12,14 @@ from pydantic import Field
 from agent_lsp.agent.fs import ripgrep
 from agent_lsp.agent.fs.walk import fallback_walk
 from agent_lsp.agent.tools.base import Args, Prepared, Tool, ToolContext, ToolError
-from agent_lsp.agent.tools.search import display_prefix, no_nul, printable, run_all, search_bases
+from agent_lsp.agent.tools.search import (
+    _given_bases,
+    display_prefix,
+    no_nul,
+    printable,
+    run_all,
+    search_bases,
+)
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +58,11 @@ class ListFiles(Tool):
                     )
             return await _list(args, bases, ctx)
 
-        return Prepared(f"list {args.path}" + (f" ({args.glob})" if args.glob else ""), execute)
+        return Prepared(
+            f"list {args.path}" + (f" ({args.glob})" if args.glob else ""),
+            execute,
+            paths=_given_bases(args.path, bases, ctx.paths),
+        )
 
 
 async def _list(args: ListFilesArgs, bases: list[Path], ctx: ToolContext) -> str:
@@ -63,13 +74,17 @@ async def _list(args: ListFilesArgs, bases: list[Path], ctx: ToolContext) -> str
             )
         )
         # Shown as PathGuard.display would, from strings (a Path per entry costs ~10 µs).
+        hidden = ctx.hidden
         shown = [
             prefix + name
             for listing in listings
             for prefix in [display_prefix(listing.folder, ctx.paths)]
             for name in listing.names
+            if hidden is None or not hidden(Path(listing.folder) / name)
         ]
-        total = sum(listing.total for listing in listings)
+        total = sum(listing.total for listing in listings) - (
+            sum(len(listing.names) for listing in listings) - len(shown)
+        )
         problems = [note for listing in listings if (note := listing.problems.note())]
     except ripgrep.RipgrepError as exc:
         raise ToolError(f"rg refused the listing: {exc}") from None
@@ -78,6 +93,7 @@ async def _list(args: ListFilesArgs, bases: list[Path], ctx: ToolContext) -> str
         shown, total = [], 0
         for base in bases:
             files = await asyncio.to_thread(fallback_walk, base, args.glob)
+            files = [f for f in files if ctx.hidden is None or not ctx.hidden(Path(f))]
             shown += [ctx.paths.display(Path(f)) for f in files[: MAX_LIST + 1]]
             total += len(files)
         problems = []

@@ -3,6 +3,7 @@ folders. Folders after the first are addressed by their name: `<folder>/<path>`.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Container
 from pathlib import Path
@@ -98,6 +99,17 @@ class PathGuard:
                 f"({', '.join(map(str, self.roots))}); refused"
             )
         return resolved
+
+    def given(self, raw: str) -> Path:
+        """The path as the model gave it, made absolute and normalised but not resolved (a
+        symlink keeps its own name): path rules test it beside the resolved one."""
+        text = raw.strip()
+        if text.startswith("file://"):
+            text = str(path_of_uri(text))
+        candidate = Path(text)
+        if not candidate.is_absolute():
+            candidate = self._under_root(candidate)
+        return Path(os.path.normpath(candidate))
 
     def locate(self, raw: object) -> Path | None:
         """The file a path or a `file:` URI names, resolved as a tool resolves it; None when a

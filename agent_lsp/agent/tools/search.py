@@ -71,7 +71,7 @@ class Search(Tool):
         async def execute() -> str:
             return await _search(args, bases, ctx)
 
-        return Prepared(detail, execute)
+        return Prepared(detail, execute, paths=_given_bases(args.path, bases, ctx.paths))
 
 
 @dataclass
@@ -133,13 +133,19 @@ async def _search(args: SearchArgs, bases: list[Path], ctx: ToolContext) -> str:
                 problems.append(note)
             root = _root_index(base, paths)
             hits += [
-                _Hit(root, m.path, m.line, m.text) for m in result.matches if _inside(m.path, paths)
+                _Hit(root, m.path, m.line, m.text)
+                for m in result.matches
+                if _inside(m.path, paths) and not (ctx.hidden and ctx.hidden(Path(m.path)))
             ]
     except ripgrep.RipgrepMissing as exc:
         raise ToolError(f"search is unavailable: {exc}") from None
     except ripgrep.RipgrepError as exc:
         raise ToolError(f"rg refused the search: {exc}") from None
-    hits += [h for h in from_buffers if h.path in wanted]
+    hits += [
+        h
+        for h in from_buffers
+        if h.path in wanted and not (ctx.hidden and ctx.hidden(Path(h.path)))
+    ]
     hits.sort(key=_Hit.key)
     capped = len(hits) > MAX_MATCHES
     out = "\n".join(
@@ -302,6 +308,13 @@ def search_bases(raw: str, paths: PathGuard) -> list[Path]:
     if raw.strip() in (".", "./") and len(paths.roots) > 1:
         return list(paths.roots)
     return [paths.resolve(raw)]
+
+
+def _given_bases(raw: str, bases: list[Path], paths: PathGuard) -> list[tuple[Path, Path]]:
+    """The searched folders as path rules see them: as given and resolved."""
+    if len(bases) == 1:
+        return [(paths.given(raw), bases[0])]
+    return [(b, b) for b in bases]
 
 
 def _root_index(path: Path, paths: PathGuard) -> int:

@@ -29,6 +29,7 @@ const TRUSTED_KEYS = [
   'hooks',
   'languageServers',
   'modelAliases',
+  'permissions',
 ] as const;
 
 /** Keys a workspace may set; answered over `workspace/configuration` as well. */

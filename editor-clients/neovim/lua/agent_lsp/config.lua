@@ -40,6 +40,7 @@ M.trusted_only_keys = {
   'hooks',
   'languageServers',
   'modelAliases',
+  'permissions',
 }
 
 -- Known top-level server settings (CONTRACT.md "Settings"); others are ignored by the server.
@@ -64,6 +65,7 @@ M.server_setting_keys = {
   'hooks',
   'languageServers',
   'modelAliases',
+  'permissions',
 }
 
 local splits = { right = true, left = true, above = true, below = true, tab = true }

@@ -1,0 +1,169 @@
+"""The host's permission source: the rules of Claude Code's files for a run (the user's file
+trusted; a project's deny and ask rules at once, its allow rules only with the user's consent for
+those exact entries, Decision 30), and "Always allow" written into the user settings file
+(Decision 27)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from agent_lsp.agent.display import escape_invisible
+from agent_lsp.agent.fs.safeio import write_file_atomic
+from agent_lsp.agent.policy.rules import Rule
+from agent_lsp.agent.ports import RunPermissions
+from agent_lsp.mcp.consent import workspace_key
+from agent_lsp.permissions.claude_files import ClaudeFile, claude_files
+from agent_lsp.permissions.consent import ProjectConsent
+from agent_lsp.settings import MAX_SETTINGS_FILE, state_dir, user_settings_path
+
+log = logging.getLogger(__name__)
+
+CONSENT_KIND = "permissions.allow"
+# (prompt, the entries listed exactly) -> allow | allowAlways | deny; None: nobody to ask
+AskConsent = Callable[[str, list[str]], Awaitable[str | None]]
+
+
+class ClaudePermissions:
+    def __init__(
+        self,
+        ask: AskConsent | None = None,
+        store: ProjectConsent | None = None,
+        env: Mapping[str, str] | None = None,
+        settings_file: Path | None = None,
+    ):
+        self.ask = ask
+        self.store = store or ProjectConsent(state_dir() / "project-consent.json")
+        self.env = env
+        self.settings_file = settings_file  # None: user_settings_path() when saving
+        self.allowed_once: dict[str, set[str]] = {}  # "Allow": for this process, per workspace
+        self.saved: list[str] = []  # rules "Always allow" saved by this process
+        self.problems: list[str] = []  # files named with their errors (logged once each)
+        self._asking = asyncio.Lock()
+
+    async def for_run(self, roots: list[Path], settings: Any = None) -> RunPermissions:
+        """The port the host calls before each run (agent_lsp.agent.ports.PermissionSource)."""
+        return RunPermissions(
+            await self.rules(roots), self.save_always if self.can_save() else None
+        )
+
+    async def rules(self, roots: list[Path]) -> list[Rule]:
+        files = await asyncio.to_thread(claude_files, roots, self.env)
+        found: list[Rule] = []
+        for file in files:
+            if file.error and file.error not in self.problems:
+                self.problems.append(file.error)
+                log.warning("Claude Code settings: %s", file.error)
+            found += _rules_of(file)
+        waiting = [r for r in found if r.scope == "project" and r.effect == "allow"]
+        granted = await self._consent(workspace_key(roots), waiting) if waiting else set()
+        kept = [r for r in found if r not in waiting or r.text in granted]
+        return kept + [Rule.parse(text, "allow", "always") for text in self.saved]
+
+    async def _consent(self, workspace: str, waiting: list[Rule]) -> set[str]:
+        """The project allow entries the user consented to: remembered, allowed in this process,
+        or asked now (once, listing every undecided entry)."""
+        async with self._asking:
+            once = self.allowed_once.setdefault(workspace, set())
+            answers = {
+                r.text: await asyncio.to_thread(self.store.answer, workspace, CONSENT_KIND, r.text)
+                for r in waiting
+            }
+            granted = {t for t, a in answers.items() if a == "allow"} | (once & set(answers))
+            undecided = [r for r in waiting if answers[r.text] is None and r.text not in once]
+            undecided = list({r.text: r for r in undecided}.values())
+            if not undecided:
+                return granted
+            answer: str | None = None
+            if self.ask is not None:
+                try:
+                    answer = await self.ask(consent_prompt(undecided), [r.text for r in undecided])
+                except asyncio.CancelledError:
+                    raise
+                except Exception as exc:  # a failing front end is nobody to ask
+                    log.warning("asking consent for project rules failed: %s", exc)
+            texts = {r.text for r in undecided}
+            if answer in ("allowAlways", "deny"):
+                for rule in undecided:
+                    await asyncio.to_thread(
+                        self.store.remember_entry,
+                        workspace,
+                        CONSENT_KIND,
+                        rule.text,
+                        "allow" if answer == "allowAlways" else "deny",
+                        rule.source,
+                    )
+            if answer in ("allow", "allowAlways"):
+                once |= texts
+                granted |= texts
+            return granted
+
+    def can_save(self) -> bool:
+        """Whether "Always allow" can be offered: the user settings file is absent or holds a
+        JSON object whose `permissions.allow` can take a rule (Decision 27)."""
+        try:
+            _load(self._target())
+        except (OSError, ValueError):
+            return False
+        return True
+
+    async def save_always(self, rule: str) -> None:
+        """The rule added to `permissions.allow` of the user settings file, the rest of the file
+        kept; written atomically. In force for this process's later runs at once."""
+        if rule not in self.saved:
+            self.saved.append(rule)
+        await asyncio.to_thread(_add_rule, self._target(), rule)
+
+    def _target(self) -> Path:
+        return self.settings_file or user_settings_path()
+
+
+def _rules_of(file: ClaudeFile) -> list[Rule]:
+    return [
+        Rule.parse(text, effect, str(file.path), file.scope, file.folder)
+        for effect in ("deny", "ask", "allow")
+        for text in file.permissions.get(effect, [])
+    ]
+
+
+def consent_prompt(rules: list[Rule]) -> str:
+    lines = ["The workspace's Claude Code settings allow these without asking you:"]
+    # exactly as written, invisible characters escaped (a rule must not hide what it allows)
+    lines += [
+        f"  {escape_invisible(r.text, keep_newlines=False)}   "
+        f"({escape_invisible(r.source, keep_newlines=False)})"
+        for r in rules
+    ]
+    lines.append("Use these allow rules? (deny and ask rules of the project apply anyway)")
+    return "\n".join(lines)
+
+
+def _load(path: Path) -> dict[str, Any]:
+    """The user settings file as an object; ValueError when a rule cannot be added to it."""
+    if not path.exists():
+        return {}
+    if path.stat().st_size > MAX_SETTINGS_FILE:
+        raise ValueError(f"{path} is too large")
+    data = json.loads(path.read_text(encoding="utf-8"))
+    if not isinstance(data, dict):
+        raise ValueError(f"{path} does not hold a JSON object")
+    permissions = data.get("permissions", {})
+    if not isinstance(permissions, dict) or not isinstance(permissions.get("allow", []), list):
+        raise ValueError(f"`permissions.allow` in {path} is not a list")
+    return data
+
+
+def _add_rule(path: Path, rule: str) -> None:
+    path = path.resolve()  # a settings file kept as a link (dotfiles): its target is written
+    data = _load(path)
+    permissions = data.setdefault("permissions", {})
+    allow = permissions.setdefault("allow", [])
+    if rule in allow:
+        return
+    allow.append(rule)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_file_atomic(path, (json.dumps(data, indent=2, ensure_ascii=False) + "\n").encode())
