@@ -31,6 +31,7 @@ from agent_lsp.agent.exec import keyguard
 from agent_lsp.agent.exec.process import REAPER
 from agent_lsp.langservers import process
 from agent_lsp.langservers.config import ServerSpec
+from agent_lsp.langservers.readiness import Readiness
 
 log = logging.getLogger(__name__)
 
@@ -131,6 +132,7 @@ class Connection:
         # uri -> (the diagnostics, the version they are for or None, when they came)
         self.diagnostics: dict[str, tuple[list[dict[str, Any]], int | None, float]] = {}
         self.published = asyncio.Condition()
+        self.readiness = Readiness(spec.name)  # its initial reading of the workspace
         self._client: _Client | None = None
         self._proc: asyncio.subprocess.Process | None = None
         self._tasks: list[asyncio.Task[Any]] = []
@@ -178,6 +180,7 @@ class Connection:
         chosen = self.capabilities.get("positionEncoding")
         self.encoding = chosen if chosen in ENCODINGS else "utf-16"
         client.notify(types.INITIALIZED, types.InitializedParams())
+        self.readiness.initialized()
         if self.spec.settings:
             client.notify(
                 types.WORKSPACE_DID_CHANGE_CONFIGURATION,
@@ -194,6 +197,7 @@ class Connection:
             client_info=types.ClientInfo(name="agent-lsp", version=_version()),
             initialization_options=self.spec.initialization_options,
             capabilities=types.ClientCapabilities(
+                window=types.WindowClientCapabilities(work_done_progress=True),
                 general=types.GeneralClientCapabilities(
                     position_encodings=[types.PositionEncodingKind(e) for e in ENCODINGS]
                 ),
@@ -253,6 +257,14 @@ class Connection:
         def apply_edit(params: Any) -> dict[str, Any]:
             return {"applied": False, "failureReason": "agent-lsp applies edits itself"}
 
+        @client.feature(types.PROGRESS)
+        def progress(params: Any) -> None:
+            self.readiness.progress(params)
+
+        @client.feature(types.WINDOW_LOG_MESSAGE)
+        def logged(params: Any) -> None:
+            self.readiness.logged(params)
+
         def nothing(params: Any) -> None:
             return None
 
@@ -261,9 +273,7 @@ class Connection:
             types.CLIENT_UNREGISTER_CAPABILITY,
             types.WINDOW_WORK_DONE_PROGRESS_CREATE,
             types.WINDOW_SHOW_MESSAGE_REQUEST,
-            types.WINDOW_LOG_MESSAGE,
             types.WINDOW_SHOW_MESSAGE,
-            types.PROGRESS,
             types.TELEMETRY_EVENT,
             types.WORKSPACE_SEMANTIC_TOKENS_REFRESH,
             types.WORKSPACE_INLAY_HINT_REFRESH,

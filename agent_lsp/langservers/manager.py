@@ -20,6 +20,7 @@ from urllib.request import url2pathname
 from agent_lsp.agent.ports import CodeIntelError
 from agent_lsp.langservers.config import ServerSpec, chosen, extension, specs
 from agent_lsp.langservers.positions import convert
+from agent_lsp.langservers.readiness import WORKSPACE_WIDE
 from agent_lsp.settings_schema import LanguageServersSettings
 
 log = logging.getLogger(__name__)
@@ -208,6 +209,8 @@ class LanguageServers:
         while True:  # a crash mid-request: _running restarts it once, or says why not
             connection = await self._running(slot)
             self._open(connection, path)
+            if method in WORKSPACE_WIDE:  # not before the server has read the workspace
+                await connection.readiness.settled()
             encoding = connection.encoding
             lines = partial(self._lines, connection)
             uri = path.as_uri()

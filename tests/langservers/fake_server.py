@@ -1,7 +1,9 @@
 """A tiny language server (pygls) that misbehaves on purpose: `crash` exits right after
 `initialized`, `hang` never answers textDocument/definition, `mute` never answers initialize,
 `config` asks workspace/configuration and answers hover with what it got, `env` answers
-hover with the names of its API-key variables. Each start appends a
+hover with the names of its API-key variables; `indexing` reports its reading of the workspace
+as `$/progress` (1.5 s), `pyright` as the pyright family's log lines, `endless` never ends it:
+until then references answer [] (as a cold basedpyright answers from its open files only). Each start appends a
 line to $FAKE_LSP_LOG (pid), so a test counts the starts."""
 
 import asyncio
@@ -16,6 +18,8 @@ from pygls.lsp.server import LanguageServer
 mode = sys.argv[1]
 server = LanguageServer("fake", "0")
 got: list = []
+indexed: list = []
+READ = 1.5
 if os.environ.get("FAKE_LSP_LOG"):
     with open(os.environ["FAKE_LSP_LOG"], "a") as log:
         log.write(f"{os.getpid()}\n")
@@ -31,6 +35,25 @@ async def initialized(params):
     if mode == "config":
         items = [types.ConfigurationItem(section="fake.answer"), types.ConfigurationItem(section="fake")]
         got.append(await server.workspace_configuration_async(types.ConfigurationParams(items=items)))
+    if mode in ("indexing", "endless"):
+        await server.work_done_progress.create_async("index")
+        server.work_done_progress.begin("index", types.WorkDoneProgressBegin(title="Indexing"))
+        if mode == "endless":
+            return
+        await asyncio.sleep(READ)
+        indexed.append(True)
+        server.work_done_progress.end("index", types.WorkDoneProgressEnd())
+    if mode == "pyright":
+        server.window_log_message(types.LogMessageParams(types.MessageType.Info, "Starting service instance"))
+        await asyncio.sleep(READ)
+        indexed.append(True)
+        server.window_log_message(types.LogMessageParams(types.MessageType.Info, "Found 3 source files"))
+
+
+@server.feature(types.TEXT_DOCUMENT_REFERENCES)
+def references(params):
+    where = types.Location(params.text_document.uri, types.Range(params.position, params.position))
+    return [where] if indexed or mode not in ("indexing", "endless", "pyright") else []
 
 
 @server.feature(types.TEXT_DOCUMENT_DEFINITION)

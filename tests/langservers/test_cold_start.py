@@ -1,0 +1,104 @@
+"""A just-started server is not asked a workspace-wide question (references, rename, symbols,
+call hierarchy) before it has read the workspace (issue 23): it says so by `$/progress` or, the
+pyright family, by its "Found N source files" log line; a server that says nothing is asked at
+once (after a short grace), and one that never finishes is asked anyway after a bounded wait.
+With the real servers: a cold basedpyright (and ty) finds every reference of a symbol used
+across a generated project on its very first request, each time with a fresh server."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import pytest
+
+from agent_lsp.langservers import readiness
+from tests.langservers.conftest import at, only_on_path, servers, where
+from tests.langservers.test_lifecycle import fake
+from tests.unit.codeintel_kit import make_project
+
+pytestmark = pytest.mark.timeout(180)
+
+REFS = {"context": {"includeDeclaration": False}}
+
+
+@pytest.mark.parametrize("mode", ["indexing", "pyright"])
+async def test_references_wait_until_the_server_has_read_the_workspace(project, mode):
+    manager = servers(project, fake(mode))
+    (source,) = manager.sources()
+    app = project / "app.py"
+    try:
+        started = time.monotonic()
+        found = await source.request("textDocument/references", at(app, 5, "greet", **REFS), app)
+        assert where(found) == [("app.py", 5, "")], "answered before the server read the workspace"
+        assert 1.0 < time.monotonic() - started < 10
+        started = time.monotonic()  # ready once: no more waiting
+        assert await source.request("textDocument/references", at(app, 5, "greet", **REFS), app)
+        assert time.monotonic() - started < 1
+    finally:
+        await manager.aclose()
+
+
+async def test_a_question_about_one_file_does_not_wait(project):
+    manager = servers(project, fake("endless"))
+    (source,) = manager.sources()
+    app = project / "app.py"
+    try:
+        started = time.monotonic()
+        assert await source.request("textDocument/hover", at(app, 5, "greet"), app) == {"contents": "[]"}
+        assert time.monotonic() - started < 5
+    finally:
+        await manager.aclose()
+
+
+async def test_a_server_that_never_finishes_reading_is_asked_after_a_bounded_wait(project, monkeypatch, caplog):
+    monkeypatch.setattr(readiness, "INDEX_WAIT", 1.0)
+    manager = servers(project, fake("endless"))
+    (source,) = manager.sources()
+    app = project / "app.py"
+    try:
+        started = time.monotonic()
+        assert await source.request("textDocument/references", at(app, 5, "greet", **REFS), app) == []
+        assert 0.9 < time.monotonic() - started < 5
+        assert "still reading the workspace" in caplog.text and "may be incomplete" in caplog.text
+        started = time.monotonic()  # the budget is spent: the next question is asked at once
+        assert await source.request("textDocument/references", at(app, 5, "greet", **REFS), app) == []
+        assert time.monotonic() - started < 0.5
+    finally:
+        await manager.aclose()
+
+
+async def test_a_server_that_says_nothing_is_asked_after_a_short_grace(project):
+    manager = servers(project, fake("quiet"))
+    (source,) = manager.sources()
+    app = project / "app.py"
+    try:
+        started = time.monotonic()
+        assert where(await source.request("textDocument/references", at(app, 5, "greet", **REFS), app))
+        assert time.monotonic() - started < readiness.GRACE + 3
+    finally:
+        await manager.aclose()
+
+
+@pytest.mark.parametrize(("program", "args"), [("basedpyright-langserver", ["--stdio"]), ("ty", ["server"])])
+async def test_a_cold_server_finds_every_reference_on_its_first_request(tmp_path, program, args):
+    path_env = only_on_path(tmp_path, program)
+    command = [str(tmp_path / "bin" / program), *args]
+    times = []
+    for attempt in range(4):  # a fresh server each time, so a flaky partial answer would show
+        root = (tmp_path / f"proj{attempt}").resolve()
+        truth = make_project(root, files=150, every=25)
+        manager = servers(root, {"auto": False, "servers": {"s": {"command": command, "extensions": [".py"]}}},
+                          path_env=path_env)
+        (source,) = manager.sources()
+        models = root / "pkg/models.py"
+        try:
+            started = time.monotonic()
+            found = await source.request("textDocument/references", at(models, 5, "total", **REFS), models)
+            times.append(round(time.monotonic() - started, 2))
+        finally:
+            await manager.aclose()
+        got = sorted((loc["uri"].removeprefix(root.as_uri() + "/"), loc["range"]["start"]["line"] + 1)
+                     for loc in found or [])
+        assert got == sorted(truth["references"]), f"attempt {attempt}: {len(got)} of {len(truth['references'])}"
+    print(f"{program} cold first references: {times} s", file=sys.stderr)
