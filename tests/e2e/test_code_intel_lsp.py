@@ -23,9 +23,9 @@ async def test_rename_is_one_approval_with_files_one_apply_edit_and_one_rewind(o
     before = {p: p.read_text() for p in (root / "pkg").glob("*.py")}
     where = {"path": "pkg/models.py", "line": 5, "symbol": "total"}
     model.add("RENAME", [
-        calls({"name": "symbols", "arguments": {"path": "pkg/models.py"}}),
-        # 10 s for the just-started server to read the project (it answers from open files before)
-        calls({"name": "rename_symbol", "arguments": {**where, "newName": "grand_total"}}, ttft=10),
+        # the server starts on this call: the rename is its very first question, asked only once it
+        # has read the project (issue 23)
+        calls({"name": "rename_symbol", "arguments": {**where, "newName": "grand_total"}}),
         {"text": "renamed"},
     ])
     servers = {"auto": False, "servers": {"bp": {"command": [tool("basedpyright-langserver"), "--stdio"],

@@ -3,11 +3,9 @@
 beside Invoice.total, `total` in strings and comments, files that make an Invoice without asking
 its total): find_references lists exactly the true calls where search also finds the
 distractors; rename_symbol changes exactly them in one approved edit, and `agent-lsp rewind`
-puts every file back.
-
-Known gap (reported): a just-started basedpyright answers references from its open files only
-until it has read the project, and the started-server source does not wait for that yet; the
-script gives it 10 s after its first call."""
+puts every file back. The server starts on the first call and is asked references at once (no
+delay in the script): a just-started basedpyright answers from its open files only until it has
+read the project, and the started-server source waits for that (issue 23)."""
 
 from __future__ import annotations
 
@@ -32,12 +30,11 @@ def test_references_and_rename_are_exact_where_search_is_not(model, tmp_path):
     truth = make_project(root, files=60, every=10)
     before = {p: p.read_text() for p in (root / "pkg").glob("*.py")}
     model.add([
-        # The server starts on this first call; the next reply comes 10 s later so it has read the
-        # project: a cold basedpyright answers references from its open files only (see below).
-        tools_reply(call("symbols", "outline", path="pkg/models.py")),
-        tools_reply(call("find_references", "refs", path="pkg/models.py", line=5, symbol="total"),
+        # The server starts on these first calls: references are its very first question.
+        tools_reply(call("symbols", "outline", path="pkg/models.py"),
+                    call("find_references", "refs", path="pkg/models.py", line=5, symbol="total"),
                     call("search", "grep", pattern=r"\.total\("),
-                    call("hover", "hov", path="pkg/mod_0010.py", line=6, symbol="total"), ttft=10),
+                    call("hover", "hov", path="pkg/mod_0010.py", line=6, symbol="total")),
         tools_reply(call("rename_symbol", "ren", path="pkg/models.py", line=5, symbol="total", newName="grand_total")),
         {"text": "renamed"},
     ])
@@ -53,16 +50,15 @@ def test_references_and_rename_are_exact_where_search_is_not(model, tmp_path):
     assert {"find_references", "rename_symbol", "find_definition", "hover", "symbols", "call_hierarchy"} <= offered
     assert "Use search for text" in model.requests[0]["messages"][0]["content"]
 
-    assert last_tool_results(model.requests[1])["outline"].splitlines()[:3] == [
-        "pkg/models.py:", "4: class Invoice", "  5: method total"]
-    results = last_tool_results(model.requests[2])
+    results = last_tool_results(model.requests[1])
+    assert results["outline"].splitlines()[:3] == ["pkg/models.py:", "4: class Invoice", "  5: method total"]
     expected = [f"{rel}:{line}:{len('    return invoice.') + 1}" for rel, line in truth["references"]]
     found = [line.split(": ", 1)[0] for line in results["refs"].splitlines()[1:] if line]
     assert found == expected, results["refs"]
     assert results["grep"].count(".total(") >= 3 * len(expected), "a text search also finds the distractors"
     assert "(method) def total() -> int" in results["hov"], results["hov"]
 
-    renamed = last_tool_results(model.requests[3])["ren"]
+    renamed = last_tool_results(model.requests[2])["ren"]
     assert renamed.startswith(f"applied: rename `total` to `grand_total` in {len(expected) + 1} files"), renamed
     for rel in truth["callers"]:
         text = (root / rel).read_text()
