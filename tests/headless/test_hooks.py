@@ -135,7 +135,10 @@ def test_a_recording_hook_sees_claude_code_field_names(model, workspace, tmp_pat
     assert post["e1"]["tool_response"]["filePath"] == str(workspace / "calc.py")
     assert post["e1"]["tool_response"]["success"] is True
     kinds = [e["event"] for e in hook_events(lines)]
-    assert kinds == names, "each hook run is one `hook` event"
+    # A Notification hook runs beside the approval it announces, so it may finish after the
+    # next hook began: the same runs, in the same order apart from that overlap.
+    assert sorted(kinds) == sorted(names), "each hook run is one `hook` event"
+    assert kinds[:2] == names[:2] and kinds[-1] == names[-1]
 
 
 def test_exit_2_per_event(model, workspace, tmp_path):
