@@ -1,0 +1,174 @@
+"""What was found of the user's setup, and from where: `agentLsp.setup {}` and `agent-lsp doctor`
+(CONTRACT "Your existing setup", Decision 37). One function for both front ends; it starts
+nothing (no language server, no MCP server, no hook): it reads files and asks what is already
+running."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from agent_lsp.agent.fs.prompt_files import discover
+from agent_lsp.agent.policy.hook_config import (
+    HookSpec,
+    claude_project_files,
+    claude_user_file,
+    declared_hooks,
+    never_consented,
+    read_claude_settings,
+    setup_rows,
+)
+from agent_lsp.settings import Settings
+
+if TYPE_CHECKING:
+    from agent_lsp.agent.host import AgentHost
+
+KEYS = ("rules", "hooks", "skills", "commands", "agents", "memoryFiles", "languageServers",
+        "mcpServers", "problems", "ignored")  # fmt: skip
+CLAUDE_KEYS = ("permissions", "hooks", "disableAllHooks")  # all Decision 29 reads
+
+
+async def gather_setup(
+    settings: Settings,
+    roots: list[Path],
+    *,
+    host: AgentHost | None = None,
+    editor: bool = False,
+    env: Mapping[str, str] | None = None,
+    hook_consent: Callable[[HookSpec], bool] | None = None,
+) -> dict[str, Any]:
+    """`{rules, hooks, skills, commands, agents, memoryFiles, languageServers, mcpServers,
+    problems: [{path, error}], ignored: [{path, key}]}`. `host`: the front end's own (its MCP
+    servers and language servers are asked how they are, never started); `editor`: the client
+    answers code intelligence itself (a `languageServers` row of source "editor")."""
+    paths = [Path(r) for r in roots]
+    files, table, claude = await asyncio.gather(
+        asyncio.to_thread(discover, paths),
+        asyncio.to_thread(
+            declared_hooks,
+            dict(settings.hooks),
+            paths,
+            env=env,
+            consented=hook_consent or never_consented,
+        ),
+        asyncio.to_thread(_claude_ignored, paths, env),
+    )
+    problems: list[dict[str, str]] = []
+    known = [str(claude_user_file(env)), *(str(p) for p in claude_project_files(paths))]
+    problems += [_split(text, known) for text in table.problems]
+    problems += files.problems
+    servers, mcp_problems = await _mcp_servers(settings, paths, host)
+    problems += [_split(text, known) for text in mcp_problems]
+    return {
+        # TODO(rules): the permission rules and their consent state, from the rules' reader of
+        # Claude Code's files, once it is in main.
+        "rules": [],
+        "hooks": setup_rows(table),
+        "skills": files.listing("skill"),
+        "commands": files.listing("command"),
+        "agents": files.listing("agent"),
+        "memoryFiles": await asyncio.to_thread(memory_rows, settings.memory_files, paths),
+        "languageServers": _language_servers(settings, paths, host, editor),
+        "mcpServers": servers,
+        "problems": _unique(problems),
+        "ignored": claude,
+    }
+
+
+def memory_rows(names: list[str], roots: list[Path]) -> list[dict[str, Any]]:
+    """`[{path, present}]`: each memoryFiles name in each workspace folder (an absolute name
+    once); present when a regular file is there (loop/memory.py reads only those)."""
+    rows: list[dict[str, Any]] = []
+    for name in names:
+        given = Path(name).expanduser()
+        for path in [given] if given.is_absolute() else [root / name for root in roots]:
+            try:
+                present = path.resolve().is_file()
+            except (OSError, RuntimeError):
+                present = False
+            rows.append({"path": str(path), "present": present})
+    return rows
+
+
+def _claude_ignored(roots: list[Path], env: Mapping[str, str] | None) -> list[dict[str, str]]:
+    """The keys of Claude Code's files agent-lsp does not read (Decision 29): `apiKeyHelper`
+    never runs, `enableAllProjectMcpServers` grants nothing."""
+    out = []
+    for path in [claude_user_file(env), *claude_project_files(roots)]:
+        data, _ = read_claude_settings(path)  # its problem is the hooks' (one per file)
+        out += [{"path": str(path), "key": str(k)} for k in data if k not in CLAUDE_KEYS]
+        perms = data.get("permissions")
+        if isinstance(perms, dict):
+            out += [
+                {"path": str(path), "key": f"permissions.{k}"}
+                for k in perms
+                if k not in ("allow", "ask", "deny")
+            ]
+    return out
+
+
+def _language_servers(
+    settings: Settings, roots: list[Path], host: AgentHost | None, editor: bool
+) -> list[dict[str, Any]]:
+    """The editor (when it answers), then the servers agent-lsp would start: configured, then
+    auto-detected on PATH (none started here)."""
+    from agent_lsp.langservers.hub import LanguageServerHub
+    from agent_lsp.langservers.manager import LanguageServers
+
+    rows: list[dict[str, Any]] = []
+    if editor:
+        rows.append({"name": "editor", "command": [], "source": "editor", "state": "active"})
+    if not roots:
+        return rows
+    hub = getattr(host, "code_intel", None)
+    if isinstance(hub, LanguageServerHub):
+        return rows + hub.found(roots)
+    servers = LanguageServers(settings.language_servers, roots, api_key_env=settings.api_key_env)
+    return rows + servers.found()
+
+
+async def _mcp_servers(
+    settings: Settings, roots: list[Path], host: AgentHost | None
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """The MCP servers as they are (`agentLsp.mcpServers`' items); a server not started yet
+    stays so."""
+    if not roots:
+        return [], []
+    from agent_lsp.mcp.config import from_user_settings, from_workspace
+    from agent_lsp.mcp.hub import McpHub
+
+    _, problems = from_user_settings(settings.mcp_servers)
+    _, more = await asyncio.to_thread(from_workspace, roots)
+    servers = host.tool_servers if host is not None else None
+    hub = McpHub() if servers is None else servers
+    try:
+        manager = await hub.toolset(roots, settings)
+        return list(manager.status()), [*problems, *more]
+    finally:
+        if servers is None:
+            await hub.aclose()
+
+
+def _split(problem: str, known: list[str]) -> dict[str, str]:
+    """`"<path>: <error>"` as `{path, error}` (a known file's path may hold `: `)."""
+    for path in sorted(known, key=len, reverse=True):
+        if problem.startswith(path + ": ") or problem.startswith(path + " "):
+            return {"path": path, "error": problem[len(path) :].lstrip(": ").strip()}
+    head, sep, rest = problem.partition(": ")
+    if sep and (os.sep in head or head == "settings" or "." in head):
+        return {"path": head, "error": rest}
+    return {"path": "", "error": problem}
+
+
+def _unique(rows: list[dict[str, str]]) -> list[dict[str, str]]:
+    seen: set[tuple[str, str]] = set()
+    out = []
+    for row in rows:
+        key = (row["path"], row["error"])
+        if key not in seen:
+            seen.add(key)
+            out.append(row)
+    return out
