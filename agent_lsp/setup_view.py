@@ -172,3 +172,54 @@ def _unique(rows: list[dict[str, str]]) -> list[dict[str, str]]:
             seen.add(key)
             out.append(row)
     return out
+
+
+def setup_lines(setup: dict[str, Any]) -> list[tuple[str, str]]:
+    """The setup as readable lines, grouped: (kind, text) with kind `head` (a group's title),
+    `row`, `bad` (a problem) or `none`. Front ends style them and escape control characters."""
+    out: list[tuple[str, str]] = []
+
+    def group(title: str, rows: list[str], bad: bool = False) -> None:
+        out.append(("head", title))
+        out.extend((("bad" if bad else "row"), r) for r in rows)
+        if not rows:
+            out.append(("none", "none"))
+
+    group("Permission rules", [
+        f"{r['state']:<13} {r['effect']:<5} {r['rule']}  ({r['scope']}: {r['source']})"
+        + (f" ({r['why']})" if r.get("why") else "")
+        for r in setup["rules"]
+    ])  # fmt: skip
+    group("Hooks", [
+        f"{h['state']:<13} {h['event']}" + (f" [{h['matcher']}]" if h["matcher"] else "") + ": "
+        f"{h['command']}  ({h['scope']}: {h['source']})"
+        for h in setup["hooks"]
+    ])  # fmt: skip
+    for key, title in (("skills", "Skills"), ("commands", "Commands"), ("agents", "Agents")):
+        group(title, [
+            f"{p['name']}: "
+            + (f"not used: {p['error']}" if p.get("error") else p["description"] or "-")
+            + f"  ({p['scope']}: {p['path']})"
+            for p in setup[key]
+        ])  # fmt: skip
+    group("Memory files", [
+        f"{'present' if m['present'] else 'absent':<13} {m['path']}" for m in setup["memoryFiles"]
+    ])  # fmt: skip
+    group("Language servers", [
+        f"{s['state']:<13} {s['name']} ({s['source']})"
+        + (f": {' '.join(s['command'])}" if s.get("command") else "")
+        + (f" ({s['why']})" if s.get("why") else "")
+        for s in setup["languageServers"]
+    ])  # fmt: skip
+    group("MCP servers", [
+        f"{s['state']:<13} {s['name']} ({s['source']})"
+        + (f": {s['error']}" if s.get("error") else "")
+        for s in setup["mcpServers"]
+    ])  # fmt: skip
+    group("Not read from Claude Code's files", [
+        f"{i['path']}: {i['key']}" for i in setup["ignored"]
+    ])  # fmt: skip
+    group("Problems", [
+        f"{p['path']}: {p['error']}" if p["path"] else p["error"] for p in setup["problems"]
+    ], bad=True)  # fmt: skip
+    return out
