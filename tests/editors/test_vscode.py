@@ -392,3 +392,16 @@ def test_vscode_health_check(vscode: Session):
     dead = vscode.scenario("healthUnreachable")
     assert "127.0.0.1:9" in dead["text"], dead["text"]
     assert dead["restartLog"], "changing a machine-scoped setting restarts the server"
+
+
+def test_vscode_show_setup(vscode: Session):
+    """`Agent: Show Setup` shows agentLsp.setup's answer: a project hook waiting for consent, a
+    user skill, the command of the workspace, and the malformed agent file (also in a warning)."""
+    setup = vscode.scenario("showSetup")
+    text = re.sub(r"\s+", " ", setup["text"])
+    for fragment in ("## Problems (these files are not used)", "bad.md: bad YAML in the front matter",
+                     "- needs-consent Stop: make check (project: ", "/.claude/settings.json)",
+                     "- style: House style. (user: ", "- explain: Explain a function (project: ",
+                     "## Permission rules: none"):
+        assert fragment in text, text
+    assert "bad.md is not used: bad YAML" in setup["warning"], setup["warning"]
