@@ -80,13 +80,18 @@ async def gather_setup(
 
 def memory_rows(names: list[str], roots: list[Path]) -> list[dict[str, Any]]:
     """`[{path, present}]`: each memoryFiles name in each workspace folder (an absolute name
-    once); present when a regular file is there (loop/memory.py reads only those)."""
+    once); present when loop/memory.py would read it: a regular file, inside its workspace
+    folder for a relative name."""
     rows: list[dict[str, Any]] = []
     for name in names:
         given = Path(name).expanduser()
-        for path in [given] if given.is_absolute() else [root / name for root in roots]:
+        found = [(given, None)] if given.is_absolute() else [(root / name, root) for root in roots]
+        for path, root in found:
             try:
-                present = path.resolve().is_file()
+                resolved = path.resolve()
+                present = resolved.is_file() and (
+                    root is None or resolved.is_relative_to(root.resolve())
+                )
             except (OSError, RuntimeError):
                 present = False
             rows.append({"path": str(path), "present": present})
