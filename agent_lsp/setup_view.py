@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -18,9 +19,10 @@ from agent_lsp.agent.policy.hook_config import (
     claude_user_file,
     declared_hooks,
     never_consented,
-    read_claude_settings,
     setup_rows,
 )
+from agent_lsp.agent.policy.rules import Effect, Rule
+from agent_lsp.permissions.claude_files import ClaudeFile, claude_files
 from agent_lsp.settings import Settings
 
 if TYPE_CHECKING:
@@ -28,7 +30,6 @@ if TYPE_CHECKING:
 
 KEYS = ("rules", "hooks", "skills", "commands", "agents", "memoryFiles", "languageServers",
         "mcpServers", "problems", "ignored")  # fmt: skip
-CLAUDE_KEYS = ("permissions", "hooks", "disableAllHooks")  # all Decision 29 reads
 
 
 async def gather_setup(
@@ -54,18 +55,16 @@ async def gather_setup(
             env=env,
             consented=hook_consent or never_consented,
         ),
-        asyncio.to_thread(_claude_ignored, paths, env),
+        asyncio.to_thread(claude_files, paths, env),
     )
-    problems: list[dict[str, str]] = []
+    rules, problems, ignored = await asyncio.to_thread(rule_rows, settings, paths, claude, host)
     known = [str(claude_user_file(env)), *(str(p) for p in claude_project_files(paths))]
-    problems += [_split(text, known) for text in table.problems]
+    problems += [_split(text, known) for text in table.problems if not _read_error(text, claude)]
     problems += files.problems
     servers, mcp_problems = await _mcp_servers(settings, paths, host)
     problems += [_split(text, known) for text in mcp_problems]
     return {
-        # TODO(rules): the permission rules and their consent state, from the rules' reader of
-        # Claude Code's files, once it is in main.
-        "rules": [],
+        "rules": rules,
         "hooks": setup_rows(table),
         "skills": files.listing("skill"),
         "commands": files.listing("command"),
@@ -74,7 +73,7 @@ async def gather_setup(
         "languageServers": _language_servers(settings, paths, host, editor),
         "mcpServers": servers,
         "problems": _unique(problems),
-        "ignored": claude,
+        "ignored": ignored,
     }
 
 
@@ -98,21 +97,82 @@ def memory_rows(names: list[str], roots: list[Path]) -> list[dict[str, Any]]:
     return rows
 
 
-def _claude_ignored(roots: list[Path], env: Mapping[str, str] | None) -> list[dict[str, str]]:
-    """The keys of Claude Code's files agent-lsp does not read (Decision 29): `apiKeyHelper`
-    never runs, `enableAllProjectMcpServers` grants nothing."""
-    out = []
-    for path in [claude_user_file(env), *claude_project_files(roots)]:
-        data, _ = read_claude_settings(path)  # its problem is the hooks' (one per file)
-        out += [{"path": str(path), "key": str(k)} for k in data if k not in CLAUDE_KEYS]
-        perms = data.get("permissions")
-        if isinstance(perms, dict):
-            out += [
-                {"path": str(path), "key": f"permissions.{k}"}
-                for k in perms
-                if k not in ("allow", "ask", "deny")
-            ]
-    return out
+def rule_rows(
+    settings: Settings, roots: list[Path], files: list[ClaudeFile], host: AgentHost | None
+) -> tuple[list[dict[str, Any]], list[dict[str, str]], list[dict[str, str]]]:
+    """(rules, problems, ignored) of the trusted settings and Claude Code's files (Decisions
+    26-30): a project's allow rule is active once consented (remembered, or allowed in this
+    process), denied when refused, else it waits; a tool agent-lsp does not have is ignored."""
+    from agent_lsp.agent.policy.approval import settings_rules
+    from agent_lsp.mcp.consent import workspace_key
+    from agent_lsp.permissions.consent import ProjectConsent
+    from agent_lsp.permissions.source import CONSENT_KIND, ClaudePermissions
+    from agent_lsp.settings import state_dir
+
+    source = getattr(host, "permissions", None)
+    own = source if isinstance(source, ClaudePermissions) else None
+    store = own.store if own else ProjectConsent(state_dir() / "project-consent.json")
+    key = workspace_key(roots) if roots else ""
+    once = own.allowed_once.get(key, set()) if own else set()
+    rows: list[dict[str, Any]] = []
+
+    def add(rule: Rule, state: str = "active", shown: str | None = None) -> None:
+        row: dict[str, Any] = {
+            "rule": shown or rule.text,
+            "effect": rule.effect,
+            "source": rule.source,
+            "scope": rule.scope,
+            "state": state if rule.known else "ignored",
+        }
+        if not rule.known:
+            row["why"] = "agent-lsp has no such tool"
+        rows.append(row)
+
+    effects: tuple[Effect, ...] = ("deny", "ask", "allow")
+    for effect in effects:
+        for text in getattr(settings.permissions, effect):
+            add(Rule.parse(text, effect, "permissions"))
+    for rule in settings_rules(settings.approval):
+        add(rule, shown=f"Bash({rule.specifier})")
+    for name, value in settings.approval.tools.items():
+        rows.append(
+            {"rule": name, "effect": value, "source": "approval.tools", "scope": "user",
+             "state": "active"}
+        )  # fmt: skip
+    problems: list[dict[str, str]] = []
+    ignored: list[dict[str, str]] = []
+    for file in files:
+        path = str(file.path)
+        if file.error:
+            error = file.error.removeprefix(path + ": ").removeprefix(path + " ")
+            error = error.removeprefix("is ")  # "<path> is not valid JSON: …"
+            problems.append({"path": path, "error": error})
+        ignored += [{"path": path, "key": k} for k in file.ignored]
+        for effect in effects:
+            for text in file.permissions.get(effect, []):
+                state = "active"
+                if file.scope == "project" and effect == "allow":
+                    answer = store.answer(key, CONSENT_KIND, text)
+                    state = (
+                        "active" if answer == "allow" or text in once
+                        else "denied" if answer == "deny"
+                        else "needs-consent"
+                    )  # fmt: skip
+                add(Rule.parse(text, effect, path, file.scope, file.folder), state)
+    for text in own.saved if own else []:  # "Always allow" of this process
+        add(Rule.parse(text, "allow", "always"))
+    return rows, problems, ignored
+
+
+def _read_error(problem: str, files: list[ClaudeFile]) -> bool:
+    """A problem of the hooks' reading a Claude Code file the rules' reader names already."""
+    return any(
+        f.error is not None and problem.startswith(str(f.path)) and _READ.search(problem)
+        for f in files
+    )
+
+
+_READ = re.compile(r"cannot be read|not valid JSON|larger than \d+ bytes|must hold a JSON object")
 
 
 def _language_servers(

@@ -11,6 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from agent_lsp.mcp.consent import workspace_key
+from agent_lsp.permissions.consent import ProjectConsent
+from agent_lsp.permissions.source import CONSENT_KIND
 from tests.e2e.harness import capabilities
 
 pytestmark = pytest.mark.timeout(60)
@@ -44,10 +47,12 @@ async def test_setup_lists_what_was_found_and_starts_nothing(open_editor, model,
         "hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": "~/guard.sh"}]}]},
         "apiKeyHelper": "print-key.sh",
         "model": "opus",
+        "permissions": {"allow": ["Bash(npm test:*)", "WebFetch"], "defaultMode": "plan"},
     }))
     write(workspace / ".claude" / "settings.json", json.dumps({
         "hooks": {"PostToolUse": [{"matcher": "Edit|Write", "hooks": [{"type": "command", "command": "npm run fmt", "timeout": 30}]}]},
         "enableAllProjectMcpServers": True,
+        "permissions": {"allow": ["Bash(make:*)"], "deny": ["Read(./.env)"]},
     }))
     write(claude / "skills" / "style" / "SKILL.md", "---\nname: style\ndescription: House style.\n---\nBe brief.\n")
     broken = write(workspace / ".claude" / "skills" / "broken" / "SKILL.md", "---\ndescription: [unclosed\n---\nx\n")
@@ -59,6 +64,8 @@ async def test_setup_lists_what_was_found_and_starts_nothing(open_editor, model,
         "languageServers": {"auto": False, "servers": {"fake": {"command": touching(started / "ls"), "extensions": [".py"]}}},
         "mcpServers": {"tools": {"command": touching(started / "mcp")[0], "args": touching(started / "mcp")[1:]}},
         "hooks": {"SessionStart": [{"hooks": [{"type": "command", "command": "echo hi"}]}]},
+        "permissions": {"deny": ["Bash(rm:*)"]},
+        "approval": {"allowCommands": ["pytest"]},
     })
 
     assert "agentLsp.setup" in editor.server_capabilities.execute_command_provider.commands
@@ -93,16 +100,33 @@ async def test_setup_lists_what_was_found_and_starts_nothing(open_editor, model,
     assert sorted((i["path"], i["key"]) for i in setup["ignored"]) == [
         (str(claude / "settings.json"), "apiKeyHelper"),
         (str(claude / "settings.json"), "model"),
+        (str(claude / "settings.json"), "permissions.defaultMode"),
         (str(workspace / ".claude" / "settings.json"), "enableAllProjectMcpServers"),
     ]
-    assert setup["rules"] == []  # TODO(rules): the permission rules once their reader is in main
+    user_file, project_file = str(claude / "settings.json"), str(workspace / ".claude" / "settings.json")
+    rules = [(r["rule"], r["effect"], r["source"], r["scope"], r["state"]) for r in setup["rules"]]
+    assert rules == [
+        ("Bash(rm:*)", "deny", "permissions", "user", "active"),
+        ("Bash(pytest:*)", "allow", "allowCommands", "user", "active"),
+        ("Bash(npm test:*)", "allow", user_file, "user", "active"),
+        ("WebFetch", "allow", user_file, "user", "ignored"),
+        ("Read(./.env)", "deny", project_file, "project", "active"),  # a project's deny: at once
+        ("Bash(make:*)", "allow", project_file, "project", "needs-consent"),  # its allow: asked first
+    ], rules
+    assert setup["rules"][3]["why"] == "agent-lsp has no such tool"
 
     # nothing was started: no language server, no MCP server, no hook
     assert not started.exists()
 
 
-async def test_setup_names_an_unreadable_claude_file_and_the_editor_as_a_source(open_editor, model, workspace, home, tmp_path):
+async def test_setup_names_an_unreadable_claude_file_and_the_editor_as_a_source(open_editor, model, workspace, home, tmp_path,
+                                                                                 state_dir):
     claude_file = write(tmp_path / "claude-config" / "settings.json", "{not json")
+    project_file = write(workspace / ".claude" / "settings.json",
+                         json.dumps({"permissions": {"allow": ["Bash(make:*)", "Bash(ls:*)"]}}))
+    store = ProjectConsent(state_dir / "project-consent.json")  # the user answered earlier
+    store.remember_entry(workspace_key([workspace]), CONSENT_KIND, "Bash(make:*)", "deny")
+    store.remember_entry(workspace_key([workspace]), CONSENT_KIND, "Bash(ls:*)", "allow")
     caps = capabilities("visual-studio-code")
     caps.experimental = {"agentLsp": {"codeIntel": True}}
     editor = await open_editor(caps)
@@ -110,3 +134,5 @@ async def test_setup_names_an_unreadable_claude_file_and_the_editor_as_a_source(
     [problem] = setup["problems"]
     assert problem["path"] == str(claude_file) and problem["error"].startswith("not valid JSON"), problem
     assert setup["languageServers"][0] == {"name": "editor", "command": [], "source": "editor", "state": "active"}
+    assert [(r["rule"], r["source"], r["state"]) for r in setup["rules"]] == [
+        ("Bash(make:*)", str(project_file), "denied"), ("Bash(ls:*)", str(project_file), "active")]

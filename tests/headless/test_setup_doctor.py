@@ -34,7 +34,8 @@ def test_doctor_prints_the_setup_grouped_and_exits_1_on_a_malformed_file(workspa
         "hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": "~/guard.sh"}]}]},
         "apiKeyHelper": "print-key.sh"}))
     write(workspace / ".claude" / "settings.json", json.dumps({
-        "hooks": {"Stop": [{"hooks": [{"type": "command", "command": "make check"}]}]}}))
+        "hooks": {"Stop": [{"hooks": [{"type": "command", "command": "make check"}]}]},
+        "permissions": {"allow": ["Bash(make:*)"], "deny": ["Read(./.env)"]}}))
     write(tmp_path / "home" / ".agents" / "skills" / "style" / "SKILL.md", "---\nname: style\ndescription: House style.\n---\nx\n")
     write(workspace / ".claude" / "commands" / "explain.md", "---\ndescription: Explain code\n---\nExplain.\n")
     done = doctor(workspace, tmp_path)
@@ -44,6 +45,10 @@ def test_doctor_prints_the_setup_grouped_and_exits_1_on_a_malformed_file(workspa
     hooks = out.split("  Hooks:\n")[1].split("\n  Skills:")[0]
     assert f"active        PreToolUse [Bash]: ~/guard.sh  (user: {tmp_path / 'claude' / 'settings.json'})" in hooks, hooks
     assert f"needs-consent Stop: make check  (project: {workspace / '.claude' / 'settings.json'})" in hooks, hooks
+    rules = out.split("  Permission rules:\n")[1].split("\n  Hooks:")[0]
+    project = workspace / ".claude" / "settings.json"
+    assert f"active        deny  Read(./.env)  (project: {project})" in rules, rules
+    assert f"needs-consent allow Bash(make:*)  (project: {project})" in rules, rules
     assert "    style: House style.  (user: " in out
     assert "    explain: Explain code  (project: " in out
     assert f"{tmp_path / 'claude' / 'settings.json'}: apiKeyHelper" in out
