@@ -7,22 +7,20 @@ from __future__ import annotations
 
 import asyncio
 import os
-import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agent_lsp.agent.fs.prompt_files import discover
+from agent_lsp.agent.policy.claude_files import ClaudeFile, claude_files, user_file_path
 from agent_lsp.agent.policy.hook_config import (
     HookSpec,
     claude_project_files,
-    claude_user_file,
     declared_hooks,
     never_consented,
     setup_rows,
 )
 from agent_lsp.agent.policy.rules import Effect, Rule
-from agent_lsp.permissions.claude_files import ClaudeFile, claude_files
 from agent_lsp.settings import Settings
 
 if TYPE_CHECKING:
@@ -58,8 +56,9 @@ async def gather_setup(
         asyncio.to_thread(claude_files, paths, env),
     )
     rules, problems, ignored = await asyncio.to_thread(rule_rows, settings, paths, claude, host)
-    known = [str(claude_user_file(env)), *(str(p) for p in claude_project_files(paths))]
-    problems += [_split(text, known) for text in table.problems if not _read_error(text, claude)]
+    known = [str(user_file_path(env)), *(str(p) for p in claude_project_files(paths))]
+    read_errors = {f.hooks_error for f in claude}  # named with the file's error by rule_rows
+    problems += [_split(text, known) for text in table.problems if text not in read_errors]
     problems += files.problems
     servers, mcp_problems = await _mcp_servers(settings, paths, host)
     problems += [_split(text, known) for text in mcp_problems]
@@ -162,17 +161,6 @@ def rule_rows(
     for text in own.saved if own else []:  # "Always allow" of this process
         add(Rule.parse(text, "allow", "always"))
     return rows, problems, ignored
-
-
-def _read_error(problem: str, files: list[ClaudeFile]) -> bool:
-    """A problem of the hooks' reading a Claude Code file the rules' reader names already."""
-    return any(
-        f.error is not None and problem.startswith(str(f.path)) and _READ.search(problem)
-        for f in files
-    )
-
-
-_READ = re.compile(r"cannot be read|not valid JSON|larger than \d+ bytes|must hold a JSON object")
 
 
 def _language_servers(
