@@ -733,7 +733,7 @@ def test_health_check_names_an_unreachable_endpoint(tmp_path, workspace, model):
 
 def test_setup_shows_what_was_found(tmp_path, workspace, model):
     """M-x agent-lsp-setup shows agentLsp.setup's answer grouped in *agent-lsp setup*: a project
-    hook waiting for consent, a user skill, a command, the memory files, and a malformed file
+    hook waiting for consent and its allow rule, a user skill, a command, the memory files, and a malformed file
     named with its error (issue 24, Decision 37)."""
     claude = Path(os.environ["CLAUDE_CONFIG_DIR"])
     (claude / "skills" / "style").mkdir(parents=True)
@@ -743,7 +743,8 @@ def test_setup_shows_what_was_found(tmp_path, workspace, model):
     bad = workspace / ".claude" / "commands" / "bad.md"
     bad.write_text("---\ndescription: [unclosed\n---\nx\n")
     (workspace / ".claude" / "settings.json").write_text(json.dumps(
-        {"hooks": {"Stop": [{"hooks": [{"type": "command", "command": "make check"}]}]}}))
+        {"hooks": {"Stop": [{"hooks": [{"type": "command", "command": "make check"}]}]},
+         "permissions": {"allow": ["Bash(make:*)"]}}))
     res = run_emacs(tmp_path, workspace, model, r"""
         (set-buffer t-buffer)
         (t-set :problems (length (plist-get (call-interactively #'agent-lsp-setup) :problems)))
@@ -755,7 +756,8 @@ def test_setup_shows_what_was_found(tmp_path, workspace, model):
     for line in (f"  needs-consent Stop: make check  (project: {settings_file})\n",
                  f"  style: House style.  (user: {(claude / 'skills' / 'style' / 'SKILL.md').resolve()})\n",
                  "  explain: Explain code  (project: ", f"  absent        {workspace / 'AGENTS.md'}\n",
-                 "Permission rules: none\n", "MCP servers: none\n"):
+                 f"  needs-consent allow Bash(make:*)  (project: {settings_file})\n",
+                 "MCP servers: none\n"):
         assert line in report, report
     assert f"  FAIL {bad.resolve()}: bad YAML in the front matter" in report, report
     assert res.values["problems"] == 1

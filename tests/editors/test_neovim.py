@@ -780,7 +780,7 @@ T.data.health_unknown = table.concat(vim.api.nvim_buf_get_lines(0, 0, -1, false)
 
 def test_checkhealth_shows_the_setup(tmp_path, workspace, model):
     """:checkhealth agent_lsp shows agentLsp.setup's answer grouped: a project hook waiting for
-    consent, a user skill, a command, the memory files, and a malformed file as an ERROR naming
+    consent and its allow rule, a user skill, a command, the memory files, and a malformed file as an ERROR naming
     it (issue 24, Decision 37)."""
     claude = Path(os.environ["CLAUDE_CONFIG_DIR"])
     (claude / "skills" / "style").mkdir(parents=True)
@@ -790,7 +790,8 @@ def test_checkhealth_shows_the_setup(tmp_path, workspace, model):
     bad = workspace / ".claude" / "commands" / "bad.md"
     bad.write_text("---\ndescription: [unclosed\n---\nx\n")
     (workspace / ".claude" / "settings.json").write_text(json.dumps(
-        {"hooks": {"Stop": [{"hooks": [{"type": "command", "command": "make check"}]}]}}))
+        {"hooks": {"Stop": [{"hooks": [{"type": "command", "command": "make check"}]}]},
+         "permissions": {"allow": ["Bash(make:*)"]}}))
     res = run(tmp_path, workspace, model, r"""
 vim.cmd('checkhealth agent_lsp')
 T.data.health = table.concat(vim.api.nvim_buf_get_lines(0, 0, -1, false), '\n')
@@ -802,7 +803,8 @@ T.data.health = table.concat(vim.api.nvim_buf_get_lines(0, 0, -1, false), '\n')
     for line in (f"needs-consent Stop: make check  (project: {settings_file})",
                  f"style: House style.  (user: {(claude / 'skills' / 'style' / 'SKILL.md').resolve()})",
                  "explain: Explain code  (project: ", f"absent {workspace / 'AGENTS.md'}",
-                 "Permission rules: none", "MCP servers: none"):
+                 f"needs-consent allow Bash(make:*)  (project: {settings_file})",
+                 "MCP servers: none"):
         assert line in setup, setup
     assert f"ERROR {bad.resolve()}: bad YAML in the front matter" in setup, setup
 

@@ -235,8 +235,8 @@ export async function healthUnreachable({ page, dirs, tasks }) {
 }
 
 /**
- * `Agent: Show Setup` (agentLsp.setup): a user skill, a project hook waiting for consent and a
- * malformed agent file, shown as a document (the malformed file also in a warning); the files
+ * `Agent: Show Setup` (agentLsp.setup): a user skill, a project hook and allow rule waiting for
+ * consent and a malformed agent file, shown as a document (the malformed file also in a warning); the files
  * are removed afterwards so that no later scenario sees them.
  */
 export async function showSetup({ page, dirs }) {
@@ -244,7 +244,8 @@ export async function showSetup({ page, dirs }) {
   const files = {
     [path.join(dirs.home, '.claude', 'skills', 'style', 'SKILL.md')]: '---\nname: style\ndescription: House style.\n---\nBe brief.\n',
     [path.join(dirs.workspace, '.claude', 'settings.json')]:
-      JSON.stringify({ hooks: { Stop: [{ hooks: [{ type: 'command', command: 'make check' }] }] } }),
+      JSON.stringify({ hooks: { Stop: [{ hooks: [{ type: 'command', command: 'make check' }] }] },
+        permissions: { allow: ['Bash(make:*)'] } }),
     [path.join(dirs.workspace, '.claude', 'agents', 'bad.md')]: '---\nname: [unclosed\n---\nx\n',
   };
   for (const [file, text] of Object.entries(files)) {
