@@ -26,9 +26,6 @@ from agent_lsp.settings import Settings
 if TYPE_CHECKING:
     from agent_lsp.agent.host import AgentHost
 
-KEYS = ("rules", "hooks", "skills", "commands", "agents", "memoryFiles", "languageServers",
-        "mcpServers", "problems", "ignored")  # fmt: skip
-
 
 async def gather_setup(
     settings: Settings,
