@@ -15,7 +15,8 @@ start here:
   agent-lsp run "TASK"           the agent in this terminal; needs OPENAI_API_KEY set, or
                                  --base-url to a local OpenAI-compatible server (Ollama, llama.cpp,
                                  LM Studio, vLLM): e.g. --base-url http://localhost:11434/v1
-  agent-lsp doctor               checks the key, the endpoint, the model, ripgrep and the sandbox
+  agent-lsp doctor               checks the key, the endpoint, the model, ripgrep and the sandbox,
+                                 and lists your hooks, rules, skills, commands and agents
 
 Editors start `agent-lsp` (the language server) or `agent-lsp acp` themselves: see README.md."""
 
@@ -143,7 +144,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     rewind.add_argument("--json", action="store_true", help="print the result as JSON")
     doctor = sub.add_parser(
-        "doctor", help="check the key, the endpoint, the model, rg, bwrap and the MCP servers"
+        "doctor",
+        help="check the key, the endpoint, the model, rg, bwrap and the MCP servers, and list "
+        "your setup (hooks, rules, skills, commands, agents)",
     )
     _workspace(doctor)
     doctor.add_argument(
@@ -154,7 +157,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     doctor.add_argument("--model", help="model name to check, as for `run`")
     doctor.add_argument("--base-url", help="OpenAI-compatible endpoint to check, as for `run`")
-    doctor.add_argument("--json", action="store_true", help="print the checks as JSON")
+    doctor.add_argument(
+        "--json", action="store_true", help="print the checks (and the setup) as JSON"
+    )
     sub.add_parser(
         "acp",
         help="serve the agent over the Agent Client Protocol on stdio "

@@ -14,10 +14,10 @@ from typing import Any
 
 from agent_lsp.agent.display import escape_invisible
 from agent_lsp.agent.fs.safeio import write_file_atomic
+from agent_lsp.agent.policy.claude_files import ClaudeFile, claude_files
 from agent_lsp.agent.policy.rules import Rule
 from agent_lsp.agent.ports import RunPermissions
 from agent_lsp.mcp.consent import workspace_key
-from agent_lsp.permissions.claude_files import ClaudeFile, claude_files
 from agent_lsp.permissions.consent import ProjectConsent
 from agent_lsp.settings import MAX_SETTINGS_FILE, state_dir, user_settings_path
 

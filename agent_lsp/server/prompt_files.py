@@ -52,3 +52,19 @@ def command_items(files: PromptFiles) -> list[dict[str, Any]]:
 
 async def list_commands(roots: Any) -> list[dict[str, Any]]:
     return command_items(await asyncio.to_thread(discover, roots))
+
+
+async def setup_view(ls: Any, args: Any) -> dict[str, Any]:
+    """`agentLsp.setup {}` (Decision 37): what was found of the user's setup; starts nothing."""
+    from agent_lsp.server import commands
+    from agent_lsp.server.folders import workspace_roots
+    from agent_lsp.setup_view import gather_setup
+
+    commands.parse_args(commands.NoArgs, "agentLsp.setup", args)
+    await ls.settings_ready()
+    return await gather_setup(
+        ls.config.settings,
+        workspace_roots(ls),
+        host=ls.runs.host,
+        editor=bool(getattr(ls.caps, "code_intel", False)),
+    )

@@ -271,6 +271,12 @@ def create_server() -> AgentServer:
         commands.parse_args(commands.NoArgs, "agentLsp.commands", args)
         return await list_commands(workspace_roots(ls))
 
+    @server.command("agentLsp.setup")
+    async def setup(ls: AgentServer, *args: Any) -> dict[str, Any]:
+        from agent_lsp.server.prompt_files import setup_view
+
+        return await setup_view(ls, args)
+
     @server.command("agentLsp.cancel")
     def cancel(ls: AgentServer, *args: Any) -> bool:
         from agent_lsp.server import commands

@@ -1,5 +1,7 @@
 """`agent-lsp doctor`: prints the health checks (agent_lsp.health, shared with the LSP command
-`agentLsp.health`) one a line, and exits 1 when one fails."""
+`agentLsp.health`) one a line, then what was found of the user's setup, grouped (agent_lsp.
+setup_view, shared with `agentLsp.setup`), and exits 1 when a check fails or a file of the setup
+is malformed (Decision 37)."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ import sys
 from agent_lsp.agent.display import for_terminal
 from agent_lsp.health import Check, SettingsSource, report, run_checks
 from agent_lsp.settings import Settings
+from agent_lsp.setup_view import gather_setup, setup_lines
 from agent_lsp.terminal.style import Style
 
 __all__ = ["Check", "SettingsSource", "doctor_cli", "run_checks"]
@@ -18,11 +21,11 @@ __all__ = ["Check", "SettingsSource", "doctor_cli", "run_checks"]
 async def doctor_cli(
     args: argparse.Namespace, settings: Settings, source: SettingsSource | None = None
 ) -> int:
-    checks = (source.checks() if source else []) + await run_checks(
-        settings, [args.workspace.resolve()]
-    )
+    roots = [args.workspace.resolve()]
+    checks = (source.checks() if source else []) + await run_checks(settings, roots)
+    setup = await gather_setup(settings, roots)  # starts nothing
     if args.json:
-        print(json.dumps(report(checks)))
+        print(json.dumps({**report(checks), "setup": setup}))
     else:
         s = Style.for_stream(sys.stdout)
         for check in checks:
@@ -31,4 +34,12 @@ async def doctor_cli(
                 f"{s.ok() if check.ok else s.bad()} {s.bold(for_terminal(check.name))}: "
                 f"{for_terminal(check.detail)}"
             )
-    return 0 if all(c.ok for c in checks) else 1
+        print(f"\n{s.bold('Your setup')} (what agent-lsp found, and from where):")
+        for kind, text in setup_lines(setup):
+            if kind == "head":
+                print(f"  {s.bold(for_terminal(text))}:")
+            elif kind == "bad":
+                print(f"    {s.bad()} {for_terminal(text)}")
+            else:
+                print(f"    {s.dim(for_terminal(text)) if kind == 'none' else for_terminal(text)}")
+    return 0 if all(c.ok for c in checks) and not setup["problems"] else 1

@@ -10,8 +10,10 @@
 ;; what is wrong: what only Emacs knows (the server program, Emacs and
 ;; Eglot), then the server's own checks (`agentLsp.health', those
 ;; `agent-lsp doctor' prints: the settings file, the API key, the model
-;; endpoint, the model, ripgrep, the sandbox, the MCP servers).  Load
-;; `agent-lsp', not this file.
+;; endpoint, the model, ripgrep, the sandbox, the MCP servers).
+;; `agent-lsp-setup' shows what the server found of the user's setup
+;; (`agentLsp.setup', as `agent-lsp doctor').  Load `agent-lsp', not
+;; this file.
 
 ;;; Code:
 
@@ -184,6 +186,85 @@ to the *agent-lsp health* buffer; returns them, a list of plists
                             problems "; ")
                "all good"))
     findings))
+
+;;; Setup
+
+(defconst agent-lsp--setup-groups
+  '((:rules . "Permission rules") (:hooks . "Hooks") (:skills . "Skills")
+    (:commands . "Commands") (:agents . "Agents") (:memoryFiles . "Memory files")
+    (:languageServers . "Language servers") (:mcpServers . "MCP servers")
+    (:ignored . "Not read from Claude Code's files"))
+  "The groups of an `agentLsp.setup' answer, in the order shown.")
+
+(defun agent-lsp--setup-line (key row)
+  "A readable line for ROW of the `agentLsp.setup' group KEY."
+  (let ((get (lambda (k) (or (plist-get row k) ""))))
+    (pcase key
+      (:rules (format "%-13s %s %s  (%s: %s)%s" (funcall get :state) (funcall get :effect)
+                      (funcall get :rule) (funcall get :scope) (funcall get :source)
+                      (if (plist-get row :why) (format " (%s)" (plist-get row :why)) "")))
+      (:hooks (format "%-13s %s%s: %s  (%s: %s)" (funcall get :state) (funcall get :event)
+                      (if (string-empty-p (funcall get :matcher)) ""
+                        (format " [%s]" (funcall get :matcher)))
+                      (funcall get :command) (funcall get :scope) (funcall get :source)))
+      ((or :skills :commands :agents)
+       (format "%s: %s  (%s: %s)" (funcall get :name)
+               (cond ((plist-get row :error) (concat "not used: " (plist-get row :error)))
+                     ((string-empty-p (funcall get :description)) "-")
+                     (t (funcall get :description)))
+               (funcall get :scope) (funcall get :path)))
+      (:memoryFiles (format "%-13s %s" (if (eq (plist-get row :present) t) "present" "absent")
+                            (funcall get :path)))
+      (:languageServers
+       (let ((command (append (plist-get row :command) nil)))
+         (format "%-13s %s (%s)%s" (funcall get :state) (funcall get :name) (funcall get :source)
+                 (if command (concat ": " (string-join command " ")) ""))))
+      (:mcpServers (format "%-13s %s (%s)%s" (funcall get :state) (funcall get :name)
+                           (funcall get :source)
+                           (if (plist-get row :error) (concat ": " (plist-get row :error)) "")))
+      (:ignored (format "%s: %s" (funcall get :path) (funcall get :key))))))
+
+(defun agent-lsp--show-setup (setup)
+  "Show SETUP, an `agentLsp.setup' answer, in the *agent-lsp setup* buffer."
+  (with-current-buffer (get-buffer-create "*agent-lsp setup*")
+    (let ((inhibit-read-only t))
+      (erase-buffer)
+      (insert (propertize "agent-lsp: your setup (what the server found, and from where)\n\n"
+                          'face 'bold))
+      (pcase-dolist (`(,key . ,title) agent-lsp--setup-groups)
+        (let ((rows (append (plist-get setup key) nil)))
+          (insert (propertize title 'face 'bold) (if rows ":\n" ": none\n"))
+          (dolist (row rows)
+            (insert "  " (agent-lsp--setup-line key row) "\n"))))
+      (let ((problems (append (plist-get setup :problems) nil)))
+        (insert (propertize "Problems" 'face 'bold) (if problems ":\n" ": none\n"))
+        (dolist (p problems)
+          (insert "  " (propertize "FAIL" 'face 'error) " "
+                  (if (string-empty-p (or (plist-get p :path) "")) ""
+                    (concat (plist-get p :path) ": "))
+                  (or (plist-get p :error) "") "\n")))
+      (special-mode))
+    (display-buffer (current-buffer))))
+
+;;;###autoload
+(defun agent-lsp-setup ()
+  "Show what the server found of your setup, and from where (`agentLsp.setup').
+Permission rules, hooks (with their state: active, needs-consent,
+denied, ignored), skills, commands, agents, memory files, language
+servers, MCP servers, the keys of Claude Code's files not read, and the
+malformed files with their error.  Nothing is started to find them.
+Shown in the *agent-lsp setup* buffer; returns the answer (a plist)."
+  (interactive)
+  (let* ((server (agent-lsp--ensure-server))
+         (setup (agent-lsp--call server "agentLsp.setup"))
+         (problems (append (plist-get setup :problems) nil)))
+    (agent-lsp--show-setup setup)
+    (message "agent-lsp setup: %s"
+             (if problems
+                 (mapconcat (lambda (p) (format "%s: %s" (plist-get p :path) (plist-get p :error)))
+                            problems "; ")
+               "no malformed file"))
+    setup))
 
 (provide 'agent-lsp-health)
 ;;; agent-lsp-health.el ends here

@@ -28,7 +28,8 @@
 ;; - `agent-lsp-rewind' puts back the files a run changed;
 ;;   `agent-lsp-sessions' resumes a past session; `agent-lsp-pick-model'
 ;;   picks the model of the next runs; `agent-lsp-check-health' checks
-;;   the setup, the model endpoint included;
+;;   the setup, the model endpoint included; `agent-lsp-setup' shows
+;;   the hooks, rules, skills, commands and agents the server found;
 ;; - every run's `agentLsp/stream' output is shown live in the
 ;;   *agent-lsp* buffer, and the running run's status, context fill and
 ;;   cost in the mode line;

@@ -731,6 +731,39 @@ def test_health_check_names_an_unreachable_endpoint(tmp_path, workspace, model):
     assert re.search(r"agent-lsp health: endpoint: .*127\.0\.0\.1:9", res.data["messages"]), res.data["messages"]
 
 
+def test_setup_shows_what_was_found(tmp_path, workspace, model):
+    """M-x agent-lsp-setup shows agentLsp.setup's answer grouped in *agent-lsp setup*: a project
+    hook waiting for consent and its allow rule, a user skill, a command, the memory files, and a malformed file
+    named with its error (issue 24, Decision 37)."""
+    claude = Path(os.environ["CLAUDE_CONFIG_DIR"])
+    (claude / "skills" / "style").mkdir(parents=True)
+    (claude / "skills" / "style" / "SKILL.md").write_text("---\nname: style\ndescription: House style.\n---\nx\n")
+    (workspace / ".claude" / "commands").mkdir(parents=True)
+    (workspace / ".claude" / "commands" / "explain.md").write_text("---\ndescription: Explain code\n---\nx\n")
+    bad = workspace / ".claude" / "commands" / "bad.md"
+    bad.write_text("---\ndescription: [unclosed\n---\nx\n")
+    (workspace / ".claude" / "settings.json").write_text(json.dumps(
+        {"hooks": {"Stop": [{"hooks": [{"type": "command", "command": "make check"}]}]},
+         "permissions": {"allow": ["Bash(make:*)"]}}))
+    res = run_emacs(tmp_path, workspace, model, r"""
+        (set-buffer t-buffer)
+        (t-set :problems (length (plist-get (call-interactively #'agent-lsp-setup) :problems)))
+        (t-set :report (t-buffer-string-or-nil "*agent-lsp setup*"))
+    """)
+    assert not res.errors, res.explain()
+    report = res.values["report"]
+    settings_file = workspace / ".claude" / "settings.json"
+    for line in (f"  needs-consent Stop: make check  (project: {settings_file})\n",
+                 f"  style: House style.  (user: {(claude / 'skills' / 'style' / 'SKILL.md').resolve()})\n",
+                 "  explain: Explain code  (project: ", f"  absent        {workspace / 'AGENTS.md'}\n",
+                 f"  needs-consent allow Bash(make:*)  (project: {settings_file})\n",
+                 "MCP servers: none\n"):
+        assert line in report, report
+    assert f"  FAIL {bad.resolve()}: bad YAML in the front matter" in report, report
+    assert res.values["problems"] == 1
+    assert f"agent-lsp setup: {bad.resolve()}: bad YAML" in res.data["messages"], res.data["messages"]
+
+
 def test_plan_then_carry_out(tmp_path, workspace, model):
     model.add("Plan a module docstring", [
         {"text": "1. Add a module docstring to a.py."},

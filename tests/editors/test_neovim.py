@@ -778,6 +778,37 @@ T.data.health_unknown = table.concat(vim.api.nvim_buf_get_lines(0, 0, -1, false)
     assert ":AgentModel" in unknown, unknown
 
 
+def test_checkhealth_shows_the_setup(tmp_path, workspace, model):
+    """:checkhealth agent_lsp shows agentLsp.setup's answer grouped: a project hook waiting for
+    consent and its allow rule, a user skill, a command, the memory files, and a malformed file as an ERROR naming
+    it (issue 24, Decision 37)."""
+    claude = Path(os.environ["CLAUDE_CONFIG_DIR"])
+    (claude / "skills" / "style").mkdir(parents=True)
+    (claude / "skills" / "style" / "SKILL.md").write_text("---\nname: style\ndescription: House style.\n---\nx\n")
+    (workspace / ".claude" / "commands").mkdir(parents=True)
+    (workspace / ".claude" / "commands" / "explain.md").write_text("---\ndescription: Explain code\n---\nx\n")
+    bad = workspace / ".claude" / "commands" / "bad.md"
+    bad.write_text("---\ndescription: [unclosed\n---\nx\n")
+    (workspace / ".claude" / "settings.json").write_text(json.dumps(
+        {"hooks": {"Stop": [{"hooks": [{"type": "command", "command": "make check"}]}]},
+         "permissions": {"allow": ["Bash(make:*)"]}}))
+    res = run(tmp_path, workspace, model, r"""
+vim.cmd('checkhealth agent_lsp')
+T.data.health = table.concat(vim.api.nvim_buf_get_lines(0, 0, -1, false), '\n')
+""", settings={"model": "scripted"})
+    assert not res.errors, res.explain()
+    health = res.data["data"]["health"]
+    setup = health.split("agent-lsp: your setup (agentLsp.setup, as `agent-lsp doctor`)")[1]
+    settings_file = workspace / ".claude" / "settings.json"
+    for line in (f"needs-consent Stop: make check  (project: {settings_file})",
+                 f"style: House style.  (user: {(claude / 'skills' / 'style' / 'SKILL.md').resolve()})",
+                 "explain: Explain code  (project: ", f"absent {workspace / 'AGENTS.md'}",
+                 f"needs-consent allow Bash(make:*)  (project: {settings_file})",
+                 "MCP servers: none"):
+        assert line in setup, setup
+    assert f"ERROR {bad.resolve()}: bad YAML in the front matter" in setup, setup
+
+
 def test_checkhealth_names_an_unreachable_endpoint(tmp_path, workspace):
     """No client running: the check starts a server of its own, which cannot reach the
     endpoint; the error names the URL (not green)."""

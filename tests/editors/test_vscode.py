@@ -392,3 +392,18 @@ def test_vscode_health_check(vscode: Session):
     dead = vscode.scenario("healthUnreachable")
     assert "127.0.0.1:9" in dead["text"], dead["text"]
     assert dead["restartLog"], "changing a machine-scoped setting restarts the server"
+
+
+def test_vscode_show_setup(vscode: Session):
+    """`Agent: Show Setup` shows agentLsp.setup's answer: the machine settings' approval.tools
+    rule, a project hook and allow rule waiting for consent, a user skill, the command of the
+    workspace, and the malformed agent file (also in a warning)."""
+    setup = vscode.scenario("showSetup")
+    text = re.sub(r"\s+", " ", setup["text"])
+    for fragment in ("## Problems (these files are not used)", "bad.md: bad YAML in the front matter",
+                     "- needs-consent Stop: make check (project: ", "/.claude/settings.json)",
+                     "- style: House style. (user: ", "- explain: Explain a function (project: ",
+                     "- active ask time__get_current_time (user: approval.tools)",
+                     "- needs-consent allow Bash(make:*) (project: "):
+        assert fragment in text, text
+    assert "bad.md is not used: bad YAML" in setup["warning"], setup["warning"]

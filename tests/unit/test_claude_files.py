@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from agent_lsp.permissions.claude_files import claude_files, read_file, user_file_path
+from agent_lsp.agent.policy.claude_files import claude_files, read_file, user_file_path
 from agent_lsp.permissions.consent import ProjectConsent, entry_key
 
 

@@ -115,3 +115,16 @@ def test_payload_names_both_ways(tmp_path: Path):
     assert our_arguments("edit_file", {"file_path": str(tmp_path / "b.py"), "old_string": "a", "new_string": "b"},
                          tmp_path) == {"path": "b.py", "old_text": "a", "new_text": "b"}
     assert our_arguments("run_command", {"command": "ls", "timeout": 5000}, tmp_path) == {"command": "ls", "timeout": 5.0}
+
+
+def test_hooks_read_claude_codes_files_with_the_rules_reader(tmp_path: Path):
+    """One reader for Claude Code's files (Decision 29): the hooks name what stops their own
+    reading (a file that is not JSON, `hooks` that is not an object), not the rules' problems."""
+    config, root = tmp_path / "config", tmp_path / "ws"
+    (root / ".claude").mkdir(parents=True)
+    config.mkdir()
+    (config / "settings.json").write_text(json.dumps({"permissions": {"allow": "Bash"}, "hooks": {"Stop": [group("s")]}}))
+    (root / ".claude" / "settings.json").write_text(json.dumps({"hooks": ["not", "an", "object"]}))
+    table = declared_hooks({}, [root], env={"CLAUDE_CONFIG_DIR": str(config)})
+    assert [s.command for s in table.specs] == ["s"]
+    assert table.problems == [f"{root / '.claude' / 'settings.json'}: `hooks` must be an object, got list"]

@@ -1,16 +1,17 @@
 """Which hooks are declared, and where: Claude Code's shape (`hooks: {Event: [{matcher, hooks:
 [{type: "command", command, timeout?}]}]}`) from our trusted `hooks` setting, the user's Claude
-Code settings file, and the project's `.claude/settings*.json` (which run only after consent)."""
+Code settings file, and the project's `.claude/settings*.json` (which run only after consent);
+those files are read by claude_files, as the permission rules are."""
 
 from __future__ import annotations
 
-import json
-import os
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
+
+from agent_lsp.agent.policy.claude_files import PROJECT_FILES, claude_files
 
 EVENTS = (
     "PreToolUse",
@@ -24,7 +25,6 @@ EVENTS = (
     "Notification",
 )
 DEFAULT_TIMEOUT = 60.0
-MAX_FILE = 1_000_000
 Scope = Literal["user", "project"]
 State = Literal["active", "needs-consent", "denied", "ignored"]
 
@@ -149,39 +149,8 @@ def _one_hook(
     return HookSpec(event, matcher, hook["command"], float(timeout), source, scope)
 
 
-def claude_user_file(env: Mapping[str, str] | None = None) -> Path:
-    """`$CLAUDE_CONFIG_DIR/settings.json`, else `~/.claude/settings.json` (Decision 29)."""
-    source = os.environ if env is None else env
-    if folder := source.get("CLAUDE_CONFIG_DIR"):
-        return Path(folder).expanduser() / "settings.json"
-    home = source.get("HOME")
-    return (Path(home) if home else Path.home()) / ".claude" / "settings.json"
-
-
 def claude_project_files(roots: list[Path]) -> list[Path]:
-    return [
-        root / ".claude" / name
-        for root in roots
-        for name in ("settings.json", "settings.local.json")
-    ]
-
-
-def read_claude_settings(path: Path) -> tuple[dict[str, Any], str | None]:
-    """One Claude Code settings file: (its object, a problem); absent: ({}, None). The one place
-    such a file is read here: the rules' reader replaces it when both are merged."""
-    try:
-        if not path.is_file():
-            return {}, None
-        if path.stat().st_size > MAX_FILE:
-            return {}, f"{path}: larger than {MAX_FILE} bytes: ignored"
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as exc:
-        return {}, f"{path}: cannot be read: {exc}"
-    except json.JSONDecodeError as exc:
-        return {}, f"{path}: not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
-    if not isinstance(data, dict):
-        return {}, f"{path}: must hold a JSON object: ignored"
-    return data, None
+    return [root / name for root in roots for name in PROJECT_FILES]
 
 
 def never_consented(spec: HookSpec) -> bool:
@@ -203,20 +172,22 @@ def declared_hooks(
     project's hooks (a repository cannot switch off the user's guards)."""
     table = HookTable()
     table.specs += parse_hooks(dict(settings_hooks), "settings", "user", table.problems)
-    user_file = claude_user_file(env)
-    data, problem = read_claude_settings(user_file)
-    if problem:
-        table.problems.append(problem)
-    table.specs += parse_hooks(data.get("hooks"), str(user_file), "user", table.problems)
-    all_off = data.get("disableAllHooks") is True
-    for path in claude_project_files(roots):
-        data, problem = read_claude_settings(path)
-        if problem:
-            table.problems.append(problem)
-        project_off = data.get("disableAllHooks") is True
-        for spec in parse_hooks(data.get("hooks"), str(path), "project", table.problems):
+    all_off = False
+    for file in claude_files(roots, env):  # the one reader of Claude Code's files (Decision 29)
+        if file.hooks_error:  # the rules name the file's other problems
+            table.problems.append(file.hooks_error)
+        found = parse_hooks(file.hooks or None, str(file.path), file.scope, table.problems)
+        if file.scope == "user":
+            table.specs += found
+            all_off = all_off or file.disable_all_hooks
+            continue
+        for spec in found:
             state: State = (
-                "ignored" if project_off else "active" if consented(spec) else "needs-consent"
+                "ignored"
+                if file.disable_all_hooks
+                else "active"
+                if consented(spec)
+                else "needs-consent"
             )
             table.specs.append(_with_state(spec, state))
     if all_off:

@@ -4,6 +4,7 @@ import { ApprovalView } from './approvals';
 import { AgentCommands } from './commands';
 import { DiffView } from './diffView';
 import { checkHealth } from './health';
+import { registerSetupView, showSetup } from './setup';
 import { createLogChannel, describeError, log } from './logger';
 import { pickModel, resumeSession } from './pickers';
 import { ProgressView } from './progress';
@@ -90,6 +91,8 @@ export function activate(context: vscode.ExtensionContext): void {
     reg('agentLsp.client.resumeSession', guard('resume', () => resumeSession(client, runs))),
     reg('agentLsp.client.pickModel', guard('pick model', () => pickModel(client, runs))),
     reg('agentLsp.client.checkHealth', guard('health check', () => checkHealth(client, runs, false))),
+    registerSetupView(),
+    reg('agentLsp.client.showSetup', guard('show setup', async () => { await showSetup(client); })),
   );
   // Not awaited: activation must not wait for the server; commands wait for it instead.
   void agentServer.start();

@@ -54,6 +54,7 @@ const SCENARIOS = [
   ['multiRoot', features.multiRoot],
   ['editPreview', features.editPreview],
   ['healthUnreachable', features.healthUnreachable],
+  ['showSetup', features.showSetup],
 ];
 // Played only when AGENT_LSP_SCENARIOS names them (they need another server or script).
 const NAMED_ONLY = [

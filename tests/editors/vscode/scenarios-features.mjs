@@ -233,3 +233,42 @@ export async function healthUnreachable({ page, dirs, tasks }) {
   await page.screenshot({ path: path.join(dirs.shots, 'health.png') });
   return r;
 }
+
+/**
+ * `Agent: Show Setup` (agentLsp.setup): a user skill, a project hook and allow rule waiting for
+ * consent and a malformed agent file, shown as a document (the malformed file also in a warning); the files
+ * are removed afterwards so that no later scenario sees them.
+ */
+export async function showSetup({ page, dirs }) {
+  const r = {};
+  const files = {
+    [path.join(dirs.home, '.claude', 'skills', 'style', 'SKILL.md')]: '---\nname: style\ndescription: House style.\n---\nBe brief.\n',
+    [path.join(dirs.workspace, '.claude', 'settings.json')]:
+      JSON.stringify({ hooks: { Stop: [{ hooks: [{ type: 'command', command: 'make check' }] }] },
+        permissions: { allow: ['Bash(make:*)'] } }),
+    [path.join(dirs.workspace, '.claude', 'agents', 'bad.md')]: '---\nname: [unclosed\n---\nx\n',
+  };
+  for (const [file, text] of Object.entries(files)) {
+    fs.mkdirSync(path.dirname(file), { recursive: true });
+    fs.writeFileSync(file, text);
+  }
+  try {
+    await clearNotifications(page);
+    await step('Agent: Show Setup', () => palette(page, 'Agent: Show Setup'));
+    r.text = await step('the setup document', () =>
+      waitFor('# Agent: your setup in the editor', async () => {
+        const text = await editorText(page);
+        return text.includes('# Agent: your setup') && text;
+      }, t(30_000)));
+    const warning = toast(page, 'bad.md');
+    await step('the malformed file in a warning', () => warning.first().waitFor({ state: 'visible', timeout: t(30_000) }));
+    r.warning = plain(await warning.first().innerText());
+    await page.screenshot({ path: path.join(dirs.shots, 'setup.png') });
+    await clearNotifications(page);
+  } finally {
+    fs.rmSync(path.join(dirs.home, '.claude', 'skills'), { recursive: true, force: true });
+    fs.rmSync(path.join(dirs.workspace, '.claude', 'settings.json'), { force: true });
+    fs.rmSync(path.join(dirs.workspace, '.claude', 'agents'), { recursive: true, force: true });
+  }
+  return r;
+}

@@ -70,6 +70,69 @@ local function check_server(client)
   end
 end
 
+--- One line per entry of a group of `agentLsp.setup`'s answer.
+local SETUP_GROUPS = {
+  { 'rules', 'Permission rules', function(r)
+    return ('%s %s %s  (%s: %s)%s'):format(r.state, r.effect, r.rule, r.scope, r.source, r.why and (' (' .. r.why .. ')') or '')
+  end },
+  { 'hooks', 'Hooks', function(h)
+    local matcher = (h.matcher and h.matcher ~= '') and (' [' .. h.matcher .. ']') or ''
+    return ('%s %s%s: %s  (%s: %s)'):format(h.state, h.event, matcher, h.command, h.scope, h.source)
+  end },
+  { 'skills', 'Skills' }, { 'commands', 'Commands' }, { 'agents', 'Agents' },
+  { 'memoryFiles', 'Memory files', function(m)
+    return ('%s %s'):format(m.present and 'present' or 'absent', m.path)
+  end },
+  { 'languageServers', 'Language servers', function(s)
+    local cmd = type(s.command) == 'table' and #s.command > 0 and (': ' .. table.concat(s.command, ' ')) or ''
+    return ('%s %s (%s)%s'):format(s.state, s.name, s.source, cmd)
+  end },
+  { 'mcpServers', 'MCP servers', function(s)
+    return ('%s %s (%s)%s'):format(s.state, s.name, s.source, s.error and (': ' .. s.error) or '')
+  end },
+  { 'ignored', "Not read from Claude Code's files", function(i)
+    return i.path .. ': ' .. i.key
+  end },
+}
+
+local function prompt_file_line(p)
+  local what = p.error and ('not used: ' .. p.error) or (p.description ~= '' and p.description or '-')
+  return ('%s: %s  (%s: %s)'):format(p.name, what, p.scope, p.path)
+end
+
+--- What was found of the user's setup, and from where (`agentLsp.setup`, as `agent-lsp doctor`
+--- prints it); a malformed file is an error naming it. Nothing is started by it.
+---@param client vim.lsp.Client
+local function check_setup(client)
+  local health = vim.health
+  local resp, err = client:request_sync('workspace/executeCommand', {
+    command = 'agentLsp.setup',
+    arguments = { vim.empty_dict() },
+  }, TIMEOUT_MS)
+  if not resp or resp.err or type(resp.result) ~= 'table' then
+    health.warn('agentLsp.setup failed: ' .. (resp and resp.err and resp.err.message or err or 'no answer'), {
+      'an older agent-lsp? upgrade it: pip install -U agent-lsp-server',
+    })
+    return
+  end
+  local setup = resp.result
+  for _, group in ipairs(SETUP_GROUPS) do
+    local rows = type(setup[group[1]]) == 'table' and setup[group[1]] or {}
+    local lines = {}
+    for _, row in ipairs(rows) do
+      lines[#lines + 1] = '  ' .. (group[3] or prompt_file_line)(row)
+    end
+    health.info(group[2] .. ':' .. (#lines > 0 and ('\n' .. table.concat(lines, '\n')) or ' none'))
+  end
+  local problems = type(setup.problems) == 'table' and setup.problems or {}
+  for _, p in ipairs(problems) do
+    health.error((p.path ~= '' and (p.path .. ': ') or '') .. p.error, { 'fix the file: the rest of the setup still works' })
+  end
+  if #problems == 0 then
+    health.ok('no malformed file in your setup')
+  end
+end
+
 function M.check()
   local health = vim.health
   health.start('agent-lsp: Neovim')
@@ -168,6 +231,8 @@ function M.check()
     health.info('no agent-lsp client was running: started one for this check')
   end
   check_server(client)
+  health.start('agent-lsp: your setup (agentLsp.setup, as `agent-lsp doctor`)')
+  check_setup(client)
   if temporary then
     client:stop()
   end

@@ -34,6 +34,7 @@ class ClaudeFile:
     disable_all_hooks: bool = False
     ignored: list[str] = field(default_factory=list)  # keys as dotted paths: `apiKeyHelper`
     error: str | None = None  # why the file (or a part of it) could not be used
+    hooks_error: str | None = None  # the error, when it stops the file's hooks (all or `hooks`)
 
 
 def user_file_path(env: Mapping[str, str] | None = None) -> Path:
@@ -69,9 +70,11 @@ def read_file(path: Path, scope: Scope, folder: Path | None = None) -> ClaudeFil
             return None
         if not path.is_file():
             out.error = f"{path} is not a regular file: ignored"
+            out.hooks_error = out.error
             return out
         if path.stat().st_size > MAX_FILE:
             out.error = f"{path} is larger than {MAX_FILE} bytes: ignored"
+            out.hooks_error = out.error
             return out
         data = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
@@ -79,12 +82,15 @@ def read_file(path: Path, scope: Scope, folder: Path | None = None) -> ClaudeFil
             f"{path} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}; "
             "none of its rules or hooks apply"
         )
+        out.hooks_error = out.error
         return out
     except (OSError, UnicodeDecodeError) as exc:
         out.error = f"cannot read {path}: {exc}"
+        out.hooks_error = out.error
         return out
     if not isinstance(data, dict):
         out.error = f"{path} must hold a JSON object, got {type(data).__name__}: ignored"
+        out.hooks_error = out.error
         return out
     problems: list[str] = []
     for key, value in data.items():
@@ -95,6 +101,7 @@ def read_file(path: Path, scope: Scope, folder: Path | None = None) -> ClaudeFil
                 out.hooks = value
             else:
                 problems.append(f"`hooks` must be an object, got {type(value).__name__}")
+                out.hooks_error = f"{path}: {problems[-1]}"
         elif key == "disableAllHooks":
             out.disable_all_hooks = value is True
         else:
