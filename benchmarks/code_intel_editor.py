@@ -1,4 +1,4 @@
-"""Issue 23: what a code-intel call through the editor adds over the language server's own
+"""Code intelligence: what a code-intel call through the editor adds over the language server's own
 answer (target: <= 5 ms).
 
 One real jedi-language-server on a small project. "direct": a client asks it

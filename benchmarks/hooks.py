@@ -1,4 +1,4 @@
-"""Issue 24, Speed: what hooks add to a tool call.
+"""Hooks: what hooks add to a tool call.
 
 A headless run (run_task, in process) of N `list_files` turns against the scripted model, in three
 set-ups interleaved run by run: no hooks; ten hooks whose matchers match nothing of it
