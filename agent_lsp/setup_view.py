@@ -48,7 +48,7 @@ async def gather_setup(
             dict(settings.hooks),
             paths,
             env=env,
-            consented=hook_consent or never_consented,
+            consented=hook_consent or _hook_consent(paths, host),
         ),
         asyncio.to_thread(claude_files, paths, env),
     )
@@ -109,7 +109,7 @@ def rule_rows(
     own = source if isinstance(source, ClaudePermissions) else None
     store = own.store if own else ProjectConsent(state_dir() / "project-consent.json")
     key = workspace_key(roots) if roots else ""
-    once = own.allowed_once.get(key, set()) if own else set()
+    once = own.allowed_once.get(f"{CONSENT_KIND}\0{key}", set()) if own else set()
     rows: list[dict[str, Any]] = []
 
     def add(rule: Rule, state: str = "active", shown: str | None = None) -> None:
@@ -273,3 +273,22 @@ def setup_lines(setup: dict[str, Any]) -> list[tuple[str, str]]:
         f"{p['path']}: {p['error']}" if p["path"] else p["error"] for p in setup["problems"]
     ], bad=True)  # fmt: skip
     return out
+
+
+def _hook_consent(roots: list[Path], host: AgentHost | None) -> Callable[[HookSpec], bool]:
+    """A project hook's consent as remembered (or allowed in this process); asks nobody."""
+    from agent_lsp.mcp.consent import workspace_key
+    from agent_lsp.permissions.consent import ProjectConsent
+    from agent_lsp.permissions.source import HOOK_KIND, ClaudePermissions, hook_entry
+    from agent_lsp.settings import state_dir
+
+    if not roots:
+        return never_consented
+    source = getattr(host, "permissions", None)
+    own = source if isinstance(source, ClaudePermissions) else None
+    store = own.store if own else ProjectConsent(state_dir() / "project-consent.json")
+    key = workspace_key(roots)
+    once = own.allowed_once.get(f"{HOOK_KIND}\0{key}", set()) if own else set()
+    return lambda spec: (
+        hook_entry(spec) in once or store.answer(key, HOOK_KIND, hook_entry(spec)) == "allow"
+    )

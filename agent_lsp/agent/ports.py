@@ -176,6 +176,8 @@ class RunPermissions:
 
     rules: list[Any] = field(default_factory=list)
     save_always: Callable[[str], Awaitable[None]] | None = None
+    # Whether a project hook (a HookSpec) has the user's consent (Decision 30); None: none has.
+    hook_consent: Callable[[Any], bool] | None = None
 
 
 class PermissionSource(Protocol):

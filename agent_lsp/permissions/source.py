@@ -15,15 +15,17 @@ from typing import Any
 from agent_lsp.agent.display import escape_invisible
 from agent_lsp.agent.fs.safeio import write_file_atomic
 from agent_lsp.agent.policy.claude_files import ClaudeFile, claude_files
+from agent_lsp.agent.policy.hook_config import HookSpec, parse_hooks
 from agent_lsp.agent.policy.rules import Rule
 from agent_lsp.agent.ports import RunPermissions
 from agent_lsp.mcp.consent import workspace_key
-from agent_lsp.permissions.consent import ProjectConsent
+from agent_lsp.permissions.consent import ProjectConsent, Remembered
 from agent_lsp.settings import MAX_SETTINGS_FILE, state_dir, user_settings_path
 
 log = logging.getLogger(__name__)
 
 CONSENT_KIND = "permissions.allow"
+HOOK_KIND = "hooks"
 # (prompt, the entries listed exactly) -> allow | allowAlways | deny; None: nobody to ask
 AskConsent = Callable[[str, list[str]], Awaitable[str | None]]
 
@@ -47,9 +49,28 @@ class ClaudePermissions:
 
     async def for_run(self, roots: list[Path], settings: Any = None) -> RunPermissions:
         """The port the host calls before each run (agent_lsp.agent.ports.PermissionSource)."""
-        return RunPermissions(
-            await self.rules(roots), self.save_always if self.can_save() else None
+        rules = await self.rules(roots)
+        hooks = await self.hook_consent(roots)
+        return RunPermissions(rules, self.save_always if self.can_save() else None, hooks)
+
+    async def hook_consent(self, roots: list[Path]) -> Callable[[Any], bool]:
+        """Which of the project's hooks may run (Decision 30): each declaration as written is
+        an entry, asked once (every undecided one in one question) and remembered like a
+        project's allow rules."""
+        files = await asyncio.to_thread(claude_files, roots, self.env)
+        specs = [
+            spec
+            for file in files
+            if file.scope == "project" and not file.disable_all_hooks
+            for spec in parse_hooks(file.hooks or None, str(file.path), "project", [])
+        ]
+        entries = {hook_entry(spec): str(spec.source) for spec in specs}
+        if not entries:
+            return lambda spec: False
+        granted = await self._consent(
+            workspace_key(roots), HOOK_KIND, entries, hooks_prompt(list(entries))
         )
+        return lambda spec: isinstance(spec, HookSpec) and hook_entry(spec) in granted
 
     async def rules(self, roots: list[Path]) -> list[Rule]:
         files = await asyncio.to_thread(claude_files, roots, self.env)
@@ -60,46 +81,49 @@ class ClaudePermissions:
                 log.warning("Claude Code settings: %s", file.error)
             found += _rules_of(file)
         waiting = [r for r in found if r.scope == "project" and r.effect == "allow"]
-        granted = await self._consent(workspace_key(roots), waiting) if waiting else set()
+        entries = {r.text: r.source for r in waiting}
+        granted = (
+            await self._consent(
+                workspace_key(roots), CONSENT_KIND, entries, consent_prompt(waiting)
+            )
+            if waiting
+            else set()
+        )
         kept = [r for r in found if r not in waiting or r.text in granted]
         return kept + [Rule.parse(text, "allow", "always") for text in self.saved]
 
-    async def _consent(self, workspace: str, waiting: list[Rule]) -> set[str]:
-        """The project allow entries the user consented to: remembered, allowed in this process,
-        or asked now (once, listing every undecided entry)."""
+    async def _consent(
+        self, workspace: str, kind: str, entries: dict[str, str], prompt: str
+    ) -> set[str]:
+        """The entries (text -> where it is written) the user consented to: remembered, allowed
+        in this process, or asked now (once, listing every undecided entry)."""
         async with self._asking:
-            once = self.allowed_once.setdefault(workspace, set())
+            once = self.allowed_once.setdefault(f"{kind}\0{workspace}", set())
             answers = {
-                r.text: await asyncio.to_thread(self.store.answer, workspace, CONSENT_KIND, r.text)
-                for r in waiting
+                text: await asyncio.to_thread(self.store.answer, workspace, kind, text)
+                for text in entries
             }
             granted = {t for t, a in answers.items() if a == "allow"} | (once & set(answers))
-            undecided = [r for r in waiting if answers[r.text] is None and r.text not in once]
-            undecided = list({r.text: r for r in undecided}.values())
+            undecided = [t for t in entries if answers[t] is None and t not in once]
             if not undecided:
                 return granted
             answer: str | None = None
             if self.ask is not None:
                 try:
-                    answer = await self.ask(consent_prompt(undecided), [r.text for r in undecided])
+                    answer = await self.ask(prompt, undecided)
                 except asyncio.CancelledError:
                     raise
                 except Exception as exc:  # a failing front end is nobody to ask
-                    log.warning("asking consent for project rules failed: %s", exc)
-            texts = {r.text for r in undecided}
+                    log.warning("asking consent for the project's %s failed: %s", kind, exc)
             if answer in ("allowAlways", "deny"):
-                for rule in undecided:
+                for text in undecided:
+                    remembered: Remembered = "allow" if answer == "allowAlways" else "deny"
                     await asyncio.to_thread(
-                        self.store.remember_entry,
-                        workspace,
-                        CONSENT_KIND,
-                        rule.text,
-                        "allow" if answer == "allowAlways" else "deny",
-                        rule.source,
+                        self.store.remember_entry, workspace, kind, text, remembered, entries[text]
                     )
             if answer in ("allow", "allowAlways"):
-                once |= texts
-                granted |= texts
+                once |= set(undecided)
+                granted |= set(undecided)
             return granted
 
     def can_save(self) -> bool:
@@ -139,6 +163,19 @@ def consent_prompt(rules: list[Rule]) -> str:
         for r in rules
     ]
     lines.append("Use these allow rules? (deny and ask rules of the project apply anyway)")
+    return "\n".join(lines)
+
+
+def hook_entry(spec: HookSpec) -> str:
+    """A project hook's declaration as the user is asked about it (and its consent is keyed)."""
+    matcher = f"[{spec.matcher}]" if spec.matcher not in ("", "*") else ""
+    return f"{spec.event}{matcher}: {spec.command}"
+
+
+def hooks_prompt(entries: list[str]) -> str:
+    lines = ["The workspace's Claude Code settings declare hooks (commands run on your machine):"]
+    lines += [f"  {escape_invisible(text, keep_newlines=False)}" for text in entries]
+    lines.append("Run these hooks?")
     return "\n".join(lines)
 
 

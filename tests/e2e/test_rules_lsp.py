@@ -115,3 +115,39 @@ async def test_the_users_claude_code_rules_apply(open_editor, model, workspace):
     results = tool_messages(model.requests[-1])
     assert results["c1"].startswith("exit code 0") and results["c2"].startswith("denied:")
     assert (workspace / "one").exists()
+
+
+def project_hook(workspace: Path) -> Path:
+    """A Claude Code PreToolUse hook in the repository's .claude/settings.json that logs each
+    command it sees; returns the log's path."""
+    log = workspace.parent / "hook-ran.log"
+    hook = {"type": "command", "command": f"(cat; echo) >> {log}"}
+    project_rules(workspace, {"hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [hook]}]}})
+    return log
+
+
+async def test_a_project_hook_without_consent_never_runs(open_editor, model, workspace):
+    log = project_hook(workspace)
+    model.add("first", [command_call("touch one", "c1"), {"text": "done"}])
+    editor = await open_editor(init={"approval": {"default": "allow"}})
+    editor.approval_answers = ["Deny"]
+    await editor.wait_stop((await editor.run("first"))["runId"])
+    [consent] = editor.approval_requests
+    assert f"PreToolUse[Bash]: (cat; echo) >> {log}" in consent.message and "hooks" in consent.message
+    assert (workspace / "one").exists() and not log.exists(), "a hook without consent never runs"
+
+
+async def test_a_project_hook_runs_after_consent_which_is_remembered(open_editor, model, workspace):
+    log = project_hook(workspace)
+    model.add("first", [command_call("touch one", "c1"), {"text": "done"}])
+    model.add("second", [command_call("touch two", "c2"), {"text": "done"}])
+    editor = await open_editor(init={"approval": {"default": "allow"}})
+    editor.approval_answers = ["Allow always for this workspace"]
+    await editor.wait_stop((await editor.run("first"))["runId"])
+    assert len(editor.approval_requests) == 1
+    await editor.quit()
+    again = await open_editor(init={"approval": {"default": "allow"}})  # a new process
+    await again.wait_stop((await again.run("second"))["runId"])
+    assert again.approval_requests == [], "the consent was remembered"
+    assert [json.loads(line)["tool_input"]["command"] for line in log.read_text().splitlines()] == [
+        "touch one", "touch two"]

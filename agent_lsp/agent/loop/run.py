@@ -173,7 +173,7 @@ async def run_task(
                 env=env,
                 runner=runner,
                 emit=seams.emit,
-                consented=options.hook_consent,
+                consented=options.hook_consent or granted.hook_consent,
             )
             for problem in problems:  # a malformed declaration is named, never skipped silently
                 seams.emit(StatusEvent(f"hooks: {problem}", None))
