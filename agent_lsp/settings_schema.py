@@ -130,7 +130,9 @@ class Settings(_Model):
     approval: ApprovalSettings = Field(default_factory=ApprovalSettings)
     permissions: PermissionSettings = Field(default_factory=PermissionSettings)
     """Permission rules (CONTRACT Decision 28); each list is the union of every trusted source."""
-    memory_files: list[str] = Field(default_factory=lambda: ["AGENTS.md", ".agent-lsp/memory.md"])
+    memory_files: list[str] = Field(
+        default_factory=lambda: ["AGENTS.md", "CLAUDE.md", ".agent-lsp/memory.md"]
+    )
     """Files recalled into the system prompt when present (each must resolve inside its root)."""
     transcript_dir: str | None = None
     """Where one JSONL transcript per run goes; None means `<state dir>/runs`."""

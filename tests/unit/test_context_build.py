@@ -31,6 +31,16 @@ async def test_memory_file_text_is_in_the_system_prompt(model, workspace):
     assert model.requests[0]["messages"][1] == {"role": "user", "content": "hello"}
 
 
+async def test_a_claude_md_is_recalled_after_agents_md(model, workspace):
+    """Decision 29: CLAUDE.md joins the default memory files, after AGENTS.md."""
+    (workspace / "AGENTS.md").write_text("from agents md\n")
+    (workspace / "CLAUDE.md").write_text("from claude md\n")
+    model.add([{"text": "ok"}])
+    await run("hello", model, workspace)
+    system = model.requests[0]["messages"][0]["content"]
+    assert system.index("from agents md") < system.index("from claude md")
+
+
 async def test_memory_files_setting_names_the_files(model, workspace):
     (workspace / "AGENTS.md").write_text("from agents md\n")
     (workspace / "CONVENTIONS.txt").write_text("from conventions\n")

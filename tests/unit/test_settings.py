@@ -24,7 +24,7 @@ def test_defaults_match_the_contract():
     assert settings.approval.default == "ask"
     assert settings.approval.tools == {} and settings.approval.allow_commands == []
     assert settings.approval.timeout == 300
-    assert settings.memory_files == ["AGENTS.md", ".agent-lsp/memory.md"]
+    assert settings.memory_files == ["AGENTS.md", "CLAUDE.md", ".agent-lsp/memory.md"]
     assert settings.transcript_dir is None
 
 
