@@ -145,14 +145,17 @@ def _schema_of(name: str, description: str, args: type[Args]) -> dict[str, Any]:
 class ToolBox:
     """The tools one agent may use, by name."""
 
-    def __init__(self, tools: list[Tool]):
+    def __init__(self, tools: list[Tool], withheld: list[Tool] | None = None):
         self.tools = {t.name: t for t in tools}
+        # Tools a deny takes off the list the model sees: a call naming one anyway (seen earlier
+        # in the session) still reaches the policy, which denies it, saying why.
+        self.withheld = {t.name: t for t in withheld or [] if t.name not in self.tools}
 
     def schemas(self) -> list[dict[str, Any]]:
         return [t.schema() for t in self.tools.values()]
 
     def get(self, name: str) -> Tool:
-        tool = self.tools.get(name)
+        tool = self.tools.get(name) or self.withheld.get(name)
         if tool is None:
             raise ToolError(f"unknown tool {name!r}; the tools are: {', '.join(self.tools)}")
         return tool
