@@ -88,6 +88,7 @@ class Prepared:
     show_tail: bool = False  # the user sees the last lines of the result (a command's output)
     # A multi-file edit (rename_symbol): each file's `{uri, diff}`; `diff` then holds them all.
     files: list[dict[str, str]] | None = None
+    file_texts: list[tuple[str, str, str]] | None = None  # each file's (uri, old, new text)
     # File tools: each path the call touches, as given (absolute, not resolved) and resolved,
     # for path rules (CONTRACT Decision 28); `shown_path` names a writer's file in a rule.
     paths: list[tuple[Path, Path]] = field(default_factory=list)

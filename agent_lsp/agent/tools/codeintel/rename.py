@@ -226,6 +226,7 @@ def _prepared(ctx: ToolContext, args: RenameArgs, changes: list[FileChange]) -> 
         execute,
         diff="".join(diffs),
         files=[{"uri": c.path.as_uri(), "diff": d} for c, d in zip(changes, diffs, strict=True)],
+        file_texts=[(c.path.as_uri(), c.before.text, c.after) for c in changes],
     )
 
 
