@@ -24,6 +24,7 @@ from agent_lsp.settings import MAX_SETTINGS_FILE, state_dir, user_settings_path
 log = logging.getLogger(__name__)
 
 CONSENT_KIND = "permissions.allow"
+ALLOWED_TOOLS_KIND = "allowed-tools"  # a project prompt file's (Decision 30)
 # (prompt, the entries listed exactly) -> allow | allowAlways | deny; None: nobody to ask
 AskConsent = Callable[[str, list[str]], Awaitable[str | None]]
 
@@ -60,46 +61,73 @@ class ClaudePermissions:
                 log.warning("Claude Code settings: %s", file.error)
             found += _rules_of(file)
         waiting = [r for r in found if r.scope == "project" and r.effect == "allow"]
-        granted = await self._consent(workspace_key(roots), waiting) if waiting else set()
+        granted = (
+            await self._consent(
+                workspace_key(roots),
+                CONSENT_KIND,
+                [(r.text, r.source) for r in waiting],
+                lambda undecided: consent_prompt([r for r in waiting if r.text in undecided]),
+            )
+            if waiting
+            else set()
+        )
         kept = [r for r in found if r not in waiting or r.text in granted]
         return kept + [Rule.parse(text, "allow", "always") for text in self.saved]
 
-    async def _consent(self, workspace: str, waiting: list[Rule]) -> set[str]:
-        """The project allow entries the user consented to: remembered, allowed in this process,
-        or asked now (once, listing every undecided entry)."""
+    async def allowed_tools(self, roots: list[Path], entries: list[str], origin: str) -> set[str]:
+        """The `allowed-tools` entries of a project prompt file the user consented to
+        (Decision 30: asked like the project's allow rules; nobody to ask: none)."""
+
+        def prompt(undecided: list[str]) -> str:
+            lines = [f"The workspace's command file {origin} allows these without asking you:"]
+            lines += [f"  {escape_invisible(e, keep_newlines=False)}" for e in undecided]
+            lines.append("Use its allowed-tools for its runs? (deny and ask rules apply anyway)")
+            return "\n".join(lines)
+
+        return await self._consent(
+            workspace_key(roots), ALLOWED_TOOLS_KIND, [(e, origin) for e in entries], prompt
+        )
+
+    async def _consent(
+        self,
+        workspace: str,
+        kind: str,
+        waiting: list[tuple[str, str]],
+        prompt: Callable[[list[str]], str],
+    ) -> set[str]:
+        """The project entries (text, origin) the user consented to: remembered, allowed in
+        this process, or asked now (once, listing every undecided entry)."""
         async with self._asking:
-            once = self.allowed_once.setdefault(workspace, set())
+            once = self.allowed_once.setdefault(f"{kind}\0{workspace}", set())
             answers = {
-                r.text: await asyncio.to_thread(self.store.answer, workspace, CONSENT_KIND, r.text)
-                for r in waiting
+                text: await asyncio.to_thread(self.store.answer, workspace, kind, text)
+                for text, _ in waiting
             }
             granted = {t for t, a in answers.items() if a == "allow"} | (once & set(answers))
-            undecided = [r for r in waiting if answers[r.text] is None and r.text not in once]
-            undecided = list({r.text: r for r in undecided}.values())
+            undecided = {t: o for t, o in waiting if answers[t] is None and t not in once}
             if not undecided:
                 return granted
             answer: str | None = None
             if self.ask is not None:
                 try:
-                    answer = await self.ask(consent_prompt(undecided), [r.text for r in undecided])
+                    answer = await self.ask(prompt(list(undecided)), list(undecided))
                 except asyncio.CancelledError:
                     raise
                 except Exception as exc:  # a failing front end is nobody to ask
-                    log.warning("asking consent for project rules failed: %s", exc)
-            texts = {r.text for r in undecided}
+                    log.warning("asking consent for project entries failed: %s", exc)
             if answer in ("allowAlways", "deny"):
-                for rule in undecided:
+                for text, origin in undecided.items():
                     await asyncio.to_thread(
                         self.store.remember_entry,
                         workspace,
-                        CONSENT_KIND,
-                        rule.text,
+                        kind,
+                        text,
                         "allow" if answer == "allowAlways" else "deny",
-                        rule.source,
+                        origin,
                     )
             if answer in ("allow", "allowAlways"):
-                once |= texts
-                granted |= texts
+                once |= set(undecided)
+                granted |= set(undecided)
             return granted
 
     def can_save(self) -> bool:

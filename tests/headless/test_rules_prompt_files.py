@@ -8,7 +8,7 @@ import json
 import pytest
 
 from tests.headless.test_prompt_files_cli import home, write  # noqa: F401 - the fixture
-from tests.headless.test_run_cli import agent_run, run_cli
+from tests.headless.test_run_cli import agent_run, run_cli, run_on_a_tty
 from tests.unit.kit import call, last_tool_results, tools_reply
 
 pytestmark = pytest.mark.timeout(60)
@@ -33,3 +33,31 @@ def test_a_skill_file_a_read_deny_rule_covers_is_not_listed_nor_readable(model, 
     read = last_tool_results(model.requests[2])
     assert "TOKEN" not in read["r"] and read["r"].startswith(("denied", "error")), read["r"]
     assert "echo go" in read["g"]
+
+
+def test_a_project_commands_allowed_tools_apply_after_consent_on_the_terminal(model, workspace, home):  # noqa: F811
+    write(workspace / ".claude" / "commands" / "pcheck.md", "---\nallowed-tools: Bash(python3:*)\n---\nRun the check.\n")
+    write(workspace / "check.py", "print(40 + 2)\n")
+    model.add([tools_reply(call("run_command", id="c1", command="python3 check.py")), {"text": "done"}])
+    # no --yes: the command runs only through the allowed-tools the user consents to here
+    code, out, err = run_on_a_tty(agent_run(model, workspace, "/pcheck", yes=False), b"w\n")
+    assert code == 0, out + err
+    assert "Bash(python3:*)" in err and "pcheck.md" in err, err
+    assert "allowed-tools pre-allowed for this run: Bash(python3:*)" in err, err
+    assert "42" in last_tool_results(model.requests[1])["c1"]
+
+    # "Allow always for this workspace" is remembered: no terminal now, and still applied
+    model.add([tools_reply(call("run_command", id="c2", command="python3 check.py")), {"text": "done"}])
+    proc = run_cli(agent_run(model, workspace, "/pcheck", yes=False))
+    assert proc.returncode == 0, proc.stderr
+    assert "42" in last_tool_results(model.requests[-1])["c2"]
+
+
+def test_a_denied_project_commands_allowed_tools_are_not_applied_and_the_run_says_so(model, workspace, home):  # noqa: F811
+    write(workspace / ".claude" / "commands" / "pcheck.md", "---\nallowed-tools: Bash(python3:*)\n---\nRun the check.\n")
+    write(workspace / "check.py", "print(40 + 2)\n")
+    model.add([tools_reply(call("run_command", id="c1", command="python3 check.py")), {"text": "done"}])
+    code, out, err = run_on_a_tty(agent_run(model, workspace, "/pcheck", yes=False), b"d\nd\n")
+    assert code == 0, out + err
+    assert "its allowed-tools are not applied" in err, err
+    assert last_tool_results(model.requests[1])["c1"].startswith("denied")
