@@ -54,13 +54,16 @@ def test_edit_and_read_rules_cover_every_file_of_a_rename_and_every_location(mod
     root = (tmp_path / "proj").resolve()
     before = project(root)
     model.add([
-        tools_reply(call("find_references", "refs", path="pkg/prices.py", line=1, symbol="price_of")),
+        tools_reply(call("find_references", "refs", path="pkg/prices.py", line=1, symbol="price_of"),
+                    call("hover", "hov", path="secret/vault.py", line=5, symbol="price_of")),
         tools_reply(call("rename_symbol", "ren", path="pkg/prices.py", line=1, symbol="price_of", newName="cost_of")),
         {"text": "done"},
     ])
     report, _ = run(model, root, tmp_path, {"deny": ["Read(secret/**)", "Edit(secret/**)"]})
     refs = last_tool_results(model.requests[1])["refs"]
     assert "pkg/shop.py:5:" in refs and "secret/" not in refs, refs
+    hover = last_tool_results(model.requests[1])["hov"]
+    assert "denied by a Read(…) rule" in hover and "price_of(item" not in hover, hover
     renamed = last_tool_results(model.requests[2])["ren"]
     assert renamed.startswith("denied: the policy denies it"), renamed
     assert all(p.read_text() == text for p, text in before.items())
