@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from agent_lsp.agent.host import AgentHost
-    from agent_lsp.agent.loop.prompt_plan import ModelLister
+    from agent_lsp.agent.loop.prompt_plan import AllowedToolsConsent, ModelLister
     from agent_lsp.agent.messages import CancelCause
     from agent_lsp.settings import Settings
 
@@ -172,6 +172,19 @@ def model_lister(host: AgentHost, settings: Settings) -> ModelLister:
         return list(listing.get("models") or [])
 
     return models
+
+
+def allowed_tools_consent(host: AgentHost, roots: list[Path]) -> AllowedToolsConsent | None:
+    """Consent to a project command's `allowed-tools`, asked like the project's allow rules
+    (Decision 30) through the host's permission source; None when it cannot ask."""
+    ask = getattr(host.permissions, "allowed_tools", None)
+    if ask is None:
+        return None
+
+    async def consent(entries: list[str], origin: str) -> set[str]:
+        return set(await ask(roots, entries, origin))
+
+    return consent
 
 
 # -- shutdown and last rites -----------------------------------------------------------------

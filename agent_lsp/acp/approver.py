@@ -13,6 +13,7 @@ from acp.schema import PermissionOption, ToolCallUpdate
 from agent_lsp.acp.tools import EDIT_TOOLS, tool_kind, tool_locations, tool_title
 from agent_lsp.acp.updates import Outbox, RunEvents, diff_content, locations, text_content
 from agent_lsp.agent.ports import Answer, ApprovalRequest, Decision
+from agent_lsp.agent.tools.paths import path_of_uri
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +86,12 @@ class AcpApprover:
             path = self.events.path_of(info) if info else None
             if path is not None:
                 content.insert(0, diff_content(path, await self._old_text(path), request.new_text))
+        elif request.file_texts:  # a multi-file edit (rename_symbol): one diff per file
+            content[:0] = [
+                diff_content(path, old, new)
+                for uri, old, new in request.file_texts
+                if (path := path_of_uri(uri)) is not None
+            ]
         tool_call = ToolCallUpdate(
             tool_call_id=self.events.ids.of(request.call_id),
             title=tool_title(tool, arguments, request.agent_id),

@@ -38,7 +38,7 @@ from agent_lsp.agent.messages import CancelCause, RunReport, StopCause, StopReas
 from agent_lsp.agent.state.session import new_id
 from agent_lsp.agent.state.sessions import iso, title_of
 from agent_lsp.agent.state.transcript import Redactor
-from agent_lsp.frontend import model_lister
+from agent_lsp.frontend import allowed_tools_consent, model_lister
 from agent_lsp.langservers.hub import with_diagnostics
 
 if TYPE_CHECKING:
@@ -161,9 +161,17 @@ class AcpSession:
         if command is not None:
             text = command.argument
         # a `/name args` prompt runs the user's prompt file (Decision 34); found again per turn
-        plan = await plan_prompt(
-            text, self.roots, self.settings, lister=model_lister(self.host, self.settings)
-        )
+        token = CURRENT.set(self)  # a project command's consent asks in this session
+        try:
+            plan = await plan_prompt(
+                text,
+                self.roots,
+                self.settings,
+                lister=model_lister(self.host, self.settings),
+                consent=allowed_tools_consent(self.host, self.roots),
+            )
+        finally:
+            CURRENT.reset(token)
         if self.files is not None and _names(plan.files) != _names(self.files):
             self.files = plan.files  # the client's command list follows the files
             self.announce()

@@ -114,6 +114,8 @@ class ApprovalRequest:
     can_preview: bool = False  # an edit the editor's own preview may ask for
     must_ask: str | None = None  # why a person must answer (`--yes` does not): risky git config
     files: list[dict[str, str]] | None = None  # a multi-file edit: each file's {uri, diff}
+    # ... and each file's (uri, old text, new text), for a client that shows diffs itself (ACP)
+    file_texts: list[tuple[str, str, str]] | None = None
     # The exact rule "Always allow" saves (`Bash(npm test)`); None: the choice is not offered.
     always_rule: str | None = None
 

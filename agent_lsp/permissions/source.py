@@ -19,12 +19,13 @@ from agent_lsp.agent.policy.hook_config import HookSpec, parse_hooks
 from agent_lsp.agent.policy.rules import Rule
 from agent_lsp.agent.ports import RunPermissions
 from agent_lsp.mcp.consent import workspace_key
-from agent_lsp.permissions.consent import ProjectConsent, Remembered
+from agent_lsp.permissions.consent import ProjectConsent
 from agent_lsp.settings import MAX_SETTINGS_FILE, state_dir, user_settings_path
 
 log = logging.getLogger(__name__)
 
 CONSENT_KIND = "permissions.allow"
+ALLOWED_TOOLS_KIND = "allowed-tools"  # a project prompt file's (Decision 30)
 HOOK_KIND = "hooks"
 # (prompt, the entries listed exactly) -> allow | allowAlways | deny; None: nobody to ask
 AskConsent = Callable[[str, list[str]], Awaitable[str | None]]
@@ -68,7 +69,7 @@ class ClaudePermissions:
         if not entries:
             return lambda spec: False
         granted = await self._consent(
-            workspace_key(roots), HOOK_KIND, entries, hooks_prompt(list(entries))
+            workspace_key(roots), HOOK_KIND, list(entries.items()), hooks_prompt
         )
         return lambda spec: isinstance(spec, HookSpec) and hook_entry(spec) in granted
 
@@ -81,10 +82,12 @@ class ClaudePermissions:
                 log.warning("Claude Code settings: %s", file.error)
             found += _rules_of(file)
         waiting = [r for r in found if r.scope == "project" and r.effect == "allow"]
-        entries = {r.text: r.source for r in waiting}
         granted = (
             await self._consent(
-                workspace_key(roots), CONSENT_KIND, entries, consent_prompt(waiting)
+                workspace_key(roots),
+                CONSENT_KIND,
+                [(r.text, r.source) for r in waiting],
+                lambda undecided: consent_prompt([r for r in waiting if r.text in undecided]),
             )
             if waiting
             else set()
@@ -92,34 +95,56 @@ class ClaudePermissions:
         kept = [r for r in found if r not in waiting or r.text in granted]
         return kept + [Rule.parse(text, "allow", "always") for text in self.saved]
 
+    async def allowed_tools(self, roots: list[Path], entries: list[str], origin: str) -> set[str]:
+        """The `allowed-tools` entries of a project prompt file the user consented to
+        (Decision 30: asked like the project's allow rules; nobody to ask: none)."""
+
+        def prompt(undecided: list[str]) -> str:
+            lines = [f"The workspace's command file {origin} allows these without asking you:"]
+            lines += [f"  {escape_invisible(e, keep_newlines=False)}" for e in undecided]
+            lines.append("Use its allowed-tools for its runs? (deny and ask rules apply anyway)")
+            return "\n".join(lines)
+
+        return await self._consent(
+            workspace_key(roots), ALLOWED_TOOLS_KIND, [(e, origin) for e in entries], prompt
+        )
+
     async def _consent(
-        self, workspace: str, kind: str, entries: dict[str, str], prompt: str
+        self,
+        workspace: str,
+        kind: str,
+        waiting: list[tuple[str, str]],
+        prompt: Callable[[list[str]], str],
     ) -> set[str]:
-        """The entries (text -> where it is written) the user consented to: remembered, allowed
-        in this process, or asked now (once, listing every undecided entry)."""
+        """The project entries (text, origin) the user consented to: remembered, allowed in
+        this process, or asked now (once, listing every undecided entry)."""
         async with self._asking:
             once = self.allowed_once.setdefault(f"{kind}\0{workspace}", set())
             answers = {
                 text: await asyncio.to_thread(self.store.answer, workspace, kind, text)
-                for text in entries
+                for text, _ in waiting
             }
             granted = {t for t, a in answers.items() if a == "allow"} | (once & set(answers))
-            undecided = [t for t in entries if answers[t] is None and t not in once]
+            undecided = {t: o for t, o in waiting if answers[t] is None and t not in once}
             if not undecided:
                 return granted
             answer: str | None = None
             if self.ask is not None:
                 try:
-                    answer = await self.ask(prompt, undecided)
+                    answer = await self.ask(prompt(list(undecided)), list(undecided))
                 except asyncio.CancelledError:
                     raise
                 except Exception as exc:  # a failing front end is nobody to ask
-                    log.warning("asking consent for the project's %s failed: %s", kind, exc)
+                    log.warning("asking consent for project entries failed: %s", exc)
             if answer in ("allowAlways", "deny"):
-                for text in undecided:
-                    remembered: Remembered = "allow" if answer == "allowAlways" else "deny"
+                for text, origin in undecided.items():
                     await asyncio.to_thread(
-                        self.store.remember_entry, workspace, kind, text, remembered, entries[text]
+                        self.store.remember_entry,
+                        workspace,
+                        kind,
+                        text,
+                        "allow" if answer == "allowAlways" else "deny",
+                        origin,
                     )
             if answer in ("allow", "allowAlways"):
                 once |= set(undecided)

@@ -10,7 +10,7 @@ from typing import Any
 from agent_lsp.agent.fs.prompt_files import PromptFiles, discover
 from agent_lsp.agent.host import AgentHost
 from agent_lsp.agent.loop.prompt_plan import PromptPlan, plan_prompt
-from agent_lsp.frontend import model_lister
+from agent_lsp.frontend import allowed_tools_consent, model_lister
 from agent_lsp.server.commands import RunArgs
 from agent_lsp.settings import Settings
 
@@ -20,7 +20,11 @@ async def plan_run(
 ) -> tuple[RunArgs, PromptPlan]:
     """The run's arguments with a `/name args` prompt expanded, and its plan."""
     plan = await plan_prompt(
-        parsed.prompt or "", roots, settings, lister=model_lister(host, settings)
+        parsed.prompt or "",
+        roots,
+        settings,
+        lister=model_lister(host, settings),
+        consent=allowed_tools_consent(host, list(roots)),
     )
     if plan.invocation is not None:
         parsed = parsed.model_copy(update={"prompt": plan.prompt})

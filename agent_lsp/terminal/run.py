@@ -25,7 +25,7 @@ from agent_lsp.agent.state.checkpoints import CheckpointStore
 from agent_lsp.agent.state.session import new_id
 from agent_lsp.agent.state.sessions import SessionError
 from agent_lsp.agent.tools.paths import PathGuard
-from agent_lsp.frontend import model_lister, on_signals, shut_down
+from agent_lsp.frontend import allowed_tools_consent, model_lister, on_signals, shut_down
 from agent_lsp.langservers.hub import plug as plug_language_servers
 from agent_lsp.langservers.hub import with_diagnostics
 from agent_lsp.settings import Settings
@@ -207,16 +207,22 @@ async def run_headless(
         (err or sys.stderr).write(f"agent-lsp run: {for_terminal(str(exc))}\n")
         return EXIT_USAGE
     # a `/name args` task runs that prompt file (Decision 34); the session's title keeps it as typed
-    plan = await plan_prompt(task, roots, settings, lister=model_lister(host, settings))
+    interactive = sys.stdin.isatty() and not prompt_from_stdin
+    plug_permissions(host, stream_out, interactive)  # before the plan: its consent asks here
+    plan = await plan_prompt(
+        task,
+        roots,
+        settings,
+        lister=model_lister(host, settings),
+        consent=allowed_tools_consent(host, roots),
+    )
     try:  # before any MCP server starts: a budget that could not be kept is a usage error
         check_budget(plan.settings, plan.model or session.model or settings.model)
     except BudgetRefused as exc:
         (err or sys.stderr).write(f"agent-lsp run: {for_terminal(str(exc))}\n")
         return EXIT_USAGE
     ws = with_diagnostics(host, DiskWorkspace(roots))
-    interactive = sys.stdin.isatty() and not prompt_from_stdin
     await _mcp_on_the_terminal(host, roots, settings, stream_out, interactive)
-    plug_permissions(host, stream_out, interactive)
     approver = TerminalApprover(yes, stream_out, interactive=interactive)
     run_id = worktree.run_id if worktree is not None else new_id("r")
     extra = {"worktree": worktree.to_dict()} if worktree is not None else None

@@ -50,6 +50,11 @@ class ApprovalAsker:
                 if prepared.files
                 else None
             ),
+            file_texts=(
+                [(u, self.redact(old), self.redact(new)) for u, old, new in prepared.file_texts]
+                if prepared.file_texts
+                else None
+            ),
             # never after a hook's ask (Decision 27): that ask travels as prepared.must_ask
             always_rule=None
             if prepared.must_ask

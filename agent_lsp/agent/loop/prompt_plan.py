@@ -21,6 +21,9 @@ MODELS_TIMEOUT = 5.0  # seconds for the endpoint's model list (is `claude-x` one
 MODELS_TTL = 600.0
 _listed: dict[tuple[str | None, str], tuple[float, set[str]]] = {}
 ModelLister = Callable[[], Awaitable[list[str]]]
+# A project prompt file's `allowed-tools` (the entries, the file) -> those the user consented to
+# (Decision 30); None: nobody to ask, none apply.
+AllowedToolsConsent = Callable[[list[str], str], Awaitable[set[str]]]
 
 
 @dataclass
@@ -57,6 +60,7 @@ async def plan_prompt(
     *,
     lister: ModelLister | None = None,
     files: PromptFiles | None = None,
+    consent: AllowedToolsConsent | None = None,
 ) -> PromptPlan:
     """The prompt files of `roots` (found off the event loop unless given) and the prompt, a
     `/name args` one expanded. `lister`: the endpoint's model list (asked only for a `claude-*`
@@ -78,11 +82,16 @@ async def plan_prompt(
         plan.model = run_model(requested, source.scope, settings, listed)
         if plan.model is None and requested.strip().lower() not in ("inherit", ""):
             plan.notes.append(f"its model {requested!r} runs on the session's model")
-    approval = pre_allowed(source, settings.approval)
+    granted: set[str] = set()
+    if source.allowed_tools and source.scope != "user" and consent is not None:
+        granted = await consent(list(source.allowed_tools), str(source.path))
+    approval = pre_allowed(source, settings.approval, granted)
     if approval is not None:
         plan.settings = settings.model_copy(update={"approval": approval})
-        allowed = ", ".join(source.allowed_tools or [])
-        plan.notes.append(f"allowed-tools pre-allowed for this run: {allowed}")
+        applied = [e for e in source.allowed_tools or [] if source.scope == "user" or e in granted]
+        plan.notes.append(f"allowed-tools pre-allowed for this run: {', '.join(applied)}")
+        if len(applied) < len(source.allowed_tools or []):
+            plan.notes.append("the rest of its allowed-tools are not applied (no consent)")
     elif source.allowed_tools and source.scope == "project":
         plan.notes.append("its allowed-tools are not applied (a project file's need your consent)")
     return plan

@@ -197,7 +197,8 @@ async def run_task(
                 skills=bool(skills),
                 agents=found.agents if found is not None else None,
             )
-            tools = [t for t in tools if policy.offers(t)]  # a bare deny rule (Decision 28)
+            withheld = [t for t in tools if not policy.offers(t)]  # a bare deny (Decision 28)
+            tools = [t for t in tools if policy.offers(t)]
             run.parent_tools = tools  # what a user's agent's tools may narrow (Decision 35)
             if options.mode == "plan":
                 system += PLAN_PROMPT
@@ -206,7 +207,7 @@ async def run_task(
             main = AgentLoop(
                 seams,
                 "main",
-                LoopTools(ToolBox(tools), tool_ctx),
+                LoopTools(ToolBox(tools, withheld), tool_ctx),
                 settings.max_turns,
                 session.history,
                 system,

@@ -106,6 +106,7 @@ class RunState:
             seams, prompt = self.seams, SUBAGENT_PROMPT.format(roots=roots) + steer
             offered = subagent_tools(diagnostics, code_intel)
             toolset = [t for t in offered if self.seams.gate.offers(t)]  # a bare deny rule
+            withheld = [t for t in offered if t not in toolset]  # its calls: denied, said why
             if agent is not None:  # the user's agent: its prompt, its (narrowed) tools, its model
                 toolset = narrow(agent, self.parent_tools)
                 prompt = f"{agent.body.strip()}{AGENT_CONTEXT.format(roots=roots)}{steer}"
@@ -113,7 +114,7 @@ class RunState:
             sub = AgentLoop(
                 seams,
                 agent_id,
-                LoopTools(ToolBox(toolset), self.tool_ctx),
+                LoopTools(ToolBox(toolset, withheld), self.tool_ctx),
                 settings.delegate_max_turns,
                 history,
                 prompt,

@@ -115,14 +115,19 @@ def run_model(
     return name
 
 
-def pre_allowed(source: PromptFile, approval: ApprovalSettings) -> ApprovalSettings | None:
+def pre_allowed(
+    source: PromptFile, approval: ApprovalSettings, granted: set[str] | None = None
+) -> ApprovalSettings | None:
     """The run's approval settings with a user command's `allowed-tools` allowed (None when it
-    names none). Project files' `allowed-tools` need the user's consent first: not applied here.
+    names none). A project file's need the user's consent first (Decision 30): only the
+    `granted` entries apply (None or empty: none).
     `Bash(prefix:*)` and `Bash(exact line)` become allowCommands entries; a bare tool name
     allows that tool unless approval.tools denies it; path specifiers of file tools are left to
     the permission rules."""
     wanted = source.allowed_tools
-    if source.scope != "user" or not wanted:
+    if source.scope != "user":
+        wanted = [e for e in wanted or [] if e in (granted or set())]
+    if not wanted:
         return None
     tools = dict(approval.tools)
     commands = list(approval.allow_commands)

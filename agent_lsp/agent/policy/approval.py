@@ -181,7 +181,15 @@ class ApprovalPolicy:
         return any(r.matches_path(path, self.roots) for r in self.read_denials())
 
     def offers(self, tool: Tool) -> bool:
-        """False for a tool a bare deny rule takes off the list."""
+        """False for a tool a bare deny rule takes off the list; `approval.tools: {x: deny}`
+        is the rule `x` in `deny` (Decision 26). The call-time denial stays (`decide`)."""
+        names = (
+            tool.name,
+            *getattr(tool, "aliases", ()),
+            *getattr(tool, "contested_aliases", ()),
+        )
+        if any(self.settings.tools.get(n) == "deny" for n in names):
+            return False
         return not self.rules.bare_denied(
             tool.name, tuple(getattr(tool, "aliases", ())), getattr(tool, "server", None)
         )

@@ -88,6 +88,7 @@ class Prepared:
     show_tail: bool = False  # the user sees the last lines of the result (a command's output)
     # A multi-file edit (rename_symbol): each file's `{uri, diff}`; `diff` then holds them all.
     files: list[dict[str, str]] | None = None
+    file_texts: list[tuple[str, str, str]] | None = None  # each file's (uri, old, new text)
     # File tools: each path the call touches, as given (absolute, not resolved) and resolved,
     # for path rules (CONTRACT Decision 28); `shown_path` names a writer's file in a rule.
     paths: list[tuple[Path, Path]] = field(default_factory=list)
@@ -145,14 +146,17 @@ def _schema_of(name: str, description: str, args: type[Args]) -> dict[str, Any]:
 class ToolBox:
     """The tools one agent may use, by name."""
 
-    def __init__(self, tools: list[Tool]):
+    def __init__(self, tools: list[Tool], withheld: list[Tool] | None = None):
         self.tools = {t.name: t for t in tools}
+        # Tools a deny takes off the list the model sees: a call naming one anyway (seen earlier
+        # in the session) still reaches the policy, which denies it, saying why.
+        self.withheld = {t.name: t for t in withheld or [] if t.name not in self.tools}
 
     def schemas(self) -> list[dict[str, Any]]:
         return [t.schema() for t in self.tools.values()]
 
     def get(self, name: str) -> Tool:
-        tool = self.tools.get(name)
+        tool = self.tools.get(name) or self.withheld.get(name)
         if tool is None:
             raise ToolError(f"unknown tool {name!r}; the tools are: {', '.join(self.tools)}")
         return tool

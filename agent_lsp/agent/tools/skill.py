@@ -81,7 +81,11 @@ class LoadSkill(Tool):
 
 
 def skill_text(skill: PromptFile, files: list[Path], ctx: ToolContext | None) -> str:
-    """The body, then the skill's files, made readable for the session."""
+    """The body, then the skill's files, made readable for the session (a file a `Read(…)`
+    deny rule covers is neither listed nor made readable: CONTRACT Decision 28)."""
+    if ctx is not None and ctx.hidden is not None:
+        hides = ctx.hidden
+        files = [p for p in files if not hides(p)]
     if ctx is not None and ctx.allow_read is not None:
         for path in files:
             ctx.allow_read(path)

@@ -195,6 +195,9 @@ async def _calls(
         if not isinstance(other, dict):
             continue
         site_uri = str(other.get("uri") if args.direction == "incoming" else item.get("uri"))
+        other_path = texts.path(str(other.get("uri", "")))
+        if other_path is not None and texts.hidden(other_path):
+            continue  # a file a Read(…) deny rule covers is not shown
         where = await _item_line(texts, other, enc)
         sites: list[Line] = []
         for rng in call.get("fromRanges") or []:

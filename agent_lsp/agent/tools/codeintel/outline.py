@@ -169,10 +169,13 @@ async def _symbol_list(ctx: ToolContext, items: Any, encoding: str, query: str) 
     for item in items if isinstance(items, list) else []:
         if not isinstance(item, dict):
             continue
+        loc = item.get("location") or {}
+        where_path = texts.path(str(loc.get("uri", "")))
+        if where_path is not None and texts.hidden(where_path):
+            continue  # a file a Read(…) deny rule covers is not shown
         total += 1
         if len(out) >= MAX_SHOWN:
             continue
-        loc = item.get("location") or {}
         rng = loc.get("range")
         inside = f" (in {item['containerName']})" if item.get("containerName") else ""
         if isinstance(rng, dict):  # a WorkspaceSymbol may give only the uri

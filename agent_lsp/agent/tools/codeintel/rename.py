@@ -52,10 +52,15 @@ class RenameSymbol(Tool):
             raise ToolError(f"{args.path} is outside the workspace; it is not renamed in")
         symbol_position(index, args.line, args.symbol, args.occurrence, "utf-16")  # a miss: now
         edit, encoding = await _ask_rename(ctx, args, path, index, text)
-        changes = await file_changes(ctx, edit, encoding)
+        touched: list[tuple[Path, Path]] = []
+        changes = await file_changes(ctx, edit, encoding, touched)
         if not changes:
             raise ToolError(f"the language server's rename of `{args.symbol}` changes nothing")
-        return _prepared(ctx, args, changes)
+        prepared = _prepared(ctx, args, changes)
+        # Every file the rename writes, as the server named it and resolved: `Edit(…)` path
+        # rules cover each one (CONTRACT Decision 28), not only the `path` argument.
+        prepared.paths = touched
+        return prepared
 
 
 async def _ask_rename(
@@ -144,14 +149,21 @@ def apply_text_edits(text: str, edits: list[dict[str, Any]], encoding: str) -> s
     return "".join([*out, text[last:]])
 
 
-async def file_changes(ctx: ToolContext, edit: dict[str, Any], encoding: str) -> list[FileChange]:
+async def file_changes(
+    ctx: ToolContext,
+    edit: dict[str, Any],
+    encoding: str,
+    touched: list[tuple[Path, Path]] | None = None,
+) -> list[FileChange]:
     """Each file's new text: the edits applied to its current text as the agent sees it.
-    ToolError for a file outside the workspace or not exact text."""
+    ToolError for a file outside the workspace or not exact text. `touched` gets each changed
+    file as (named, resolved), for path rules."""
     changes: list[FileChange] = []
     for uri, edits in edits_by_uri(edit).items():
         path = resolve_uri(ctx, uri)
         if path is None:
             raise ToolError(f"the rename would change {uri}, which is not a file; refused")
+        named = ctx.paths.given(uri)
         try:
             path = ctx.paths.resolve(str(path))
         except PathRefused:
@@ -170,6 +182,8 @@ async def file_changes(ctx: ToolContext, edit: dict[str, Any], encoding: str) ->
         after = apply_text_edits(before.text, edits, encoding)
         if after != before.text:
             changes.append(FileChange(path, before, after))
+            if touched is not None:
+                touched.append((named, path))
     return changes
 
 
@@ -212,6 +226,7 @@ def _prepared(ctx: ToolContext, args: RenameArgs, changes: list[FileChange]) -> 
         execute,
         diff="".join(diffs),
         files=[{"uri": c.path.as_uri(), "diff": d} for c, d in zip(changes, diffs, strict=True)],
+        file_texts=[(c.path.as_uri(), c.before.text, c.after) for c in changes],
     )
 
 

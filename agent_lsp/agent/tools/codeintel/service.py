@@ -123,7 +123,15 @@ class Texts:
         results = await asyncio.gather(*(self._read(p) for p in todo))
         self._cache.update(zip(todo, results, strict=True))
 
+    def hidden(self, path: Path) -> bool:
+        """A file a `Read(…)` deny rule covers: its locations are not shown, and outside the
+        workspace it is not made readable (CONTRACT Decision 28)."""
+        hides = self.ctx.hidden
+        return hides is not None and hides(path)
+
     async def _read(self, path: Path) -> TextIndex | None:
+        if self.hidden(path):
+            return None
         inside = self.ctx.paths.root_of(path) is not None
         try:
             doc = await (self.ctx.workspace.read(path) if inside else read_disk_document(path))
@@ -177,6 +185,8 @@ async def located(texts: Texts, uri: str, start: dict[str, Any], encoding: str) 
     path = texts.path(uri)
     if path is None:
         return Line(uri, int(start.get("line", 0)) + 1, int(start.get("character", 0)) + 1, "")
+    if texts.hidden(path):
+        return None
     index = await texts.index(path)
     if index is None:
         line = int(start.get("line", 0)) + 1
@@ -227,6 +237,8 @@ async def target(ctx: ToolContext, raw: str) -> tuple[Path, TextIndex, str]:
         raise ToolError(str(exc)) from None
     if path.is_dir():
         raise ToolError(f"{raw} is a directory; give a file")
+    if ctx.hidden is not None and ctx.hidden(path):
+        raise ToolError(f"{raw} is denied by a Read(…) rule; it is not read")
     try:
         doc = await ctx.workspace.read(path)
     except ValueError as exc:
