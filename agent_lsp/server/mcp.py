@@ -3,7 +3,6 @@ status as `status` stream events, window/logMessage and one window/showMessage p
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from typing import Any
 
@@ -12,11 +11,10 @@ from pygls.lsp.server import LanguageServer
 
 from agent_lsp.agent.events import StatusEvent
 from agent_lsp.server.capabilities import ClientCaps
-from agent_lsp.server.rpc import ClientRequestError, OutgoingRequest, safe_notify
+from agent_lsp.server.project_consent import ask_consent
+from agent_lsp.server.rpc import safe_notify
 
 log = logging.getLogger(__name__)
-
-CHOICES = {"Allow": "allow", "Allow always for this workspace": "allowAlways", "Deny": "deny"}
 
 
 class LspMcpHooks:
@@ -31,29 +29,8 @@ class LspMcpHooks:
 
     async def ask_consent(self, decl: Any, prompt: str) -> str | None:
         """allow | allowAlways | deny; None when nobody can be asked (Helix) or nobody answered."""
-        if not self.caps.can_show_message_request:
-            return None
-        request = OutgoingRequest(
-            self.ls,
-            types.WINDOW_SHOW_MESSAGE_REQUEST,
-            {
-                "type": types.MessageType.Warning.value,
-                "message": f"agent-lsp: {prompt}",
-                "actions": [{"title": title} for title in CHOICES],
-            },
-        )
-        # a write right after the request (see PITFALLS: eglot)
-        for stream in list(self.streams.values()):
-            stream.send(StatusEvent(f"waiting for consent to start MCP server `{decl.name}`", None))
-        try:
-            result = await asyncio.wait_for(asyncio.shield(request.answer), self.timeout)
-        except (TimeoutError, ClientRequestError) as exc:
-            log.info("consent for MCP server %s: %s", decl.name, exc or "unanswered")
-            return None
-        finally:
-            request.withdraw()
-        title = result.get("title") if isinstance(result, dict) else None
-        return CHOICES.get(str(title), "deny") if result is not None else "deny"
+        waiting = f"waiting for consent to start MCP server `{decl.name}`"
+        return await ask_consent(self, prompt, waiting, f"MCP server {decl.name}")
 
     def on_status(self, name: str, state: str, message: str) -> None:
         safe_notify(

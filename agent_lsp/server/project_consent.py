@@ -31,29 +31,38 @@ class LspProjectConsent:
 
     async def ask(self, prompt: str, entries: list[str]) -> str | None:
         """allow | allowAlways | deny; None when nobody can be asked or nobody answered."""
-        if not self.caps.can_show_message_request:
-            return None
-        request = OutgoingRequest(
-            self.ls,
-            types.WINDOW_SHOW_MESSAGE_REQUEST,
-            {
-                "type": types.MessageType.Warning.value,
-                "message": f"agent-lsp: {prompt}",
-                "actions": [{"title": title} for title in CHOICES],
-            },
+        return await ask_consent(
+            self, prompt, "waiting for consent to the project's settings", "project entries"
         )
-        # a write right after the request (see PITFALLS: eglot)
-        for stream in list(self.streams.values()):
-            stream.send(StatusEvent("waiting for consent to the project's allow rules", None))
-        try:
-            result = await asyncio.wait_for(asyncio.shield(request.answer), self.timeout)
-        except (TimeoutError, ClientRequestError) as exc:
-            log.info("consent for project rules: %s", exc or "unanswered")
-            return None
-        finally:
-            request.withdraw()
-        title = result.get("title") if isinstance(result, dict) else None
-        return CHOICES.get(str(title), "deny") if result is not None else "deny"
+
+
+async def ask_consent(asker: Any, prompt: str, waiting: str, what: str) -> str | None:
+    """One consent message request (Allow / Allow always for this workspace / Deny) from an
+    object with `ls`, `caps`, `streams` and `timeout`: allow | allowAlways | deny; None when
+    nobody can be asked (Helix) or nobody answered in time."""
+    if not asker.caps.can_show_message_request:
+        return None
+    request = OutgoingRequest(
+        asker.ls,
+        types.WINDOW_SHOW_MESSAGE_REQUEST,
+        {
+            "type": types.MessageType.Warning.value,
+            "message": f"agent-lsp: {prompt}",
+            "actions": [{"title": title} for title in CHOICES],
+        },
+    )
+    # a write right after the request (see PITFALLS: eglot)
+    for stream in list(asker.streams.values()):
+        stream.send(StatusEvent(waiting, None))
+    try:
+        result = await asyncio.wait_for(asyncio.shield(request.answer), asker.timeout)
+    except (TimeoutError, ClientRequestError) as exc:
+        log.info("consent for %s: %s", what, exc or "unanswered")
+        return None
+    finally:
+        request.withdraw()
+    title = result.get("title") if isinstance(result, dict) else None
+    return CHOICES.get(str(title), "deny") if result is not None else "deny"
 
 
 def plug_permissions(
