@@ -7,12 +7,13 @@ the whole rename at once (CONTRACT "Edit review")."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from difflib import SequenceMatcher
 from typing import Any
 
 from lsprotocol import types
 
 from agent_lsp.agent.ports import EditOutcome, FileChange
-from agent_lsp.server.positions import minimal_edit
+from agent_lsp.server.positions import lsp_lines, minimal_edit
 from agent_lsp.server.preview_gate import PREVIEW_ANNOTATION, preview_gate
 from agent_lsp.server.rpc import ClientRequestError, client_request
 
@@ -39,12 +40,15 @@ async def apply_all(
         open_doc = ws._open_document(change.path)
         uri = open_doc.uri if open_doc is not None else change.path.as_uri()
         text_edit = minimal_edit(ws.ls, change.before.text, change.after)
-        edit: types.TextEdit | types.AnnotatedTextEdit = (
-            types.AnnotatedTextEdit(
-                range=text_edit.range, new_text=text_edit.new_text, annotation_id=PREVIEW_ANNOTATION
-            )
+        edits: list[types.TextEdit | types.AnnotatedTextEdit] = (
+            [
+                types.AnnotatedTextEdit(
+                    range=e.range, new_text=e.new_text, annotation_id=PREVIEW_ANNOTATION
+                )
+                for e in _hunk_edits(ws.ls, change.before.text, change.after)
+            ]
             if annotated
-            else text_edit
+            else [text_edit]
         )
         if open_doc is not None:
             expected[change.path] = (open_doc.version or 0) + 1
@@ -54,7 +58,7 @@ async def apply_all(
                     text_document=types.OptionalVersionedTextDocumentIdentifier(
                         uri=uri, version=open_doc.version if open_doc is not None else None
                     ),
-                    edits=[edit],
+                    edits=edits,
                 )
             )
         else:
@@ -112,6 +116,30 @@ async def apply_all(
     for path, version in expected.items():
         await ws._until_version(path, version)
     return EditOutcome(True)
+
+
+def _hunk_edits(ls: Any, before: str, after: str) -> list[types.TextEdit]:
+    """The previewed edits of a file: one per changed run of lines, each trimmed to what
+    changed, so the editor's preview lists each renamed place rather than one span from the
+    first to the last."""
+    old, new = lsp_lines(before), lsp_lines(after)
+    out = []
+    for tag, i1, i2, j1, j2 in SequenceMatcher(None, old, new, autojunk=False).get_opcodes():
+        if tag == "equal":
+            continue
+        # the hunk starts a line: its positions are the document's, `i1` lines down
+        edit = minimal_edit(ls, "".join(old[i1:i2]), "".join(new[j1:j2]))
+
+        def down(p: types.Position, by: int = i1) -> types.Position:
+            return types.Position(line=p.line + by, character=p.character)
+
+        out.append(
+            types.TextEdit(
+                range=types.Range(start=down(edit.range.start), end=down(edit.range.end)),
+                new_text=edit.new_text,
+            )
+        )
+    return out
 
 
 def _stale(ws: Any, changes: list[FileChange]) -> str:

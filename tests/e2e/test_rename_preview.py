@@ -47,6 +47,9 @@ async def test_the_rename_is_one_annotated_apply_edit_for_every_file(open_editor
     assert editor.edits[0].label == annotation.label
     assert sorted(c.text_document.uri for c in edit.document_changes) == sorted((root / r).as_uri() for r in files)
     assert all(e.annotation_id == "agent-lsp-preview" for c in edit.document_changes for e in c.edits)
+    # one edit per renamed place (the preview lists each), not one span from first to last
+    assert all(e.range.start.line == e.range.end.line and "\n" not in e.new_text
+               for c in edit.document_changes for e in c.edits)
     assert "invoice.grand_total()" in (root / "pkg/mod_0000.py").read_text()
     assert [e["state"] for e in editor.events(started["runId"], "approval")] == ["pending", "preview"]
 

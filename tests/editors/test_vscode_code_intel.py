@@ -219,6 +219,7 @@ def test_vscode_rename_opens_in_the_refactor_preview(tmp_path_factory, tools):  
         f"{scenario}\n{result.get('error')}\nserver log: {result.get('serverLog', '')[-6000:]}"
     assert leftovers == [] and result["orphans"] == []
     assert "main.ts" in scenario["panelText"] and "shapes.ts" in scenario["panelText"], scenario["panelText"]
+    assert "('you');" in scenario["panelText"], "each renamed place is its own line in the preview"
     assert not [t for t in scenario["toasts"] if "rename_symbol" in t], scenario["toasts"]
     assert "greet(): string" in scenario["shapes"] and "salute(name: string)" in scenario["shapes"]
     assert "g.salute('a')" in scenario["main"] and "'greet'" in scenario["main"]
