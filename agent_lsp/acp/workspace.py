@@ -70,7 +70,14 @@ class AcpWorkspace:
             self.edits[path] = Edit(path, before.text if before is not None else None, after)
         return outcome
 
-    async def apply_all(self, changes: list[FileChange], *, label: str) -> EditOutcome:
+    async def apply_all(
+        self,
+        changes: list[FileChange],
+        *,
+        label: str,
+        preview: str | None = None,
+        late: Any = None,
+    ) -> EditOutcome:
         """Each file written as an edit is (ACP has no one change for several files); the tool
         call's result lists the files (no per-file diff content is kept for it)."""
         outcome = await apply_each(self, changes)

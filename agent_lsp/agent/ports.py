@@ -67,10 +67,18 @@ class Workspace(Protocol):
         the editor applied the previewed edit afterwards."""
         ...
 
-    async def apply_all(self, changes: list[FileChange], *, label: str) -> EditOutcome:
+    async def apply_all(
+        self,
+        changes: list[FileChange],
+        *,
+        label: str,
+        preview: str | None = None,
+        late: Callable[[], None] | None = None,
+    ) -> EditOutcome:
         """Replace several files' text as ONE change where the host can (the LSP server: one
         `workspace/applyEdit`, all or nothing), else file by file in order (a failure stops
-        there; the outcome's message says which files were written). Never raises."""
+        there; the outcome's message says which files were written). Never raises.
+        `preview`/`late`: as for `apply`, for the whole change (one preview of every file)."""
         ...
 
     def open_texts(self) -> dict[Path, str]:

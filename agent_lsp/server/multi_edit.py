@@ -1,35 +1,55 @@
 """A multi-file edit (a rename) as ONE `workspace/applyEdit`: a TextDocumentEdit per file (with
 the open buffer's version, so the editor refuses it on a buffer that moved on) or `changes`,
-all applied or none (CONTRACT "Code intelligence": rename_symbol)."""
+all applied or none (CONTRACT "Code intelligence": rename_symbol). With `preview`, every file's
+edits carry one change annotation that needs confirmation: the editor's own preview asks, for
+the whole rename at once (CONTRACT "Edit review")."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from difflib import SequenceMatcher
 from typing import Any
 
 from lsprotocol import types
 
 from agent_lsp.agent.ports import EditOutcome, FileChange
-from agent_lsp.server.positions import minimal_edit
+from agent_lsp.server.positions import lsp_lines, minimal_edit
+from agent_lsp.server.preview_gate import PREVIEW_ANNOTATION, preview_gate
 from agent_lsp.server.rpc import ClientRequestError, client_request
 
 
-async def apply_all(ws: Any, changes: list[FileChange], label: str, timeout: float) -> EditOutcome:
+async def apply_all(
+    ws: Any,
+    changes: list[FileChange],
+    label: str,
+    timeout: float,
+    preview: str | None = None,
+    late: Callable[[], None] | None = None,
+) -> EditOutcome:
     """`ws`: the LspWorkspace (its buffers, capabilities and version wait)."""
     if not ws.caps.can_apply_edit:
         return EditOutcome(False, "this editor does not support workspace/applyEdit")
+    stale = _stale(ws, changes)
+    if stale:
+        return EditOutcome(False, f"{stale}; nothing was changed")
+    annotated = preview is not None and ws.caps.has_document_changes
     document_changes: list[Any] = []
     plain: dict[str, list[types.TextEdit]] = {}
     expected: dict[Any, int] = {}
     for change in changes:
         open_doc = ws._open_document(change.path)
-        if open_doc is not None and open_doc.source != change.before.text:
-            return EditOutcome(
-                False,
-                f"{change.path.name} was changed in the editor after the agent read it "
-                f"(buffer version {open_doc.version}); nothing was changed",
-            )
         uri = open_doc.uri if open_doc is not None else change.path.as_uri()
-        edit = minimal_edit(ws.ls, change.before.text, change.after)
+        text_edit = minimal_edit(ws.ls, change.before.text, change.after)
+        edits: list[types.TextEdit | types.AnnotatedTextEdit] = (
+            [
+                types.AnnotatedTextEdit(
+                    range=e.range, new_text=e.new_text, annotation_id=PREVIEW_ANNOTATION
+                )
+                for e in _hunk_edits(ws.ls, change.before.text, change.after)
+            ]
+            if annotated
+            else [text_edit]
+        )
         if open_doc is not None:
             expected[change.path] = (open_doc.version or 0) + 1
         if ws.caps.has_document_changes:
@@ -38,33 +58,97 @@ async def apply_all(ws: Any, changes: list[FileChange], label: str, timeout: flo
                     text_document=types.OptionalVersionedTextDocumentIdentifier(
                         uri=uri, version=open_doc.version if open_doc is not None else None
                     ),
-                    edits=[edit],
+                    edits=edits,
                 )
             )
         else:
-            plain[uri] = [edit]
+            plain[uri] = [text_edit]
+    annotations = (
+        {
+            PREVIEW_ANNOTATION: types.ChangeAnnotation(
+                label=preview,
+                needs_confirmation=True,
+                description="edit " + ", ".join(c.path.name for c in changes),
+            )
+        }
+        if annotated and preview is not None
+        else None
+    )
     workspace_edit = (
-        types.WorkspaceEdit(document_changes=document_changes)
+        types.WorkspaceEdit(document_changes=document_changes, change_annotations=annotations)
         if ws.caps.has_document_changes
         else types.WorkspaceEdit(changes=plain)
     )
+    gate = preview_gate(ws.ls) if preview else None
+    if gate is not None:
+        if gate.locked() and ws.on_waiting:
+            ws.on_waiting("waiting for the edit preview already open in the editor")
+        await gate.acquire()  # one preview at a time per server (CONTRACT "Edit review")
+        stale = _stale(ws, changes)
+        if stale:
+            gate.release()
+            return EditOutcome(False, f"{stale} while the edit waited for another preview")
     try:
         result = await client_request(
             ws.ls,
             types.WORKSPACE_APPLY_EDIT,
-            types.ApplyWorkspaceEditParams(edit=workspace_edit, label=label),
-            timeout,
+            types.ApplyWorkspaceEditParams(edit=workspace_edit, label=preview or label),
+            None if preview else timeout,  # a previewed edit waits for the user
+            late=(
+                (lambda answer: late() if getattr(answer, "applied", False) else None)
+                if preview and late
+                else None
+            ),
+            settled=gate.release if gate is not None else None,
         )
     except TimeoutError:
         return EditOutcome(False, f"the editor did not answer the edit within {timeout:g}s")
     except ClientRequestError as exc:
         return EditOutcome(False, f"the editor refused the edit: {exc}")
     if not getattr(result, "applied", False):
+        reason = getattr(result, "failure_reason", None)
         return EditOutcome(
             False,
-            getattr(result, "failure_reason", None)
+            reason
             or "the editor refused the edit (a document may have changed since the agent read it)",
+            rejected=preview is not None and not reason,
         )
     for path, version in expected.items():
         await ws._until_version(path, version)
     return EditOutcome(True)
+
+
+def _hunk_edits(ls: Any, before: str, after: str) -> list[types.TextEdit]:
+    """The previewed edits of a file: one per changed run of lines, each trimmed to what
+    changed, so the editor's preview lists each renamed place rather than one span from the
+    first to the last."""
+    old, new = lsp_lines(before), lsp_lines(after)
+    out = []
+    for tag, i1, i2, j1, j2 in SequenceMatcher(None, old, new, autojunk=False).get_opcodes():
+        if tag == "equal":
+            continue
+        # the hunk starts a line: its positions are the document's, `i1` lines down
+        edit = minimal_edit(ls, "".join(old[i1:i2]), "".join(new[j1:j2]))
+
+        def down(p: types.Position, by: int = i1) -> types.Position:
+            return types.Position(line=p.line + by, character=p.character)
+
+        out.append(
+            types.TextEdit(
+                range=types.Range(start=down(edit.range.start), end=down(edit.range.end)),
+                new_text=edit.new_text,
+            )
+        )
+    return out
+
+
+def _stale(ws: Any, changes: list[FileChange]) -> str:
+    """Why the edit no longer fits: a file's open buffer is not the text it was computed on."""
+    for change in changes:
+        open_doc = ws._open_document(change.path)
+        if open_doc is not None and open_doc.source != change.before.text:
+            return (
+                f"{change.path.name} was changed in the editor after the agent read it "
+                f"(buffer version {open_doc.version})"
+            )
+    return ""

@@ -18,6 +18,7 @@ from agent_lsp.agent.ports import Document, EditOutcome, FileChange
 from agent_lsp.server.capabilities import ClientCaps
 from agent_lsp.server.folders import uri_to_path
 from agent_lsp.server.positions import minimal_edit, start_insert, whole_edit
+from agent_lsp.server.preview_gate import PREVIEW_ANNOTATION, preview_gate
 from agent_lsp.server.rpc import ClientRequestError, client_request
 
 log = logging.getLogger(__name__)
@@ -26,18 +27,6 @@ APPLY_EDIT_TIMEOUT = 60.0
 DID_CHANGE_WAIT = 3.0  # after an applied edit, for the editor's didChange (eglot: when idle)
 DIAGNOSTICS_METHOD = "agentLsp/diagnostics"
 DIAGNOSTICS_TIMEOUT = 3.0  # CONTRACT Decision 15: the client answers within ~2 s
-PREVIEW_ANNOTATION = "agent-lsp-preview"
-
-
-def preview_gate(ls: LanguageServer) -> asyncio.Lock:
-    """The server's one open edit preview: VS Code shows one refactoring preview at a time and
-    answers a second with a Cancel the model would take for the user's no. Held until the
-    editor answers, even when the run that asked was cancelled meanwhile."""
-    gate = getattr(ls, "_agent_lsp_preview_gate", None)
-    if gate is None:
-        gate = asyncio.Lock()
-        ls._agent_lsp_preview_gate = gate  # type: ignore[attr-defined]
-    return gate
 
 
 class LspWorkspace:
@@ -207,11 +196,18 @@ class LspWorkspace:
             await self._until_version(path, expected)
         return EditOutcome(True, version=expected)
 
-    async def apply_all(self, changes: list[FileChange], *, label: str) -> EditOutcome:
+    async def apply_all(
+        self,
+        changes: list[FileChange],
+        *,
+        label: str,
+        preview: str | None = None,
+        late: Callable[[], None] | None = None,
+    ) -> EditOutcome:
         """Several files as ONE workspace/applyEdit (multi_edit.py)."""
         from agent_lsp.server.multi_edit import apply_all
 
-        return await apply_all(self, changes, label, APPLY_EDIT_TIMEOUT)
+        return await apply_all(self, changes, label, APPLY_EDIT_TIMEOUT, preview, late)
 
     async def _until_version(self, path: Path, version: int) -> None:
         """Wait (bounded) for the editor's didChange of an edit it applied: clients send it late

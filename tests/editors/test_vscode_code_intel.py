@@ -180,3 +180,52 @@ def test_vscode_agent_finds_references_and_renames_through_typescript(tmp_path_f
         shot = tmp / "screenshots" / "rename-approval.png"
         if shot.is_file():
             shutil.copy(shot, vs.EXTENSION / "rename-approval.png")
+
+
+PREVIEW_TASK = "Rename greet of Greeter to salute, in the preview"
+
+
+def test_vscode_rename_opens_in_the_refactor_preview(tmp_path_factory, tools):  # noqa: F811
+    """CONTRACT "Edit review": with agentLsp.editPreview on, rename_symbol is ONE annotated
+    applyEdit that VS Code shows in its Refactor Preview with both files (screenshot
+    rename-preview.png), no approval toast; applied there, both files change."""
+    from agent_lsp.testing.scripted_model import ScriptedModelServer
+
+    tmp = tmp_path_factory.mktemp("vscode-ci-preview")
+    wrapper = tmp / "agent-lsp"
+    wrapper.write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} -m agent_lsp "$@"\n')
+    wrapper.chmod(0o755)
+    with ScriptedModelServer() as model:
+        model.add(PREVIEW_TASK, [
+            {"tool_calls": [{"id": "ren", "name": "rename_symbol",
+                             "arguments": {"path": "shapes.ts", "line": 2, "symbol": "greet", "newName": "salute"}}]},
+            {"text": "Renamed."},
+        ])
+        marker = f"agent-lsp-vscode-ci-preview-{os.getpid()}-{tmp.name}"
+        env = {**os.environ, **tools, "AGENT_LSP_E2E_MARKER": marker, "AGENT_LSP_SERVER": str(wrapper),
+               "AGENT_LSP_MODEL_URL": model.base_url, "AGENT_LSP_SCENARIOS": "codeIntelRenamePreview",
+               "AGENT_LSP_SCREENSHOT_DIR": str(tmp / "screenshots"),
+               "AGENT_LSP_TASKS": json.dumps({"codeIntelPreview": PREVIEW_TASK, "configuredModel": "scripted"})}
+        try:
+            proc = subprocess.run([tools["AGENT_LSP_NODE"], str(vs.HERE / "run-test.mjs")],
+                                  capture_output=True, text=True, timeout=900, env=env, cwd=vs.REPO)
+        finally:
+            leftovers = vs.kill_marked(marker)
+        requests = model.requests_for(PREVIEW_TASK)
+    (tmp / "driver.log").write_text(proc.stderr)
+    result = json.loads(proc.stdout)
+    scenario = result["scenarios"].get("codeIntelRenamePreview")
+    assert scenario is not None and "error" not in scenario, \
+        f"{scenario}\n{result.get('error')}\nserver log: {result.get('serverLog', '')[-6000:]}"
+    assert leftovers == [] and result["orphans"] == []
+    assert "main.ts" in scenario["panelText"] and "shapes.ts" in scenario["panelText"], scenario["panelText"]
+    assert "('you');" in scenario["panelText"], "each renamed place is its own line in the preview"
+    assert not [t for t in scenario["toasts"] if "rename_symbol" in t], scenario["toasts"]
+    assert "greet(): string" in scenario["shapes"] and "salute(name: string)" in scenario["shapes"]
+    assert "g.salute('a')" in scenario["main"] and "'greet'" in scenario["main"]
+    ren = next(m["content"] for m in requests[-1]["messages"] if m.get("tool_call_id") == "ren")
+    assert ren.startswith("applied: rename `greet` to `salute` in 2 files"), ren
+    if os.environ.get("AGENT_LSP_UPDATE_SCREENSHOT") == "1":
+        shot = tmp / "screenshots" / "rename-preview.png"
+        if shot.is_file():
+            shutil.copy(shot, vs.EXTENSION / "rename-preview.png")

@@ -81,7 +81,14 @@ class DiskWorkspace:
             return EditOutcome(False, f"cannot write: {exc.strerror or exc}")
         return EditOutcome(True)
 
-    async def apply_all(self, changes: list[FileChange], *, label: str) -> EditOutcome:
+    async def apply_all(
+        self,
+        changes: list[FileChange],
+        *,
+        label: str,
+        preview: str | None = None,
+        late: Any = None,
+    ) -> EditOutcome:
         return await apply_each(self, changes)
 
     async def restore(self, restores: list[Any]) -> Any:

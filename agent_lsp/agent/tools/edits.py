@@ -75,13 +75,18 @@ def _applied_late(ctx: ToolContext, path: Path, before: Document | None, after: 
     """The run was cancelled while the editor's preview was open, and the user applied the edit
     afterwards: it goes into the run's checkpoint (rewindable) and the user is told, or told
     that it could not be recorded."""
-    shown = ctx.paths.display(path)
+    applied_late(ctx, [(path, before, after)], f"the edit to {ctx.paths.display(path)}")
+
+
+def applied_late(
+    ctx: ToolContext, files: list[tuple[Path, Document | None, str]], what: str
+) -> None:
+    """`_applied_late` for an edit of several files (a rename): every file is recorded."""
 
     def tell(text: str) -> None:
         if ctx.notify is not None:
             ctx.notify(
-                f"the edit to {shown} was applied in the editor's preview "
-                f"after the run was cancelled; {text}"
+                f"{what} was applied in the editor's preview after the run was cancelled; {text}"
             )
 
     async def record() -> None:
@@ -89,11 +94,12 @@ def _applied_late(ctx: ToolContext, path: Path, before: Document | None, after: 
             tell("this run keeps no checkpoint, so rewind cannot take it back")
             return
         try:
-            await ctx.checkpoint.record_late(path, before, after)
+            for path, before, after in files:
+                await ctx.checkpoint.record_late(path, before, after)
         except Exception as exc:
             log.warning(
                 "the late edit of %s could not be added to the run's checkpoint",
-                path,
+                ", ".join(str(f[0]) for f in files),
                 exc_info=True,
             )
             tell(

@@ -60,6 +60,7 @@ const SCENARIOS = [
 const NAMED_ONLY = [
   ['codeIntelProbe', codeIntel.codeIntelProbe],
   ['codeIntelTools', codeIntel.codeIntelTools],
+  ['codeIntelRenamePreview', codeIntel.codeIntelRenamePreview],
 ];
 
 function writeWorkspace(dirs) {

@@ -51,3 +51,47 @@ export async function codeIntelTools({ page, dirs, tasks }) {
   r.diffTabsAfter = (await tabLabels(page)).filter((l) => l.includes('proposed'));
   return r;
 }
+
+const serverStarts = (dirs) => (outputChannelLog(dirs, 'agent-lsp').match(/server started/g) ?? []).length;
+
+/** rename_symbol with agentLsp.editPreview on (CONTRACT "Edit review"): the rename of both
+ * files opens in VS Code's Refactor Preview (screenshot rename-preview.png), no approval toast;
+ * ticked and applied there, both files change. */
+export async function codeIntelRenamePreview({ page, dirs, tasks }) {
+  const r = {};
+  await step('the server started', () => waitFor('"server started"', () => serverStarts(dirs) >= 1, t(60_000)));
+  const starts = serverStarts(dirs);
+  const file = path.join(dirs.userData, 'Machine', 'settings.json');
+  const machine = JSON.parse(fs.readFileSync(file, 'utf8'));
+  machine['agentLsp.editPreview'] = true;
+  fs.writeFileSync(file, JSON.stringify(machine, null, 2));
+  await step('server restarted (editPreview)', () => waitFor('a new "server started"', () => serverStarts(dirs) > starts, t(60_000)));
+  await step('open main.ts', () => openFile(page, 'main.ts'));
+  await step('open shapes.ts', () => openFile(page, 'shapes.ts'));
+  const before = agentLog(dirs);
+  await palette(page, 'Agent: Run Task…');
+  await answerInputBox(page, tasks.codeIntelPreview);
+  const panel = page.locator('.bulk-edit-panel');
+  await step('the Refactor Preview opens', () => panel.first().waitFor({ state: 'visible', timeout: t(120_000) }));
+  await waitFor('both files in the preview', async () => {
+    const text = await panel.first().innerText();
+    return text.includes('main.ts') && text.includes('shapes.ts');
+  }, t(15_000)).catch(() => {});
+  await page.screenshot({ path: path.join(dirs.shots, 'rename-preview.png') });
+  r.panelText = (await panel.first().innerText()).replace(/\u00a0/g, ' ').slice(0, 3000);
+  r.toasts = await page.locator('.notifications-toasts .notification-toast').allInnerTexts();
+  // needsConfirmation edits start unchecked: tick them (a file's box ticks its edits), then Apply.
+  const unchecked = panel.locator('.edit-checkbox:not(.checked)');
+  for (let i = 0; i < 8 && (await unchecked.count()) > 0; i++) {
+    await unchecked.first().click();
+  }
+  await panel.getByRole('button', { name: 'Apply', exact: true }).click();
+  await step('run stopped', () => waitFor('the stop event in the Agent output',
+    () => /■/.test(agentLog(dirs).slice(before.length)), t(60_000)));
+  await step('both files renamed on disk', () =>
+    waitFor('salute in main.ts', () => fs.readFileSync(path.join(dirs.workspace, 'main.ts'), 'utf8').includes('g.salute('), t(30_000)));
+  r.shapes = fs.readFileSync(path.join(dirs.workspace, 'shapes.ts'), 'utf8');
+  r.main = fs.readFileSync(path.join(dirs.workspace, 'main.ts'), 'utf8');
+  r.agentOutput = agentLog(dirs).slice(before.length);
+  return r;
+}

@@ -1,7 +1,8 @@
 """rename_symbol: the language server's rename as ONE edit over every file it touches: its
 WorkspaceEdit (`changes` or `documentChanges`; creating, moving or deleting files is refused)
-applied to each file's current text, reviewed as one approval showing every file's diff,
-checkpointed, and applied as one change (CONTRACT "Code intelligence", Decision 39)."""
+applied to each file's current text, reviewed as one approval showing every file's diff (or
+in the editor's own preview, CONTRACT "Edit review"), checkpointed, and applied as one change
+(CONTRACT "Code intelligence", Decision 39)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from typing import Any
 from pydantic import Field
 
 from agent_lsp.agent.ports import CodeIntelError, Document, FileChange
-from agent_lsp.agent.tools.base import Prepared, Tool, ToolContext, ToolError
+from agent_lsp.agent.tools.base import EditRejected, Prepared, Tool, ToolContext, ToolError
 from agent_lsp.agent.tools.codeintel.navigate import SymbolArgs
 from agent_lsp.agent.tools.codeintel.positions import TextIndex, symbol_position
 from agent_lsp.agent.tools.codeintel.service import (
@@ -22,7 +23,7 @@ from agent_lsp.agent.tools.codeintel.service import (
     target,
 )
 from agent_lsp.agent.tools.codeintel.sources import encoding_of, no_source
-from agent_lsp.agent.tools.edits import diff_summary, unified_diff
+from agent_lsp.agent.tools.edits import applied_late, diff_summary, unified_diff
 from agent_lsp.agent.tools.paths import PathRefused
 
 DETAIL_DIFF_LINES = 400  # the approval's detail: every file's diff, cut here (the event has all)
@@ -56,7 +57,7 @@ class RenameSymbol(Tool):
         changes = await file_changes(ctx, edit, encoding, touched)
         if not changes:
             raise ToolError(f"the language server's rename of `{args.symbol}` changes nothing")
-        prepared = _prepared(ctx, args, changes)
+        prepared = _prepared(ctx, args, changes, path)
         # Every file the rename writes, as the server named it and resolved: `Edit(…)` path
         # rules cover each one (CONTRACT Decision 28), not only the `path` argument.
         prepared.paths = touched
@@ -187,7 +188,9 @@ async def file_changes(
     return changes
 
 
-def _prepared(ctx: ToolContext, args: RenameArgs, changes: list[FileChange]) -> Prepared:
+def _prepared(
+    ctx: ToolContext, args: RenameArgs, changes: list[FileChange], target_path: Path
+) -> Prepared:
     shown = [ctx.paths.display(c.path) for c in changes]
     diffs = [unified_diff(s, c.before.text, c.after) for s, c in zip(shown, changes, strict=True)]
     head = (
@@ -201,11 +204,25 @@ def _prepared(ctx: ToolContext, args: RenameArgs, changes: list[FileChange]) -> 
         body = [*body[:DETAIL_DIFF_LINES], f"… ({len(body) - DETAIL_DIFF_LINES} more lines)"]
     label = f"agent-lsp: rename_symbol {args.symbol} -> {args.newName}"
 
-    async def execute() -> str:
+    async def execute(preview: str | None = None) -> str:
         if ctx.checkpoint is not None:
             for change in changes:
                 await ctx.checkpoint.before_change(change.path, change.before)
-        outcome = await ctx.workspace.apply_all(changes, label=label)
+        if preview is None:
+            outcome = await ctx.workspace.apply_all(changes, label=label)
+        else:
+            outcome = await ctx.workspace.apply_all(
+                changes,
+                label=label,
+                preview=preview,
+                late=lambda: applied_late(
+                    ctx,
+                    [(c.path, c.before, c.after) for c in changes],
+                    f"the rename of `{args.symbol}` to `{args.newName}` ({', '.join(shown)})",
+                ),
+            )
+        if outcome.rejected:
+            raise EditRejected("the user rejected the edit in the preview")
         landed = changes if outcome.applied else await _landed(ctx, changes)
         for change in landed:
             ctx.changes.add(change.path)
@@ -224,6 +241,8 @@ def _prepared(ctx: ToolContext, args: RenameArgs, changes: list[FileChange]) -> 
     return Prepared(
         "\n".join([head, *body]),
         execute,
+        # the editor's own preview of every file, one annotation (CONTRACT "Edit review")
+        preview=lambda: execute(f"agent-lsp: rename_symbol {ctx.paths.display(target_path)}"),
         diff="".join(diffs),
         files=[{"uri": c.path.as_uri(), "diff": d} for c, d in zip(changes, diffs, strict=True)],
         file_texts=[(c.path.as_uri(), c.before.text, c.after) for c in changes],

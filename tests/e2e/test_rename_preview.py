@@ -1,0 +1,93 @@
+"""rename_symbol in the editor's own preview (CONTRACT "Edit review", issue 23): with
+`experimental.agentLsp.editPreview` the rename goes out as ONE workspace/applyEdit whose edits in
+every file carry the one annotation that needs confirmation, with no message request; a
+rejected preview is a denial that changes nothing; a preview applied after a cancel is in the
+run's checkpoint for every file."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.e2e.harness import tool_messages
+from tests.e2e.test_edit_review import preview_caps
+from tests.langservers.conftest import tool
+from tests.unit.codeintel_kit import make_project
+
+pytestmark = pytest.mark.timeout(150)
+
+RENAME = {"id": "call_r", "name": "rename_symbol",
+          "arguments": {"path": "pkg/models.py", "line": 5, "symbol": "total", "newName": "grand_total"}}
+
+
+def servers() -> dict:
+    return {"languageServers": {"auto": False, "servers": {
+        "bp": {"command": [tool("basedpyright-langserver"), "--stdio"], "extensions": [".py"]}}}}
+
+
+def project(root):
+    make_project(root, files=1, every=1)  # pkg/models.py and its one caller pkg/mod_0000.py
+    return ["pkg/models.py", "pkg/mod_0000.py"], {p: p.read_text() for p in (root / "pkg").glob("*.py")}
+
+
+async def test_the_rename_is_one_annotated_apply_edit_for_every_file(open_editor, model, workspace):
+    root = workspace.resolve()
+    files, before = project(root)
+    model.add("RENAME", [{"tool_calls": [RENAME]}, {"text": "renamed"}])
+    editor = await open_editor(preview_caps(), init=servers())
+    started = await editor.run("RENAME Invoice.total to grand_total")
+    report = await editor.wait_stop(started["runId"], 120)
+
+    assert report["stopReason"] == "done", report
+    assert editor.approval_requests == [], "the preview asks: no separate message request"
+    assert len(editor.edits) == 1, "one workspace/applyEdit for every file"
+    edit = editor.edits[0].edit
+    annotation = edit.change_annotations["agent-lsp-preview"]
+    assert annotation.needs_confirmation is True
+    assert annotation.label == "agent-lsp: rename_symbol pkg/models.py"
+    assert editor.edits[0].label == annotation.label
+    assert sorted(c.text_document.uri for c in edit.document_changes) == sorted((root / r).as_uri() for r in files)
+    assert all(e.annotation_id == "agent-lsp-preview" for c in edit.document_changes for e in c.edits)
+    # one edit per renamed place (the preview lists each), not one span from first to last
+    assert all(e.range.start.line == e.range.end.line and "\n" not in e.new_text
+               for c in edit.document_changes for e in c.edits)
+    assert "invoice.grand_total()" in (root / "pkg/mod_0000.py").read_text()
+    assert [e["state"] for e in editor.events(started["runId"], "approval")] == ["pending", "preview"]
+
+    result = await editor.execute("agentLsp.rewind", {"runId": report["runId"]})
+    assert sorted(result["restored"]) == sorted((root / r).as_uri() for r in files), result
+    assert all(p.read_text() == text for p, text in before.items())
+
+
+async def test_a_rename_rejected_in_the_preview_is_a_denial_that_changes_nothing(open_editor, model, workspace):
+    root = workspace.resolve()
+    _, before = project(root)
+    model.add("RENAME", [{"tool_calls": [RENAME]}, {"text": "understood"}])
+    editor = await open_editor(preview_caps(), init=servers())
+    editor.refuse_edits = True
+    editor.refuse_reason = None  # the preview's "Discard": applied false, no failure reason
+    started = await editor.run("RENAME Invoice.total to grand_total")
+    report = await editor.wait_stop(started["runId"], 120)
+
+    assert report["denied"] == 1, report
+    assert editor.approval_requests == []
+    assert tool_messages(model.requests[-1])["call_r"].startswith("denied: the user rejected the edit in the preview")
+    assert all(p.read_text() == text for p, text in before.items())
+
+
+async def test_a_rename_preview_applied_after_a_cancel_is_in_the_checkpoint(open_editor, model, workspace):
+    root = workspace.resolve()
+    files, before = project(root)
+    model.add("RENAME", [{"tool_calls": [RENAME]}, {"text": "never"}])
+    editor = await open_editor(preview_caps(), init=servers())
+    editor.edit_delay = 2.0  # the user looks at the preview for a while
+    started = await editor.run("RENAME Invoice.total to grand_total")
+    await editor.wait_for(lambda: editor.edits, 120, "the previewed rename")
+    await editor.execute("agentLsp.cancel", {"runId": started["runId"]})
+    assert (await editor.wait_stop(started["runId"]))["stopReason"] == "cancelled"
+    said = await editor.wait_for(lambda: [e for e in editor.events(started["runId"], "status")
+                                          if "after the run was cancelled" in e["text"]], 15, "the announcement")
+    assert "rename of `total` to `grand_total`" in said[0]["text"] and "rewind can take it back" in said[0]["text"]
+    assert "invoice.grand_total()" in (root / "pkg/mod_0000.py").read_text()
+    result = await editor.execute("agentLsp.rewind", {"runId": started["runId"]})
+    assert sorted(result["restored"]) == sorted((root / r).as_uri() for r in files), result
+    assert all(p.read_text() == text for p, text in before.items())
