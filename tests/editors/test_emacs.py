@@ -1093,7 +1093,9 @@ def test_always_allow_saves_the_rule_and_the_next_run_asks_nothing(tmp_path, wor
     run's same command runs without a question."""
     user_file = tmp_path / "user-settings.json"
     user_file.write_text(json.dumps({"permissions": {"deny": ["Bash(rm:*)"]}}), encoding="utf-8")
-    touch = {"tool_calls": [{"name": "run_command", "arguments": {"command": "touch one"}}]}
+    touch = {"tool_calls": [{"name": "run_command", "arguments": {"command": "touch one"}}],
+             "usage": {"prompt_tokens": 1000, "completion_tokens": 10}}
+    budget = {"pricing": {"m": {"inputPerMTok": 2.5, "outputPerMTok": 10}}, "budget": {"maxCostUsd": 1}}
     model.add("Touch it", [touch, {"text": "Touched."}, touch, {"text": "Touched again."}])  # one session
     res = run_emacs(tmp_path, workspace, model, r"""
         (set-buffer t-buffer)
@@ -1106,7 +1108,7 @@ def test_always_allow_saves_the_rule_and_the_next_run_asks_nothing(tmp_path, wor
         (delete-file (expand-file-name "one" (project-root (project-current))))
         (agent-lsp-run "Again touch it")
         (t-wait 20 (lambda () (= 2 (length (t-events "stop")))) "the second stop")
-    """, extra_env={"AGENT_LSP_SETTINGS": str(user_file)})
+    """, extra_env={"AGENT_LSP_SETTINGS": str(user_file)}, settings=budget)
     assert not res.errors, res.explain()
     assert [s["report"]["stopReason"] for s in res.events("stop")] == ["done", "done"], res.explain()
     [ask] = [p for p in res.data["prompts"] if p["prompt"].startswith("[agent-lsp]")]  # one question
@@ -1114,6 +1116,9 @@ def test_always_allow_saves_the_rule_and_the_next_run_asks_nothing(tmp_path, wor
     assert "touch one" in ask["prompt"], ask
     assert "Always allow saves the rule Bash(touch one) in your user settings file" in ask["prompt"], ask
     assert [a["answer"] for a in res.data["approvalAnswers"]] == ["Always allow"]
+    # the mode line showed the cost beside the run's budget (Decision 36)
+    assert any(m.startswith("agent: ctx 1k/128k · $0.003 of $1.00 · ") for m in res.data["modeLines"]), \
+        res.data["modeLines"]
     assert json.loads(res.values["saved"]) == {"permissions": {"deny": ["Bash(rm:*)"], "allow": ["Bash(touch one)"]}}
     assert (workspace / "one").exists()  # the second run touched it again, unasked
     assert [e["state"] for e in res.events("approval")] == ["pending", "allowed"], res.explain()

@@ -993,7 +993,9 @@ def test_always_allow_saves_the_rule_and_the_next_run_asks_nothing(tmp_path, wor
     run's same command runs without a question."""
     user_file = tmp_path / "user-settings.json"
     user_file.write_text(json.dumps({"permissions": {"deny": ["Bash(rm:*)"]}}), encoding="utf-8")
-    touch = {"tool_calls": [{"name": "run_command", "arguments": {"command": "touch one"}}]}
+    touch = {"tool_calls": [{"name": "run_command", "arguments": {"command": "touch one"}}],
+             "usage": {"prompt_tokens": 1000, "completion_tokens": 10}}
+    budget = {"pricing": {"m": {"inputPerMTok": 2.5, "outputPerMTok": 10}}, "budget": {"maxCostUsd": 1}}
     model.add("Touch it", [touch, {"text": "Touched."}, touch, {"text": "Touched again."}])  # one session
     res = nvim_harness.run_scenario(
         NVIM, tmp_path, SETUP + r"""
@@ -1009,7 +1011,7 @@ vim.cmd('AgentRun Again touch it')
 T.wait(T.RUN_MS, function() return #vim.tbl_filter(function(e) return e.kind == 'stop' end, T.events) == 2 end,
   'the second stop')
 """,
-        settings={"model": "m", "baseUrl": model.base_url},
+        settings={"model": "m", "baseUrl": model.base_url, **budget},
         cwd=workspace,
         extra_env={"NVIM_TEST_WORKSPACE": str(workspace), "AGENT_LSP_SETTINGS": str(user_file),
                    "NVIM_TEST_USER_SETTINGS": str(user_file)},
@@ -1024,6 +1026,8 @@ T.wait(T.RUN_MS, function() return #vim.tbl_filter(function(e) return e.kind == 
     assert "touch one" in ask["prompt"], ask
     assert "Always allow saves the rule Bash(touch one) in your user settings file" in ask["prompt"], ask
     assert data["selects_after_first"] == 1
+    # the statusline showed the cost beside the run's budget (Decision 36)
+    assert ask["statusline"] == "agent: ctx 1k/128k · $0.003 of $1.00", ask
     assert json.loads(data["saved"]) == {"permissions": {"deny": ["Bash(rm:*)"], "allow": ["Bash(touch one)"]}}
     assert json.loads(user_file.read_text(encoding="utf-8"))["permissions"]["allow"] == ["Bash(touch one)"]
     assert (workspace / "one").exists()  # the second run touched it again, unasked
