@@ -1123,3 +1123,17 @@ def test_always_allow_saves_the_rule_and_the_next_run_asks_nothing(tmp_path, wor
     assert (workspace / "one").exists()  # the second run touched it again, unasked
     assert [e["state"] for e in res.events("approval")] == ["pending", "allowed"], res.explain()
     assert res.data["stream"].count("[result] run_command ok") == 2, res.data["stream"]
+    # a new Emacs, a new server process: the saved rule still answers, nobody is asked
+    (workspace / "one").unlink()
+    model.add("Touch once more", [touch, {"text": "Touched once more."}])
+    later = run_emacs(tmp_path, workspace, model, r"""
+        (set-buffer t-buffer)
+        (setq t-approval-answer 'hang)
+        (agent-lsp-run "Touch once more")
+        (t-wait 20 #'t-stop-event "the stop event")
+    """, extra_env={"AGENT_LSP_SETTINGS": str(user_file)})
+    assert not later.errors, later.explain()
+    assert later.values["server-pid"] != res.values["server-pid"]
+    assert later.stop()["report"]["stopReason"] == "done", later.explain()
+    assert later.data["prompts"] == [] and later.events("approval") == [], later.explain()
+    assert (workspace / "one").exists()
