@@ -1034,3 +1034,20 @@ T.wait(T.RUN_MS, function() return #vim.tbl_filter(function(e) return e.kind == 
     # only the first run asked: the second ran the command under the saved rule
     assert [e["state"] for e in res.stream_events("approval")] == ["pending", "allowed"], res.explain()
     assert res.data["stream"].count("[result] run_command ok") == 2, res.data["stream"]
+    # a new Neovim and a new server process: the saved rule still answers, nobody is asked
+    (workspace / "one").unlink()
+    model.add("Touch once more", [touch, {"text": "Touched once more."}])
+    later = nvim_harness.run_scenario(
+        NVIM, tmp_path, SETUP + r"""
+vim.cmd('AgentRun Touch once more')
+T.wait_run_end(T.RUN_MS)
+""",
+        settings={"model": "m", "baseUrl": model.base_url, **budget},
+        cwd=workspace,
+        extra_env={"NVIM_TEST_WORKSPACE": str(workspace), "AGENT_LSP_SETTINGS": str(user_file)},
+        timeout=120,
+    )
+    assert not later.errors, later.explain()
+    assert later.stream_events("stop")[0]["report"]["stopReason"] == "done", later.explain()
+    assert later.data["data"]["selects"] == [] and later.stream_events("approval") == [], later.explain()
+    assert (workspace / "one").exists()
