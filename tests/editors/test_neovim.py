@@ -1051,3 +1051,21 @@ T.wait_run_end(T.RUN_MS)
     assert later.stream_events("stop")[0]["report"]["stopReason"] == "done", later.explain()
     assert later.data["data"]["selects"] == [] and later.stream_events("approval") == [], later.explain()
     assert (workspace / "one").exists()
+
+
+def test_edit_approval_beside_its_diff_names_the_rule_always_allow_saves(tmp_path, workspace, model):
+    """The diff split replaces the request's own copy of the diff in the prompt, but the line
+    naming the rule "Always allow" would save stays (Decision 27)."""
+    model.add("Add a module docstring", [
+        {"tool_calls": [{"name": "edit_file", "arguments": {
+            "path": "a.py", "old_text": "def greet(name):", "new_text": '"""Greetings."""\n\n\ndef greet(name):'}}]},
+        {"text": "Added."},
+    ])
+    res = run(tmp_path, workspace, model, r"""
+vim.cmd('AgentRun Add a module docstring to a.py')
+T.wait_run_end(T.RUN_MS)
+""")
+    assert not res.errors, res.explain()
+    [ask] = res.data["data"]["selects"]
+    assert ask["diffs"], ask  # the diff was on screen
+    assert ask["prompt"].endswith("\n(Always allow saves the rule Edit(./a.py) in your user settings file)"), ask["prompt"]
