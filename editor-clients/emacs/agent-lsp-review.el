@@ -5,7 +5,8 @@
 ;;; Commentary:
 
 ;; The server asks approvals with `window/showMessageRequest' (Allow,
-;; Allow for session, Deny).  Just before, an `approval' stream event
+;; Allow for session, Always allow when it names a rule to save, Deny).
+;; Just before, an `approval' stream event
 ;; carries an edit's unified diff: it is shown in a `diff-mode' buffer
 ;; while the choice is asked; after Deny, an optional reason is read and
 ;; sent back with the answer.  Every request is answered, later, from a

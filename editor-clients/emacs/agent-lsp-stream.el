@@ -214,7 +214,8 @@
   "Return the mode-line text about the running runs (\"\" if none).
 The newest run's context fill and cost (first: a narrow window cuts
 the end), then its status:
-  agent: ctx 31k/128k · $0.012 · turn 2: edit a.py"
+  agent: ctx 31k/128k · $0.012 · turn 2: edit a.py
+\(`$0.012 of $1.00' when the run has a budget)."
   (let ((running (seq-filter #'agent-lsp--run-running-p agent-lsp--runs)))
     (if (null running) ""
       (let ((usage (agent-lsp--run-usage (car running))))

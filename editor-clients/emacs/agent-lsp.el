@@ -34,7 +34,7 @@
 ;;   *agent-lsp* buffer, and the running run's status, context fill and
 ;;   cost in the mode line;
 ;; - approvals (`window/showMessageRequest' with Allow, Allow for
-;;   session, Deny) are asked with `completing-read', an edit's diff
+;;   session, Always allow when offered, Deny) are asked with `completing-read', an edit's diff
 ;;   shown meanwhile, and always answered: \\[keyboard-quit] is a denial;
 ;;   after Deny, an optional reason goes back to the agent;
 ;; - the agent's edits (`workspace/applyEdit') are applied without

@@ -1085,3 +1085,55 @@ def test_settings_become_nested_camel_case_init_options(tmp_path):
     }
     assert json.loads(fifth) == {"mcpServers": {"time": {"command": "uvx", "args": ["mcp-server-time"]}}}
     assert json.loads(sixth) == {"mcpServers": {"time": {"command": "uvx", "args": ["mcp-server-time"]}}}
+
+
+def test_always_allow_saves_the_rule_and_the_next_run_asks_nothing(tmp_path, workspace, model):
+    """"Always allow" chosen in the minibuffer (Decision 27): the prompt names the rule, the
+    command runs, the rule lands in the user settings file beside what it held, and the next
+    run's same command runs without a question."""
+    user_file = tmp_path / "user-settings.json"
+    user_file.write_text(json.dumps({"permissions": {"deny": ["Bash(rm:*)"]}}), encoding="utf-8")
+    touch = {"tool_calls": [{"name": "run_command", "arguments": {"command": "touch one"}}],
+             "usage": {"prompt_tokens": 1000, "completion_tokens": 10}}
+    budget = {"pricing": {"m": {"inputPerMTok": 2.5, "outputPerMTok": 10}}, "budget": {"maxCostUsd": 1}}
+    model.add("Touch it", [touch, {"text": "Touched."}, touch, {"text": "Touched again."}])  # one session
+    res = run_emacs(tmp_path, workspace, model, r"""
+        (set-buffer t-buffer)
+        (setq t-approval-answer "Always allow")
+        (agent-lsp-run "Touch it")
+        (t-wait 20 #'t-stop-event "the first stop")
+        (t-set :saved (with-temp-buffer
+                        (insert-file-contents (getenv "AGENT_LSP_SETTINGS"))
+                        (buffer-string)))
+        (delete-file (expand-file-name "one" (project-root (project-current))))
+        (agent-lsp-run "Again touch it")
+        (t-wait 20 (lambda () (= 2 (length (t-events "stop")))) "the second stop")
+    """, extra_env={"AGENT_LSP_SETTINGS": str(user_file)}, settings=budget)
+    assert not res.errors, res.explain()
+    assert [s["report"]["stopReason"] for s in res.events("stop")] == ["done", "done"], res.explain()
+    [ask] = [p for p in res.data["prompts"] if p["prompt"].startswith("[agent-lsp]")]  # one question
+    assert ask["items"] == ["Allow", "Allow for session", "Always allow", "Deny"], ask
+    assert "touch one" in ask["prompt"], ask
+    assert "Always allow saves the rule Bash(touch one) in your user settings file" in ask["prompt"], ask
+    assert [a["answer"] for a in res.data["approvalAnswers"]] == ["Always allow"]
+    # the mode line showed the cost beside the run's budget (Decision 36)
+    assert any(m.startswith("agent: ctx 1k/128k · $0.003 of $1.00 · ") for m in res.data["modeLines"]), \
+        res.data["modeLines"]
+    assert json.loads(res.values["saved"]) == {"permissions": {"deny": ["Bash(rm:*)"], "allow": ["Bash(touch one)"]}}
+    assert (workspace / "one").exists()  # the second run touched it again, unasked
+    assert [e["state"] for e in res.events("approval")] == ["pending", "allowed"], res.explain()
+    assert res.data["stream"].count("[result] run_command ok") == 2, res.data["stream"]
+    # a new Emacs, a new server process: the saved rule still answers, nobody is asked
+    (workspace / "one").unlink()
+    model.add("Touch once more", [touch, {"text": "Touched once more."}])
+    later = run_emacs(tmp_path, workspace, model, r"""
+        (set-buffer t-buffer)
+        (setq t-approval-answer 'hang)
+        (agent-lsp-run "Touch once more")
+        (t-wait 20 #'t-stop-event "the stop event")
+    """, extra_env={"AGENT_LSP_SETTINGS": str(user_file)})
+    assert not later.errors, later.explain()
+    assert later.values["server-pid"] != res.values["server-pid"]
+    assert later.stop()["report"]["stopReason"] == "done", later.explain()
+    assert later.data["prompts"] == [] and later.events("approval") == [], later.explain()
+    assert (workspace / "one").exists()

@@ -985,3 +985,87 @@ def test_help_topic_opens_the_help_file_at_its_top(tmp_path, topic):
                            "-c", "qa!"], capture_output=True, text=True, timeout=60, env=env, stdin=subprocess.DEVNULL)
     name, _, line = done.stdout.strip().rpartition(":")
     assert name.endswith("agent_lsp.txt") and int(line) <= 3, done.stdout + done.stderr
+
+
+def test_always_allow_saves_the_rule_and_the_next_run_asks_nothing(tmp_path, workspace, model):
+    """"Always allow" picked in vim.ui.select (Decision 27): the prompt names the rule, the
+    command runs, the rule lands in the user settings file beside what it held, and the next
+    run's same command runs without a question."""
+    user_file = tmp_path / "user-settings.json"
+    user_file.write_text(json.dumps({"permissions": {"deny": ["Bash(rm:*)"]}}), encoding="utf-8")
+    touch = {"tool_calls": [{"name": "run_command", "arguments": {"command": "touch one"}}],
+             "usage": {"prompt_tokens": 1000, "completion_tokens": 10}}
+    budget = {"pricing": {"m": {"inputPerMTok": 2.5, "outputPerMTok": 10}}, "budget": {"maxCostUsd": 1}}
+    model.add("Touch it", [touch, {"text": "Touched."}, touch, {"text": "Touched again."}])  # one session
+    res = nvim_harness.run_scenario(
+        NVIM, tmp_path, SETUP + r"""
+T.pick = function(items)
+  for _, item in ipairs(items) do if item.title == 'Always allow' then return item end end
+end
+vim.cmd('AgentRun Touch it')
+T.wait(T.RUN_MS, function() return T.stop_event() ~= nil end, 'the first stop')
+T.data.selects_after_first = #T.data.selects
+T.data.saved = table.concat(vim.fn.readfile(os.getenv('NVIM_TEST_USER_SETTINGS')), '\n')
+vim.fn.delete(os.getenv('NVIM_TEST_WORKSPACE') .. '/one')
+vim.cmd('AgentRun Again touch it')
+T.wait(T.RUN_MS, function() return #vim.tbl_filter(function(e) return e.kind == 'stop' end, T.events) == 2 end,
+  'the second stop')
+""",
+        settings={"model": "m", "baseUrl": model.base_url, **budget},
+        cwd=workspace,
+        extra_env={"NVIM_TEST_WORKSPACE": str(workspace), "AGENT_LSP_SETTINGS": str(user_file),
+                   "NVIM_TEST_USER_SETTINGS": str(user_file)},
+        timeout=120,
+    )
+    assert not res.errors, res.explain()
+    stops = res.stream_events("stop")
+    assert [s["report"]["stopReason"] for s in stops] == ["done", "done"], res.explain()
+    data = res.data["data"]
+    [ask] = data["selects"]  # one question for both runs
+    assert ask["items"] == ["Allow", "Allow for session", "Always allow", "Deny"], ask
+    assert "touch one" in ask["prompt"], ask
+    assert "Always allow saves the rule Bash(touch one) in your user settings file" in ask["prompt"], ask
+    assert data["selects_after_first"] == 1
+    # the statusline showed the cost beside the run's budget (Decision 36)
+    assert ask["statusline"] == "agent: ctx 1k/128k · $0.003 of $1.00", ask
+    assert json.loads(data["saved"]) == {"permissions": {"deny": ["Bash(rm:*)"], "allow": ["Bash(touch one)"]}}
+    assert json.loads(user_file.read_text(encoding="utf-8"))["permissions"]["allow"] == ["Bash(touch one)"]
+    assert (workspace / "one").exists()  # the second run touched it again, unasked
+    # only the first run asked: the second ran the command under the saved rule
+    assert [e["state"] for e in res.stream_events("approval")] == ["pending", "allowed"], res.explain()
+    assert res.data["stream"].count("[result] run_command ok") == 2, res.data["stream"]
+    # a new Neovim and a new server process: the saved rule still answers, nobody is asked
+    (workspace / "one").unlink()
+    model.add("Touch once more", [touch, {"text": "Touched once more."}])
+    later = nvim_harness.run_scenario(
+        NVIM, tmp_path, SETUP + r"""
+vim.cmd('AgentRun Touch once more')
+T.wait_run_end(T.RUN_MS)
+""",
+        settings={"model": "m", "baseUrl": model.base_url, **budget},
+        cwd=workspace,
+        extra_env={"NVIM_TEST_WORKSPACE": str(workspace), "AGENT_LSP_SETTINGS": str(user_file)},
+        timeout=120,
+    )
+    assert not later.errors, later.explain()
+    assert later.stream_events("stop")[0]["report"]["stopReason"] == "done", later.explain()
+    assert later.data["data"]["selects"] == [] and later.stream_events("approval") == [], later.explain()
+    assert (workspace / "one").exists()
+
+
+def test_edit_approval_beside_its_diff_names_the_rule_always_allow_saves(tmp_path, workspace, model):
+    """The diff split replaces the request's own copy of the diff in the prompt, but the line
+    naming the rule "Always allow" would save stays (Decision 27)."""
+    model.add("Add a module docstring", [
+        {"tool_calls": [{"name": "edit_file", "arguments": {
+            "path": "a.py", "old_text": "def greet(name):", "new_text": '"""Greetings."""\n\n\ndef greet(name):'}}]},
+        {"text": "Added."},
+    ])
+    res = run(tmp_path, workspace, model, r"""
+vim.cmd('AgentRun Add a module docstring to a.py')
+T.wait_run_end(T.RUN_MS)
+""")
+    assert not res.errors, res.explain()
+    [ask] = res.data["data"]["selects"]
+    assert ask["diffs"], ask  # the diff was on screen
+    assert ask["prompt"].endswith("\n(Always allow saves the rule Edit(./a.py) in your user settings file)"), ask["prompt"]

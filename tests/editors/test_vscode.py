@@ -69,6 +69,8 @@ TASKS: dict[str, Any] = {
     "commandArgs": "mul",
     "commandPrompt": "Explain the function mul in one line.",
     "commandFinal": "mul multiplies its arguments.",
+    "alwaysAllow": "Create the file one with touch",
+    "alwaysAgain": "Once more, the same command in a new session",
 }
 
 pytestmark = pytest.mark.skipif(
@@ -116,6 +118,9 @@ def script(model: ScriptedModelServer) -> None:
         {"text": "Editing.", "tool_calls": [edit("second/notes.txt", k["multiOld"], k["multiNew"])]},
         {"text": "Updated the notes."},
     ])
+    touch = {"tool_calls": [{"name": "run_command", "arguments": {"command": "touch one"}}]}
+    model.add(k["alwaysAllow"], [touch, {"text": "Touched."}])
+    model.add(k["alwaysAgain"], [touch, {"text": "Touched again."}])
     model.add(k["previewAccept"], [
         {"text": "Doubling.", "tool_calls": [edit("calc.py", "return a * b", k["previewNew"])]},
         {"text": "Doubled."},
@@ -407,3 +412,23 @@ def test_vscode_show_setup(vscode: Session):
                      "- needs-consent allow Bash(make:*) (project: "):
         assert fragment in text, text
     assert "bad.md is not used: bad YAML" in setup["warning"], setup["warning"]
+
+
+def test_vscode_always_allow_saves_the_rule_and_the_next_run_asks_nothing(vscode: Session):
+    """"Always allow" clicked on the command's toast (Decision 27): the toast named the rule,
+    the command ran, the rule is in the user settings file beside its deny rule, and the same
+    command in a new session ran without a toast."""
+    s = vscode.scenario("alwaysAllow")
+    assert [b.strip() for b in s["approvalButtons"]][:4] == ["Allow", "Allow for session", "Always allow", "Deny"], s
+    assert "touch one" in s["approvalText"], s["approvalText"]
+    assert "Always allow saves the rule Bash(touch one) in your user settings file" in " ".join(s["approvalText"].split()), s
+    # an edit's toast is cut to its first lines (the diff is in the editor) but keeps the rule
+    edit_toast = " ".join(vscode.scenario("run")["approvalText"].split())
+    assert re.search(r"\(the diff is open in the editor\) \(Always allow saves the rule Edit\(\S*calc\.py\) in your user settings file\)",
+                     edit_toast), edit_toast
+    assert json.loads(s["saved"]) == {"permissions": {"deny": ["Bash(rm:*)"], "allow": ["Bash(touch one)"]}}, s["saved"]
+    assert s["touched"] is True and s["touchedAgain"] is True, s
+    assert s["toastsAgain"] == 0, s
+    assert "stop reason: done" in s["agentOutputAgain"], s["agentOutputAgain"]
+    again = vscode.requests[TASKS["alwaysAgain"]]
+    assert len(again) == 2 and "exit code 0" in tool_results(again[-1]), again[-1:]

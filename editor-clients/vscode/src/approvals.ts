@@ -68,7 +68,9 @@ export class ApprovalView implements vscode.Disposable {
           : params.type === 2
             ? vscode.window.showWarningMessage
             : vscode.window.showInformationMessage;
-      const message = closeDiff ? `${firstLine(params.message)} (the diff is open in the editor)` : params.message;
+      const message = closeDiff
+        ? `${firstLine(params.message)} (the diff is open in the editor)${alwaysNote(params.message)}`
+        : params.message;
       // A withdrawn request (the run was cancelled or timed out) cannot close the toast, but
       // our answer no longer matters then: stop waiting for it.
       const chosen = await raceCancel(Promise.resolve(show<ActionItem>(message, ...actions)), token);
@@ -117,6 +119,13 @@ function firstLine(text: string): string {
   const [head, ...rest] = text.split('\n');
   // Notifications show one paragraph: keep the command or path, drop the diff summary.
   return rest.length > 0 ? `${head} ${rest[0]}` : head;
+}
+
+/** The server's line naming the rule "Always allow" would save (Decision 27), kept when the
+ * message is shortened: what is saved must be seen before it is chosen. */
+function alwaysNote(text: string): string {
+  const line = text.split('\n').find((l) => l.startsWith('(Always allow saves the rule '));
+  return line ? ` ${line}` : '';
 }
 
 function raceCancel<T>(promise: Promise<T>, token: vscode.CancellationToken): Promise<T | undefined> {

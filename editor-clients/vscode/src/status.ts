@@ -44,7 +44,7 @@ export class UsageStatus implements vscode.Disposable {
     const [runId, text] = entries[entries.length - 1];
     const more = entries.length > 1 ? ` (+${entries.length - 1})` : '';
     this.item.text = `$(hubot) ${text}${more}`;
-    this.item.tooltip = `Agent run ${runId}: context used / context window · cost so far. Click for the Agent output.`;
+    this.item.tooltip = `Agent run ${runId}: context used / context window · cost so far (of its budget, when it has one). Click for the Agent output.`;
     this.item.show();
   }
 

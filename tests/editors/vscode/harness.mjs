@@ -135,6 +135,11 @@ export function makeDirs() {
   return dirs;
 }
 
+/** The agent-lsp user settings file of the run (AGENT_LSP_SETTINGS). */
+export function userSettingsFile(dirs) {
+  return path.join(dirs.tmp, 'agent-lsp-settings.json');
+}
+
 export function codeServerEnv(dirs) {
   return {
     PATH: env.PATH,
@@ -148,6 +153,8 @@ export function codeServerEnv(dirs) {
     TMPDIR: dirs.tmp,
     OPENAI_API_KEY: 'test',
     AGENT_LSP_STATE_DIR: dirs.state,
+    // The trusted user settings file, where "Always allow" saves its rule (the alwaysAllow scenario).
+    AGENT_LSP_SETTINGS: userSettingsFile(dirs),
     // Finds every process this run started, whatever it reparented to.
     AGENT_LSP_E2E_MARKER: MARKER,
   };

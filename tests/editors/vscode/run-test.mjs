@@ -25,7 +25,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import {
   buildVsix, env, freePort, installExtension, loadPlaywright, log, makeDirs, outputChannelLog, required, result,
-  startCodeServer, step, stopCodeServer, t, waitFor,
+  startCodeServer, step, stopCodeServer, t, userSettingsFile, waitFor,
 } from './harness.mjs';
 import * as codeIntel from './scenarios-codeintel.mjs';
 import * as core from './scenarios-core.mjs';
@@ -50,6 +50,7 @@ const SCENARIOS = [
   ['runCommand', features.runCommand],
   ['mcpAndStatus', features.mcpAndStatus],
   ['diagnostics', features.diagnostics],
+  ['alwaysAllow', core.alwaysAllow],
   ['resume', features.resume],
   ['multiRoot', features.multiRoot],
   ['editPreview', features.editPreview],
@@ -148,6 +149,8 @@ function writeUserSettings(dirs) {
   const machineDir = path.join(dirs.userData, 'Machine');
   fs.mkdirSync(machineDir, { recursive: true });
   fs.writeFileSync(path.join(machineDir, 'settings.json'), JSON.stringify(machine, null, 2));
+  // The agent-lsp user settings file: "Always allow" adds its rule beside this deny rule.
+  fs.writeFileSync(userSettingsFile(dirs), JSON.stringify({ permissions: { deny: ['Bash(rm:*)'] } }));
 }
 
 async function playScenarios(page, ctx) {

@@ -3,7 +3,7 @@
 // action, and a dismissed approval.
 import fs from 'node:fs';
 import path from 'node:path';
-import { logInterval, outputChannelLog, step, t, waitFor } from './harness.mjs';
+import { logInterval, outputChannelLog, step, t, userSettingsFile, waitFor } from './harness.mjs';
 import {
   answerInputBox, button, clickToastButton, diffModifiedText, editorText, openFile, outputPanelText, palette, pickQuickItem, plain,
   settled, tabLabels, toast, toastWithButton,
@@ -189,5 +189,36 @@ export async function paletteCancel({ page, dirs, tasks }) {
   const server = serverLog(dirs).slice(beforeServer.length);
   r.cancelMs = logInterval(server, /cancel sent for run .* \(agentLsp\.cancel\)/, /run \S+ stopped: cancelled/);
   r.agentOutput = since(dirs, before);
+  return r;
+}
+
+/**
+ * "Always allow" on a command's approval toast (Decision 27): the command runs, its exact rule
+ * lands in the user settings file, and the same command in a new session asks nothing.
+ */
+export async function alwaysAllow({ page, dirs, tasks }) {
+  const r = {};
+  const touched = path.join(dirs.workspace, 'one');
+  const before = agentLog(dirs);
+  await newSession(page);
+  await step('Agent: Run Task… (a command)', () => runTask(page, tasks.alwaysAllow));
+  const approval = await step('approval toast (command)', () => toastWithButton(page, 'touch one', 'Always allow'));
+  r.approvalText = (await approval.innerText()).slice(0, 800);
+  r.approvalButtons = await approval.locator('.monaco-button').allInnerTexts();
+  await clickToastButton(approval, 'Always allow');
+  await step('the first run ends', () =>
+    waitFor('"stop reason: done"', () => since(dirs, before).includes('stop reason: done'), t(60_000)));
+  r.agentOutput = since(dirs, before);
+  r.saved = fs.readFileSync(userSettingsFile(dirs), 'utf8');
+  r.touched = fs.existsSync(touched);
+  fs.rmSync(touched, { force: true });
+  const between = agentLog(dirs);
+  await newSession(page);
+  await step('Agent: Run Task… (the command again)', () => runTask(page, tasks.alwaysAgain));
+  await step('the second run ends', () =>
+    waitFor('"stop reason: done"', () => since(dirs, between).includes('stop reason: done'), t(60_000)));
+  r.agentOutputAgain = since(dirs, between);
+  r.touchedAgain = fs.existsSync(touched);
+  r.toastsAgain = await toast(page, 'wants to run a command').count();
   return r;
 }

@@ -126,7 +126,15 @@ function M.show_message_request(err, params, ctx)
   local message = params.message
   if win then
     -- the diff is on screen: the request's own copy of it would only push it away
-    message = table.concat(vim.list_slice(vim.split(message, '\n', { plain = true }), 1, 2), '\n')
+    -- (but the line naming the rule "Always allow" would save stays: it must be seen first)
+    local lines = vim.split(message, '\n', { plain = true })
+    local kept = vim.list_slice(lines, 1, 2)
+    for i = 3, #lines do
+      if vim.startswith(lines[i], '(Always allow saves the rule ') then
+        table.insert(kept, lines[i])
+      end
+    end
+    message = table.concat(kept, '\n')
   end
   local prompt = vim.startswith(message, 'agent-lsp') and message or ('agent-lsp: ' .. message)
   local choice = await(function(done)
