@@ -33,6 +33,13 @@
 ;;   (no public accessor), to answer `afterVersion'.
 ;; - `eglot--path-to-uri', `eglot--uri-to-path': only on Eglot < 1.16; the
 ;;   public `eglot-path-to-uri' and `eglot-uri-to-path' from 1.16 on.
+;; - `eglot--major-modes': the major modes a given server was started for
+;;   (slot accessor, no public reader): tells agent-lsp started beside
+;;   another server (code intelligence asks that server).
+;; - `eglot--cached-server': bound to nil while agent-lsp visits a file to
+;;   answer a code-intel request, since Eglot binds it to the requesting
+;;   server during dispatch and the new buffer would take agent-lsp for its
+;;   own server (no public way to visit a file outside that binding).
 (declare-function eglot--project "eglot" (server))
 (declare-function eglot--server-info "eglot" (server))
 (declare-function eglot--capabilities "eglot" (server))

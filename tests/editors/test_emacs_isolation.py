@@ -188,6 +188,8 @@ ALLOWED_PRIVATE = {
     "eglot--project", "eglot--server-info", "eglot--capabilities",
     "eglot--signal-textDocument/didChange", "eglot--versioned-identifier",
     "eglot--path-to-uri", "eglot--uri-to-path",
+    # code intelligence beside another server (agent-lsp-code-intel.el)
+    "eglot--major-modes", "eglot--cached-server",
 }
 
 

@@ -110,13 +110,24 @@ def _index(line: str, utf16: int) -> int:
     return len(line)
 
 
-def alive(pid: int) -> bool:
-    """A process that exists and is not a zombie."""
+def alive(pid: int, started: int | None = None) -> bool:
+    """A process that exists and is not a zombie; with `started` (its start_time(), taken
+    earlier), the same process: on a busy machine a pid is soon reused by another one."""
     try:
         with open(f"/proc/{pid}/stat") as handle:
-            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
+            fields = handle.read().rsplit(")", 1)[1].split()
     except OSError:
         return False
+    return fields[0] != "Z" and (started is None or int(fields[19]) == started)
+
+
+def start_time(pid: int) -> int | None:
+    """The process's start time in clock ticks since boot (/proc/<pid>/stat field 22)."""
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return int(handle.read().rsplit(")", 1)[1].split()[19])
+    except (OSError, IndexError, ValueError):
+        return None
 
 
 def descendants(pid: int) -> list[int]:

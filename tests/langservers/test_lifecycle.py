@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from agent_lsp.agent.ports import CodeIntelError
-from tests.langservers.conftest import FAKE, alive, at, descendants, servers
+from tests.langservers.conftest import FAKE, alive, at, descendants, servers, start_time
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -191,15 +191,15 @@ def test_no_server_outlives_agent_lsp(project, how):
     owner = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     try:
         assert owner.stdout is not None and owner.stdout.readline().strip() == "ready"
-        started = descendants(owner.pid)
+        started = {pid: start_time(pid) for pid in descendants(owner.pid)}
         assert len(started) >= 2, started  # the reaper and the server under it
         if how != "leave":
             os.kill(owner.pid, signal.SIGTERM if how == "sigterm" else signal.SIGKILL)
         owner.wait(timeout=10)
         deadline = time.monotonic() + 10
-        while any(alive(p) for p in started) and time.monotonic() < deadline:
+        while any(alive(p, t) for p, t in started.items()) and time.monotonic() < deadline:
             time.sleep(0.1)
-        assert [p for p in started if alive(p)] == []
+        assert [p for p, t in started.items() if alive(p, t)] == []
     finally:
         owner.kill()
         owner.wait()

@@ -253,7 +253,7 @@ def test_a_same_user_process_cannot_read_the_key_from_proc(model, shared_tmp, fr
         path.mkdir()
         path.chmod(0o777)
     marker = workspace / "started"
-    model.add([tools_reply(call("run_command", command=f"touch {marker} && sleep 5")), {"text": "ok"}])
+    model.add([tools_reply(call("run_command", command=f"touch {marker} && sleep 60")), {"text": "ok"}])
     argv = {"serve": ["serve"], "acp": ["acp"],
             "run": ["run", "wait", "--base-url", model.base_url, "--model", "m", "--workspace", str(workspace), "--yes"]}[front_end]
     env = {**hostile_env(), "HOME": str(home), "AGENT_LSP_STATE_DIR": str(home / "state"), "XDG_CONFIG_HOME": str(home)}
