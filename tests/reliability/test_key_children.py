@@ -256,7 +256,8 @@ def test_a_same_user_process_cannot_read_the_key_from_proc(model, shared_tmp, fr
     model.add([tools_reply(call("run_command", command=f"touch {marker} && sleep 60")), {"text": "ok"}])
     argv = {"serve": ["serve"], "acp": ["acp"],
             "run": ["run", "wait", "--base-url", model.base_url, "--model", "m", "--workspace", str(workspace), "--yes"]}[front_end]
-    env = {**hostile_env(), "HOME": str(home), "AGENT_LSP_STATE_DIR": str(home / "state"), "XDG_CONFIG_HOME": str(home)}
+    env = {**hostile_env(), "HOME": str(home), "AGENT_LSP_STATE_DIR": str(home / "state"), "XDG_CONFIG_HOME": str(home),
+           "AGENT_LSP_SETTINGS": str(home / "settings.json"), "CLAUDE_CONFIG_DIR": str(home / ".claude")}  # readable by nobody
     proc = subprocess.Popen([str(python), "-m", "agent_lsp", *argv], env=env, cwd=workspace, user=NOBODY, group=NOBODY,
                             stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
