@@ -50,15 +50,19 @@ class ClaudePermissions:
 
     async def for_run(self, roots: list[Path], settings: Any = None) -> RunPermissions:
         """The port the host calls before each run (agent_lsp.agent.ports.PermissionSource)."""
-        rules = await self.rules(roots)
-        hooks = await self.hook_consent(roots)
+        files = await asyncio.to_thread(claude_files, roots, self.env)  # read once per run
+        rules = await self.rules(roots, files)
+        hooks = await self.hook_consent(roots, files)
         return RunPermissions(rules, self.save_always if self.can_save() else None, hooks)
 
-    async def hook_consent(self, roots: list[Path]) -> Callable[[Any], bool]:
+    async def hook_consent(
+        self, roots: list[Path], files: list[ClaudeFile] | None = None
+    ) -> Callable[[Any], bool]:
         """Which of the project's hooks may run (Decision 30): each declaration as written is
         an entry, asked once (every undecided one in one question) and remembered like a
         project's allow rules."""
-        files = await asyncio.to_thread(claude_files, roots, self.env)
+        if files is None:
+            files = await asyncio.to_thread(claude_files, roots, self.env)
         specs = [
             spec
             for file in files
@@ -73,8 +77,9 @@ class ClaudePermissions:
         )
         return lambda spec: isinstance(spec, HookSpec) and hook_entry(spec) in granted
 
-    async def rules(self, roots: list[Path]) -> list[Rule]:
-        files = await asyncio.to_thread(claude_files, roots, self.env)
+    async def rules(self, roots: list[Path], files: list[ClaudeFile] | None = None) -> list[Rule]:
+        if files is None:
+            files = await asyncio.to_thread(claude_files, roots, self.env)
         found: list[Rule] = []
         for file in files:
             if file.error and file.error not in self.problems:
