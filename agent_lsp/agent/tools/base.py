@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import functools
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -110,8 +109,9 @@ class Tool:
         return self.name
 
     def schema(self) -> dict[str, Any]:
-        # Built once per tool class: pydantic's schema generation costs ~5 ms a tool, every turn.
-        return copy.deepcopy(_schema_of(self.name, self.description, self.args))
+        """Read-only (the loops encode it, nobody changes it): built once per tool class, since
+        pydantic's schema generation costs ~5 ms a tool, and shared by every run."""
+        return _schema_of(self.name, self.description, self.args)
 
     def parse(self, raw: dict[str, Any]) -> Any:
         try:
@@ -143,6 +143,11 @@ def _schema_of(name: str, description: str, args: type[Args]) -> dict[str, Any]:
     }
 
 
+# toolsets' schema lists by their schemas' identities (the schemas kept, so no id is reused)
+_SCHEMA_LISTS: dict[tuple[int, ...], tuple[tuple[dict[str, Any], ...], list[dict[str, Any]]]] = {}
+SCHEMA_LISTS_KEPT = 64
+
+
 class ToolBox:
     """The tools one agent may use, by name."""
 
@@ -153,7 +158,17 @@ class ToolBox:
         self.withheld = {t.name: t for t in withheld or [] if t.name not in self.tools}
 
     def schemas(self) -> list[dict[str, Any]]:
-        return [t.schema() for t in self.tools.values()]
+        """The same list object for the same schemas: a request encodes a list it has seen
+        once (model/request_body.py), so 20 runs with one toolset encode it once."""
+        schemas = tuple(t.schema() for t in self.tools.values())
+        key = tuple(map(id, schemas))
+        kept = _SCHEMA_LISTS.get(key)
+        if kept is not None and all(a is b for a, b in zip(kept[0], schemas, strict=True)):
+            return kept[1]
+        if len(_SCHEMA_LISTS) >= SCHEMA_LISTS_KEPT:
+            _SCHEMA_LISTS.pop(next(iter(_SCHEMA_LISTS)))
+        _SCHEMA_LISTS[key] = (schemas, list(schemas))
+        return _SCHEMA_LISTS[key][1]
 
     def get(self, name: str) -> Tool:
         tool = self.tools.get(name) or self.withheld.get(name)

@@ -4,7 +4,6 @@ is the sub-agent's prompt and its tools only narrow the parent's (Decision 35)."
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 from pydantic import Field
@@ -72,7 +71,7 @@ class DelegateToAgent(Delegate):
         )
 
     def schema(self) -> dict[str, Any]:
-        return copy.deepcopy(_schema_of(self.name, self.full_description, self.args))
+        return _schema_of(self.name, self.full_description, self.args)
 
     def writes(self, raw: dict[str, Any], parent: list[Tool]) -> bool:
         """A delegate to an agent whose tools can write runs in order, like a side effect."""
