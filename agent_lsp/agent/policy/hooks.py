@@ -175,6 +175,8 @@ class RunHooks:
             **fields,
         }
         data = json.dumps(payload, ensure_ascii=False).encode()
+        if self.transcript is not None:  # the hook may read it (transcript_path)
+            await self.transcript.flush()
         procs = await asyncio.gather(*(self._run(spec, data) for spec in specs.values()))
         answers = [interpret(spec, proc) for spec, proc in zip(specs.values(), procs, strict=True)]
         for answer in answers:

@@ -3,6 +3,7 @@ result, compaction and the stop. Secrets are redacted at write time."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
@@ -64,12 +65,19 @@ class Redactor:
 
 
 class Transcript:
+    """Records are queued in order and written by one writer task, all those queued meanwhile
+    in one write (one thread hop): `write` never waits for the disk. A hop per record put the
+    run behind everything else on a busy event loop each time (20 runs in one server). A hook,
+    which may read the file, first waits for `flush()`."""
+
     def __init__(self, path: Path, run_id: str, redact: Redactor):
         self.path = path
         self.run_id = run_id
         self.redact = redact
         self._handle: Any = None
         self._failed = False
+        self._pending: list[str] = []
+        self._writer: asyncio.Task[None] | None = None
 
     async def write(self, agent_id: str, turn: int, type: str, **fields: Any) -> None:
         if self._failed:
@@ -82,19 +90,33 @@ class Transcript:
             "type": type,
             **fields,
         }
-        line = self.redact(json.dumps(record, ensure_ascii=False, default=str)) + "\n"
-        try:
-            if self._handle is None:
-                fd = open_private(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
-                # line-buffered: each record reaches the file inside its own write (one thread
-                # hop per record, not a write and then a flush)
-                self._handle = await aiofiles.open(fd, "a", encoding="utf-8", buffering=1)
-            await self._handle.write(line)
-        except OSError as exc:  # a transcript problem must never stop the run
-            self._failed = True
-            log.warning("transcript %s disabled: %s", self.path, exc)
+        self._pending.append(self.redact(json.dumps(record, ensure_ascii=False, default=str)))
+        if self._writer is None or self._writer.done():
+            self._writer = asyncio.get_running_loop().create_task(self._drain())
+
+    async def _drain(self) -> None:
+        while self._pending and not self._failed:
+            batch = "\n".join(self._pending) + "\n"
+            self._pending.clear()
+            try:
+                if self._handle is None:
+                    fd = open_private(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+                    # line-buffered: each batch reaches the file inside its own write
+                    self._handle = await aiofiles.open(fd, "a", encoding="utf-8", buffering=1)
+                await self._handle.write(batch)
+            except OSError as exc:  # a transcript problem must never stop the run
+                self._failed = True
+                log.warning("transcript %s disabled: %s", self.path, exc)
+
+    async def flush(self) -> None:
+        """Every record written so far is in the file (a cancel of the caller leaves the
+        writer going)."""
+        writer = self._writer
+        if writer is not None and not writer.done():
+            await asyncio.shield(writer)
 
     async def close(self) -> None:
+        await self.flush()
         if self._handle is not None:
             try:
                 await self._handle.close()
