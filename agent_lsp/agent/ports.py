@@ -188,6 +188,9 @@ class RunPermissions:
     save_always: Callable[[str], Awaitable[None]] | None = None
     # Whether a project hook (a HookSpec) has the user's consent (Decision 30); None: none has.
     hook_consent: Callable[[Any], bool] | None = None
+    # Claude Code's files as read for these rules (policy/claude_files.py ClaudeFile objects):
+    # the run's hooks come from the same reading. None: the hooks read them themselves.
+    claude_files: list[Any] | None = None
 
 
 class PermissionSource(Protocol):

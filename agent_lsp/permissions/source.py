@@ -53,7 +53,7 @@ class ClaudePermissions:
         files = await asyncio.to_thread(claude_files, roots, self.env)  # read once per run
         rules = await self.rules(roots, files)
         hooks = await self.hook_consent(roots, files)
-        return RunPermissions(rules, self.save_always if self.can_save() else None, hooks)
+        return RunPermissions(rules, self.save_always if self.can_save() else None, hooks, files)
 
     async def hook_consent(
         self, roots: list[Path], files: list[ClaudeFile] | None = None

@@ -160,10 +160,9 @@ def create_server() -> AgentServer:
         parsed = commands.parse_args(commands.RunArgs, "agentLsp.run", args)
         # CONTRACT Decision 8: the first run sees the workspace's settings
         await ls.settings_ready()
+        settings = ls.config.settings  # (each look at ls.config checks the user's file)
         # a `/name args` prompt runs that prompt file (Decision 34); titles keep it as typed
-        expanded, plan = await plan_run(
-            ls.runs.host, workspace_roots(ls), parsed, ls.config.settings
-        )
+        expanded, plan = await plan_run(ls.runs.host, workspace_roots(ls), parsed, settings)
         prompt = await build_run_prompt(ls, expanded)
         title = "Agent: " + parsed.typed.strip().splitlines()[0][:60]
         try:
@@ -171,7 +170,7 @@ def create_server() -> AgentServer:
                 prompt,
                 title,
                 parsed.session_id,
-                ls.config.settings,
+                settings,
                 ls.caps,
                 model=parsed.model,
                 mode=parsed.mode,

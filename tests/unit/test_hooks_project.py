@@ -73,3 +73,26 @@ async def test_a_notification_hook_hears_of_a_waiting_approval(model, workspace:
     notified = json.loads(log.read_text())
     assert notified["hook_event_name"] == "Notification" and notified["notification_type"] == "permission_prompt"
     assert notified["message"] == "agent-lsp needs your permission to use run_command"
+
+
+async def test_the_hooks_come_from_the_claude_files_read_for_the_runs_rules(model, workspace: Path, monkeypatch):
+    """Claude Code's files are read once per run: the permission source's reading (rules and
+    consent) is the one the hooks use, even if a file changes meanwhile."""
+    from agent_lsp.agent.policy import hook_config
+    from agent_lsp.agent.policy.claude_files import claude_files
+    from agent_lsp.agent.ports import RunPermissions
+
+    (workspace / ".claude").mkdir()
+    settings_file = workspace / ".claude" / "settings.json"
+    settings_file.write_text(json.dumps({"hooks": {"UserPromptSubmit": [group("touch from-the-reading")]}}))
+    files = claude_files([workspace], None)
+    settings_file.unlink()  # read again now, the file would declare no hook
+    reads = []
+    monkeypatch.setattr(hook_config, "claude_files", lambda *a: reads.append(a) or [])
+    model.add([{"text": "hi"}])
+    granted = RunPermissions(hook_consent=lambda spec: True, claude_files=files)
+    report = await asyncio.wait_for(run_task(
+        "hello", session=Session(), settings=make_settings(model), workspace=DiskWorkspace([workspace]),
+        approver=ScriptedApprover(), emit=Events(), options=RunOptions(permissions=granted)), 30)
+    assert report.stop_reason == "done"
+    assert (workspace / "from-the-reading").exists() and reads == []

@@ -174,6 +174,7 @@ async def run_task(
                 runner=runner,
                 emit=seams.emit,
                 consented=options.hook_consent or granted.hook_consent,
+                files=granted.claude_files,
             )
             for problem in problems:  # a malformed declaration is named, never skipped silently
                 seams.emit(StatusEvent(f"hooks: {problem}", None))

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from agent_lsp.agent.policy.claude_files import PROJECT_FILES, claude_files
+from agent_lsp.agent.policy.claude_files import PROJECT_FILES, ClaudeFile, claude_files
 
 EVENTS = (
     "PreToolUse",
@@ -165,6 +165,7 @@ def declared_hooks(
     *,
     env: Mapping[str, str] | None = None,
     consented: Callable[[HookSpec], bool] = never_consented,
+    files: list[ClaudeFile] | None = None,
 ) -> HookTable:
     """Every declared hook with its state. Trusted: our `hooks` setting (already the union of the
     user's own sources) and the user's Claude Code file; the project's files only with consent.
@@ -173,7 +174,9 @@ def declared_hooks(
     table = HookTable()
     table.specs += parse_hooks(dict(settings_hooks), "settings", "user", table.problems)
     all_off = False
-    for file in claude_files(roots, env):  # the one reader of Claude Code's files (Decision 29)
+    if files is None:  # the one reader of Claude Code's files (Decision 29)
+        files = claude_files(roots, env)
+    for file in files:
         if file.hooks_error:  # the rules name the file's other problems
             table.problems.append(file.hooks_error)
         found = parse_hooks(file.hooks or None, str(file.path), file.scope, table.problems)

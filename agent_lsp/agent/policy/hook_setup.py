@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from agent_lsp.agent.exec import sandbox
+from agent_lsp.agent.policy.claude_files import ClaudeFile
 from agent_lsp.agent.policy.hook_config import HookSpec, declared_hooks, never_consented
 from agent_lsp.agent.policy.hook_exec import Confine, HookRefused
 from agent_lsp.agent.policy.hooks import RunHooks
@@ -60,15 +61,18 @@ async def load_run_hooks(
     runner: CommandRunner,
     emit: EventSink,
     consented: Callable[[HookSpec], bool] | None = None,
+    files: list[ClaudeFile] | None = None,
 ) -> tuple[RunHooks | None, list[str]]:
     """The run's hooks, or None when no hook may run at all (then nothing costs anything), and
-    the problems of their declarations (each names its file)."""
+    the problems of their declarations (each names its file). `files`: Claude Code's files as
+    already read for the run's rules (None: read here)."""
     table = await asyncio.to_thread(
         declared_hooks,
         settings_hooks,
         roots,
         env=env,
         consented=consented or never_consented,
+        files=files,
     )
     if not any(s.state == "active" for s in table.specs):
         return None, table.problems
