@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-SDK_MODULES = ("openai", "httpcore2", "httpcore", "aiohttp")
+SDK_MODULES = ("openai", "httpcore2", "httpcore")
 SHUTDOWN_DEADLINE = 1.5  # for the runs to end, then again for the MCP servers to close
 # the exit's export of pending spans and metrics waits at most this (Decision 43)
 TELEMETRY_FLUSH = 1.0

@@ -32,7 +32,7 @@ def serve_acp() -> int:
     logging.getLogger().setLevel(getattr(logging, level, logging.WARNING))
     if not logging.getLogger().handlers:
         logging.basicConfig(stream=sys.stderr, format="agent-lsp: %(message)s")
-    for noisy in ("httpx", "httpx2", "openai", "httpcore", "aiohttp"):
+    for noisy in ("httpx", "httpx2", "openai", "httpcore"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     try:
         code = asyncio.run(_serve())

@@ -12,7 +12,7 @@ def serve(tcp: str | None = None, log_level: str = "INFO") -> int:
         stream=sys.stderr,
         format="%(asctime)s agent-lsp %(levelname)s %(name)s: %(message)s",
     )
-    for noisy in ("pygls", "httpx", "httpx2", "openai", "httpcore", "aiohttp"):
+    for noisy in ("pygls", "httpx", "httpx2", "openai", "httpcore"):
         logging.getLogger(noisy).setLevel(logging.WARNING)  # pygls logs every message body at INFO
 
     from agent_lsp.frontend import leave_after

@@ -3,8 +3,6 @@ TLS context is httpx's default one, made once per value of SSL_CERT_FILE / SSL_C
 
 from __future__ import annotations
 
-import ssl
-
 import httpx2
 import openai
 
@@ -14,12 +12,10 @@ from agent_lsp.agent.model import openai_sdk
 def test_clients_share_one_default_tls_context_per_environment(monkeypatch):
     made = []
 
-    def create_ssl_context(verify=True, **kwargs):
-        if isinstance(verify, ssl.SSLContext):  # the transport handed the shared one: nothing built
-            return real(verify=verify, **kwargs)
-        assert verify is True and not kwargs, "httpx's default context (verify=True), nothing else"
+    def create_ssl_context(*args, **kwargs):
+        assert not args and not kwargs, "httpx's default context (verify=True), nothing else"
         made.append(object())
-        return real()
+        return real(*args, **kwargs)
 
     real = httpx2.create_ssl_context
     monkeypatch.setattr(httpx2, "create_ssl_context", create_ssl_context)
@@ -32,10 +28,3 @@ def test_clients_share_one_default_tls_context_per_environment(monkeypatch):
     monkeypatch.setenv("SSL_CERT_DIR", "/etc/ssl/certs")
     openai_sdk.new_client(openai, api_key="k", timeout=5)
     assert len(made) == 2, "another SSL_CERT_DIR: another context, as httpx would make"
-
-
-def test_the_model_path_uses_the_sdks_aiohttp_transport():
-    """The transport the SDK recommends for concurrency (`openai[aiohttp]`, a dependency)."""
-    client = openai_sdk.new_client(openai, api_key="k", base_url="https://example.invalid/v1", timeout=5)
-    assert openai_sdk._http_client_class(openai) is openai.DefaultAioHttpClient
-    assert isinstance(client._client, openai.DefaultAioHttpClient)

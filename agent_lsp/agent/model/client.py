@@ -23,7 +23,6 @@ from agent_lsp.agent.model.openai_sdk import (
     is_google,
     new_client,
     status_message,
-    timed_out,
     usage_of,
 )
 from agent_lsp.agent.model.request_body import RequestEncoder
@@ -158,9 +157,9 @@ class OpenAIModel:
                 f"{self.endpoint} answered GET /models with HTTP {exc.status_code}: "
                 f"{status_message(exc)}"
             ) from None
+        except openai.APITimeoutError:
+            raise ModelError(f"{self.endpoint} did not answer GET /models in time") from None
         except openai.APIConnectionError as exc:
-            if timed_out(exc, openai):
-                raise ModelError(f"{self.endpoint} did not answer GET /models in time") from None
             raise ModelError(
                 f"cannot connect to the model endpoint {self.endpoint}: {connection_reason(exc)}"
             ) from None
@@ -223,13 +222,13 @@ class OpenAIModel:
                 f"{status_message(exc)}"
                 f"{self._path_hint(exc.status_code)}"
             ) from None
+        except openai.APITimeoutError:
+            raise ModelError(
+                f"the model endpoint {self.endpoint} did not answer within requestTimeout "
+                f"({self._timeout:g} s)",
+                streamed=acc.streamed,
+            ) from None
         except openai.APIConnectionError as exc:
-            if timed_out(exc, openai):
-                raise ModelError(
-                    f"the model endpoint {self.endpoint} did not answer within requestTimeout "
-                    f"({self._timeout:g} s)",
-                    streamed=acc.streamed,
-                ) from None
             if received:  # a stream cut mid-reply: the SDK does not retry it
                 raise ModelError(
                     f"the stream from {self.endpoint} was cut mid-reply ({connection_reason(exc)})",

@@ -32,33 +32,22 @@ _TLS_CONTEXTS: dict[tuple[str | None, str | None], Any] = {}
 
 
 def new_client(openai: Any, **options: Any) -> Any:
-    """`openai.AsyncOpenAI(**options)` with one of the HTTP clients the SDK offers (its
-    limits, redirects and timeout, closed with the SDK client):
-    - `openai.DefaultAioHttpClient` (the `openai[aiohttp]` extra, a dependency of ours), the
-      transport the SDK recommends "for improved concurrency performance": its C HTTP parser
-      costs about a fifth less CPU per model call than httpx's pure-Python stack, which is
-      what many runs in one server queue on (benchmarks/concurrency.py);
-    - `openai.DefaultAsyncHttpxClient` when aiohttp cannot be imported.
-    Its TLS context is made once per process: building one loads the CA bundle (~25 ms of
-    CPU), which every client built again (a headless run builds one). The context is the one
-    httpx makes for `verify=True` (its default): certifi or the system store, or
-    SSL_CERT_FILE / SSL_CERT_DIR, keyed by their values. Runs off the loop."""
+    """`openai.AsyncOpenAI(**options)` with the HTTP client the SDK would build itself
+    (`openai.DefaultAsyncHttpxClient`: the SDK's limits, redirects and timeout, closed with
+    the SDK client), except that its TLS context is made once per process: building one loads
+    the CA bundle (~25 ms of CPU), which every client built again (a headless run builds
+    one). The context is the one httpx makes for `verify=True` (its default): certifi or the
+    system store, or SSL_CERT_FILE / SSL_CERT_DIR, keyed by their values. Runs off the loop."""
     import httpx2  # the SDK's HTTP stack (openai 3.x)
 
     key = (os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR"))
     tls = _TLS_CONTEXTS.get(key)
     if tls is None:
         tls = _TLS_CONTEXTS.setdefault(key, httpx2.create_ssl_context())
-    http = _closing_client(_http_client_class(openai))(timeout=options.get("timeout"), verify=tls)
+    http = _closing_client(openai.DefaultAsyncHttpxClient)(
+        timeout=options.get("timeout"), verify=tls
+    )
     return openai.AsyncOpenAI(**options, http_client=http)
-
-
-def _http_client_class(openai: Any) -> type:
-    try:
-        importlib.import_module("aiohttp")
-    except ImportError:
-        return openai.DefaultAsyncHttpxClient  # type: ignore[no-any-return]
-    return openai.DefaultAioHttpClient  # type: ignore[no-any-return]
 
 
 @functools.cache
@@ -120,20 +109,6 @@ async def close_stream(stream: Any) -> None:
 def is_google(endpoint: str) -> bool:
     host = (urlparse(endpoint).hostname or "").lower()
     return host == "generativelanguage.googleapis.com" or "aiplatform" in host
-
-
-def timed_out(exc: Any, openai: Any) -> bool:
-    """An `APITimeoutError` that is a timeout. The SDK's aiohttp transport maps every aiohttp
-    `ClientConnectionError` to httpx's ConnectTimeout, so a refused connection would read
-    "did not answer in time": there the root cause (a TimeoutError or not) decides."""
-    if not isinstance(exc, openai.APITimeoutError):
-        return False
-    cause = exc.__cause__
-    while cause is not None:
-        if type(cause).__module__.startswith("aiohttp"):
-            return isinstance(cause, TimeoutError)
-        cause = cause.__cause__
-    return True
 
 
 def connection_reason(exc: Any) -> str:
