@@ -126,8 +126,10 @@ def concurrency_rows(c: dict[str, Any]) -> list[Row]:
                 "all finish", ok=c["all_done"]),
             Row("20 concurrent runs: p99 overhead/turn",
                 f"{ms(c['p99'])} (p50 {ms(c['p50'])}, pooled p99 {ms(c['p99_pooled'])}, max {ms(c['max'])}; {c['samples']} turns)",
-                "<= 20 ms", _ratio(c["p99"], 0.020),
-                note=f"server CPU {ms(c['cpu_per_turn'])} per model call; the server process was busy "
+                "<= 50 ms (issue 25)", _ratio(c["p99"], 0.050),
+                note=f"p99 of the runs' first gaps (the command to the first model request) "
+                     f"{ms(c['start_p99'])}, of the gaps between model calls {ms(c['between_p99'])}; "
+                     f"server CPU {ms(c['cpu_per_turn'])} per model call; the server process was busy "
                      f"{c['busy'] * 100:.0f}% of each round's wall time (one event loop: near 100% means queueing); "
                      f"the scripted model server {c['model_busy'] * 100:.0f}%"),
             Row("peak RSS with 20 concurrent runs", f"{c['peak_rss'] / MIB:.1f} MiB "
