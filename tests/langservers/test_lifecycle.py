@@ -22,21 +22,14 @@ pytestmark = pytest.mark.timeout(120)
 
 
 def fake(mode: str, **more: object) -> dict:
-    return {
-        "auto": False,
-        "servers": {
-            "fake": {"command": [sys.executable, str(FAKE), mode], "extensions": [".py"], **more}
-        },
-    }
+    return {"auto": False, "servers": {"fake": {"command": [sys.executable, str(FAKE), mode], "extensions": [".py"], **more}}}
 
 
 def starts(log: Path) -> list[int]:
     return [int(line) for line in log.read_text().split()] if log.exists() else []
 
 
-async def test_a_crashing_server_is_restarted_once_then_a_clear_error(
-    project, tmp_path, monkeypatch
-):
+async def test_a_crashing_server_is_restarted_once_then_a_clear_error(project, tmp_path, monkeypatch):
     log = tmp_path / "starts.log"
     monkeypatch.setenv("FAKE_LSP_LOG", str(log))
     manager = servers(project, fake("crash"))
@@ -58,13 +51,7 @@ async def test_a_crashing_server_is_restarted_once_then_a_clear_error(
 
 
 async def test_a_missing_program_is_a_clear_error_at_once(project):
-    manager = servers(
-        project,
-        {
-            "auto": False,
-            "servers": {"nope": {"command": ["no-such-language-server"], "extensions": [".py"]}},
-        },
-    )
+    manager = servers(project, {"auto": False, "servers": {"nope": {"command": ["no-such-language-server"], "extensions": [".py"]}}})
     app = project / "app.py"
     with pytest.raises(CodeIntelError, match="`no-such-language-server` was not found on PATH"):
         await manager.sources()[0].request("textDocument/hover", at(app, 5, "make"), app)
@@ -76,21 +63,15 @@ async def test_a_hanging_request_times_out_and_the_server_stays_usable(project):
     (source,) = manager.sources()
     try:
         started = time.monotonic()
-        with pytest.raises(
-            CodeIntelError, match=r"`fake` did not answer textDocument/definition within 1.5 s"
-        ):
+        with pytest.raises(CodeIntelError, match=r"`fake` did not answer textDocument/definition within 1.5 s"):
             await source.request("textDocument/definition", at(app, 5, "make"), app)
         assert time.monotonic() - started < 10
-        assert await source.request("textDocument/hover", at(app, 5, "make"), app) == {
-            "contents": "[]"
-        }
+        assert await source.request("textDocument/hover", at(app, 5, "make"), app) == {"contents": "[]"}
     finally:
         await manager.aclose()
 
 
-async def test_a_server_that_never_answers_initialize_times_out_and_is_ended(
-    project, tmp_path, monkeypatch
-):
+async def test_a_server_that_never_answers_initialize_times_out_and_is_ended(project, tmp_path, monkeypatch):
     log = tmp_path / "starts.log"
     monkeypatch.setenv("FAKE_LSP_LOG", str(log))
     manager = servers(project, fake("mute"), start_timeout=1.5)
@@ -104,9 +85,7 @@ async def test_a_server_that_never_answers_initialize_times_out_and_is_ended(
         await manager.aclose()
 
 
-async def test_configuration_is_answered_from_settings_and_one_server_runs_per_root(
-    project, tmp_path
-):
+async def test_configuration_is_answered_from_settings_and_one_server_runs_per_root(project, tmp_path):
     other = tmp_path / "other"
     other.mkdir()
     (other / "x.py").write_text("x = 1\n")
@@ -145,9 +124,7 @@ async def test_close_and_cancel_leave_no_process(project, tmp_path, monkeypatch)
     manager = servers(project, fake("hang"), request_timeout=60)
     app = project / "app.py"
     (source,) = manager.sources()
-    asking = asyncio.ensure_future(
-        source.request("textDocument/definition", at(app, 5, "make"), app)
-    )
+    asking = asyncio.ensure_future(source.request("textDocument/definition", at(app, 5, "make"), app))
     for _ in range(100):
         await asyncio.sleep(0.05)
         if starts(log):
@@ -166,9 +143,7 @@ async def test_close_and_cancel_leave_no_process(project, tmp_path, monkeypatch)
     # cancelled while the server is starting (it never answers initialize): it is ended too
     log.unlink()
     manager = servers(project, fake("mute"))
-    starting = asyncio.ensure_future(
-        manager.sources()[0].request("textDocument/hover", at(app, 5, "make"), app)
-    )
+    starting = asyncio.ensure_future(manager.sources()[0].request("textDocument/hover", at(app, 5, "make"), app))
     for _ in range(100):
         await asyncio.sleep(0.05)
         if starts(log):
@@ -214,14 +189,12 @@ OWNER = textwrap.dedent(
 @pytest.mark.parametrize("how", ["sigterm", "sigkill", "leave"])
 def test_no_server_outlives_agent_lsp(project, how):
     code = f"FAKE, ROOT, HOW = {str(FAKE)!r}, {str(project)!r}, {how!r}\n" + OWNER
-    owner = subprocess.Popen(
-        [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
-    )
+    owner = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         assert owner.stdout is not None and owner.stdout.readline().strip() == "ready"
         started = {pid: start_time(pid) for pid in descendants(owner.pid)}
         assert len(started) >= 2, started  # the reaper and the server under it
-        if how == "leave":
+        if how == "leave":  # the processes are listed: now it may leave
             assert owner.stdin is not None
             owner.stdin.write("go\n")
             owner.stdin.flush()

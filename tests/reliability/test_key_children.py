@@ -64,14 +64,8 @@ server.run()
 
 def hostile_env(**more: str) -> dict[str, str]:
     """Our environment with the key under its own name, under another one, and inside a value."""
-    return {
-        **os.environ,
-        "OPENAI_API_KEY": API_KEY,
-        "LLM_API_KEY": API_KEY,
-        "AUTH_HEADER": f"Bearer {API_KEY}",
-        "DEPLOY_URL": f"https://bot:{API_KEY}@deploy.example/",
-        **more,
-    }
+    return {**os.environ, "OPENAI_API_KEY": API_KEY, "LLM_API_KEY": API_KEY, "AUTH_HEADER": f"Bearer {API_KEY}",
+            "DEPLOY_URL": f"https://bot:{API_KEY}@deploy.example/", **more}
 
 
 @pytest.fixture
@@ -88,12 +82,8 @@ def declare(root: Path, servers: dict) -> list:
     return decls
 
 
-async def start_all(
-    decls: list, workspace: Path, env: dict[str, str], api_key_env: str = "OPENAI_API_KEY"
-) -> list[dict]:
-    manager = McpManager(
-        decls, roots=[workspace], env=env, api_key_env=api_key_env, workspace_policy="allow"
-    )
+async def start_all(decls: list, workspace: Path, env: dict[str, str], api_key_env: str = "OPENAI_API_KEY") -> list[dict]:
+    manager = McpManager(decls, roots=[workspace], env=env, api_key_env=api_key_env, workspace_policy="allow")
     try:
         await manager.tools()
         return manager.status()
@@ -103,22 +93,13 @@ async def start_all(
 
 # -- MCP servers ------------------------------------------------------------------------------
 @pytest.mark.parametrize("field", ["args", "env"])
-async def test_a_workspace_server_asking_for_any_variable_that_holds_the_key_is_not_started(
-    workspace, dumper, field
-):
+async def test_a_workspace_server_asking_for_any_variable_that_holds_the_key_is_not_started(workspace, dumper, field):
     script, dump = dumper
-    asks = (
-        {"args": [str(script), str(dump), "${env:LLM_API_KEY}"]}
-        if field == "args"
-        else {"args": [str(script), str(dump)], "env": {"TOKEN": "${env:LLM_API_KEY}"}}
-    )
-    status = await start_all(
-        declare(workspace, {"leaky": {"command": sys.executable, **asks}}), workspace, hostile_env()
-    )
+    asks = ({"args": [str(script), str(dump), "${env:LLM_API_KEY}"]} if field == "args"
+            else {"args": [str(script), str(dump)], "env": {"TOKEN": "${env:LLM_API_KEY}"}})
+    status = await start_all(declare(workspace, {"leaky": {"command": sys.executable, **asks}}), workspace, hostile_env())
     assert status[0]["state"] == "failed"
-    assert "LLM_API_KEY" in status[0]["error"] and "API key" in status[0]["error"], (
-        status
-    )  # says which variable and why
+    assert "LLM_API_KEY" in status[0]["error"] and "API key" in status[0]["error"], status  # says which variable and why
     assert API_KEY not in json.dumps(status), "never the value"
     assert not dump.exists(), "the server was not started at all"
 
@@ -127,23 +108,12 @@ async def test_a_workspace_server_asking_for_any_variable_that_holds_the_key_is_
 async def test_no_mcp_server_inherits_the_key_under_any_variable(workspace, dumper, source):
     script, dump = dumper
     server = {"command": sys.executable, "args": [str(script), str(dump)]}
-    decls = (
-        from_user_settings({"probe": server})[0]
-        if source == "user"
-        else declare(workspace, {"probe": server})
-    )
+    decls = from_user_settings({"probe": server})[0] if source == "user" else declare(workspace, {"probe": server})
     env = hostile_env(MY_MODEL_KEY=OTHER_KEY, CI_TOKEN=OTHER_KEY)
     await start_all(decls, workspace, env, api_key_env="MY_MODEL_KEY")
     seen = json.loads(dump.read_text().splitlines()[0])["env"]
     assert seen.get("PATH") == os.environ["PATH"], "the rest of the environment is passed"
-    for name in (
-        "OPENAI_API_KEY",
-        "LLM_API_KEY",
-        "AUTH_HEADER",
-        "DEPLOY_URL",
-        "MY_MODEL_KEY",
-        "CI_TOKEN",
-    ):
+    for name in ("OPENAI_API_KEY", "LLM_API_KEY", "AUTH_HEADER", "DEPLOY_URL", "MY_MODEL_KEY", "CI_TOKEN"):
         assert name not in seen, name
     assert API_KEY not in json.dumps(seen) and OTHER_KEY not in json.dumps(seen)
 
@@ -153,23 +123,12 @@ async def test_an_mcp_server_with_the_key_in_its_command_line_is_refused(workspa
     """A command line is readable by every local user (/proc/<pid>/cmdline): not even the user's
     own server gets the key there (its `env` may name it)."""
     script, dump = dumper
-    token = {
-        "workspace-literal": API_KEY,
-        "workspace-in-a-value": f"--auth=Bearer:{API_KEY}",
-        "user-expanded": "${env:OPENAI_API_KEY}",
-    }[how]
+    token = {"workspace-literal": API_KEY, "workspace-in-a-value": f"--auth=Bearer:{API_KEY}",
+             "user-expanded": "${env:OPENAI_API_KEY}"}[how]
     server = {"command": sys.executable, "args": [str(script), str(dump), token]}
-    decls = (
-        from_user_settings({"probe": server})[0]
-        if how.startswith("user")
-        else declare(workspace, {"probe": server})
-    )
+    decls = from_user_settings({"probe": server})[0] if how.startswith("user") else declare(workspace, {"probe": server})
     status = await start_all(decls, workspace, hostile_env())
-    assert (
-        status[0]["state"] == "failed"
-        and "args[2]" in status[0]["error"]
-        and "API key" in status[0]["error"]
-    ), status
+    assert status[0]["state"] == "failed" and "args[2]" in status[0]["error"] and "API key" in status[0]["error"], status
     assert API_KEY not in json.dumps(status)
     assert not dump.exists()
 
@@ -177,25 +136,11 @@ async def test_an_mcp_server_with_the_key_in_its_command_line_is_refused(workspa
 # -- commands ---------------------------------------------------------------------------------
 async def test_a_command_gets_no_variable_that_holds_or_contains_the_key(model, workspace):
     model.add([tools_reply(call("run_command", id="c", command="env > seen.env")), {"text": "ok"}])
-    await run(
-        "env",
-        model,
-        workspace,
-        env=hostile_env(MY_MODEL_KEY=OTHER_KEY, CI_TOKEN=f"x{OTHER_KEY}x"),
-        apiKeyEnv="MY_MODEL_KEY",
-        approval={"default": "allow"},
-    )
+    await run("env", model, workspace, env=hostile_env(MY_MODEL_KEY=OTHER_KEY, CI_TOKEN=f"x{OTHER_KEY}x"),
+              apiKeyEnv="MY_MODEL_KEY", approval={"default": "allow"})
     seen = (workspace / "seen.env").read_text()
     assert "PATH=" in seen
-    for banned in (
-        "LLM_API_KEY",
-        "AUTH_HEADER",
-        "DEPLOY_URL",
-        "MY_MODEL_KEY",
-        "CI_TOKEN",
-        API_KEY,
-        OTHER_KEY,
-    ):
+    for banned in ("LLM_API_KEY", "AUTH_HEADER", "DEPLOY_URL", "MY_MODEL_KEY", "CI_TOKEN", API_KEY, OTHER_KEY):
         assert banned not in seen, banned
 
 
@@ -223,61 +168,30 @@ def test_rg_and_git_started_by_agent_lsp_run_get_no_key(model, workspace, tmp_pa
     log = tmp_path / "log"
     log.mkdir()
     python = shim_python(tmp_path, log)
-    model.add(
-        [
-            tools_reply(call("search", id="s", pattern="def add")),
-            tools_reply(call("run_command", command="true")),  # snapshots around a command: git
-            {"text": "done"},
-        ]
-    )
+    model.add([tools_reply(call("search", id="s", pattern="def add")),
+               tools_reply(call("run_command", command="true")),  # snapshots around a command: git
+               {"text": "done"}])
     subprocess.run(["git", "init", "-q"], cwd=workspace, check=True)
     env = hostile_env(PATH=f"{tmp_path / 'shims'}:{os.environ['PATH']}")
-    proc = subprocess.run(
-        [
-            str(python),
-            "-m",
-            "agent_lsp",
-            "run",
-            "find add",
-            "--base-url",
-            model.base_url,
-            "--model",
-            "m",
-            "--workspace",
-            str(workspace),
-            "--yes",
-            "--json",
-        ],
-        env=env,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    proc = subprocess.run([str(python), "-m", "agent_lsp", "run", "find add", "--base-url", model.base_url, "--model", "m",
+                           "--workspace", str(workspace), "--yes", "--json"], env=env, stdin=subprocess.DEVNULL,
+                          capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert "calc.py" in last_tool_results(model.requests[1])["s"]
     seen = {p.name: p.read_text() for p in log.iterdir()}
-    assert any(n.startswith("rg.") for n in seen) and any(n.startswith("git.") for n in seen), (
-        sorted(seen)
-    )
+    assert any(n.startswith("rg.") for n in seen) and any(n.startswith("git.") for n in seen), sorted(seen)
     for name, text in seen.items():
         assert "PATH=" in text
         for banned in ("OPENAI_API_KEY", "LLM_API_KEY", "AUTH_HEADER", "DEPLOY_URL", API_KEY):
             assert banned not in text, (name, banned)
-    assert model.authorizations and set(model.authorizations) == {f"Bearer {API_KEY}"}, (
-        "the key still reaches the model"
-    )
+    assert model.authorizations and set(model.authorizations) == {f"Bearer {API_KEY}"}, "the key still reaches the model"
 
 
-async def test_the_lsp_server_environment_block_no_longer_shows_the_key(
-    open_editor, model, workspace
-):
+async def test_the_lsp_server_environment_block_no_longer_shows_the_key(open_editor, model, workspace):
     """Read as root, /proc/<pid>/environ still opens: it must not hold the key, under any name,
     nor the key of the `apiKeyEnv` initializationOptions name; the key still authenticates."""
-    editor = await open_editor(
-        init={"apiKeyEnv": "MY_MODEL_KEY", "approval": {"default": "allow"}},
-        env={**hostile_env(MY_MODEL_KEY=OTHER_KEY, CI_TOKEN=OTHER_KEY)},
-    )
+    editor = await open_editor(init={"apiKeyEnv": "MY_MODEL_KEY", "approval": {"default": "allow"}},
+                               env={**hostile_env(MY_MODEL_KEY=OTHER_KEY, CI_TOKEN=OTHER_KEY)})
     model.add([{"text": "hello"}])
     started = await editor.run("say hello")
     assert (await editor.wait_stop(started["runId"]))["stopReason"] == "done"
@@ -299,30 +213,19 @@ def wait_for(predicate, timeout: float = 20.0) -> bool:
 def python_for_nobody(tmp_path: Path) -> Path:
     """This venv seen through an interpreter `nobody` may run (ours may sit under /root)."""
     version = f"python{sys.version_info.major}.{sys.version_info.minor}"
-    for candidate in (
-        os.path.realpath(sys.executable),
-        f"/usr/bin/{version}",
-        f"/usr/local/bin/{version}",
-    ):
+    for candidate in (os.path.realpath(sys.executable), f"/usr/bin/{version}", f"/usr/local/bin/{version}"):
         if not os.path.exists(candidate):
             continue
         venv = Path(tempfile.mkdtemp(prefix="agent-lsp-nobody-", dir=tmp_path))
         venv.chmod(0o755)
         (venv / "bin").mkdir()
-        (venv / "pyvenv.cfg").write_text(
-            f"home = {os.path.dirname(candidate)}\ninclude-system-site-packages = false\n"
-        )
+        (venv / "pyvenv.cfg").write_text(f"home = {os.path.dirname(candidate)}\ninclude-system-site-packages = false\n")
         (venv / "lib").symlink_to(Path(sys.prefix) / "lib")
         (venv / "bin" / "python").symlink_to(candidate)
         python = venv / "bin" / "python"
         try:
-            check = subprocess.run(
-                [str(python), "-c", "import agent_lsp.cli, pygls, acp"],
-                user=NOBODY,
-                group=NOBODY,
-                capture_output=True,
-                timeout=60,
-            )
+            check = subprocess.run([str(python), "-c", "import agent_lsp.cli, pygls, acp"], user=NOBODY, group=NOBODY,
+                                   capture_output=True, timeout=60)
         except OSError:  # not executable by nobody
             continue
         if check.returncode == 0:
@@ -365,61 +268,20 @@ def test_a_same_user_process_cannot_read_the_key_from_proc(model, shared_tmp, fr
         path.mkdir()
         path.chmod(0o777)
     marker = workspace / "started"
-    model.add(
-        [tools_reply(call("run_command", command=f"touch {marker} && sleep 60")), {"text": "ok"}]
-    )
-    argv = {
-        "serve": ["serve"],
-        "acp": ["acp"],
-        "run": [
-            "run",
-            "wait",
-            "--base-url",
-            model.base_url,
-            "--model",
-            "m",
-            "--workspace",
-            str(workspace),
-            "--yes",
-        ],
-    }[front_end]
-    env = {
-        **hostile_env(),
-        "HOME": str(home),
-        "AGENT_LSP_STATE_DIR": str(home / "state"),
-        "XDG_CONFIG_HOME": str(home),
-        "AGENT_LSP_SETTINGS": str(home / "settings.json"),
-        "CLAUDE_CONFIG_DIR": str(home / ".claude"),
-    }  # readable by nobody
-    proc = subprocess.Popen(
-        [str(python), "-m", "agent_lsp", *argv],
-        env=env,
-        cwd=workspace,
-        user=NOBODY,
-        group=NOBODY,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    model.add([tools_reply(call("run_command", command=f"touch {marker} && sleep 60")), {"text": "ok"}])
+    argv = {"serve": ["serve"], "acp": ["acp"],
+            "run": ["run", "wait", "--base-url", model.base_url, "--model", "m", "--workspace", str(workspace), "--yes"]}[front_end]
+    env = {**hostile_env(), "HOME": str(home), "AGENT_LSP_STATE_DIR": str(home / "state"), "XDG_CONFIG_HOME": str(home),
+           "AGENT_LSP_SETTINGS": str(home / "settings.json"), "CLAUDE_CONFIG_DIR": str(home / ".claude")}  # readable by nobody
+    proc = subprocess.Popen([str(python), "-m", "agent_lsp", *argv], env=env, cwd=workspace, user=NOBODY, group=NOBODY,
+                            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         environ = Path(f"/proc/{proc.pid}/environ")
-        ready = wait_for(
-            lambda: (
-                proc.poll() is None
-                and environ.stat().st_uid == 0
-                and (front_end != "run" or marker.exists())
-            )
-        )
-        assert ready, (
-            f"/proc/{proc.pid} belongs to uid {environ.stat().st_uid} (exit code {proc.poll()}): the process is dumpable"
-        )
-        reader = subprocess.run(
-            ["cat", str(environ)], user=NOBODY, group=NOBODY, capture_output=True, timeout=30
-        )
+        ready = wait_for(lambda: proc.poll() is None and environ.stat().st_uid == 0 and (front_end != "run" or marker.exists()))
+        assert ready, f"/proc/{proc.pid} belongs to uid {environ.stat().st_uid} (exit code {proc.poll()}): the process is dumpable"
+        reader = subprocess.run(["cat", str(environ)], user=NOBODY, group=NOBODY, capture_output=True, timeout=30)
         assert reader.returncode != 0 and b"Permission denied" in reader.stderr, reader.stdout
-        assert (
-            API_KEY.encode() not in environ.read_bytes()
-        )  # root still reads it: no key there either
+        assert API_KEY.encode() not in environ.read_bytes()  # root still reads it: no key there either
     finally:
         proc.kill()
         proc.wait(10)
@@ -430,9 +292,7 @@ def test_a_same_user_process_cannot_read_the_key_from_proc(model, shared_tmp, fr
 def test_a_sealed_process_is_not_dumpable():
     """The start-up helper every front end calls, checked from inside (prctl PR_GET_DUMPABLE)."""
     code = "from agent_lsp.agent.exec import keyguard; print(keyguard.is_dumpable()); keyguard.seal_process(); print(keyguard.is_dumpable())"
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=30, check=True
-    ).stdout.split()
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30, check=True).stdout.split()
     assert out == ["True", "False"]
 
 
@@ -440,11 +300,9 @@ def test_a_sealed_process_is_not_dumpable():
 @pytest.mark.parametrize("tool", ["run_command", "read_file", "search"])
 async def test_the_model_never_reads_the_key_in_a_tool_result(model, workspace, tool):
     (workspace / "notes.txt").write_text(f"deploy with MODEL_KEY={API_KEY} and go\n")
-    calls = {
-        "run_command": call("run_command", id="c", command="cat notes.txt"),
-        "read_file": call("read_file", id="c", path="notes.txt"),
-        "search": call("search", id="c", pattern="MODEL_KEY"),
-    }
+    calls = {"run_command": call("run_command", id="c", command="cat notes.txt"),
+             "read_file": call("read_file", id="c", path="notes.txt"),
+             "search": call("search", id="c", pattern="MODEL_KEY")}
     model.add([tools_reply(calls[tool]), {"text": "ok"}])
     report, _, _ = await run("look at the notes", model, workspace, approval={"default": "allow"})
     assert report.stop_reason == "done"
@@ -462,24 +320,11 @@ async def test_the_model_never_reads_the_key_in_an_mcp_result(model, workspace, 
     try:
         tools = await manager.tools()
         assert [t.name for t in tools] == ["notes__read_note"], manager.status()
-        model.add(
-            [
-                tools_reply(call("notes__read_note", id="c", path=str(workspace / "notes.txt"))),
-                {"text": "ok"},
-            ]
-        )
-        report = await asyncio.wait_for(
-            run_task(
-                "read the note",
-                session=Session(),
-                settings=make_settings(model, approval={"default": "allow"}),
-                workspace=DiskWorkspace([workspace]),
-                approver=ScriptedApprover(),
-                emit=Events(),
-                options=RunOptions(extra_tools=tools),
-            ),
-            60,
-        )
+        model.add([tools_reply(call("notes__read_note", id="c", path=str(workspace / "notes.txt"))), {"text": "ok"}])
+        report = await asyncio.wait_for(run_task(
+            "read the note", session=Session(), settings=make_settings(model, approval={"default": "allow"}),
+            workspace=DiskWorkspace([workspace]), approver=ScriptedApprover(), emit=Events(),
+            options=RunOptions(extra_tools=tools)), 60)
     finally:
         await manager.aclose()
     assert report.stop_reason == "done"
@@ -501,27 +346,10 @@ async def test_writing_back_a_redacted_key_is_refused_and_the_file_keeps_it(mode
     """The model sees the key as [redacted]: writing what it read back would lose the user's key."""
     notes = workspace / "notes.txt"
     notes.write_text(f"MODEL_KEY={API_KEY}\nmode=slow\n")
-    edit = (
-        call("write_file", id="w", path="notes.txt", content="MODEL_KEY=[redacted]\nmode=fast\n")
-        if tool == "write_file"
-        else call(
-            "edit_file",
-            id="w",
-            path="notes.txt",
-            old_text=f"MODEL_KEY={API_KEY}\nmode=slow",
-            new_text="MODEL_KEY=[redacted]\nmode=fast",
-        )
-    )
-    model.add(
-        [
-            tools_reply(call("read_file", id="r", path="notes.txt")),
-            tools_reply(edit),
-            {"text": "ok"},
-        ]
-    )
+    edit = (call("write_file", id="w", path="notes.txt", content="MODEL_KEY=[redacted]\nmode=fast\n") if tool == "write_file"
+            else call("edit_file", id="w", path="notes.txt", old_text=f"MODEL_KEY={API_KEY}\nmode=slow", new_text="MODEL_KEY=[redacted]\nmode=fast"))
+    model.add([tools_reply(call("read_file", id="r", path="notes.txt")), tools_reply(edit), {"text": "ok"}])
     await run("speed it up", model, workspace, approval={"default": "allow"})
     assert "[redacted]" in last_tool_results(model.requests[1])["r"]
-    assert last_tool_results(model.requests[2])["w"].startswith(
-        "error: this edit would replace the model's API key"
-    )
+    assert last_tool_results(model.requests[2])["w"].startswith("error: this edit would replace the model's API key")
     assert notes.read_text() == f"MODEL_KEY={API_KEY}\nmode=slow\n"
