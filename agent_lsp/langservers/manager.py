@@ -14,9 +14,8 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlparse
-from urllib.request import url2pathname
 
+from agent_lsp.agent.fs.uris import path_of_uri
 from agent_lsp.agent.ports import CodeIntelError
 from agent_lsp.langservers.config import ServerSpec, chosen, extension, specs
 from agent_lsp.langservers.positions import convert
@@ -135,9 +134,9 @@ class LanguageServers:
 
     def _lines(self, connection: Any, uri: str) -> list[str] | None:
         """A document's lines as the server sees them (what it was sent, else the disk)."""
-        if not uri.startswith("file:"):
+        path = path_of_uri(uri)
+        if path is None:
             return None
-        path = Path(url2pathname(urlparse(uri).path))
         sent = connection.opened.get(path)
         text = sent[1] if sent is not None else self._text(path)
         return None if text is None else re.split(r"\r\n|\r|\n", text)

@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import urlparse
-from urllib.request import url2pathname
+
+from agent_lsp.agent.fs.uris import path_of_uri
 
 
 @dataclass
@@ -38,8 +38,5 @@ class RunChanges:
     def from_uris(cls, uris: Iterable[object]) -> RunChanges:
         """Read back from a session index: file URIs only (an index is a file on disk; anything
         else in it names no file the run changed)."""
-        return cls.of(
-            Path(url2pathname(urlparse(uri).path))
-            for uri in uris
-            if isinstance(uri, str) and uri.startswith("file://")
-        )
+        found = (path_of_uri(uri) for uri in uris if isinstance(uri, str))
+        return cls.of(path for path in found if path is not None)

@@ -6,12 +6,11 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urlparse
 
 from pydantic import Field
 
 from agent_lsp.agent.tools.base import Args, Prepared, Tool, ToolContext, ToolError
-from agent_lsp.agent.tools.paths import PathGuard
+from agent_lsp.agent.tools.paths import PathGuard, path_of_uri
 
 SEVERITY = {1: "error", 2: "warning", 3: "info", 4: "hint"}
 MAX_SHOWN = 200
@@ -24,7 +23,7 @@ def format_diagnostics(
     lines: list[tuple[str, int, int, str]] = []
     for item in items:
         uri = str(item.get("uri", ""))
-        path = Path(unquote(urlparse(uri).path)) if uri.startswith("file:") else None
+        path = path_of_uri(uri)
         shown = paths.display(path) if path is not None else uri
         for diagnostic in item.get("diagnostics") or []:
             severity = int(diagnostic.get("severity") or 1)
@@ -110,8 +109,7 @@ class Diagnostics(Tool):
 
 
 def _under(item: dict[str, Any], folder: Path) -> bool:
-    uri = str(item.get("uri", ""))
-    if not uri.startswith("file:"):
+    path = path_of_uri(str(item.get("uri", "")))
+    if path is None:
         return False
-    path = Path(unquote(urlparse(uri).path))
     return path == folder or path.is_relative_to(folder)

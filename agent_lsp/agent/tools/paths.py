@@ -7,7 +7,8 @@ import os
 import re
 from collections.abc import Container
 from pathlib import Path
-from urllib.parse import unquote, urlparse
+
+from agent_lsp.agent.fs.uris import path_of_uri as path_of_uri  # the tools' name for it
 
 _PERCENT = re.compile(r"%[0-9a-fA-F]{2}")
 MAX_PATH = 1024
@@ -33,14 +34,6 @@ def folder_names(roots: list[Path], names: list[str] | None = None) -> list[str]
             name, n = f"{base}-{n}", n + 1
         out.append(name.replace("/", "_"))
     return out
-
-
-def path_of_uri(uri: str) -> Path | None:
-    """The file a `file:` URI names (percent-decoded, not resolved); None for another scheme."""
-    parsed = urlparse(uri)
-    if parsed.scheme != "file":
-        return None
-    return Path(unquote(parsed.path))
 
 
 class PathGuard:
