@@ -187,6 +187,13 @@ def test_unknown_tool_names_are_kept_and_match_nothing():
     assert command(p, "ls").verdict == "ask"
 
 
+def test_rules_know_claude_codes_names_as_agent_definitions_do():
+    """One table of Claude Code's tool names (tools/names.py): `Task` and `Skill` rules name
+    delegate and skill, as in agent definitions' `tools:` lists."""
+    assert Rule.parse("Task", "deny", "permissions").tool == "delegate"
+    assert Rule.parse("Skill", "deny", "permissions").tool == "skill"
+
+
 def test_approval_settings_stay_as_they_were_beside_rules():
     p = ApprovalPolicy(ApprovalSettings.model_validate({"allowCommands": ["git status $", "exact:ls -l"]}),
                        SessionApprovals(), roots=[ROOT])

@@ -15,20 +15,11 @@ from typing import Literal
 
 import pathspec
 
+from agent_lsp.agent.tools.names import CLAUDE_TOOLS
+
 Effect = Literal["allow", "ask", "deny"]
 EFFECTS: tuple[Effect, ...] = ("deny", "ask", "allow")
 
-# Claude Code's names (and ours) -> the tool a bare rule names.
-TOOL_NAMES = {
-    "Bash": "run_command",
-    "Read": "read_file",
-    "Edit": "edit_file",
-    "MultiEdit": "edit_file",
-    "Write": "write_file",
-    "Grep": "search",
-    "Glob": "list_files",
-    "LS": "list_files",
-}
 OUR_TOOLS = frozenset(
     {
         "run_command",
@@ -76,7 +67,7 @@ class Rule:
         if match is None:
             return Rule(str(text), effect, source, scope, base)
         name, spec = match.group(1), match.group(2)
-        tool: str | None = TOOL_NAMES.get(name, name)
+        tool: str | None = CLAUDE_TOOLS.get(name, name)  # Claude Code's names, and ours
         if not any_name and tool not in OUR_TOOLS and "__" not in name:
             tool = None  # WebFetch, NotebookEdit, …: kept for agentLsp.setup, matches nothing
         spec = spec.strip() if spec is not None else None
