@@ -131,62 +131,53 @@ class AcpApprover:
             return None
 
 
-class ProjectConsent:
-    """Consent for a project's own allow rules (Decision 30): a permission of kind `other` in
-    the session whose run needs them."""
+class _Consent:
+    """A yes/no question to the user as a permission of kind `other`, in the session whose
+    run needs the answer; None when no session can ask, the client fails, or time runs out."""
 
     def __init__(self, client: Any, outbox_of: Any, timeout: float):
         self.client = client
         self.outbox_of = outbox_of  # () -> the Outbox of the session asking, or None
         self.timeout = timeout
+
+    async def _ask(self, call_id: str, title: str, prompt: str, what: str) -> str | None:
+        outbox = self.outbox_of()
+        if outbox is None:
+            return None
+        tool_call = ToolCallUpdate(
+            tool_call_id=call_id,
+            title=title,
+            kind="other",
+            status="pending",
+            content=[text_content(prompt)],
+        )
+        try:
+            return await ask_client(self.client, outbox, tool_call, CONSENT, self.timeout)
+        except TimeoutError:
+            return None
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            log.warning("asking consent for %s failed: %s", what, exc)
+            return None
+
+
+class ProjectConsent(_Consent):
+    """Consent for a project's own allow rules (Decision 30)."""
 
     async def ask(self, prompt: str, entries: list[str]) -> str | None:
-        outbox = self.outbox_of()
-        if outbox is None:
-            return None
-        tool_call = ToolCallUpdate(
-            tool_call_id="project-rules-consent",
-            title="Use the project's allow rules?",
-            kind="other",
-            status="pending",
-            content=[text_content(prompt)],
+        return await self._ask(
+            "project-rules-consent", "Use the project's allow rules?", prompt, "project rules"
         )
-        try:
-            return await ask_client(self.client, outbox, tool_call, CONSENT, self.timeout)
-        except TimeoutError:
-            return None
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            log.warning("asking consent for project rules failed: %s", exc)
-            return None
 
 
-class McpConsent:
-    """`McpHooks.ask_consent` over ACP: asked in the session whose run needs the tools."""
-
-    def __init__(self, client: Any, outbox_of: Any, timeout: float):
-        self.client = client
-        self.outbox_of = outbox_of  # () -> the Outbox of the session asking, or None
-        self.timeout = timeout
+class McpConsent(_Consent):
+    """`McpHooks.ask_consent` over ACP."""
 
     async def ask(self, decl: Any, prompt: str) -> str | None:
-        outbox = self.outbox_of()
-        if outbox is None:
-            return None
-        tool_call = ToolCallUpdate(
-            tool_call_id=f"mcp-consent-{decl.name}",
-            title=f"Start MCP server `{decl.name}`?",
-            kind="other",
-            status="pending",
-            content=[text_content(prompt)],
+        return await self._ask(
+            f"mcp-consent-{decl.name}",
+            f"Start MCP server `{decl.name}`?",
+            prompt,
+            f"MCP server {decl.name}",
         )
-        try:
-            return await ask_client(self.client, outbox, tool_call, CONSENT, self.timeout)
-        except TimeoutError:
-            return None
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            log.warning("asking consent for MCP server %s failed: %s", decl.name, exc)
-            return None
