@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
+from typing import Any
 
 from agent_lsp.agent.events import ApprovalEvent, ApprovalState
 from agent_lsp.agent.loop.services import ApprovalGate
@@ -106,35 +107,16 @@ class ApprovalAsker:
         # The state travels typed and every client labels the line with it
         # ("[approval: pending] …"): the text is what is being approved, not the state again.
         text = f"{detail.splitlines()[0] if detail else call.name}{f' ({note})' if note else ''}"
-        # An edit's request: what the editor shows.
-        if request is not None and request.uri is not None:
-            self.emit(
-                ApprovalEvent(
-                    text,
-                    call.id,
-                    call.name,
-                    detail,
-                    state,
-                    uri=request.uri,
-                    diff=request.diff or "",
-                    new_text=request.new_text or "",
-                    diff_truncated=request.diff_truncated,
-                    agent_id=self.agent_id,
-                )
-            )
+        extra: dict[str, Any] = {}
+        if request is not None and request.uri is not None:  # an edit: what the editor shows
+            extra = {
+                "uri": request.uri,
+                "diff": request.diff or "",
+                "new_text": request.new_text or "",
+                "diff_truncated": request.diff_truncated,
+            }
         elif request is not None and request.files:  # a multi-file edit: every file's diff
-            self.emit(
-                ApprovalEvent(
-                    text,
-                    call.id,
-                    call.name,
-                    detail,
-                    state,
-                    agent_id=self.agent_id,
-                    files=tuple(request.files),
-                )
-            )
-        else:
-            self.emit(
-                ApprovalEvent(text, call.id, call.name, detail, state, agent_id=self.agent_id)
-            )
+            extra = {"files": tuple(request.files)}
+        self.emit(
+            ApprovalEvent(text, call.id, call.name, detail, state, agent_id=self.agent_id, **extra)
+        )
