@@ -44,19 +44,23 @@ class ConsentStore:
         return answer if answer in ("allow", "deny") else None
 
     def remember(self, workspace: str, decl: McpDeclaration, answer: Remembered) -> None:
+        self._put(
+            workspace,
+            decl.fingerprint,
+            {"answer": answer, "name": decl.name, "source": decl.source, "origin": decl.origin},
+        )
+
+    def _put(self, workspace: str, key: str, record: dict[str, Any]) -> None:
+        """One answer kept (stamped with its time), the file read and written under the locks."""
         with self._lock, self._file_lock():
             data = self._read()
             workspaces = data.setdefault("workspaces", {})
             if not isinstance(workspaces, dict):
                 data["workspaces"] = workspaces = {}
             entries = workspaces.setdefault(workspace, {})
-            entries[decl.fingerprint] = {
-                "answer": answer,
-                "name": decl.name,
-                "source": decl.source,
-                "origin": decl.origin,
-                "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            }
+            if not isinstance(entries, dict):
+                workspaces[workspace] = entries = {}
+            entries[key] = {**record, "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
             data["version"] = 1
             self._write(data)
 

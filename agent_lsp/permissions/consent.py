@@ -5,7 +5,6 @@ the state dir beside the MCP servers' answers (same file format, same atomic wri
 from __future__ import annotations
 
 import hashlib
-import time
 from typing import Literal
 
 from agent_lsp.mcp.consent import ConsentStore
@@ -28,20 +27,8 @@ class ProjectConsent(ConsentStore):
     def remember_entry(
         self, workspace: str, kind: str, text: str, answer: Remembered, origin: str = ""
     ) -> None:
-        with self._lock, self._file_lock():
-            data = self._read()
-            workspaces = data.setdefault("workspaces", {})
-            if not isinstance(workspaces, dict):
-                data["workspaces"] = workspaces = {}
-            entries = workspaces.setdefault(workspace, {})
-            if not isinstance(entries, dict):
-                workspaces[workspace] = entries = {}
-            entries[entry_key(kind, text)] = {
-                "answer": answer,
-                "kind": kind,
-                "text": text,
-                "origin": origin,
-                "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            }
-            data["version"] = 1
-            self._write(data)
+        self._put(
+            workspace,
+            entry_key(kind, text),
+            {"answer": answer, "kind": kind, "text": text, "origin": origin},
+        )
