@@ -45,7 +45,6 @@ log = logging.getLogger(__name__)
 # A server runs all day: what it keeps in memory is bounded (its idle sessions: host_sessions.py);
 # finished runs are kept for the newest KEEP_FINISHED only.
 KEEP_FINISHED = 100
-SWEEP_SECONDS = 3600  # orphan spills and transcripts are looked for at most this often
 BY_USER = CancelCause(StopCause.USER)  # agentLsp.cancel, a progress cancel, session/cancel
 BY_SHUTDOWN = CancelCause(StopCause.SHUTDOWN)  # the server shuts down, the client goes away
 
@@ -94,7 +93,6 @@ class AgentHost(HostSessions):
     checkpoints: dict[Path, CheckpointStore] = field(default_factory=dict)  # first folder -> store
     keep_finished: int = KEEP_FINISHED
     _background: set[asyncio.Task[Any]] = field(default_factory=set)
-    _swept: float = 0.0
     rewinds: HostRewinds = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -213,7 +211,8 @@ class AgentHost(HostSessions):
                 return
             await store.save(s)
             if record.stop is not None:  # the run's end: old sessions go (CONTRACT Decision 19)
-                await self._prune_state(store)
+                running = {r.session.id for r in self.active.values()}
+                await self.prune_state(store, running, set(self.active))
 
         async def drive() -> None:
             try:
@@ -361,29 +360,6 @@ class AgentHost(HostSessions):
                 log.warning("background task failed: %r", t.exception(), exc_info=t.exception())
 
         task.add_done_callback(done)
-
-    async def _prune_state(self, store: SessionStore) -> None:
-        """Sessions past 100 per workspace or 30 days go with their transcripts and spills; the
-        sessions this process holds are kept. Orphan spills and transcripts (of runs no session
-        index names) are swept at most once an hour. A failure costs the prune only."""
-        protect = (
-            set(self.sessions) | set(self._evicted) | {r.session.id for r in self.active.values()}
-        )
-        sweep = time.monotonic() - self._swept > SWEEP_SECONDS or not self._swept
-        if sweep:
-            self._swept = time.monotonic()
-        try:
-            dropped = await asyncio.to_thread(store.prune, protect=protect)
-            if sweep:
-                from agent_lsp.agent.state.sessions import sweep_orphans
-
-                live = set(self.active) | self.held_run_ids()
-                await asyncio.to_thread(sweep_orphans, state_dir(), live)
-        except OSError as exc:
-            log.warning("pruning old sessions failed: %s", exc)
-            return
-        for sid in dropped:
-            self.grants.pop(sid, None)
 
     async def aclose(self) -> None:
         closers = [self.tool_servers.aclose] if self.tool_servers is not None else []

@@ -3,19 +3,24 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from agent_lsp.agent.state.session import Session, SessionApprovals
-from agent_lsp.agent.state.sessions import SessionError, SessionStore
+from agent_lsp.agent.state.sessions import SessionError, SessionStore, sweep_orphans
 from agent_lsp.settings import state_dir
+
+log = logging.getLogger(__name__)
 
 # A server runs all day: what it keeps in memory is bounded. Idle sessions past these bounds
 # are dropped from memory (they reload from their transcripts on next use).
 KEEP_LIVE_SESSIONS = 32
 IDLE_SECONDS = 30 * 60
+PRUNE_SECONDS = 30  # a workspace's old sessions on disk are looked for at most this often
+SWEEP_SECONDS = 3600  # orphan spills and transcripts are looked for at most this often
 
 
 @dataclass
@@ -36,6 +41,8 @@ class HostSessions:
     _loading: dict[tuple[Path, str], asyncio.Future[tuple[Session, SessionStore]]] = field(
         default_factory=dict
     )
+    _pruned: dict[Path, float] = field(default_factory=dict)  # store dir -> last prune
+    _swept: float = 0.0
 
     def store(self, roots: list[Path]) -> SessionStore:
         return SessionStore(state_dir(), roots[0])
@@ -144,3 +151,29 @@ class HostSessions:
         """The runs of every session this process holds (live or evicted but still referenced)."""
         held = [*self.sessions.values(), *filter(None, map(self.live, list(self._evicted)))]
         return {r.run_id for session, _ in held for r in session.runs}
+
+    async def prune_state(
+        self, store: SessionStore, running: set[str], live_runs: set[str]
+    ) -> None:
+        """Sessions past 100 per workspace or 30 days go with their transcripts and spills; the
+        sessions this process holds (and `running`) are kept. Orphan spills and transcripts (of
+        runs no session index names, nor `live_runs`) are swept at most once an hour. A
+        workspace is pruned at most once per PRUNE_SECONDS: twenty runs that end together list
+        its sessions once, not twenty times. A failure costs the prune only."""
+        last = self._pruned.get(store.dir)
+        if last is not None and time.monotonic() - last < PRUNE_SECONDS:
+            return
+        self._pruned[store.dir] = time.monotonic()
+        protect = set(self.sessions) | set(self._evicted) | running
+        sweep = time.monotonic() - self._swept > SWEEP_SECONDS or not self._swept
+        if sweep:
+            self._swept = time.monotonic()
+        try:
+            dropped = await asyncio.to_thread(store.prune, protect=protect)
+            if sweep:
+                await asyncio.to_thread(sweep_orphans, state_dir(), live_runs | self.held_run_ids())
+        except OSError as exc:
+            log.warning("pruning old sessions failed: %s", exc)
+            return
+        for sid in dropped:
+            self.grants.pop(sid, None)

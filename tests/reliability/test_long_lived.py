@@ -86,6 +86,23 @@ def test_sessions_past_one_hundred_are_pruned_oldest_first_and_protected_ones_ke
     assert made[0]["index"].exists() and not made[1]["spill"].exists() and made[3]["spill"].exists()
 
 
+async def test_runs_ending_together_prune_a_workspace_once_and_a_later_run_prunes_again(workspace, state_dir, monkeypatch):
+    from agent_lsp.agent import host_sessions
+
+    host, store = AgentHost(), SessionStore(state_dir, workspace)
+    first = fake_session(state_dir, workspace, "s-first", "r-first", OLD)
+    await host.prune_state(store, set(), set())
+    assert not first["index"].exists()
+    second = fake_session(state_dir, workspace, "s-second", "r-second", OLD)
+    await host.prune_state(store, set(), set())  # a run that ended in the same moment: no second listing
+    assert second["index"].exists()
+    monkeypatch.setattr(host_sessions, "PRUNE_SECONDS", 0)  # the next run ends later
+    await host.prune_state(store, {"s-second"}, set())
+    assert second["index"].exists(), "a session a running run holds is kept"
+    await host.prune_state(store, set(), set())
+    assert not second["index"].exists() and not second["spill"].exists()
+
+
 def test_an_unreadable_index_stops_the_orphan_sweep(workspace, state_dir):
     orphan = state_dir / "spill" / "r-orphan"
     orphan.mkdir(parents=True)

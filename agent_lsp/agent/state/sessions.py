@@ -195,10 +195,23 @@ class SessionStore:
         return items
 
     def _files(self) -> builtins.list[Path]:
+        return [path for _, path in self._stamped()]
+
+    def _stamped(self) -> builtins.list[tuple[float, Path]]:
+        """(mtime, path) of each session index: one directory read and one stat per file (a
+        server prunes after every run, over up to a hundred indexes)."""
+        found = []
         try:
-            return [p for p in self.dir.iterdir() if p.suffix == ".json" and p.is_file()]
+            with os.scandir(self.dir) as entries:
+                for entry in entries:
+                    if entry.name.endswith(".json") and entry.is_file():
+                        try:
+                            found.append((entry.stat().st_mtime, Path(entry.path)))
+                        except OSError:
+                            continue
         except OSError:
             return []
+        return found
 
     def prune(
         self, keep: int = KEEP_SESSIONS, days: float = KEEP_DAYS, protect: set[str] | None = None
@@ -207,12 +220,11 @@ class SessionStore:
         runs' transcripts and spill folders under the state dir); returns the ids dropped.
         Never a file outside the state dir."""
         now = time.time()
-        files = sorted(self._files(), key=_mtime, reverse=True)
         dropped = []
-        for index, path in enumerate(files):
+        for index, (mtime, path) in enumerate(sorted(self._stamped(), reverse=True)):
             if path.stem in (protect or set()):
                 continue
-            if index >= keep or now - _mtime(path) > days * 86400:
+            if index >= keep or now - mtime > days * 86400:
                 self._drop(path, transcripts=True)
                 dropped.append(path.stem)
         if dropped:
