@@ -30,11 +30,13 @@ def tool_schemas() -> list[dict[str, Any]]:
     return ToolBox(main_tools()).schemas()
 
 
-async def floor_run(base_url: str, prompt: str, root: Path) -> int:
-    """Run the bare loop to its final answer; returns the number of model calls."""
+async def floor_run(base_url: str, prompt: str, root: Path, client: Any = None) -> int:
+    """Run the bare loop to its final answer; returns the number of model calls. Many loops in
+    one process share one `client` (as our server's runs share theirs)."""
     import openai
 
-    client = openai.AsyncOpenAI(base_url=base_url, api_key="x", max_retries=0)
+    own = client is None
+    client = client or openai.AsyncOpenAI(base_url=base_url, api_key="x", max_retries=0)
     messages: list[dict[str, Any]] = [{"role": "system", "content": FLOOR_SYSTEM},
                                       {"role": "user", "content": prompt}]
     calls_made = 0
@@ -72,7 +74,8 @@ async def floor_run(base_url: str, prompt: str, root: Path) -> int:
                 path = json.loads(call["arguments"])["path"]
                 messages.append({"role": "tool", "tool_call_id": call["id"], "content": read_numbered(root, path)})
     finally:
-        await client.close()
+        if own:
+            await client.close()
 
 
 def peer_available() -> str | None:

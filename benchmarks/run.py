@@ -132,6 +132,13 @@ def concurrency_rows(c: dict[str, Any]) -> list[Row]:
                      f"server CPU {ms(c['cpu_per_turn'])} per model call; the server process was busy "
                      f"{c['busy'] * 100:.0f}% of each round's wall time (one event loop: near 100% means queueing); "
                      f"the scripted model server {c['model_busy'] * 100:.0f}%"),
+            Row("20 concurrent runs: p99 overhead/turn vs the bare SDK",
+                f"{ms(c['p99'])} (20 bare openai-SDK loops sharing one client in one process: {ms(c['floor']['p99'])})",
+                "<= floor", _ratio(c["p99"], c["floor"]["p99"]),
+                note=f"floor, same rounds in the same minutes: p50 {ms(c['floor']['p50'])} (ours {ms(c['p50'])}), "
+                     f"first gaps p99 {ms(c['floor']['start_p99'])}, gaps between model calls p99 "
+                     f"{ms(c['floor']['between_p99'])}, CPU {ms(c['floor']['cpu_per_turn'])} per model call "
+                     "(benchmarks/floor_fanout.py)"),
             Row("peak RSS with 20 concurrent runs", f"{c['peak_rss'] / MIB:.1f} MiB "
                 f"({c['rss_initialized'] / MIB:.1f} MiB before the runs)", "<= 150 MB (read as MiB)",
                 _ratio(c["peak_rss"], 150 * MIB))]
