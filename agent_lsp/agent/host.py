@@ -13,7 +13,7 @@ from typing import Any
 
 from agent_lsp.agent.events import StatusEvent
 from agent_lsp.agent.exec import keyguard
-from agent_lsp.agent.fs.prompt_files import PromptFiles, discover
+from agent_lsp.agent.fs.prompt_files import PromptFiles, discover_shared
 from agent_lsp.agent.host_rewind import HostRewinds
 from agent_lsp.agent.host_sessions import HostSessions
 from agent_lsp.agent.loop.budget import check_budget
@@ -306,7 +306,7 @@ class AgentHost(HostSessions):
             if before is not None:
                 await before()
             if files is None:
-                files = await asyncio.to_thread(discover, roots)
+                files = await discover_shared(roots)
             if self.permissions is not None:
                 rules = await self.permissions.for_run(roots, settings)
             if self.tool_servers is None:

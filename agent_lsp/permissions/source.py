@@ -14,6 +14,7 @@ from typing import Any
 
 from agent_lsp.agent.display import escape_invisible
 from agent_lsp.agent.fs.safeio import write_file_atomic
+from agent_lsp.agent.fs.shared_read import SharedRead
 from agent_lsp.agent.policy.claude_files import ClaudeFile, claude_files
 from agent_lsp.agent.policy.hook_config import HookSpec, parse_hooks
 from agent_lsp.agent.policy.rules import Rule
@@ -47,10 +48,12 @@ class ClaudePermissions:
         self.saved: list[str] = []  # rules "Always allow" saved by this process
         self.problems: list[str] = []  # files named with their errors (logged once each)
         self._asking = asyncio.Lock()
+        self._read = SharedRead()
 
     async def for_run(self, roots: list[Path], settings: Any = None) -> RunPermissions:
         """The port the host calls before each run (agent_lsp.agent.ports.PermissionSource)."""
-        files = await asyncio.to_thread(claude_files, roots, self.env)  # read once per run
+        # read once per run; runs started together share one reading (its files are only read)
+        files = await self._read(tuple(roots), claude_files, roots, self.env)
         rules = await self.rules(roots, files)
         hooks = await self.hook_consent(roots, files)
         return RunPermissions(rules, self.save_always if self.can_save() else None, hooks, files)

@@ -22,6 +22,7 @@ from agent_lsp.agent.fs.front_matter import (
     text_field,
 )
 from agent_lsp.agent.fs.safeio import NotReadable, read_regular_sync
+from agent_lsp.agent.fs.shared_read import SharedRead
 
 log = logging.getLogger(__name__)
 _warned: set[tuple[str, str]] = set()  # problems already logged by this process
@@ -165,6 +166,15 @@ def search_folders(kind: Kind, roots: list[Path]) -> list[tuple[Path, Scope, Pat
             seen.add(key)
             unique.append((folder, scope, root))
     return unique
+
+
+_shared = SharedRead()
+
+
+async def discover_shared(roots: list[Path]) -> PromptFiles:
+    """`discover` off the event loop; runs started together share one (agent/fs/shared_read.py).
+    The result is shared: read it, never change it."""
+    return await _shared(tuple(roots), discover, roots)
 
 
 def discover(roots: list[Path]) -> PromptFiles:

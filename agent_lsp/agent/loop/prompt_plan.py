@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agent_lsp.agent.fs.prompt_files import PromptFiles, discover, skill_files
+from agent_lsp.agent.fs.prompt_files import PromptFiles, discover_shared, skill_files
 from agent_lsp.agent.loop.slash import Invocation, expand, pre_allowed, run_model, with_files
 from agent_lsp.settings import Settings
 
@@ -66,7 +66,7 @@ async def plan_prompt(
     `/name args` one expanded. `lister`: the endpoint's model list (asked only for a `claude-*`
     model no alias maps)."""
     if files is None:
-        files = await asyncio.to_thread(discover, roots)
+        files = await discover_shared(roots)
     invocation = expand(typed, files)
     if invocation is None:
         return PromptPlan(typed, typed, files, settings)
