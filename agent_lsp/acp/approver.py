@@ -163,12 +163,14 @@ class _Consent:
 
 
 class ProjectConsent(_Consent):
-    """Consent for a project's own allow rules (Decision 30)."""
+    """Consent for a project's own allow rules, hooks or a command file's `allowed-tools`
+    (Decision 30); the title is the prompt's own question (`Run these hooks?`)."""
 
     async def ask(self, prompt: str, entries: list[str]) -> str | None:
-        return await self._ask(
-            "project-rules-consent", "Use the project's allow rules?", prompt, "project rules"
-        )
+        question = prompt.strip().splitlines()[-1] if prompt.strip() else ""
+        head, mark, _ = question.partition("?")
+        title = head + mark if mark else "Use the project's settings?"
+        return await self._ask("project-rules-consent", title, prompt, "project settings")
 
 
 class McpConsent(_Consent):

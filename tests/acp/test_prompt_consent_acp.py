@@ -22,6 +22,7 @@ def test_a_project_commands_allowed_tools_ask_consent_then_apply(connect, model,
     [consent] = client.of("permission")  # the command itself was not asked: allowed-tools allowed it
     call_ = consent["params"]["toolCall"]
     assert call_["kind"] == "other" and "Bash(touch:*)" in json.dumps(call_["content"]), call_
+    assert call_["title"] == "Use its allowed-tools for its runs?", call_  # not "allow rules"
     assert "mk.md" in json.dumps(call_["content"])
     assert [o["name"] for o in consent["params"]["options"]] == ["Allow", "Allow always for this workspace", "Deny"]
     assert last_tool_results(model.requests_for("mk: make one")[1])["c1"].startswith("exit code 0")

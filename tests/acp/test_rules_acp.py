@@ -53,5 +53,6 @@ def test_project_allow_rules_ask_consent_as_a_permission_of_kind_other(connect, 
     [consent] = client.of("permission")  # the command itself was not asked: the rule allowed it
     call_ = consent["params"]["toolCall"]
     assert call_["kind"] == "other" and "Bash(touch:*)" in json.dumps(call_["content"])
+    assert call_["title"] == "Use these allow rules?"
     assert [o["name"] for o in consent["params"]["options"]] == ["Allow", "Allow always for this workspace", "Deny"]
     assert (workspace / "one").exists()
