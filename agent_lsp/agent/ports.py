@@ -236,7 +236,10 @@ class CodeIntelSource(Protocol):
         .../documentSymbol, workspace/symbol, .../prepareCallHierarchy,
         callHierarchy/incomingCalls|outgoingCalls, .../prepareRename, .../rename) with its
         LSP `params` (JSON-shaped, camelCase); the LSP result as JSON, or None when nothing
-        answers. Raises CodeIntelError when the source failed."""
+        answers. Raises CodeIntelError when the source failed. A source may also have
+        `caveat(method, path) -> str | None`: why its answer to `method` about `path` may be
+        incomplete (a started server still reading the workspace past its wait); the tools
+        add it to their result as a note."""
         ...
 
 

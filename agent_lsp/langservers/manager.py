@@ -65,6 +65,9 @@ class ServerSource:
     async def request(self, method: str, params: dict[str, Any], path: Path) -> Any:
         return await self.manager.request(self.spec, method, params, path)
 
+    def caveat(self, method: str, path: Path) -> str | None:
+        return self.manager.caveat(self.spec, method, path)
+
 
 class LanguageServers:
     def __init__(
@@ -225,6 +228,19 @@ class LanguageServers:
                 ) from None
             except ServerFailed:
                 continue
+
+    def caveat(self, spec: ServerSpec, method: str, path: Path) -> str | None:
+        """Why an answer of the server may be incomplete: asked a workspace-wide question while
+        still reading the workspace, after its wait ran out (readiness.py)."""
+        connection = self._slot(spec, path).connection
+        if method not in WORKSPACE_WIDE or connection is None:
+            return None
+        if connection.readiness.settled_now():
+            return None
+        return (
+            f"language server `{spec.name}` was still reading the workspace when it answered: "
+            "the answer may be incomplete"
+        )
 
     # -- diagnostics (the DiagnosticsSource port) ------------------------------------------
     async def diagnostics(

@@ -7,15 +7,26 @@ across a generated project on its very first request, each time with a fresh ser
 
 from __future__ import annotations
 
+import asyncio
 import sys
 import time
 
 import pytest
 
+from agent_lsp.agent.fs.disk_workspace import DiskWorkspace
+from agent_lsp.agent.host import AgentHost, RunPorts
 from agent_lsp.langservers import readiness
 from tests.langservers.conftest import at, only_on_path, servers, where
 from tests.langservers.test_lifecycle import fake
 from tests.unit.codeintel_kit import make_project
+from tests.unit.kit import (
+    Events,
+    ScriptedApprover,
+    call,
+    last_tool_results,
+    make_settings,
+    tools_reply,
+)
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -66,6 +77,26 @@ async def test_a_server_that_never_finishes_reading_is_asked_after_a_bounded_wai
         assert time.monotonic() - started < 0.5
     finally:
         await manager.aclose()
+
+
+async def test_the_model_is_told_when_an_answer_came_before_the_server_read_the_workspace(project, model, monkeypatch):
+    monkeypatch.setattr(readiness, "INDEX_WAIT", 1.0)
+    manager = servers(project.resolve(), fake("endless"))
+    host = AgentHost(code_intel=lambda roots: manager.sources())
+    model.add("REFS", [tools_reply(call("find_references", "c1", path="app.py", line=5, symbol="greet"),
+                                   call("find_definition", "c2", path="app.py", line=5, symbol="greet")), {"text": "done"}])
+    try:
+        session, store = await host.open_session([project.resolve()], None)
+        hosted = host.start("REFS: who calls greet?", session=session, store=store, settings=make_settings(model),
+                            ports=RunPorts(DiskWorkspace([project.resolve()]), ScriptedApprover(), Events()))
+        await asyncio.wait_for(hosted.task, 60)
+        results = last_tool_results(model.requests_for("REFS")[1])
+    finally:
+        await host.aclose()
+        await manager.aclose()
+    assert results["c1"].startswith("the language server found no references to `greet`"), results
+    assert "(note: language server `fake` was still reading the workspace when it answered: the answer may be incomplete)" in results["c1"]
+    assert "note:" not in results["c2"], "a question about one file does not wait, and is not doubted"
 
 
 async def test_a_server_that_says_nothing_is_asked_after_a_short_grace(project):

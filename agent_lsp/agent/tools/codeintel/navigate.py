@@ -23,6 +23,7 @@ from agent_lsp.agent.tools.codeintel.service import (
     resolve_uri,
     target,
 )
+from agent_lsp.agent.tools.codeintel.sources import caveat_of, with_notes
 
 STEER = "Use it (not search) for code symbols; search is for text."
 
@@ -39,9 +40,14 @@ class SymbolArgs(Args):
 
 
 async def ask_at(
-    ctx: ToolContext, args: SymbolArgs, method: str, extra: dict[str, Any] | None = None
+    ctx: ToolContext,
+    args: SymbolArgs,
+    method: str,
+    extra: dict[str, Any] | None = None,
+    notes: list[str] | None = None,
 ) -> tuple[Asked | None, TextIndex]:
-    """Ask `method` at the symbol's position; (answer or None, the file's text)."""
+    """Ask `method` at the symbol's position; (answer or None, the file's text). `notes` gets
+    the answer's caveats (service.ask)."""
     path, index, text = await target(ctx, args.path)
     symbol_position(index, args.line, args.symbol, args.occurrence, "utf-16")  # a miss: now
 
@@ -52,7 +58,7 @@ async def ask_at(
             **(extra or {}),
         }
 
-    return await ask(ctx, path, text, method, params), index
+    return await ask(ctx, path, text, method, params, notes), index
 
 
 class FindDefinition(Tool):
@@ -94,8 +100,12 @@ class FindReferences(Tool):
 
     async def prepare(self, args: ReferencesArgs, ctx: ToolContext) -> Prepared:
         async def execute() -> str:
+            notes: list[str] = []
+            return with_notes(await references(notes), notes)
+
+        async def references(notes: list[str]) -> str:
             context = {"context": {"includeDeclaration": args.includeDeclaration}}
-            asked, _ = await ask_at(ctx, args, "textDocument/references", context)
+            asked, _ = await ask_at(ctx, args, "textDocument/references", context, notes)
             if asked is None:
                 return f"the language server found no references to `{args.symbol}`"
             lines = await location_lines(Texts(ctx), asked.result, asked.encoding)
@@ -157,18 +167,23 @@ class CallHierarchy(Tool):
 
     async def prepare(self, args: CallHierarchyArgs, ctx: ToolContext) -> Prepared:
         async def execute() -> str:
-            asked, _ = await ask_at(ctx, args, "textDocument/prepareCallHierarchy")
+            notes: list[str] = []
+            return with_notes(await hierarchy(notes), notes)
+
+        async def hierarchy(notes: list[str]) -> str:
+            asked, _ = await ask_at(ctx, args, "textDocument/prepareCallHierarchy", None, notes)
             items = asked.result if asked is not None else None
             if isinstance(items, dict):
                 items = [items]
             if not items or asked is None or not isinstance(items[0], dict):
                 return f"the language server has no call hierarchy for `{args.symbol}` there"
             item = items[0]
-            method = f"callHierarchy/{args.direction}Calls"
+            method, item_path = f"callHierarchy/{args.direction}Calls", _item_path(ctx, item)
             try:
-                calls = await asked.source.request(method, {"item": item}, _item_path(ctx, item))
+                calls = await asked.source.request(method, {"item": item}, item_path)
             except CodeIntelError as exc:
                 raise ToolError(f"the language server could not answer: {exc}") from None
+            notes += filter(None, [caveat_of(asked.source, method, item_path)])
             return await _calls(ctx, args, item, calls or [], asked.encoding)
 
         return Prepared(

@@ -19,7 +19,13 @@ from agent_lsp.agent.tools.codeintel.service import (
     located,
     target,
 )
-from agent_lsp.agent.tools.codeintel.sources import encoding_of, handles, no_source
+from agent_lsp.agent.tools.codeintel.sources import (
+    caveat_of,
+    encoding_of,
+    handles,
+    no_source,
+    with_notes,
+)
 
 KINDS = {
     1: "file", 2: "module", 3: "namespace", 4: "package", 5: "class", 6: "method",
@@ -122,18 +128,21 @@ async def _workspace_symbols(ctx: ToolContext, query: str, raw: str | None) -> s
             raise ToolError(
                 "no language server answers for the files of this workspace; use search"
             )
-    failure = None
+    failure, notes = None, []
     for source, path in pairs:
         try:
             result = await source.request("workspace/symbol", {"query": query}, path)
         except CodeIntelError as exc:
             failure = f"{source.name}: {exc}"
             continue
+        caveat = caveat_of(source, "workspace/symbol", path)
         if result:
-            return await _symbol_list(ctx, result, encoding_of(source, path), query)
+            found = await _symbol_list(ctx, result, encoding_of(source, path), query)
+            return with_notes(found, [caveat] if caveat else [])
+        notes += [caveat] if caveat else []
     if failure is not None:
         raise ToolError(f"the language server could not answer: {failure}")
-    return f"the language server found no symbols matching {query!r}"
+    return with_notes(f"the language server found no symbols matching {query!r}", notes)
 
 
 def _some_files(roots: list[Path]) -> list[Path]:

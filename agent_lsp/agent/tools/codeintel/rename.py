@@ -22,7 +22,7 @@ from agent_lsp.agent.tools.codeintel.service import (
     sync_sources,
     target,
 )
-from agent_lsp.agent.tools.codeintel.sources import encoding_of, no_source
+from agent_lsp.agent.tools.codeintel.sources import caveat_of, encoding_of, no_source, with_notes
 from agent_lsp.agent.tools.edits import applied_late, diff_summary, unified_diff
 from agent_lsp.agent.tools.paths import PathRefused
 
@@ -52,12 +52,12 @@ class RenameSymbol(Tool):
         if ctx.paths.root_of(path) is None:
             raise ToolError(f"{args.path} is outside the workspace; it is not renamed in")
         symbol_position(index, args.line, args.symbol, args.occurrence, "utf-16")  # a miss: now
-        edit, encoding = await _ask_rename(ctx, args, path, index, text)
+        edit, encoding, caveat = await _ask_rename(ctx, args, path, index, text)
         touched: list[tuple[Path, Path]] = []
         changes = await file_changes(ctx, edit, encoding, touched)
         if not changes:
             raise ToolError(f"the language server's rename of `{args.symbol}` changes nothing")
-        prepared = _prepared(ctx, args, changes, path)
+        prepared = _prepared(ctx, args, changes, path, [caveat] if caveat else [])
         # Every file the rename writes, as the server named it and resolved: `Edit(…)` path
         # rules cover each one (CONTRACT Decision 28), not only the `path` argument.
         prepared.paths = touched
@@ -66,9 +66,10 @@ class RenameSymbol(Tool):
 
 async def _ask_rename(
     ctx: ToolContext, args: RenameArgs, path: Path, index: TextIndex, text: str
-) -> tuple[dict[str, Any], str]:
+) -> tuple[dict[str, Any], str, str | None]:
     """prepareRename first (a server that does not know it, or says nothing, is then asked to
-    rename anyway), then textDocument/rename; the first source with an edit answers."""
+    rename anyway), then textDocument/rename; the first source with an edit answers (with its
+    caveat: a server still reading the workspace may rename only some uses)."""
     sources = ctx.code_intel.sources_for(path) if ctx.code_intel is not None else []
     if not sources:
         raise no_source(path)
@@ -95,7 +96,7 @@ async def _ask_rename(
             why.append(f"{source.name}: {exc}" + (f" (prepareRename: {note})" if note else ""))
             continue
         if isinstance(edit, dict) and (edit.get("changes") or edit.get("documentChanges")):
-            return edit, encoding
+            return edit, encoding, caveat_of(source, "textDocument/rename", path)
         why.append(f"{source.name}: no rename there" + (f" ({note})" if note else ""))
     raise ToolError(
         f"the language server cannot rename `{args.symbol}` at {args.path}:{args.line}: "
@@ -189,7 +190,11 @@ async def file_changes(
 
 
 def _prepared(
-    ctx: ToolContext, args: RenameArgs, changes: list[FileChange], target_path: Path
+    ctx: ToolContext,
+    args: RenameArgs,
+    changes: list[FileChange],
+    target_path: Path,
+    notes: list[str],
 ) -> Prepared:
     shown = [ctx.paths.display(c.path) for c in changes]
     diffs = [unified_diff(s, c.before.text, c.after) for s, c in zip(shown, changes, strict=True)]
@@ -236,10 +241,10 @@ def _prepared(
                 f"the rename was not applied: {reason}. Read the files again before retrying."
             )
         edits = sum(d.count("\n+") - d.count("\n+++") for d in diffs)
-        return f"applied: {head} ({edits} changed lines)"
+        return with_notes(f"applied: {head} ({edits} changed lines)", notes)
 
     return Prepared(
-        "\n".join([head, *body]),
+        with_notes("\n".join([head, *body]), notes),
         execute,
         # the editor's own preview of every file, one annotation (CONTRACT "Edit review")
         preview=lambda: execute(f"agent-lsp: rename_symbol {ctx.paths.display(target_path)}"),

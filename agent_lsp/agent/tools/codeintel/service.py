@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from agent_lsp.agent.fs.disk_workspace import read_disk_document
 from agent_lsp.agent.ports import CodeIntelError, CodeIntelSource
 from agent_lsp.agent.tools.codeintel.positions import Spot, TextIndex, shorten
-from agent_lsp.agent.tools.codeintel.sources import encoding_of, handles, no_source
+from agent_lsp.agent.tools.codeintel.sources import caveat_of, encoding_of, handles, no_source
 from agent_lsp.agent.tools.errors import ToolError
 from agent_lsp.agent.tools.paths import PathRefused, path_of_uri
 
@@ -42,16 +42,19 @@ async def ask(
     text: str,
     method: str,
     params: Callable[[str], dict[str, Any]],
+    notes: list[str] | None = None,
 ) -> Asked | None:
     """Ask the sources that handle `path`, in order, after syncing each with `text` (what the
     agent sees); `params(encoding)` builds the request for a source's encoding. The first
     non-empty answer, or None when every source answered empty. ToolError when no source
-    handles the file, or when the last one asked failed."""
+    handles the file, or when the last one asked failed. `notes` gets the caveats of the
+    answer used (of every empty one when none was used)."""
     intel = ctx.code_intel
     sources = intel.sources_for(path) if intel is not None else []
     if not sources:
         raise no_source(path)
     failure: str | None = None
+    empty: list[str] = []
     for source in sources:
         encoding = encoding_of(source, path)
         try:
@@ -60,11 +63,17 @@ async def ask(
         except CodeIntelError as exc:
             failure = f"{source.name}: {exc}"
             continue
+        caveat = caveat_of(source, method, path)
         if result not in (None, [], {}):
+            if caveat and notes is not None:
+                notes.append(caveat)
             return Asked(source, encoding, result)
+        empty += [caveat] if caveat else []
         failure = None
     if failure is not None:
         raise ToolError(f"the language server could not answer: {failure}")
+    if notes is not None:
+        notes += empty
     return None
 
 

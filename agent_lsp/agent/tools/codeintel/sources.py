@@ -45,3 +45,21 @@ def encoding_of(source: CodeIntelSource, path: Path) -> str:
     except Exception:
         return "utf-16"
     return enc if enc in ("utf-8", "utf-16", "utf-32") else "utf-16"
+
+
+def caveat_of(source: CodeIntelSource, method: str, path: Path) -> str | None:
+    """Why the source's last answer to `method` about `path` may be incomplete (a started
+    server still reading the workspace after its wait), from the port's optional `caveat`."""
+    caveat = getattr(source, "caveat", None)
+    if caveat is None:
+        return None
+    try:
+        note = caveat(method, path)
+    except Exception:
+        return None
+    return str(note) if note else None
+
+
+def with_notes(text: str, notes: list[str]) -> str:
+    """A tool's text with the sources' caveats after it, each once."""
+    return text + "".join(f"\n(note: {n})" for n in dict.fromkeys(notes))
