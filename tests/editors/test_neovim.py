@@ -987,6 +987,71 @@ def test_help_topic_opens_the_help_file_at_its_top(tmp_path, topic):
     assert name.endswith("agent_lsp.txt") and int(line) <= 3, done.stdout + done.stderr
 
 
+def test_a_project_hook_asks_consent_then_blocks_rm_rf(tmp_path, workspace, model):
+    """A hook as users write it for Claude Code, in a real editor (Decisions 24, 30): the
+    repository's .claude/settings.json declares a PreToolUse hook on Bash; Neovim asks once
+    through vim.ui.select, listing the hook's exact command; allowed, the hook reads Claude
+    Code's payload and blocks `rm -rf build` with exit 2: nobody is asked about the command, the
+    folder stays, the stream buffer shows the hook's line and the model reads why."""
+    guard = f"{sys.executable} {Path(__file__).parents[1] / 'headless' / 'hooks' / 'block_rm.py'}"
+    declared = {"hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": guard}]}]}}
+    (workspace / ".claude").mkdir()
+    (workspace / ".claude" / "settings.json").write_text(json.dumps(declared), encoding="utf-8")
+    (workspace / "build").mkdir()
+    model.add("Clean the build", [{"tool_calls": [{"name": "run_command", "arguments": {"command": "rm -rf build"}}]},
+                                  {"text": "I kept the build folder."}])
+    res = run(tmp_path, workspace, model, r"""
+vim.cmd('AgentRun Clean the build')
+T.wait_run_end(T.RUN_MS)
+""")
+    assert not res.errors, res.explain()
+    assert res.stream_events("stop")[0]["report"]["stopReason"] == "done", res.explain()
+    [ask] = res.data["data"]["selects"]  # the hook's consent; the command itself was never asked
+    assert "Run these hooks?" in ask["prompt"] and f"PreToolUse[Bash]: {guard}" in ask["prompt"], ask
+    assert "Allow" in ask["items"] and "Deny" in ask["items"], ask
+    assert (workspace / "build").is_dir()
+    # no question about the command: the hook's denial is the only approval event
+    assert [e["state"] for e in res.stream_events("approval")] == ["denied"], res.explain()
+    assert "[approval: denied] $ rm -rf build (by a hook)" in res.data["stream"], res.data["stream"]
+    [hook] = res.stream_events("hook")
+    assert (hook["event"], hook["exitCode"], hook["blocked"]) == ("PreToolUse", 2, True), hook
+    assert "[hook]" in res.data["stream"] and "Blocked by policy" in res.data["stream"], res.data["stream"]
+    tool = [m for m in model.requests[-1]["messages"] if m.get("role") == "tool"][-1]
+    assert "a PreToolUse hook denied it: Blocked by policy" in tool["content"], tool
+
+
+def test_a_refused_project_hook_never_runs(tmp_path, workspace, model):
+    """The same repository hook, its consent answered "Deny" in vim.ui.select: it never runs
+    (no `hook` event, its marker file never written), and the command is asked as usual."""
+    marker = tmp_path / "hook-ran"
+    declared = {"hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": f"touch {marker}"}]}]}}
+    (workspace / ".claude").mkdir()
+    (workspace / ".claude" / "settings.json").write_text(json.dumps(declared), encoding="utf-8")
+    model.add("Say hi", [{"tool_calls": [{"name": "run_command", "arguments": {"command": "echo hi"}}]}, {"text": "Said."}])
+    res = run(tmp_path, workspace, model, r"""
+T.pick = function(items)
+  for _, item in ipairs(items) do
+    if type(item) == 'table' and item.title == 'Deny' then return item end
+  end
+end
+T.data.inputs = {}
+vim.ui.input = function(opts, on_confirm)
+  table.insert(T.data.inputs, { prompt = opts.prompt, asks = #T.data.selects })
+  on_confirm('')
+end
+vim.cmd('AgentRun Say hi')
+T.wait_run_end(T.RUN_MS)
+""")
+    assert not res.errors, res.explain()
+    selects = res.data["data"]["selects"]
+    assert len(selects) == 2 and "Run these hooks?" in selects[0]["prompt"], selects  # then the command
+    assert "echo hi" in selects[1]["prompt"], selects
+    # a reason for the agent is asked after denying the command, not after refusing the hook
+    assert [i["asks"] for i in res.data["data"]["inputs"]] == [2], res.data["data"]
+    assert res.stream_events("hook") == [] and not marker.exists(), res.explain()
+    assert res.stream_events("stop")[0]["report"]["stopReason"] == "done", res.explain()
+
+
 def test_always_allow_saves_the_rule_and_the_next_run_asks_nothing(tmp_path, workspace, model):
     """"Always allow" picked in vim.ui.select (Decision 27): the prompt names the rule, the
     command runs, the rule lands in the user settings file beside what it held, and the next
