@@ -386,6 +386,7 @@ def test_vscode_edit_preview_accept_and_discard(vscode: Session):
     preview = vscode.scenario("editPreview")
     assert TASKS["previewNew"] in preview["fileAfterAccept"]
     assert "3 * a * b" not in preview["fileAfterReject"]
+    assert preview["previewInFrontAfterOutput"], "the Agent output covered the Refactor Preview"
     rejected = vscode.requests[TASKS["previewReject"]][1]
     assert "rejected the edit in the preview" in tool_results(rejected)
 

@@ -12,6 +12,12 @@ import { describeError, log } from './logger';
 import * as settings from './settings';
 
 /**
+ * Refactor Previews this window has open. The Output (stream.ts) is not revealed over one: it
+ * shares the panel, and a run's output shown a moment after its preview opened hid the preview.
+ */
+export const openPreviews = { count: 0 };
+
+/**
  * Replaces the client's `workspace/applyEdit` handler (it has no middleware hook) to save the
  * touched documents afterwards, so commands the agent runs next see the edit on disk.
  */
@@ -37,7 +43,13 @@ export async function applyEditAndSave(
   // An edit whose change annotation needs confirmation opens VS Code's Refactor Preview
   // (docs/edit-preview.md); there `false` means the user discarded it.
   const previewed = Object.values(edit.changeAnnotations ?? {}).some((a) => a.needsConfirmation === true);
-  const applied = await vscode.workspace.applyEdit(converted);
+  openPreviews.count += previewed ? 1 : 0;
+  let applied: boolean;
+  try {
+    applied = await vscode.workspace.applyEdit(converted);
+  } finally {
+    openPreviews.count -= previewed ? 1 : 0;
+  }
   if (!applied) {
     // No failureReason for a discarded preview: the server tells the model "the user rejected it".
     return previewed ? { applied: false } : { applied: false, failureReason: 'VS Code refused the edit' };

@@ -1,5 +1,6 @@
 /** Renders the server's `agentLsp/stream` events live in the `Agent` output channel. */
 import * as vscode from 'vscode';
+import { openPreviews } from './edits';
 
 export const STREAM_NOTIFICATION = 'agentLsp/stream';
 
@@ -65,6 +66,9 @@ export class StreamView implements vscode.Disposable {
   }
 
   reveal(): void {
+    if (openPreviews.count > 0) {
+      return; // a Refactor Preview waits for the user in the same panel: never cover it
+    }
     this.channel.show(true);
   }
 

@@ -211,7 +211,12 @@ export async function editPreview({ page, dirs, tasks }) {
   await palette(page, 'Agent: New Session');
   await step('Agent: Run Task… (preview discard)', () => runTask(page, tasks.previewReject));
   await step('the Refactor Preview opens again', () => panel.first().waitFor({ state: 'visible', timeout: t(60_000) }));
-  await panel.getByRole('button', { name: 'Discard', exact: true }).click();
+  const discard = panel.getByRole('button', { name: 'Discard', exact: true });
+  await step('its Discard button', () => discard.waitFor({ state: 'visible', timeout: t(30_000) }));
+  // the run's progress and output arrive meanwhile: the Output must not cover the preview
+  await page.waitForTimeout(1500);
+  r.previewInFrontAfterOutput = await discard.isVisible();
+  await discard.click();
   await step('run done (preview discard)', () => waitDone(dirs, before));
   r.rejectOutput = since(dirs, before);
   r.fileAfterReject = fs.readFileSync(path.join(dirs.workspace, 'calc.py'), 'utf8');
