@@ -207,9 +207,9 @@ class AcpAgent:
             mode=previous.mode if previous else "default",
         )
         self.sessions[core.id] = session
-        from agent_lsp.agent.fs.prompt_files import discover
+        from agent_lsp.agent.fs.prompt_files import discover_shared
 
-        session.files = await asyncio.to_thread(discover, roots)  # the commands it announces
+        session.files = await discover_shared(roots)  # the commands it announces
         if announce:
             session.announce(problems + more)
         return session

@@ -9,6 +9,7 @@ import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from agent_lsp.agent.fs.shared_read import SharedRead
 from agent_lsp.agent.state.session import Session, SessionApprovals
 from agent_lsp.agent.state.sessions import SessionError, SessionStore, sweep_orphans
 from agent_lsp.settings import state_dir
@@ -38,9 +39,7 @@ class HostSessions:
     # Evicted sessions a front end may still hold (an ACP session object): found again rather
     # than loaded a second time, so one session id never has two live objects.
     _evicted: dict[str, tuple[weakref.ref[Session], SessionStore]] = field(default_factory=dict)
-    _loading: dict[tuple[Path, str], asyncio.Future[tuple[Session, SessionStore]]] = field(
-        default_factory=dict
-    )
+    _loads: SharedRead = field(default_factory=SharedRead)  # (store dir, session id) in flight
     _pruned: dict[Path, float] = field(default_factory=dict)  # store dir -> last prune
     _swept: float = 0.0
 
@@ -88,16 +87,9 @@ class HostSessions:
     async def _load_once(
         self, store: SessionStore, session_id: str
     ) -> tuple[Session, SessionStore]:
-        key = (store.dir, session_id)
-        pending = self._loading.get(key)
-        if pending is None:
-            pending = asyncio.ensure_future(self._load(store, session_id))
-            self._loading[key] = pending
-            pending.add_done_callback(
-                lambda done: (self._loading.pop(key, None), done.cancelled() or done.exception())
-            )
-        # One waiter cancelled does not cancel the others' load.
-        return await asyncio.shield(pending)
+        return await self._loads.join(
+            (store.dir, session_id), lambda: self._load(store, session_id)
+        )
 
     async def _load(self, store: SessionStore, session_id: str) -> tuple[Session, SessionStore]:
         session = await store.load(session_id)

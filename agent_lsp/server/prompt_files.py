@@ -4,10 +4,9 @@ the server adds its file and selection."""
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
-from agent_lsp.agent.fs.prompt_files import PromptFiles, discover
+from agent_lsp.agent.fs.prompt_files import PromptFiles, discover_shared
 from agent_lsp.agent.host import AgentHost
 from agent_lsp.agent.loop.prompt_plan import PromptPlan, plan_prompt
 from agent_lsp.frontend import allowed_tools_consent, model_lister
@@ -55,7 +54,7 @@ def command_items(files: PromptFiles) -> list[dict[str, Any]]:
 
 
 async def list_commands(roots: Any) -> list[dict[str, Any]]:
-    return command_items(await asyncio.to_thread(discover, roots))
+    return command_items(await discover_shared(roots))
 
 
 async def setup_view(ls: Any, args: Any) -> dict[str, Any]:
