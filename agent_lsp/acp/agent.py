@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -59,6 +60,10 @@ class AcpAgent:
         self.client: Any = None  # the SDK's AgentSideConnection
         self.caps: Any = None
         self.sessions: dict[str, AcpSession] = {}
+        # Idle sessions past the host's bound are parked: what reopens them, without their
+        # history (it reloads from the transcript on the session's next request).
+        self.parked: dict[str, Parked] = {}
+        self._reopening: dict[str, asyncio.Task[AcpSession]] = {}
         self.warm = WarmUp(CORE_MODULES, name="agent-lsp-acp-warm-up")
         self._host: AgentHost | None = None
 
@@ -158,7 +163,7 @@ class AcpAgent:
     ) -> LoadSessionResponse:
         root = _root(cwd, "session/load")
         live = self.sessions.get(session_id)
-        if live is not None and live.run is not None:
+        if live is not None and not live.idle:
             raise RequestError(
                 -32602, f"session/load: session {session_id} is running a turn; cancel it first"
             )
@@ -192,7 +197,7 @@ class AcpAgent:
         except SessionError as exc:
             # ACP's "resource not found"
             raise RequestError(-32002, f"session/load: {exc}", {"sessionId": session_id}) from None
-        previous = self.sessions.get(core.id)
+        previous = self.sessions.get(core.id) or self.parked.pop(core.id, None)
         session = AcpSession(
             core.id,
             self.host,
@@ -205,8 +210,10 @@ class AcpAgent:
             declarations,
             until_warm=self.warm.wait_sdk,
             mode=previous.mode if previous else "default",
+            cost=previous.cost if previous else 0.0,
         )
         self.sessions[core.id] = session
+        self._park_idle()
         from agent_lsp.agent.fs.prompt_files import discover_shared
 
         session.files = await discover_shared(roots)  # the commands it announces
@@ -249,17 +256,22 @@ class AcpAgent:
         from agent_lsp.acp.session_roots import stored_roots
 
         roots = {s.roots[0]: None for s in self.sessions.values()}
+        roots.update({p.roots[0]: None for p in self.parked.values()})
         roots.update({r: None for r in stored_roots()})
         return list(roots)
 
     async def set_session_mode(
         self, session_id: str, mode_id: str, **kwargs: Any
     ) -> SetSessionModeResponse:
-        self._session(session_id, "session/set_mode").set_mode(mode_id)
+        (await self._session(session_id, "session/set_mode")).set_mode(mode_id)
         return SetSessionModeResponse()
 
     async def prompt(self, session_id: str, prompt: list[Any], **kwargs: Any) -> Any:
-        return await self._session(session_id, "session/prompt").prompt(prompt)
+        session = await self._session(session_id, "session/prompt")
+        try:
+            return await session.prompt(prompt)
+        finally:
+            self._park_idle()
 
     async def cancel(self, session_id: str, **kwargs: Any) -> None:
         session = self.sessions.get(session_id)
@@ -273,9 +285,14 @@ class AcpAgent:
 
         run_id, force, include_later, session_id = rewind_params(params)
         if session_id is not None:
-            return await self._session(session_id, "_agentLsp/rewind").rewind(
-                run_id, force, include_later
-            )
+            session = await self._session(session_id, "_agentLsp/rewind")
+            if not session.idle:
+                raise RequestError(
+                    -32602,
+                    f"session {session_id} is running a turn; "
+                    "cancel it or wait for it before rewinding",
+                )
+            return await session.rewind(run_id, force, include_later)
         await self.warm.wait_core()
         from agent_lsp.acp.session_roots import rewind_anywhere
 
@@ -286,16 +303,43 @@ class AcpAgent:
     async def ext_notification(self, method: str, params: dict[str, Any]) -> None:
         log.debug("ignoring the extension notification _%s", method)
 
-    def _session(self, session_id: str, method: str) -> AcpSession:
+    async def _session(self, session_id: str, method: str) -> AcpSession:
+        """A session of this process: live, or parked and reopened from its transcript."""
         session = self.sessions.get(session_id)
-        if session is None:
-            raise RequestError(
+        if session is not None:
+            return session
+        if session_id in self.parked or session_id in self._reopening:
+            return await self._reopen(session_id)
+        raise RequestError(
                 -32002,
                 f"{method}: unknown sessionId {session_id!r} "
                 "(create it with session/new or load it with session/load)",
                 {"sessionId": session_id},
             )
         return session
+
+    async def _reopen(self, session_id: str) -> AcpSession:
+        """One reopening per parked session, however many requests name it meanwhile."""
+        task = self._reopening.get(session_id)
+        if task is None:
+            parked = self.parked[session_id]
+            task = asyncio.ensure_future(
+                self._open(parked.roots, session_id, parked.mcp, announce=False)
+            )
+            self._reopening[session_id] = task
+            task.add_done_callback(lambda _: self._reopening.pop(session_id, None))
+        return await asyncio.shield(task)
+
+    def _park_idle(self) -> None:
+        """Past the host's bound of live sessions, the least recently used idle ones are parked
+        (their history is dropped from this process until their next request)."""
+        if self._host is None:
+            return
+        keep = self._host.keep_sessions
+        idle = sorted((s for s in self.sessions.values() if s.idle), key=lambda s: s.used)
+        for session in idle[: max(0, len(self.sessions) - keep)]:
+            del self.sessions[session.id]
+            self.parked[session.id] = Parked(session.roots, session.mcp, session.mode, session.cost)
 
     def signalled(self, name: str) -> None:
         """SIGTERM or SIGHUP: every turn in flight is cancelled, its cause the signal."""
@@ -306,6 +350,17 @@ class AcpAgent:
     async def shutdown(self) -> None:
         """The client went away: cancel every turn (cause `shutdown`), end the MCP servers."""
         await shut_down(self._host)
+
+
+@dataclass
+class Parked:
+    """What reopens a parked session as it was: its roots, the client's MCP servers for it,
+    its mode and this process's cost of it."""
+
+    roots: list[Path]
+    mcp: list[Any]
+    mode: str
+    cost: float
 
 
 def _modes(current: str) -> Any:

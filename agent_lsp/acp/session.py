@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import logging
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -114,6 +115,11 @@ class AcpSession:
     approver: AcpApprover | None = None
     cost: float = 0.0  # of this process's finished runs; ACP's usage cost is per session
     files: PromptFiles | None = None  # the user's prompt files, as last announced
+    used: float = field(default_factory=time.monotonic)  # last prompt's start or end
+    # A prompt sent while a turn runs waits here, oldest first, for its turn (Decision 49): True
+    # when it may start, False when session/cancel removed it.
+    busy: bool = False
+    waiting: list[asyncio.Future[bool]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.outbox = Outbox(self.client, self.id)
@@ -142,13 +148,45 @@ class AcpSession:
             CurrentModeUpdate(session_update="current_mode_update", current_mode_id=mode)
         )
 
+    @property
+    def idle(self) -> bool:
+        return not self.busy and not self.waiting
+
     async def prompt(self, blocks: list[Any]) -> PromptResponse:
-        if self.run is not None:
-            raise RequestError(
-                -32602,
-                f"session {self.id} is still running a turn ({self.run.id}); "
-                "cancel it or wait for it",
-            )
+        """One turn. A prompt sent while another turn runs (or waits) is queued behind it and
+        runs when the earlier ones have ended; session/cancel ends the queued ones too."""
+        if self.busy and not await self._wait_turn():
+            return PromptResponse(stop_reason="cancelled")
+        self.busy = True
+        self.used = time.monotonic()
+        try:
+            return await self._prompt(blocks)
+        finally:
+            self.used = time.monotonic()
+            self._next_turn()
+
+    async def _wait_turn(self) -> bool:
+        waiter: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        self.waiting.append(waiter)
+        try:
+            return await waiter
+        except asyncio.CancelledError:  # the client dropped this request while it waited
+            if waiter in self.waiting:
+                self.waiting.remove(waiter)
+            elif waiter.done() and not waiter.cancelled() and waiter.result():
+                self._next_turn()  # it had been handed the turn: pass it on
+            raise
+
+    def _next_turn(self) -> None:
+        """The turn passes to the oldest waiting prompt (the session stays busy), or ends."""
+        while self.waiting:
+            waiter = self.waiting.pop(0)
+            if not waiter.done():
+                waiter.set_result(True)
+                return
+        self.busy = False
+
+    async def _prompt(self, blocks: list[Any]) -> PromptResponse:
         text = prompt_text(blocks, self.roots)
         command = slash_command(text)
         if command is not None and command.name == "rewind":
@@ -253,9 +291,14 @@ class AcpSession:
 
     def cancel(self) -> bool:
         """session/cancel: the turn ends `cancelled`; a pending permission request is withdrawn
-        with it (the run's task is cancelled while it waits), whether or not the client answers."""
+        with it (the run's task is cancelled while it waits), whether or not the client answers.
+        Every queued prompt of the session is answered `cancelled` too (Decision 49)."""
+        queued, self.waiting = self.waiting, []
+        for waiter in queued:
+            if not waiter.done():
+                waiter.set_result(False)
         if self.run is None:
-            return False
+            return bool(queued)
         if self.approver is not None:
             self.approver.cancelling = True
         return self.host.cancel(self.run.id)
