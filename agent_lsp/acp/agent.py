@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -19,9 +20,12 @@ from acp.schema import (
     McpCapabilities,
     NewSessionResponse,
     PromptCapabilities,
+    SessionAdditionalDirectoriesCapabilities,
     SessionCapabilities,
+    SessionDeleteCapabilities,
     SessionInfo,
     SessionListCapabilities,
+    SetSessionConfigOptionResponse,
     SetSessionModeResponse,
 )
 
@@ -42,17 +46,32 @@ CORE_MODULES = (
     "agent_lsp.acp.session",
     "agent_lsp.acp.replay",
 )
+MODELS_TTL = 60.0  # the model picker's list is asked again after this long
+STABLE_DELETE = "session/delete"  # a stable method the pinned SDK routes as an extension
 WARM_UP_DELAY = 0.02  # let the initialize answer go out before the import thread takes the GIL
 
 
-def _root(cwd: str, method: str) -> Path:
+def _root(cwd: str, method: str, what: str = "cwd") -> Path:
     path = Path(cwd).expanduser() if isinstance(cwd, str) else None
     if path is None or not path.is_absolute():
-        raise RequestError(-32602, f"{method}: cwd must be an absolute path, got {cwd!r}")
+        raise RequestError(-32602, f"{method}: {what} must be an absolute path, got {cwd!r}")
     root = path.resolve()
     if not root.is_dir():
-        raise RequestError(-32602, f"{method}: cwd {cwd} is not a directory")
+        raise RequestError(-32602, f"{method}: {what} {cwd} is not a directory")
     return root
+
+
+def _roots(cwd: str, extra: list[str] | None, method: str) -> list[Path]:
+    """The session's folders: cwd first, then its additionalDirectories (the rules of LSP's
+    workspaceFolders: each a root of reads, search, edits, rewind and the sandbox)."""
+    roots = [_root(cwd, method)]
+    if extra is not None and not isinstance(extra, list):
+        raise RequestError(-32602, f"{method}: additionalDirectories must be a list of paths")
+    for directory in extra or []:
+        root = _root(directory, method, "an additional directory")
+        if root not in roots:
+            roots.append(root)
+    return roots
 
 
 class AcpAgent:
@@ -64,6 +83,7 @@ class AcpAgent:
         # history (it reloads from the transcript on the session's next request).
         self.parked: dict[str, Parked] = {}
         self._reopening: dict[str, asyncio.Task[AcpSession]] = {}
+        self._listing: dict[tuple[Any, ...], tuple[float, list[str]]] = {}
         self.warm = WarmUp(CORE_MODULES, name="agent-lsp-acp-warm-up")
         self._host: AgentHost | None = None
 
@@ -136,7 +156,11 @@ class AcpAgent:
                     embedded_context=True, image=False, audio=False
                 ),
                 mcp_capabilities=McpCapabilities(http=True, sse=False),
-                session_capabilities=SessionCapabilities(list=SessionListCapabilities()),
+                session_capabilities=SessionCapabilities(
+                    list=SessionListCapabilities(),
+                    delete=SessionDeleteCapabilities(),
+                    additional_directories=SessionAdditionalDirectoriesCapabilities(),
+                ),
             ),
             auth_methods=[],
             agent_info=Implementation(name="agent-lsp", title="agent-lsp", version=__version__),
@@ -149,9 +173,11 @@ class AcpAgent:
         mcp_servers: list[Any] | None = None,
         **kwargs: Any,
     ) -> NewSessionResponse:
-        root = _root(cwd, "session/new")
-        session = await self._open([root], None, mcp_servers)
-        return NewSessionResponse(session_id=session.id, modes=_modes(session.mode))
+        roots = _roots(cwd, additional_directories, "session/new")
+        session = await self._open(roots, None, mcp_servers)
+        return NewSessionResponse(
+            session_id=session.id, modes=_modes(session.mode), config_options=session.options()
+        )
 
     async def load_session(
         self,
@@ -161,20 +187,22 @@ class AcpAgent:
         additional_directories: list[str] | None = None,
         **kwargs: Any,
     ) -> LoadSessionResponse:
-        root = _root(cwd, "session/load")
+        roots = _roots(cwd, additional_directories, "session/load")
         live = self.sessions.get(session_id)
         if live is not None and not live.idle:
             raise RequestError(
                 -32602, f"session/load: session {session_id} is running a turn; cancel it first"
             )
-        session = await self._open([root], session_id, mcp_servers, announce=False)
+        session = await self._open(roots, session_id, mcp_servers, announce=False)
         from agent_lsp.acp.replay import replay_updates
 
         for update in replay_updates(session.core.history, session.roots, session.ids):
+            if update.session_update == "agent_thought_chunk" and session.thought_level is None:
+                session.thought_level = "medium"  # the model was seen reasoning
             session.outbox.send(update)
         await session.outbox.drain()  # the whole conversation before the answer, as ACP asks
         session.announce()
-        return LoadSessionResponse(modes=_modes(session.mode))
+        return LoadSessionResponse(modes=_modes(session.mode), config_options=session.options())
 
     async def _open(
         self,
@@ -211,6 +239,8 @@ class AcpAgent:
             until_warm=self.warm.wait_sdk,
             mode=previous.mode if previous else "default",
             cost=previous.cost if previous else 0.0,
+            thought_level=previous.thought_level if previous else None,
+            models=await self._models(settings),
         )
         self.sessions[core.id] = session
         self._park_idle()
@@ -266,6 +296,52 @@ class AcpAgent:
         (await self._session(session_id, "session/set_mode")).set_mode(mode_id)
         return SetSessionModeResponse()
 
+    async def set_config_option(
+        self, config_id: str, session_id: str, value: str | bool, **kwargs: Any
+    ) -> SetSessionConfigOptionResponse:
+        session = await self._session(session_id, "session/set_config_option")
+        return SetSessionConfigOptionResponse(config_options=session.set_option(config_id, value))
+
+    async def delete_session(self, session_id: Any) -> dict[str, Any]:
+        """session/delete: the session's index and transcripts go, as `agent-lsp sessions
+        delete` does; a session running a turn is -32602."""
+        if not isinstance(session_id, str) or not session_id:
+            raise RequestError(-32602, "session/delete: sessionId must be a non-empty string")
+        live = self.sessions.get(session_id)
+        if live is not None and not live.idle:
+            raise RequestError(
+                -32602, f"session/delete: session {session_id} is running a turn; cancel it first"
+            )
+        await self.warm.wait_core()
+        parked = self.parked.get(session_id)
+        if live is not None or parked is not None:
+            roots = (live or parked).roots  # type: ignore[union-attr]
+        else:
+            roots = self._known_roots()
+        for root in {r: None for r in [*roots[:1], *self._known_roots()]}:
+            store = self.host.store([root])
+            if await asyncio.to_thread(store.remove, session_id):
+                self.sessions.pop(session_id, None)
+                self.parked.pop(session_id, None)
+                self.host.forget_session(session_id)
+                return {}
+        raise RequestError(
+            -32002, f"session/delete: unknown sessionId {session_id!r}", {"sessionId": session_id}
+        )
+
+    async def _models(self, settings: Any) -> list[str]:
+        """The endpoint's models for the model picker, asked at most once a minute."""
+        key = (settings.base_url, settings.api_key_env)
+        cached = self._listing.get(key)
+        if cached is not None and time.monotonic() - cached[0] < MODELS_TTL:
+            return cached[1]
+        listing = await self.host.list_models(settings)
+        if listing.get("error"):
+            log.info("the model picker offers the current model alone: %s", listing["error"])
+        models = list(listing.get("models") or [])
+        self._listing[key] = (time.monotonic(), models)
+        return models
+
     async def prompt(self, session_id: str, prompt: list[Any], **kwargs: Any) -> Any:
         session = await self._session(session_id, "session/prompt")
         try:
@@ -279,6 +355,8 @@ class AcpAgent:
             session.cancel()
 
     async def ext_method(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        if method == STABLE_DELETE:  # session/delete (frames.py: the SDK does not route it)
+            return await self.delete_session((params or {}).get("sessionId"))
         if method != "agentLsp/rewind":
             raise RequestError.method_not_found(f"_{method}")
         from agent_lsp.acp.session_roots import rewind_params
@@ -339,7 +417,9 @@ class AcpAgent:
         idle = sorted((s for s in self.sessions.values() if s.idle), key=lambda s: s.used)
         for session in idle[: max(0, len(self.sessions) - keep)]:
             del self.sessions[session.id]
-            self.parked[session.id] = Parked(session.roots, session.mcp, session.mode, session.cost)
+            self.parked[session.id] = Parked(
+                session.roots, session.mcp, session.mode, session.cost, session.thought_level
+            )
 
     def signalled(self, name: str) -> None:
         """SIGTERM or SIGHUP: every turn in flight is cancelled, its cause the signal."""
@@ -361,6 +441,7 @@ class Parked:
     mcp: list[Any]
     mode: str
     cost: float
+    thought_level: str | None
 
 
 def _modes(current: str) -> Any:

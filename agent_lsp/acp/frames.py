@@ -12,6 +12,9 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 
+# Stable ACP methods the pinned SDK does not route yet: renamed to an extension method (`_` +
+# the name), which the SDK hands to AcpAgent.ext_method under the method's own name.
+UNROUTED = ("session/delete",)
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
 _READ = 1 << 16
@@ -46,6 +49,17 @@ def refusal(line: bytes) -> dict[str, Any] | None:
     return None
 
 
+def routed(line: bytes) -> bytes:
+    """The frame as the SDK can route it (UNROUTED methods as extension methods)."""
+    if b"session/delete" not in line:
+        return line
+    message = json.loads(line)
+    if message.get("method") not in UNROUTED:
+        return line
+    message["method"] = "_" + message["method"]
+    return json.dumps(message).encode()
+
+
 def _error(code: int, message: str, request_id: Any) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}}
 
@@ -69,7 +83,8 @@ def filtered(
                     continue
                 answer = refusal(line)
                 if answer is None:
-                    out.feed_data(line if line.endswith(b"\n") else line + b"\n")
+                    line = routed(line.rstrip(b"\n"))
+                    out.feed_data(line + b"\n")
                     continue
                 log.warning("ACP: refused a frame (%s)", answer["error"]["message"])
                 writer.write((json.dumps(answer) + "\n").encode())

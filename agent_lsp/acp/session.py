@@ -17,6 +17,7 @@ from acp.schema import (
     AgentMessageChunk,
     AgentPlanUpdate,
     AvailableCommandsUpdate,
+    ConfigOptionUpdate,
     CurrentModeUpdate,
     PromptResponse,
     SessionInfoUpdate,
@@ -26,6 +27,7 @@ from acp.schema import (
 
 from agent_lsp.acp.approver import AcpApprover
 from agent_lsp.acp.capabilities import FsCaps
+from agent_lsp.acp.config_options import THOUGHT_LEVELS, checked_value, config_options
 from agent_lsp.acp.content import available_commands, plan_entries, prompt_text, slash_command
 from agent_lsp.acp.tools import CallIds
 from agent_lsp.acp.updates import Outbox, RunEvents, text_block, thought
@@ -120,6 +122,9 @@ class AcpSession:
     # when it may start, False when session/cancel removed it.
     busy: bool = False
     waiting: list[asyncio.Future[bool]] = field(default_factory=list)
+    # the reasoning level offered once the model was seen reasoning (None: not offered)
+    thought_level: str | None = None
+    models: list[str] = field(default_factory=list)  # the endpoint's list, as last offered
 
     def __post_init__(self) -> None:
         self.outbox = Outbox(self.client, self.id)
@@ -139,6 +144,7 @@ class AcpSession:
             self.outbox.send(thought(f"[agent-lsp settings] {problem}"))
 
     def set_mode(self, mode: str) -> None:
+        """session/set_mode (older clients): also announced to the config option pickers."""
         if mode not in MODES:
             raise RequestError(
                 -32602, f"session/set_mode: unknown modeId {mode!r}; available: {', '.join(MODES)}"
@@ -147,6 +153,43 @@ class AcpSession:
         self.outbox.send(
             CurrentModeUpdate(session_update="current_mode_update", current_mode_id=mode)
         )
+        self.announce_options()
+
+    @property
+    def model_name(self) -> str:
+        return self.core.model or self.settings.model
+
+    def options(self) -> list[Any]:
+        return config_options(MODES, self.mode, self.model_name, self.models, self.thought_level)
+
+    def set_option(self, config_id: str, value: Any) -> list[Any]:
+        """session/set_config_option: applies from the next turn; the full updated list."""
+        value = checked_value(self.options(), config_id, value)
+        if config_id == "mode":
+            self.mode = value
+            self.outbox.send(
+                CurrentModeUpdate(session_update="current_mode_update", current_mode_id=value)
+            )
+        elif config_id == "model":
+            self.core.model = value
+        else:
+            self.thought_level = value
+            self.core.reasoning_effort = THOUGHT_LEVELS[value][1]
+        return self.options()
+
+    def announce_options(self) -> None:
+        self.outbox.send(
+            ConfigOptionUpdate(session_update="config_option_update", config_options=self.options())
+        )
+
+    def after_turn(self, model_before: str) -> None:
+        """A model chosen by the turn itself (a prompt file's `model`), or reasoning seen for
+        the first time, changes the options: announced."""
+        reasons = self.thought_level is None and self.outbox.thought_seen
+        if reasons:
+            self.thought_level = "medium"  # the model's own default until one is chosen
+        if reasons or self.model_name != model_before:
+            self.announce_options()
 
     @property
     def idle(self) -> bool:
@@ -222,7 +265,9 @@ class AcpSession:
             )
             await self.outbox.drain()
             return PromptResponse(stop_reason="end_turn")
+        model_before = self.model_name
         report = await self._run(text, mode, plan)
+        self.after_turn(model_before)
         if (
             mode == "plan"
             and report.stop_reason == StopReason.DONE

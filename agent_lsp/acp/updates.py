@@ -69,6 +69,7 @@ class Outbox:
         self.thought = TextCoalescer(lambda text: self._put(thought(text)))
         self.task: asyncio.Task[None] | None = None
         self.broken = False
+        self.thought_seen = False  # the model streamed reasoning in this session
 
     def send(self, update: Any) -> None:
         self.flush_text()
@@ -81,6 +82,7 @@ class Outbox:
     def send_thought(self, text: str) -> None:
         """The model's reasoning (a `thinking` event) as `agent_thought_chunk` (Decision 40)."""
         self.text.flush()
+        self.thought_seen = True
         self.thought.add(text)
 
     def flush_text(self) -> None:

@@ -140,12 +140,15 @@ class AgentHost(HostSessions):
         """The newest run the workspace (or session_id's session) can rewind (host_rewind.py)."""
         return await self.rewinds.last_rewindable(roots, session_id)
 
-    def model_for(self, settings: Settings, name: str | None = None) -> Model | None:
-        """One model client per endpoint, shared by all runs: a client per run costs an SSL
-        context and a connection pool each time (~50 ms on the event loop)."""
+    def model_for(
+        self, settings: Settings, name: str | None = None, reasoning_effort: str | None = None
+    ) -> Model | None:
+        """One model client per endpoint (and reasoning level), shared by all runs: a client per
+        run costs an SSL context and a connection pool each time (~50 ms on the event loop)."""
         name = name or settings.model
         key = (
             name,
+            reasoning_effort,
             settings.base_url,
             settings.api_key_env,
             keyguard.environment().get(settings.api_key_env),
@@ -153,7 +156,9 @@ class AgentHost(HostSessions):
         )
         if key not in self.models:
             try:
-                self.models[key] = make_model(settings, name=name)
+                self.models[key] = make_model(
+                    settings, name=name, reasoning_effort=reasoning_effort
+                )
             except ModelError:
                 return None  # run_task tries again and reports the problem as a fatal stop
         return self.models[key]
@@ -245,7 +250,9 @@ class AgentHost(HostSessions):
                     workspace=ports.workspace,
                     approver=ports.approver,
                     emit=ports.emit,
-                    model=self.model_for(settings, run_model or session.model),
+                    model=self.model_for(
+                        settings, run_model or session.model, session.reasoning_effort
+                    ),
                     options=options,
                 )
             finally:

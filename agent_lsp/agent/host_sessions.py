@@ -105,6 +105,13 @@ class HostSessions:
         self._evicted.pop(session.id, None)
         self._used[session.id] = time.monotonic()
 
+    def forget_session(self, session_id: str) -> None:
+        """A deleted session leaves memory too (its grants included)."""
+        self.sessions.pop(session_id, None)
+        self._evicted.pop(session_id, None)
+        self._used.pop(session_id, None)
+        self.grants.pop(session_id, None)
+
     async def end_sessions(self, reason: str = "other") -> None:
         """SessionEnd for every session used in this process (exit, LSP shutdown), at once."""
         sessions: list[Session | None] = [s for s, _ in self.sessions.values()]

@@ -105,8 +105,10 @@ class OpenAIModel:
         timeout: float,
         max_retries: int = 2,
         stream_usage: bool = True,
+        reasoning_effort: str | None = None,
     ):
         self.name = name
+        self.reasoning_effort = reasoning_effort  # sent as `reasoning_effort` when set
         self._base_url = base_url
         self._api_key = api_key
         self._timeout = timeout
@@ -187,6 +189,8 @@ class OpenAIModel:
             body["stream_options"] = {"include_usage": True}
         if tools:
             body["tools"] = tools
+        if self.reasoning_effort is not None:
+            body["reasoning_effort"] = self.reasoning_effort
         # The sinks are our code (the front ends' streams): their failures are bugs of ours,
         # never the endpoint's bad data.
         acc = StreamAssembly(
@@ -382,9 +386,14 @@ class ReplayModel:
         return [self.name]
 
 
-def make_model(settings: Any, env: dict[str, str] | None = None, name: str | None = None) -> Model:
+def make_model(
+    settings: Any,
+    env: dict[str, str] | None = None,
+    name: str | None = None,
+    reasoning_effort: str | None = None,
+) -> Model:
     """The model the settings name (or `name`, a run's override): `replay:PATH` or an
-    OpenAI-compatible endpoint."""
+    OpenAI-compatible endpoint (its requests carry `reasoning_effort` when given)."""
     source: Mapping[str, str] = keyguard.environment() if env is None else env
     name = name or settings.model
     if name.startswith("replay:"):
@@ -395,4 +404,5 @@ def make_model(settings: Any, env: dict[str, str] | None = None, name: str | Non
         source.get(settings.api_key_env),
         settings.request_timeout,
         stream_usage=settings.stream_usage,
+        reasoning_effort=reasoning_effort,
     )

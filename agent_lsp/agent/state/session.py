@@ -126,6 +126,9 @@ class Session:
     spill_files: set[Path] = field(default_factory=set)
     running: str | None = None  # the run id while a run is going
     model: str | None = None  # chosen by a run's `model` argument for the rest of the session
+    # the requests' `reasoning_effort` for the rest of the session in this process (ACP's
+    # thought_level); None: not sent
+    reasoning_effort: str | None = None
     title: str = ""
     created: float = field(default_factory=time.time)
     updated: float = field(default_factory=time.time)
