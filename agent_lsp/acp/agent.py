@@ -153,7 +153,7 @@ class AcpAgent:
             agent_capabilities=AgentCapabilities(
                 load_session=True,
                 prompt_capabilities=PromptCapabilities(
-                    embedded_context=True, image=False, audio=False
+                    embedded_context=True, image=True, audio=False
                 ),
                 mcp_capabilities=McpCapabilities(http=True, sse=False),
                 session_capabilities=SessionCapabilities(

@@ -8,9 +8,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from acp import RequestError
 from acp.schema import AvailableCommand, AvailableCommandInput, PlanEntry, UnstructuredCommandInput
 
 from agent_lsp.agent.fs.prompt_files import PromptFiles
+from agent_lsp.agent.images import ImagePart, ImageRefused, checked_image
 from agent_lsp.agent.tools.paths import PathGuard
 
 CONTEXT_CHARS = 200_000  # of one embedded resource put into the prompt
@@ -47,12 +49,22 @@ def prompt_text(blocks: list[Any], roots: list[Path]) -> str:
                 context.append(f"File: {where}\n```\n{cut}\n```")
             else:
                 context.append(f"File: {where} (binary content, not shown)")
-        elif kind in ("image", "audio"):
-            parts.append(f"[an {kind} was attached; this agent cannot take {kind} input]")
+        elif kind == "audio":
+            parts.append("[an audio clip was attached; this agent cannot take audio input]")
     text = " ".join(p.strip() for p in parts if p.strip())
     if context:
         text += "\n\n" + "\n\n".join(dict.fromkeys(context))
     return text
+
+
+def prompt_images(blocks: list[Any]) -> list[ImagePart]:
+    """The prompt's image blocks as the run's images (Decision 54's limits); -32602 naming the
+    image otherwise, before any model call."""
+    images = [b for b in blocks if getattr(b, "type", None) == "image"]
+    try:
+        return [checked_image(b.mime_type, b.data, i) for i, b in enumerate(images)]
+    except ImageRefused as exc:
+        raise RequestError(-32602, f"session/prompt: {exc}") from None
 
 
 @dataclass

@@ -28,13 +28,20 @@ from acp.schema import (
 from agent_lsp.acp.approver import AcpApprover
 from agent_lsp.acp.capabilities import FsCaps
 from agent_lsp.acp.config_options import THOUGHT_LEVELS, checked_value, config_options
-from agent_lsp.acp.content import available_commands, plan_entries, prompt_text, slash_command
+from agent_lsp.acp.content import (
+    available_commands,
+    plan_entries,
+    prompt_images,
+    prompt_text,
+    slash_command,
+)
 from agent_lsp.acp.tools import CallIds
 from agent_lsp.acp.updates import Outbox, RunEvents, text_block, thought
 from agent_lsp.acp.workspace import AcpWorkspace
 from agent_lsp.agent.exec import keyguard
 from agent_lsp.agent.fs.prompt_files import PromptFiles
 from agent_lsp.agent.host import HostedRun, RunPorts
+from agent_lsp.agent.images import ImagePart
 from agent_lsp.agent.loop.budget import BudgetRefused
 from agent_lsp.agent.loop.prompt_plan import PromptPlan, plan_prompt
 from agent_lsp.agent.messages import CancelCause, RunReport, StopCause, StopReason
@@ -230,6 +237,7 @@ class AcpSession:
         self.busy = False
 
     async def _prompt(self, blocks: list[Any]) -> PromptResponse:
+        images = prompt_images(blocks)
         text = prompt_text(blocks, self.roots)
         command = slash_command(text)
         if command is not None and command.name == "rewind":
@@ -256,7 +264,7 @@ class AcpSession:
         if self.files is not None and _names(plan.files) != _names(self.files):
             self.files = plan.files  # the client's command list follows the files
             self.announce()
-        if not text.strip():
+        if not text.strip() and not images:
             self.outbox.send(
                 AgentMessageChunk(
                     session_update="agent_message_chunk",
@@ -266,7 +274,7 @@ class AcpSession:
             await self.outbox.drain()
             return PromptResponse(stop_reason="end_turn")
         model_before = self.model_name
-        report = await self._run(text, mode, plan)
+        report = await self._run(text, mode, plan, images)
         self.after_turn(model_before)
         if (
             mode == "plan"
@@ -284,7 +292,13 @@ class AcpSession:
         await self.outbox.drain()
         return stop_response(report)
 
-    async def _run(self, text: str, mode: str | None, plan: PromptPlan | None = None) -> RunReport:
+    async def _run(
+        self,
+        text: str,
+        mode: str | None,
+        plan: PromptPlan | None = None,
+        images: list[ImagePart] | None = None,
+    ) -> RunReport:
         run_id = new_id("r")
         self.ids.new_run()
         workspace = self.workspace()
@@ -313,6 +327,7 @@ class AcpSession:
                 mcp_servers=self.mcp,
                 title=text,
                 plan=plan,
+                images=images,
             )
         except BudgetRefused as exc:  # Decision 36: an error answer, as for a bad prompt
             raise RequestError(-32602, f"session/prompt: {exc}") from None

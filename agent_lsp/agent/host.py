@@ -16,6 +16,7 @@ from agent_lsp.agent.exec import keyguard
 from agent_lsp.agent.fs.prompt_files import PromptFiles, discover_shared
 from agent_lsp.agent.host_rewind import HostRewinds
 from agent_lsp.agent.host_sessions import HostSessions
+from agent_lsp.agent.images import ImagePart
 from agent_lsp.agent.loop.budget import check_budget
 from agent_lsp.agent.loop.prompt_plan import PromptPlan
 from agent_lsp.agent.loop.run import RunOptions, run_task
@@ -186,6 +187,7 @@ class AgentHost(HostSessions):
         title: str | None = None,
         output_schema: OutputSchema | None = None,
         plan: PromptPlan | None = None,
+        images: list[ImagePart] | None = None,
     ) -> HostedRun:
         """Start a run in the background (its session claimed at once). BudgetRefused (a
         ValueError) when its budget could not be kept (Decision 36). `plan`: prompt_plan.py."""
@@ -236,6 +238,7 @@ class AgentHost(HostSessions):
                     title=title,
                     cancelled_by=lambda: hosted.cancel_cause or BY_SHUTDOWN,
                     output_schema=output_schema,
+                    images=list(images or []),
                     telemetry=self._run_telemetry(settings, run_id, session),
                     code_intel=self.code_intel,
                     prompt_files=files,

@@ -110,3 +110,38 @@ def test_session_delete(connect, model, workspace: Path):
     with pytest.raises(AcpError):
         client.request("session/prompt", {"sessionId": gone, "prompt": [{"type": "text", "text": "hi"}]})
     client.close()
+
+
+PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
+
+
+def test_an_image_reaches_the_model_and_bad_ones_are_refused(connect, model, workspace: Path):
+    model.add("look", [{"text": "a red dot"}])
+    model.add("vision", [{"status": 400, "message": "this model does not support image input"}, {"text": "text works"}])
+    client = connect(model_settings(model))
+    capabilities = client.initialize()["agentCapabilities"]["promptCapabilities"]
+    assert capabilities["image"] is True
+    session_id = client.new_session(workspace)
+    image = {"type": "image", "mimeType": "image/png", "data": PNG}
+    assert client.prompt(session_id, [{"type": "text", "text": "look: what is this?"}, image])["stopReason"] == "end_turn"
+    [content] = [m["content"] for m in model.requests_for("look")[0]["messages"] if m["role"] == "user"]
+    assert content[0] == {"type": "text", "text": "look: what is this?"}
+    assert content[1] == {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{PNG}"}}
+    assert client.text(session_id) == "a red dot"
+
+    for bad in ({"mimeType": "image/tiff", "data": PNG}, {"mimeType": "image/png", "data": "not base64!"},
+                {"mimeType": "image/png", "data": "A" * (7 * 1024 * 1024)}):
+        with pytest.raises(AcpError) as refused:
+            client.prompt(session_id, [{"type": "text", "text": "and this?"}, {"type": "image", **bad}])
+        assert refused.value.code == -32602
+    assert len(model.requests_for("look")) == 1  # none reached the model
+
+    # a model that refuses images: the turn stops with the server's words, and the session goes on
+    other = client.new_session(workspace)
+    with pytest.raises(AcpError) as failed:
+        client.prompt(other, [{"type": "text", "text": "vision: see this"}, image])
+    assert "does not support image input" in failed.value.message
+    assert client.prompt(other, "vision: then read calc.py")["stopReason"] == "end_turn"
+    follow_up = model.requests_for("vision")[-1]["messages"]
+    assert [m["content"] for m in follow_up if m["role"] == "user"] == ["vision: then read calc.py"]
+    client.close()

@@ -14,9 +14,9 @@ def test_initialize_answers_the_capabilities(connect, model):
     assert result["protocolVersion"] == 1
     caps = result["agentCapabilities"]
     assert caps["loadSession"] is True
-    assert caps["promptCapabilities"] == {"image": False, "audio": False, "embeddedContext": True}
+    assert caps["promptCapabilities"] == {"image": True, "audio": False, "embeddedContext": True}
     assert caps["mcpCapabilities"] == {"http": True, "sse": False}
-    assert caps["sessionCapabilities"]["list"] == {}
+    assert caps["sessionCapabilities"] == {"list": {}, "delete": {}, "additionalDirectories": {}}
     assert result["agentInfo"]["name"] == "agent-lsp" and result["agentInfo"]["version"]
     assert client.close()["code"] == 0
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from agent_lsp.agent.images import content_text
 from agent_lsp.agent.messages import Outcome
 from agent_lsp.agent.model.tokens import TokenEstimator
 from agent_lsp.agent.state.session import Entry
@@ -69,7 +70,7 @@ def render_for_summary(entries: list[Entry], clip: int = 1500) -> str:
     for entry in entries:
         message = entry.message
         role = message.get("role")
-        content = str(message.get("content") or "")
+        content = content_text(message.get("content"))
         if entry.kind == "tool" and len(content) > clip:
             content = (
                 content[: clip // 2]

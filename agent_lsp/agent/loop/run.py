@@ -12,6 +12,7 @@ from pathlib import Path
 from agent_lsp.agent.events import Event, StatusEvent, TextDelta, ThinkingDelta, redacted
 from agent_lsp.agent.exec import keyguard
 from agent_lsp.agent.exec.process import kill_group
+from agent_lsp.agent.images import user_content
 from agent_lsp.agent.loop.budget import Budget
 from agent_lsp.agent.loop.loop import AgentLoop
 from agent_lsp.agent.loop.memory import recall_memory
@@ -157,7 +158,9 @@ async def run_task(
     session.running = run_id
     session.runs.append(record)
     session.title = session.title or " ".join((options.title or prompt).split())
-    prompt_entry = Entry({"role": "user", "content": prompt}, "prompt", run_id)
+    prompt_entry = Entry(
+        {"role": "user", "content": user_content(prompt, options.images)}, "prompt", run_id
+    )
     session.history.append(prompt_entry)
     try:
         try:
@@ -266,6 +269,8 @@ async def run_task(
                 kill_group(proc)
             session.end_hooks = seams.hooks.session_end
         session.running = None
+    if options.images and outcome.cause == StopCause.MODEL:
+        _forget_unanswered(session, prompt_entry)
     # The stop is decided: a cancel arriving from here on must not lose the report, the
     # transcript's stop line or the stop event.
     return await _uncancellable(
@@ -300,6 +305,16 @@ async def session_hooks(hooks: RunHooks, session: Session, typed: str, run_id: s
     if context:
         text = "\n\n".join(context)
         session.history.append(Entry({"role": "user", "content": text}, "note", run_id))
+
+
+def _forget_unanswered(session: Session, prompt_entry: Entry) -> None:
+    """A prompt with images the model refused (it never answered it) is not the conversation's:
+    kept, every later request of the session would be refused the same way (Decision 54)."""
+    if prompt_entry not in session.history:
+        return
+    start = session.history.index(prompt_entry)
+    if not any(e.kind == "assistant" for e in session.history[start:]):
+        del session.history[start:]
 
 
 async def _uncancellable(coro: Awaitable[RunReport]) -> RunReport:

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from agent_lsp.agent.images import IMAGE_CHARS, image_count, without_images
+
 CHARS_PER_TOKEN = 4.0
 
 
@@ -21,7 +23,8 @@ class TokenEstimator:
         hit = self._sizes.get(id(message))
         if hit is not None and hit[0] is message:
             return hit[1]
-        size = len(json.dumps(message, ensure_ascii=False))
+        size = len(json.dumps(without_images(message), ensure_ascii=False))
+        size += IMAGE_CHARS * image_count(message)
         self._sizes[id(message)] = (message, size)
         return size
 
