@@ -19,6 +19,8 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from agent_lsp.agent.exec.program_path import find_program, safe_path
+
 log = logging.getLogger(__name__)
 
 # -c wins over every config file, the user's global one included.
@@ -93,6 +95,7 @@ EXECUTING_KEYS = (
     "sendemail.headercmd",
     "receive.procreceiverefs",
 )
+_NO_GIT = b"git was not found in the absolute entries of PATH"
 _VALUE_EXECUTES = ("alias.*", "submodule.*.update")  # only when the value starts with "!"
 
 
@@ -136,7 +139,9 @@ def find_repository(folder: Path) -> Repository | None:
 def base_env() -> dict[str, str]:
     from agent_lsp.agent.exec.keyguard import child_env
 
-    return {k: v for k, v in child_env().items() if k in _PASSED or k.startswith("LC_")}
+    env = {k: v for k, v in child_env().items() if k in _PASSED or k.startswith("LC_")}
+    env["PATH"] = safe_path(env.get("PATH", ""))  # git looks programs up too (Decision 62)
+    return env
 
 
 def git_env(git_dir: Path, work_tree: Path, index: Path | None = None) -> dict[str, str]:
@@ -192,9 +197,12 @@ async def run_git(
     cwd: Path, args: list[str], env: dict[str, str], stdin: bytes | None = None
 ) -> tuple[int, bytes, bytes]:
     """git with the safe overrides; killed if the caller is cancelled (no git left running)."""
+    git = find_program("git", env.get("PATH", ""))
+    if git is None:
+        return 127, b"", _NO_GIT
     try:
         proc = await asyncio.create_subprocess_exec(
-            "git",
+            git,
             *GIT_SAFE,
             *args,
             cwd=cwd,
@@ -218,9 +226,12 @@ async def run_git(
 def run_git_sync(cwd: Path, args: list[str], env: dict[str, str]) -> tuple[int, bytes, bytes]:
     """run_git for code off any event loop (the `agent-lsp worktrees` commands, a worktree made
     before the run starts); a Ctrl-C kills git (subprocess.run does)."""
+    git = find_program("git", env.get("PATH", ""))
+    if git is None:
+        return 127, b"", _NO_GIT
     try:
         proc = subprocess.run(
-            ["git", *GIT_SAFE, *args],
+            [git, *GIT_SAFE, *args],
             cwd=cwd,
             env=env,
             stdin=subprocess.DEVNULL,
