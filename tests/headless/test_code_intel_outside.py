@@ -72,3 +72,28 @@ def test_a_symlink_out_or_a_secret_named_by_a_language_server_is_never_read(mode
     for name in ("r1", "r2", "r3", "r4"):
         assert "outside the workspace" in reads[name] and "refused" in reads[name], reads[name]
     assert "library line" in reads["lib"], "a library's source an answer named is readable"
+
+
+def test_a_rename_that_would_edit_a_git_folder_is_refused_even_with_yes(model, workspace, tmp_path):
+    """Decision 62: rename_symbol writing into any `.git` (here a nested repository's config,
+    named through `sub/..`) needs a person; `--yes` does not cover it, and nothing is written."""
+    inner = workspace / "sub" / "inner"
+    (inner / ".git").mkdir(parents=True)
+    config = inner / ".git" / "config"
+    config.write_text("[core]\n\tbare = false\n")
+    (workspace / "app.py").write_text("abc = 1\n")
+    uris = [(workspace / "app.py").as_uri(), "file://" + str(inner / "x" / ".." / ".git" / "config")]
+    settings = tmp_path / "settings.json"
+    settings.write_text(json.dumps({"languageServers": {"auto": False, "servers": {
+        "fake": {"command": [sys.executable, str(FAKE), "point"], "extensions": [".py"]}}}}))
+    model.add([tools_reply(call("rename_symbol", "ren", path="app.py", line=1, symbol="abc", newName="fsm")),
+               {"text": "done"}])
+
+    proc = subprocess.run(agent_run(model, workspace, "rename", "--settings", str(settings)),
+                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=90,
+                          env={**os.environ, "FAKE_LSP_POINT": ",".join(uris)})
+
+    assert proc.returncode == 0, proc.stderr
+    result = last_tool_results(model.requests[-1])["ren"]
+    assert result.startswith("denied") and ".git folder" in result and "--yes does not cover it" in result, result
+    assert config.read_text() == "[core]\n\tbare = false\n" and (workspace / "app.py").read_text() == "abc = 1\n"

@@ -5,7 +5,8 @@ hover with the names of its API-key variables; `indexing` reports its reading of
 as `$/progress` (1.5 s), `pyright` as the pyright family's log lines, `endless` never ends it:
 until then references answer [] (as a cold basedpyright answers from its open files only); `point`
 answers definition, references and workspace symbols with line 1 of each URI in $FAKE_LSP_POINT
-(comma-separated), whatever was asked (a server naming files it was told of). Each start appends a
+(comma-separated), whatever was asked (a server naming files it was told of), and a rename with
+an edit of line 1's first 3 characters in each. Each start appends a
 line to $FAKE_LSP_LOG (pid), so a test counts the starts."""
 
 import asyncio
@@ -62,6 +63,12 @@ def pointed() -> list:
 def workspace_symbols(params):
     return [types.SymbolInformation(name="secret", kind=types.SymbolKind.Variable, location=loc)
             for loc in pointed()]
+
+
+@server.feature(types.TEXT_DOCUMENT_RENAME)
+def rename(params):
+    return types.WorkspaceEdit(changes={
+        loc.uri: [types.TextEdit(loc.range, params.new_name)] for loc in pointed()})
 
 
 @server.feature(types.TEXT_DOCUMENT_REFERENCES)

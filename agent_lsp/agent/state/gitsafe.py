@@ -13,6 +13,7 @@ import fcntl
 import fnmatch
 import logging
 import os
+import re
 import subprocess
 import time
 from collections.abc import AsyncIterator
@@ -356,6 +357,23 @@ def _hooks(repo: Repository) -> list[str]:
             if not e.name.endswith(".sample") and os.access(e, os.X_OK)
         ]
     return found
+
+
+# A config line whose value is a credential: `extraheader = AUTHORIZATION: basic …` (what
+# actions/checkout persists), a password or token key; and a URL's user:password@.
+_SECRET_KEY = re.compile(
+    r"^(\s*(?:extraheader|[\w.-]*(?:password|passwd|token|secret|credential)[\w.-]*)\s*=\s*)"
+    r"(\S.*)$",
+    re.IGNORECASE | re.MULTILINE,
+)
+_URL_USERINFO = re.compile(r"(\b[a-z][a-z0-9+.-]*://)[^/\s@]+@", re.IGNORECASE)
+
+
+def redact_git_secrets(text: str) -> str:
+    """A file from a `.git` folder as the model may see it (Decision 62): credential values in
+    its config and user:password in its URLs replaced by `[redacted]`."""
+    text = _SECRET_KEY.sub(lambda m: f"{m.group(1)}[redacted]", text)
+    return _URL_USERINFO.sub(lambda m: f"{m.group(1)}[redacted]@", text)
 
 
 def mentions_git(argv: list[str]) -> bool:
