@@ -282,3 +282,33 @@ def test_the_stream_json_result_names_the_worktree(model, workspace):
     tree = Path(result["report"]["worktree"]["path"])
     assert "return a + b" in (tree / "calc.py").read_text()
     assert {line["runId"] for line in lines[:-1]} == {result["report"]["runId"]}
+
+
+def test_remove_without_force_keeps_a_nested_repository_s_uncommitted_work(model, workspace):
+    """Issue 32 P8: the worktree itself is clean (the nested repository is committed as a commit
+    id), but the nested repository holds changed and untracked files: refused, nothing deleted."""
+    git_repo(workspace)
+    model.add([{"text": "nothing to do"}])
+    tree = Path(report_of(run_cli(agent_run(model, workspace, "look", "--worktree", "nest")).stdout)["worktree"]["path"])
+    inner = tree / "lib"
+    inner.mkdir()
+    (inner / "a.txt").write_text("committed\n")
+    git(inner, "init", "-q")
+    git(inner, "add", "-A")
+    git(inner, "commit", "-qm", "lib")
+    git(tree, "add", "lib")
+    git(tree, "commit", "-qm", "add lib")
+    assert listed(workspace)["nest"]["dirty"] is False, "clean as committed"
+    (inner / "a.txt").write_text("changed, not committed\n")
+    (inner / "new.txt").write_text("untracked\n")
+
+    refused = cli("worktrees", "remove", "nest", "--workspace", str(workspace))
+
+    assert refused.returncode == 1, refused.stdout + refused.stderr
+    assert "uncommitted" in refused.stderr and "lib/a.txt" in refused.stderr and "--force" in refused.stderr
+    assert (inner / "a.txt").read_text() == "changed, not committed\n" and (inner / "new.txt").exists()
+    assert listed(workspace)["nest"]["dirty"] is True
+    (inner / "a.txt").write_text("committed\n")
+    (inner / "new.txt").unlink()
+    assert cli("worktrees", "remove", "nest", "--workspace", str(workspace)).returncode == 0, "clean again: removed"
+    assert not tree.exists()

@@ -228,11 +228,26 @@ class WorktreeStore:
         return ref.removeprefix("refs/heads/")
 
     def changed(self, worktree: Worktree) -> list[str] | None:
-        """The paths with uncommitted changes (staged, unstaged, untracked not ignored), or None
-        when git cannot tell (counted as changed: nothing is removed on a guess)."""
+        """The paths with uncommitted changes (staged, unstaged, untracked not ignored), in the
+        worktree and in every repository nested in it (git sees one as a commit id only: its
+        own uncommitted files would go with the folder), or None when git cannot tell (counted
+        as changed: nothing is removed on a guess)."""
         repo = find_repository(worktree.path)
         if repo is None or repo.git_dir != worktree.git_dir.resolve():
             return None
+        found = self._changed_in(repo)
+        for nested in _nested_repositories(worktree.path):
+            inner = find_repository(nested)
+            if found is None or inner is None or inner.top != nested.resolve():
+                return None
+            more = self._changed_in(inner)
+            if more is None:
+                return None
+            prefix = os.path.relpath(nested, worktree.path)
+            found += [f"{prefix}/{name}" for name in more]
+        return found
+
+    def _changed_in(self, repo: Repository) -> list[str] | None:
         head, _ = resolve_head(repo.git_dir, repo.common_dir)
         if head is None:
             return None
@@ -284,6 +299,17 @@ class WorktreeStore:
             if worktree.path.is_relative_to(self.dir):
                 shutil.rmtree(worktree.path, ignore_errors=True)
             (self.state / f"{worktree.name}.json").unlink(missing_ok=True)
+
+
+def _nested_repositories(top: Path) -> list[Path]:
+    """The folders under top (not top itself) holding a `.git`, found without following links
+    or entering a `.git`."""
+    found: list[Path] = []
+    for folder, dirs, files in os.walk(top, onerror=None, followlinks=False):
+        dirs[:] = [d for d in dirs if d != ".git"]
+        if folder != str(top) and (".git" in files or os.path.isdir(os.path.join(folder, ".git"))):
+            found.append(Path(folder))
+    return found
 
 
 def _carried_over(
