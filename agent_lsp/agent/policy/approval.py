@@ -230,9 +230,8 @@ class ApprovalPolicy:
                 f"approval.tools asks for {next(a for a, r in cautious.items() if r == 'ask')}, "
                 f"a name that may mean {tool.name}",
             )
-        # above every allow: rules, the sandbox, session grants, --yes, the Action's settings
         must_ask = prepared.must_ask or self._edits_git_dir(tool, prepared)
-        if must_ask:
+        if must_ask:  # above every allow: rules, the sandbox, session grants, --yes, the Action
             return PolicyVerdict("ask", must_ask, must_ask=must_ask)
         harmful = destructive(parts) if parts else None
         if harmful:
