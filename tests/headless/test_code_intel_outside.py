@@ -1,7 +1,7 @@
 """Issue 32 P1: a path a language server's answer names is judged as read_file judges it. A
-workspace symlink out (`creds.py -> ~/.aws/credentials`) or a secret named by its own path is
-shown as a location only: its text never reaches the model and read_file still refuses it; a
-library's source outside the workspace stays shown and readable (CONTRACT "Code intelligence").
+workspace symlink out (`creds.py -> ~/.aws/credentials`), a secret named by its own path or a
+file in `.git` (Decision 62: its config may hold a token) is shown as a location only: its
+text never reaches the model, and read_file still refuses the outside ones; a library's source outside the workspace stays shown and readable (CONTRACT "Code intelligence").
 The real CLI with a language server it starts (tests/langservers/fake_server.py) and the
 scripted model server."""
 
@@ -37,7 +37,9 @@ def test_a_symlink_out_or_a_secret_named_by_a_language_server_is_never_read(mode
     (workspace / "conf.py").symlink_to(config_py)
     (workspace / "linked").symlink_to(home, target_is_directory=True)
     (workspace / "app.py").write_text("import creds\nvalue = creds.key\n")
-    uris = [(workspace / "creds.py").as_uri(), credentials.as_uri(), (workspace / "conf.py").as_uri(),
+    (workspace / ".git").mkdir()
+    (workspace / ".git" / "config").write_text(f"[http]\n\textraheader = AUTHORIZATION: basic {SECRET}\n")
+    uris = [(workspace / ".git" / "config").as_uri(), (workspace / "creds.py").as_uri(), credentials.as_uri(), (workspace / "conf.py").as_uri(),
             (workspace / "linked" / "settings.py").as_uri(), (lib / "os.py").as_uri()]
     settings = tmp_path / "settings.json"
     settings.write_text(json.dumps({"languageServers": {"auto": False, "servers": {
@@ -66,6 +68,7 @@ def test_a_symlink_out_or_a_secret_named_by_a_language_server_is_never_read(mode
         assert "creds.py:1:1: (outside the workspace: not read)" in shown, shown
         assert "conf.py:1:1: (outside the workspace: not read)" in shown, shown
         assert f"{credentials}:1:1: (outside the workspace: not read)" in shown, shown
+        assert ".git/config:1:1: (inside a .git folder: not read)" in shown, shown
         assert f"{lib / 'os.py'}:1:1: def getcwd(): ...  # library line" in shown, "a library stays shown"
     assert "creds.py:1:1" in first["syms"] and f"{lib / 'os.py'}:1:1" in first["syms"], first["syms"]
     reads = last_tool_results(model.requests[2])

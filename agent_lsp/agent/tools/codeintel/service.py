@@ -106,6 +106,7 @@ async def sync_sources(ctx: ToolContext, path: Path, text: str) -> None:
 
 
 NOT_READ = "(outside the workspace: not read)"
+GIT_NOT_READ = "(inside a .git folder: not read)"
 
 
 class Texts:
@@ -119,7 +120,7 @@ class Texts:
         self.ctx = ctx
         self._cache: dict[Path, TextIndex | None] = {}
         self._paths: dict[str, Path | None] = {}
-        self._refused: dict[str, bool] = {}
+        self._refused: dict[str, str | None] = {}
 
     def path(self, uri: str) -> Path | None:
         """The file a URI names, resolved once per call (an answer names a file many times)."""
@@ -127,12 +128,20 @@ class Texts:
             self._paths[uri] = resolve_uri(self.ctx, uri)
         return self._paths[uri]
 
-    def refused(self, uri: str) -> bool:
-        """True when the file the URI names is outside the workspace and no library's source:
-        its location is shown, its text is not read, and it is not made readable."""
+    def refused(self, uri: str) -> str | None:
+        """Why the file the URI names is not read (None: it is): outside the workspace and no
+        library's source, or inside a `.git` folder (its config may hold a token). Its location
+        is still shown; it is not made readable."""
         if uri not in self._refused:
-            path = self.path(uri)
-            self._refused[uri] = path is not None and not outside_readable(self.ctx, uri, path)
+            path, why = self.path(uri), None
+            if path is not None and not outside_readable(self.ctx, uri, path):
+                why = NOT_READ
+            elif path is not None and (
+                self.ctx.paths.in_git_dir(path)
+                or self.ctx.paths.in_git_dir(self.ctx.paths.given(uri))
+            ):
+                why = GIT_NOT_READ
+            self._refused[uri] = why
         return self._refused[uri]
 
     def named(self, uri: str) -> str:
@@ -247,9 +256,10 @@ async def located(texts: Texts, uri: str, start: dict[str, Any], encoding: str) 
         return Line(uri, int(start.get("line", 0)) + 1, int(start.get("character", 0)) + 1, "")
     if texts.hidden(path):
         return None
-    if texts.refused(uri):
+    why = texts.refused(uri)
+    if why is not None:
         line, column = int(start.get("line", 0)) + 1, int(start.get("character", 0)) + 1
-        return Line(texts.named(uri), line, column, NOT_READ)
+        return Line(texts.named(uri), line, column, why)
     index = await texts.index(path)
     if index is None:
         line = int(start.get("line", 0)) + 1
