@@ -138,9 +138,9 @@ def _language_servers(settings: Settings, roots: list[Any], host: AgentHost | No
 
 
 def _runnable(program: str) -> bool:
-    import shutil
+    from agent_lsp.agent.exec.program_path import find_program
 
-    return shutil.which(program) is not None
+    return find_program(program) is not None
 
 
 def _telemetry(settings: Settings) -> list[Check]:

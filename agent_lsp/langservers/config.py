@@ -6,11 +6,11 @@ configured."""
 from __future__ import annotations
 
 import os
-import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from agent_lsp.agent.exec.program_path import find_program
 from agent_lsp.settings_schema import LanguageServersSettings
 
 PYTHON = (".py", ".pyi")
@@ -78,7 +78,7 @@ def detect(path_env: str | None = None) -> ServerSpec | None:
     """The first of Decision 38's analysers on PATH (None: none is installed)."""
     search = os.environ.get("PATH", "") if path_env is None else path_env
     for name, (program, *args) in AUTO:
-        where = shutil.which(program, path=search)
+        where = find_program(program, search)
         if where is not None:
             return ServerSpec(name, (where, *args), PYTHON, "auto")
     return None

@@ -11,7 +11,6 @@ import asyncio
 import contextlib
 import logging
 import os
-import shutil
 import time
 import uuid
 from collections import deque
@@ -29,6 +28,7 @@ from pygls.protocol import (
 
 from agent_lsp.agent.exec import keyguard
 from agent_lsp.agent.exec.process import REAPER
+from agent_lsp.agent.exec.program_path import find_program
 from agent_lsp.langservers import process
 from agent_lsp.langservers.config import ServerSpec
 from agent_lsp.langservers.readiness import Readiness
@@ -151,10 +151,10 @@ class Connection:
     async def start(self, timeout: float) -> None:
         program, *args = self.spec.command
         env = keyguard.child_env(names=[self.api_key_env])
-        if os.sep not in program and shutil.which(program, path=env.get("PATH")) is None:
+        if os.sep not in program and find_program(program, env.get("PATH", "")) is None:
             raise ServerFailed(
                 f"language server `{self.spec.name}` cannot start: "
-                f"`{program}` was not found on PATH"
+                f"`{program}` was not found on PATH (absolute entries only)"
             )
         client = self._client = _Client(self)
         self._handlers(client)

@@ -27,7 +27,6 @@ import contextlib
 import logging
 import os
 import re
-import shutil
 import signal
 from types import TracebackType
 from typing import Any, TextIO
@@ -40,6 +39,7 @@ from mcp.client.stdio import get_default_environment
 from mcp.shared.message import SessionMessage
 
 from agent_lsp.agent.exec.process import REAPER
+from agent_lsp.agent.exec.program_path import find_program
 from agent_lsp.mcp.launch import Launch
 from agent_lsp.mcp.process import forget_reaper, keep_reaper, server_pid
 
@@ -113,7 +113,7 @@ class BoundedStdio:
     ]:
         env = {**get_default_environment(), **self.launch.env}
         command = self.launch.command
-        if os.sep not in command and shutil.which(command, path=env.get("PATH")) is None:
+        if os.sep not in command and find_program(command, env.get("PATH", "")) is None:
             raise FileNotFoundError(2, "No such file or directory", command)
         self._process = process = await anyio.open_process(
             reaped_server(command, self.launch.args),

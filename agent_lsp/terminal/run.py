@@ -267,6 +267,8 @@ async def run_headless(
         if machine is not None:
             machine.result(hosted.report or _no_report(hosted))
         await shut_down(host, deadline=None)
+        if worktree is not None:  # every process of the run has ended: its files are final
+            await asyncio.to_thread(worktree.finish, task)
     report = hosted.report
     if report is None:
         stream_out.write("\ncancelled\n")

@@ -53,12 +53,32 @@ class WorktreeRun:
     origin: Path  # the workspace the user named
     run_id: str
     claim: Claim
+    not_committed: str | None = None  # why the run's work is not on its branch (finish)
 
     def to_dict(self) -> dict[str, str]:
         return {"path": str(self.path), "branch": self.branch}
 
+    def finish(self, task: str) -> None:
+        """Decision 70: the run's work committed on its branch as "agent-lsp <runId>: <the
+        prompt's first line>", on top of what was carried over (or of the session's last run)."""
+        first = next((line.strip() for line in task.splitlines() if line.strip()), "")
+        try:
+            store = store_for(self.origin)
+            worktree = store.get(self.name)
+            if worktree is None:
+                raise WorktreeError("agent-lsp's record of the worktree is gone")
+            store.commit_run(worktree, f"agent-lsp {self.run_id}: {first}".rstrip())
+        except (WorktreeError, OSError) as exc:
+            self.not_committed = str(exc)
+
     def last_line(self) -> str:
-        return for_terminal(f"worktree: {self.path} · branch {self.branch}")
+        where = f"worktree: {self.path} · branch {self.branch}"
+        if self.not_committed is not None:
+            return for_terminal(f"{where} · not committed: {self.not_committed}")
+        b = self.branch
+        return for_terminal(
+            f"{where} · see the run's change: git diff {b}~1 {b} · take it: git merge {b}"
+        )
 
     def continue_hint(self, session_id: str) -> str:
         return (

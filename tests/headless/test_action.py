@@ -383,7 +383,8 @@ def test_the_example_workflow_uses_the_action_and_checks_the_commenter():
     assert set(triggers) >= {"issue_comment", "workflow_dispatch"}
     steps = [s for job in workflow["jobs"].values() for s in job["steps"]]
     uses = [s.get("uses", "") for s in steps]
-    assert any(u.startswith("actions/checkout@") for u in uses)
+    checkout = next(s for s in steps if s.get("uses", "").startswith("actions/checkout@"))
+    assert checkout["with"]["persist-credentials"] is False, "no token in .git/config for the run"
     agent = next(s for s in steps if "agent-lsp" in s.get("uses", ""))
     assert agent["with"]["prompt"] and "secrets." in agent["with"]["api-key"]
     assert any(u.startswith("peter-evans/create-pull-request@") for u in uses)
@@ -404,3 +405,56 @@ def test_output_lines_use_a_fresh_delimiter_the_value_does_not_hold():
     first, second = output_lines("t", "a\nb"), output_lines("t", "a\nb")
     assert first != second and parse_output_file(first) == {"t": "a\nb"}
     assert relative_paths(["file:///w/a%20b.py", "file:///elsewhere/x"], Path("/w")) == ["a b.py", "/elsewhere/x"]
+
+
+TOKEN_HEADER = "AUTHORIZATION: basic eC1hY2Nlc3MtdG9rZW46Z2hzX3NlY3JldHRva2VuMTIz"
+
+
+def test_git_internals_are_never_edited_and_the_checkout_token_never_reaches_the_model(model, repo, tmp_path):
+    """Issue 32 P2 / Decision 62, under the Action's settings (edits allowed, no one to ask):
+    an edit of any `.git` (the checkout's, a nested repository's; through `sub/..`, `//` or a
+    symlink) is refused saying why, and the token actions/checkout persists in .git/config is
+    shown to the model by no read, search or listing."""
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.com"]
+    subprocess.run(["git", "config", "http.https://github.com/.extraheader", TOKEN_HEADER], cwd=repo, check=True)
+    subprocess.run(["git", "config", "remote.origin.url", "https://x-access-token:ghs_urltoken123@github.com/o/r"],
+                   cwd=repo, check=True)
+    inner = repo / "sub" / "inner"
+    inner.mkdir(parents=True)
+    subprocess.run([*git, "init", "-q"], cwd=inner, check=True)
+    (repo / "gitcfg").symlink_to(repo / ".git" / "config")
+    before = {p: p.read_bytes() for p in [repo / ".git" / "config", inner / ".git" / "config",
+                                         repo / ".git" / "info" / "exclude"]}
+    plant = "[core]\n\tfsmonitor = touch /tmp/pwned\n"
+    model.add([
+        tools_reply(call("edit_file", id="e1", path=".git/config", old_text="[core]", new_text=plant),
+                    call("write_file", id="w1", path="sub/../.git/hooks/pre-commit", content="#!/bin/sh\nid\n"),
+                    call("write_file", id="w2", path=".git//info/exclude", content="*\n"),
+                    call("write_file", id="w3", path="sub/inner/.git/config", content=plant),
+                    call("edit_file", id="e2", path="gitcfg", old_text="[core]", new_text=plant),
+                    call("write_file", id="w4", path=".GIT/config", content=plant),
+                    call("edit_file", id="ok", path="calc.py", old_text="return a - b", new_text="return a + b")),
+        tools_reply(call("read_file", id="r", path=".git/config"),
+                    call("search", id="s1", pattern="AUTHORIZATION|ghs_", path=".git"),
+                    call("search", id="s2", pattern="AUTHORIZATION|ghs_", path="sub/../.git/config"),
+                    call("search", id="s3", pattern="AUTHORIZATION|ghs_"),
+                    call("list_files", id="l", path=".git")),
+        {"text": "done"},
+    ])
+    run = run_action(tmp_path, repo, {"prompt": "fix", "sandbox": "off", "base-url": model.base_url,
+                                      "api-key": ACTION_KEY})
+
+    assert run.returncode == 0, run.log
+    assert {p: p.read_bytes() for p in before} == before, "no .git file changed"
+    assert not (repo / ".git" / "hooks" / "pre-commit").exists() and not (repo / ".GIT").exists()
+    assert "return a + b" in (repo / "calc.py").read_text(), "other edits still apply"
+    edits = {m["tool_call_id"]: m["content"] for m in model.requests[1]["messages"] if m["role"] == "tool"}
+    for call_id in ("e1", "w1", "w2", "w3", "e2", "w4"):
+        assert edits[call_id].startswith("denied") and ".git folder" in edits[call_id], edits[call_id]
+    reads = {m["tool_call_id"]: m["content"] for m in model.requests[2]["messages"] if m["role"] == "tool"}
+    assert "extraheader = [redacted]" in reads["r"] and "https://[redacted]@github.com/o/r" in reads["r"]
+    for call_id in ("s1", "s2", "l"):
+        assert ".git folder" in reads[call_id] and "never" in reads[call_id], reads[call_id]
+    blob = json.dumps(model.requests)
+    assert "eC1hY2Nlc3MtdG9rZW46" not in blob, blob[blob.find("eC1hY2Nlc3MtdG9rZW46") - 600:][:800]
+    assert "ghs_secret" not in blob and "ghs_urltoken" not in blob

@@ -70,14 +70,26 @@ def test_uncommitted_changes_are_carried_over_and_the_run_works_in_the_worktree(
     tree = Path(report["worktree"]["path"])
     assert report["worktree"]["branch"] == "agent/w1" and tree.name == "w1"
     assert tree.parent.parent == data_home / "agent-lsp" / "worktrees"
-    assert proc.stderr.rstrip().splitlines()[-1] == f"worktree: {tree} · branch agent/w1"
-    # Carried over: staged (still staged), unstaged, untracked; the ignored file stays behind.
+    # Decision 70: the last line says how to see the run's change and how to take it.
+    assert proc.stderr.rstrip().splitlines()[-1] == (
+        f"worktree: {tree} · branch agent/w1 · see the run's change: git diff agent/w1~1 agent/w1"
+        " · take it: git merge agent/w1")
+    # Carried over: staged, unstaged, untracked; the ignored file stays behind.
     assert (tree / "README.md").read_text() == "# staged\n" and (tree / "test_calc.py").read_text() == "# unstaged\n"
     assert (tree / "notes.txt").read_text() == "untracked\n" and not (tree / "debug.log").exists()
-    status = git(tree, "status", "--porcelain").splitlines()
-    assert sorted(status) == sorted(["?? notes.txt", "M  README.md", " M calc.py", " M test_calc.py"])
-    assert git(tree, "rev-parse", "HEAD") == git(workspace, "rev-parse", "HEAD")
+    # Committed on the branch as two commits by agent-lsp: what was carried over, then the run's.
+    assert git(tree, "status", "--porcelain") == "", "nothing left uncommitted"
     assert git(tree, "branch", "--show-current").strip() == "agent/w1"
+    log = git(workspace, "log", "--format=%s|%an <%ae>|%cn <%ce>", "agent/w1").splitlines()
+    me = "agent-lsp <agent-lsp@localhost>"
+    assert log == [f"agent-lsp {report['runId']}: fix add|{me}|{me}", f"carried over from the workspace|{me}|{me}",
+                   "init|n <a@b>|n <a@b>"]
+    assert git(workspace, "rev-parse", "agent/w1~2") == git(workspace, "rev-parse", "HEAD")
+    carried = git(workspace, "diff", "--name-status", "agent/w1~2", "agent/w1~1").splitlines()
+    assert sorted(carried) == ["A\tnotes.txt", "M\tREADME.md", "M\ttest_calc.py"]
+    # The printed command shows exactly the run's change.
+    change = git(workspace, "diff", "agent/w1~1", "agent/w1")
+    assert "-    return a - b\n+    return a + b" in change and change.count("diff --git") == 1
     # The run worked there only: the edit, the file it read, the report's paths.
     assert "return a + b" in (tree / "calc.py").read_text() and "return a - b" in (workspace / "calc.py").read_text()
     assert "untracked" in last_tool_results(model.requests[2])["r"]
@@ -114,6 +126,8 @@ def test_list_and_remove_keep_work_and_the_branch(model, workspace):
     model.add("look", [{"text": "nothing to change"}])
     edited = report_of(run_cli(agent_run(model, workspace, "edit", "--worktree", "dirty")).stdout)
     assert report_of(run_cli(agent_run(model, workspace, "look", "--worktree", "clean")).stdout)["stopReason"] == "done"
+    # The run's edit is committed (Decision 70); a change made after the run is not.
+    (Path(edited["worktree"]["path"]) / "later.txt").write_text("after the run\n")
 
     items = listed(workspace)
     assert set(items) == {"dirty", "clean"}
@@ -187,6 +201,11 @@ def test_an_idle_name_is_reused_and_its_session_continues(model, workspace):
     assert "one" in contents and "more" in str(contents), "the model saw the earlier run"
     assert "return a + b" in (Path(first["worktree"]["path"]) / "calc.py").read_text(), "nothing was made anew"
     assert listed(workspace)["re"]["runId"] == report["runId"]
+    # Decision 70: the continued run's commit goes on top of the first run's.
+    assert git(workspace, "log", "--format=%s", "agent/re").splitlines() == [
+        f"agent-lsp {report['runId']}: more", f"agent-lsp {first['runId']}: first",
+        "carried over from the workspace", "init"]
+    assert "return a + b" in git(workspace, "diff", "agent/re~2", "agent/re~1")
     unnamed = run_cli(agent_run(model, workspace, "more", "--session", first["sessionId"], "--worktree"))
     assert unnamed.returncode == 2 and "NAME" in unnamed.stderr
 
@@ -200,7 +219,7 @@ def test_rewind_works_inside_the_worktree(model, workspace):
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.rstrip().splitlines()
     tree = Path(lines[-1].split("worktree: ")[1].split(" · ")[0])
-    assert lines[-1] == f"worktree: {tree} · branch agent/rw", "the last line names the worktree and its branch"
+    assert lines[-1].startswith(f"worktree: {tree} · branch agent/rw · "), "the last line names the worktree and its branch"
     hint = next(line for line in lines if "rewind with" in line)
     assert f"--workspace {tree}" in hint
     run_id = hint.split("`agent-lsp rewind ")[1].split()[0]
@@ -240,7 +259,9 @@ def test_a_repository_config_naming_programs_never_runs_them(model, workspace, t
     assert proc.returncode == 0, proc.stderr
     tree = Path(report_of(proc.stdout)["worktree"]["path"])
     assert (tree / "calc.py").read_text().endswith("# changed\n") and (tree / "new.txt").exists()
-    assert listed(workspace)["trapped"]["dirty"] is True
+    assert listed(workspace)["trapped"]["dirty"] is False, "committed, without running anything"
+    assert git(workspace, "log", "--format=%s", "agent/trapped").splitlines()[:2] == [
+        f"agent-lsp {report_of(proc.stdout)['runId']}: make a file", "carried over from the workspace"]
     removed = cli("worktrees", "remove", "trapped", "--force", "--workspace", str(workspace))
     assert removed.returncode == 0, removed.stderr
     assert not marker.exists(), f"the repository's program ran: {marker.read_text()}"
@@ -282,3 +303,33 @@ def test_the_stream_json_result_names_the_worktree(model, workspace):
     tree = Path(result["report"]["worktree"]["path"])
     assert "return a + b" in (tree / "calc.py").read_text()
     assert {line["runId"] for line in lines[:-1]} == {result["report"]["runId"]}
+
+
+def test_remove_without_force_keeps_a_nested_repository_s_uncommitted_work(model, workspace):
+    """Issue 32 P8: the worktree itself is clean (the nested repository is committed as a commit
+    id), but the nested repository holds changed and untracked files: refused, nothing deleted."""
+    git_repo(workspace)
+    model.add([{"text": "nothing to do"}])
+    tree = Path(report_of(run_cli(agent_run(model, workspace, "look", "--worktree", "nest")).stdout)["worktree"]["path"])
+    inner = tree / "lib"
+    inner.mkdir()
+    (inner / "a.txt").write_text("committed\n")
+    git(inner, "init", "-q")
+    git(inner, "add", "-A")
+    git(inner, "commit", "-qm", "lib")
+    git(tree, "add", "lib")
+    git(tree, "commit", "-qm", "add lib")
+    assert listed(workspace)["nest"]["dirty"] is False, "clean as committed"
+    (inner / "a.txt").write_text("changed, not committed\n")
+    (inner / "new.txt").write_text("untracked\n")
+
+    refused = cli("worktrees", "remove", "nest", "--workspace", str(workspace))
+
+    assert refused.returncode == 1, refused.stdout + refused.stderr
+    assert "uncommitted" in refused.stderr and "lib/a.txt" in refused.stderr and "--force" in refused.stderr
+    assert (inner / "a.txt").read_text() == "changed, not committed\n" and (inner / "new.txt").exists()
+    assert listed(workspace)["nest"]["dirty"] is True
+    (inner / "a.txt").write_text("committed\n")
+    (inner / "new.txt").unlink()
+    assert cli("worktrees", "remove", "nest", "--workspace", str(workspace)).returncode == 0, "clean again: removed"
+    assert not tree.exists()

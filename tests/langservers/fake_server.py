@@ -3,7 +3,10 @@
 `config` asks workspace/configuration and answers hover with what it got, `env` answers
 hover with the names of its API-key variables; `indexing` reports its reading of the workspace
 as `$/progress` (1.5 s), `pyright` as the pyright family's log lines, `endless` never ends it:
-until then references answer [] (as a cold basedpyright answers from its open files only). Each start appends a
+until then references answer [] (as a cold basedpyright answers from its open files only); `point`
+answers definition, references and workspace symbols with line 1 of each URI in $FAKE_LSP_POINT
+(comma-separated), whatever was asked (a server naming files it was told of), and a rename with
+an edit of line 1's first 3 characters in each. Each start appends a
 line to $FAKE_LSP_LOG (pid), so a test counts the starts."""
 
 import asyncio
@@ -50,8 +53,28 @@ async def initialized(params):
         server.window_log_message(types.LogMessageParams(types.MessageType.Info, "Found 3 source files"))
 
 
+def pointed() -> list:
+    start = types.Position(0, 0)
+    return [types.Location(uri, types.Range(start, types.Position(0, 3)))
+            for uri in os.environ.get("FAKE_LSP_POINT", "").split(",") if uri]
+
+
+@server.feature(types.WORKSPACE_SYMBOL)
+def workspace_symbols(params):
+    return [types.SymbolInformation(name="secret", kind=types.SymbolKind.Variable, location=loc)
+            for loc in pointed()]
+
+
+@server.feature(types.TEXT_DOCUMENT_RENAME)
+def rename(params):
+    return types.WorkspaceEdit(changes={
+        loc.uri: [types.TextEdit(loc.range, params.new_name)] for loc in pointed()})
+
+
 @server.feature(types.TEXT_DOCUMENT_REFERENCES)
 def references(params):
+    if mode == "point":
+        return pointed()
     where = types.Location(params.text_document.uri, types.Range(params.position, params.position))
     return [where] if indexed or mode not in ("indexing", "endless", "pyright") else []
 
@@ -60,7 +83,7 @@ def references(params):
 async def definition(params):
     if mode == "hang":
         await asyncio.sleep(3600)
-    return None
+    return pointed() or None
 
 
 @server.feature(types.TEXT_DOCUMENT_HOVER)

@@ -75,6 +75,22 @@ def _reap_all() -> None:
                 continue
 
 
+def _exec(argv: list[str]) -> None:
+    """Replace this child with argv; a bare program name is looked up only in PATH's absolute
+    entries (never the workspace through an empty or `.` entry: Decision 62)."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from program_path import find_program
+
+    program = argv[0] if os.sep in argv[0] else find_program(argv[0])
+    try:
+        if program is None:
+            raise FileNotFoundError(2, "no such command on the PATH (absolute entries only)")
+        os.execv(program, argv)
+    except OSError as exc:
+        os.write(2, f"agent-lsp: cannot start {argv[0]!r}: {exc.strerror}\n".encode())
+    os._exit(EXEC_FAILED)
+
+
 def main(argv: list[str]) -> int:
     own_session = bool(argv) and argv[0] == "--session"
     if own_session:
@@ -102,11 +118,7 @@ def main(argv: list[str]) -> int:
             signal.signal(signum, signal.SIG_DFL)
         if own_session:
             os.setsid()
-        try:
-            os.execvp(argv[0], argv)
-        except OSError as exc:
-            os.write(2, f"agent-lsp: cannot start {argv[0]!r}: {exc.strerror}\n".encode())
-        os._exit(EXEC_FAILED)
+        _exec(argv)
     if own_session:
         null = os.open(os.devnull, os.O_RDWR)
         os.dup2(null, 0)

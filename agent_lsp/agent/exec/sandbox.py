@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import asyncio
 import re
-import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from agent_lsp.agent.exec.keyguard import child_env
+from agent_lsp.agent.exec.program_path import find_program
 from agent_lsp.agent.exec.sandbox_mounts import (
     DEFAULT_HIDE,
     HOST_SOCKET_VARS,
@@ -94,7 +94,7 @@ def reset_probe() -> None:
 
 
 async def _run_probe() -> str | None:
-    bwrap = shutil.which("bwrap")
+    bwrap = find_program("bwrap")
     if bwrap is None:
         return (
             f"the command sandbox needs bubblewrap, and `bwrap` is not on the PATH: {INSTALL_HINT}"
@@ -130,7 +130,7 @@ async def _run_probe() -> str | None:
 def bwrap_argv(policy: SandboxPolicy, argv: list[str], cwd: Path) -> list[str]:
     """The bwrap command line; CannotHide when a secret or host socket cannot be hidden (then
     nothing may run). Looks at the filesystem: call it off the event loop."""
-    bwrap = shutil.which("bwrap") or "bwrap"
+    bwrap = find_program("bwrap") or "/usr/bin/bwrap"
     out = [
         bwrap,
         "--die-with-parent",

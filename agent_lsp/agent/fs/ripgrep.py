@@ -21,7 +21,6 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import shutil
 import sys
 import sysconfig
 import tempfile
@@ -31,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 # INSTALL_HINT and the errors are re-exported: callers use them through this module.
+from agent_lsp.agent.exec.program_path import find_program
 from agent_lsp.agent.fs.rg_process import INSTALL_HINT as INSTALL_HINT
 from agent_lsp.agent.fs.rg_process import Problems, RgOutcome, run_rg
 from agent_lsp.agent.fs.rg_process import RipgrepError as RipgrepError
@@ -78,7 +78,7 @@ def find_rg() -> str | None:
                 _found = str(candidate)
                 break
         else:
-            _found = shutil.which("rg")
+            _found = find_program("rg")
     return _found
 
 

@@ -14,6 +14,7 @@ from agent_lsp.agent.display import escape_invisible
 from agent_lsp.agent.policy.rules import Rule, RuleSet
 from agent_lsp.agent.policy.shell import HARMLESS_TARGETS, Part, destructive, split_line, unwrap
 from agent_lsp.agent.state.session import SessionApprovals
+from agent_lsp.agent.tools.paths import in_git_dir
 from agent_lsp.settings import ApprovalSettings, Settings
 
 if TYPE_CHECKING:
@@ -229,8 +230,9 @@ class ApprovalPolicy:
                 f"approval.tools asks for {next(a for a, r in cautious.items() if r == 'ask')}, "
                 f"a name that may mean {tool.name}",
             )
-        if prepared.must_ask:  # above every allow: rules, the sandbox, session grants, --yes
-            return PolicyVerdict("ask", prepared.must_ask, must_ask=prepared.must_ask)
+        must_ask = prepared.must_ask or self._edits_git_dir(tool, prepared)
+        if must_ask:  # above every allow: rules, the sandbox, session grants, --yes, the Action
+            return PolicyVerdict("ask", must_ask, must_ask=must_ask)
         harmful = destructive(parts) if parts else None
         if harmful:
             why = f"asks: destructive command: {harmful}; nothing allows it without a person"
@@ -307,6 +309,21 @@ class ApprovalPolicy:
 
     def _roots(self, prepared: Prepared) -> list[Path]:
         return self.roots
+
+    def _edits_git_dir(self, tool: Tool, prepared: Prepared) -> str | None:
+        """Decision 62: a writer's file inside any repository's `.git` (its config, hooks and
+        info make git run programs) is never changed without a person; as named or resolved."""
+        if tool.read_only:
+            return None
+        for pair in prepared.paths:
+            for path in pair:
+                if in_git_dir(path, self.roots):
+                    shown = prepared.shown_path or path.name
+                    return (
+                        f"asks: {shown} is inside a repository's .git folder, whose config and "
+                        "hooks make git run programs; nothing allows that without a person"
+                    )
+        return None
 
     def _command_allowed(
         self, parts: list[Part], cwd: Path, roots: list[Path]

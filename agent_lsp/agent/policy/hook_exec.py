@@ -13,12 +13,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import shutil
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from agent_lsp.agent.exec.process import OutputTail, end_process, kill_group
+from agent_lsp.agent.exec.program_path import find_program
 
 OUTPUT_CAP = 1_000_000  # bytes of each stream kept (head and tail)
 
@@ -44,7 +44,7 @@ class HookProcess:
 
 
 def shell_argv(command: str) -> list[str]:
-    shell = shutil.which("bash") or shutil.which("sh") or "/bin/sh"
+    shell = find_program("bash") or find_program("sh") or "/bin/sh"
     return [shell, "-c", command]
 
 

@@ -13,11 +13,14 @@ import fcntl
 import fnmatch
 import logging
 import os
+import re
 import subprocess
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
+
+from agent_lsp.agent.exec.program_path import find_program, safe_path
 
 log = logging.getLogger(__name__)
 
@@ -93,6 +96,7 @@ EXECUTING_KEYS = (
     "sendemail.headercmd",
     "receive.procreceiverefs",
 )
+_NO_GIT = b"git was not found in the absolute entries of PATH"
 _VALUE_EXECUTES = ("alias.*", "submodule.*.update")  # only when the value starts with "!"
 
 
@@ -136,7 +140,9 @@ def find_repository(folder: Path) -> Repository | None:
 def base_env() -> dict[str, str]:
     from agent_lsp.agent.exec.keyguard import child_env
 
-    return {k: v for k, v in child_env().items() if k in _PASSED or k.startswith("LC_")}
+    env = {k: v for k, v in child_env().items() if k in _PASSED or k.startswith("LC_")}
+    env["PATH"] = safe_path(env.get("PATH", ""))  # git looks programs up too (Decision 62)
+    return env
 
 
 def git_env(git_dir: Path, work_tree: Path, index: Path | None = None) -> dict[str, str]:
@@ -192,9 +198,12 @@ async def run_git(
     cwd: Path, args: list[str], env: dict[str, str], stdin: bytes | None = None
 ) -> tuple[int, bytes, bytes]:
     """git with the safe overrides; killed if the caller is cancelled (no git left running)."""
+    git = find_program("git", env.get("PATH", ""))
+    if git is None:
+        return 127, b"", _NO_GIT
     try:
         proc = await asyncio.create_subprocess_exec(
-            "git",
+            git,
             *GIT_SAFE,
             *args,
             cwd=cwd,
@@ -218,9 +227,12 @@ async def run_git(
 def run_git_sync(cwd: Path, args: list[str], env: dict[str, str]) -> tuple[int, bytes, bytes]:
     """run_git for code off any event loop (the `agent-lsp worktrees` commands, a worktree made
     before the run starts); a Ctrl-C kills git (subprocess.run does)."""
+    git = find_program("git", env.get("PATH", ""))
+    if git is None:
+        return 127, b"", _NO_GIT
     try:
         proc = subprocess.run(
-            ["git", *GIT_SAFE, *args],
+            [git, *GIT_SAFE, *args],
             cwd=cwd,
             env=env,
             stdin=subprocess.DEVNULL,
@@ -345,6 +357,23 @@ def _hooks(repo: Repository) -> list[str]:
             if not e.name.endswith(".sample") and os.access(e, os.X_OK)
         ]
     return found
+
+
+# A config line whose value is a credential: `extraheader = AUTHORIZATION: basic …` (what
+# actions/checkout persists), a password or token key; and a URL's user:password@.
+_SECRET_KEY = re.compile(
+    r"^(\s*(?:extraheader|[\w.-]*(?:password|passwd|token|secret|credential)[\w.-]*)\s*=\s*)"
+    r"(\S.*)$",
+    re.IGNORECASE | re.MULTILINE,
+)
+_URL_USERINFO = re.compile(r"(\b[a-z][a-z0-9+.-]*://)[^/\s@]+@", re.IGNORECASE)
+
+
+def redact_git_secrets(text: str) -> str:
+    """A file from a `.git` folder as the model may see it (Decision 62): credential values in
+    its config and user:password in its URLs replaced by `[redacted]`."""
+    text = _SECRET_KEY.sub(lambda m: f"{m.group(1)}[redacted]", text)
+    return _URL_USERINFO.sub(lambda m: f"{m.group(1)}[redacted]@", text)
 
 
 def mentions_git(argv: list[str]) -> bool:

@@ -1,6 +1,7 @@
 """Git worktrees for `agent-lsp run --worktree` (CONTRACT Decision 42): one per NAME under
 `<base>/<workspace hash>/NAME` on a branch `agent/NAME` from HEAD, with the workspace's
-uncommitted changes carried over; which are running (a lock its run holds), which have
+uncommitted changes carried over (a first commit), each run's work committed on top (Decision
+70); which are running (a lock its run holds), which have
 uncommitted changes, and their removal. Every git call is neutralised (Decision 45): the
 repository's config is read only by the two calls that register or drop a worktree and its
 branch, which run no program; what reads or writes files (the carried-over state, the checkout,
@@ -34,6 +35,14 @@ from agent_lsp.agent.state.sessions import iso, workspace_key
 
 NAME = re.compile(r"[A-Za-z0-9._-]{1,64}")
 BRANCH_PREFIX = "agent/"
+CARRIED_MESSAGE = "carried over from the workspace"
+# Decision 70: every commit agent-lsp makes says so, whoever's config runs the run.
+AUTHOR = {
+    "GIT_AUTHOR_NAME": "agent-lsp",
+    "GIT_AUTHOR_EMAIL": "agent-lsp@localhost",
+    "GIT_COMMITTER_NAME": "agent-lsp",
+    "GIT_COMMITTER_EMAIL": "agent-lsp@localhost",
+}
 LOCK_WAIT = 30.0  # seconds a creation or removal waits for another one on the same workspace
 
 
@@ -175,8 +184,9 @@ class WorktreeStore:
     # -- making one -------------------------------------------------------------------------
     def create(self, name: str, run_id: str, exclude: tuple[Path, ...] = ()) -> Worktree:
         """A new worktree NAME on a new branch `agent/NAME` from the workspace's HEAD, holding
-        the workspace's tracked changes (staged stay staged) and its untracked files that are
-        not ignored. WorktreeError when it cannot be made (and nothing is left behind)."""
+        the workspace's tracked changes (staged or not) and its untracked files that are not
+        ignored, committed on the branch as "carried over from the workspace" (Decision 70).
+        WorktreeError when it cannot be made (and nothing is left behind)."""
         repo = find_repository(self.workspace)
         if repo is None:
             raise WorktreeError(
@@ -203,13 +213,17 @@ class WorktreeStore:
             private_dir(self.dir)
             with tempfile.TemporaryDirectory(dir=private_dir(self.state)) as tmp:
                 private = private_git_dir(Path(tmp) / "git", repo)
-                staged, current = _carried_over(
-                    repo, private, head, tuple(p.resolve() for p in exclude)
-                )
+                _, current = _carried_over(repo, private, head, tuple(p.resolve() for p in exclude))
                 _register(repo, path, branch, head)
                 try:
                     git_dir = _admin_dir(path)
-                    _check_out(repo, private, path, git_dir, staged, current)
+                    # Decision 70: what was carried over is the branch's first commit, so that
+                    # `git diff agent/NAME~1 agent/NAME` is exactly the run's change.
+                    _check_out(repo, private, path, git_dir, current)
+                    env = git_env(private, path, git_dir / "index")
+                    env["GIT_OBJECT_DIRECTORY"] = str(repo.common_dir / "objects")
+                    carried = _commit_tree(path, env, current, head, CARRIED_MESSAGE)
+                    _move_branch(repo, branch, carried, head)
                 except BaseException:
                     _unregister(repo, path, branch, head)
                     raise
@@ -228,11 +242,26 @@ class WorktreeStore:
         return ref.removeprefix("refs/heads/")
 
     def changed(self, worktree: Worktree) -> list[str] | None:
-        """The paths with uncommitted changes (staged, unstaged, untracked not ignored), or None
-        when git cannot tell (counted as changed: nothing is removed on a guess)."""
+        """The paths with uncommitted changes (staged, unstaged, untracked not ignored), in the
+        worktree and in every repository nested in it (git sees one as a commit id only: its
+        own uncommitted files would go with the folder), or None when git cannot tell (counted
+        as changed: nothing is removed on a guess)."""
         repo = find_repository(worktree.path)
         if repo is None or repo.git_dir != worktree.git_dir.resolve():
             return None
+        found = self._changed_in(repo)
+        for nested in _nested_repositories(worktree.path):
+            inner = find_repository(nested)
+            if found is None or inner is None or inner.top != nested.resolve():
+                return None
+            more = self._changed_in(inner)
+            if more is None:
+                return None
+            prefix = os.path.relpath(nested, worktree.path)
+            found += [f"{prefix}/{name}" for name in more]
+        return found
+
+    def _changed_in(self, repo: Repository) -> list[str] | None:
         head, _ = resolve_head(repo.git_dir, repo.common_dir)
         if head is None:
             return None
@@ -264,6 +293,38 @@ class WorktreeStore:
             names = [n for n in diff.split("\0") if n]
             return names or ["(staged changes)"]
 
+    # -- committing a run's work ------------------------------------------------------------
+    def commit_run(self, worktree: Worktree, message: str) -> str:
+        """The worktree's files (what is not ignored) as a commit on its branch, on top of the
+        branch's last commit; its index then matches, so the worktree is clean. Git runs in a
+        private git dir (no filter, hook or fsmonitor of the repository runs); only the branch's
+        move reads the repository's config (hooks off). Returns the commit; WorktreeError when
+        it cannot be made (the files stay as they are)."""
+        repo = find_repository(worktree.path)
+        if repo is None or repo.git_dir != worktree.git_dir.resolve():
+            raise WorktreeError(f"{worktree.path} is no longer this worktree's folder")
+        head, ref = resolve_head(repo.git_dir, repo.common_dir)
+        if head is None or ref != f"refs/heads/{worktree.branch}":
+            raise WorktreeError(
+                f"the worktree is not on branch {worktree.branch} any more "
+                f"({ref or 'detached HEAD'}); commit there yourself"
+            )
+        with tempfile.TemporaryDirectory(dir=private_dir(self.state)) as tmp:
+            private = private_git_dir(Path(tmp) / "git", repo)
+            index = private / "index"
+            env = git_env(private, repo.top, index)
+            env["GIT_OBJECT_DIRECTORY"] = str(repo.common_dir / "objects")
+            with contextlib.suppress(OSError):
+                shutil.copyfile(repo.git_dir / "index", index)  # files already hashed stay so
+            run_git_sync(repo.top, ["add", "-A", "--ignore-errors", "--", "."], env)
+            tree = _git(repo.top, ["write-tree"], env)
+            if tree is None:
+                raise WorktreeError("git could not record the worktree's files")
+            commit = _commit_tree(repo.top, env, tree, head, message)
+            _move_branch(repo, worktree.branch, commit, head)
+            shutil.copyfile(index, repo.git_dir / "index")
+        return commit
+
     # -- removing one -----------------------------------------------------------------------
     def remove(self, worktree: Worktree) -> None:
         """Its folder, its admin folder in the repository and our record; the branch stays.
@@ -284,6 +345,17 @@ class WorktreeStore:
             if worktree.path.is_relative_to(self.dir):
                 shutil.rmtree(worktree.path, ignore_errors=True)
             (self.state / f"{worktree.name}.json").unlink(missing_ok=True)
+
+
+def _nested_repositories(top: Path) -> list[Path]:
+    """The folders under top (not top itself) holding a `.git`, found without following links
+    or entering a `.git`."""
+    found: list[Path] = []
+    for folder, dirs, files in os.walk(top, onerror=None, followlinks=False):
+        dirs[:] = [d for d in dirs if d != ".git"]
+        if folder != str(top) and (".git" in files or os.path.isdir(os.path.join(folder, ".git"))):
+            found.append(Path(folder))
+    return found
 
 
 def _carried_over(
@@ -340,6 +412,30 @@ def _register(repo: Repository, path: Path, branch: str, head: str) -> None:
         )
 
 
+def _commit_tree(cwd: Path, env: dict[str, str], tree: str, parent: str, message: str) -> str:
+    """A commit of tree on parent by agent-lsp (Decision 70); never signed (no program runs)."""
+    env = {**env, **AUTHOR}
+    commit = _git(cwd, ["commit-tree", "--no-gpg-sign", tree, "-p", parent, "-m", message], env)
+    if commit is None:
+        raise WorktreeError("git could not make the commit")
+    return commit
+
+
+def _move_branch(repo: Repository, branch: str, commit: str, old: str) -> None:
+    """The branch to commit, only if it still is at old (no one moved it meanwhile); the one
+    call that writes the repository's refs (hooks off by GIT_SAFE; it runs no program)."""
+    code, _, err = run_git_sync(
+        repo.top,
+        ["update-ref", "-m", "agent-lsp", f"refs/heads/{branch}", commit, old],
+        repository_env(repo),
+    )
+    if code != 0:
+        said = err.decode(errors="replace").strip().splitlines()
+        raise WorktreeError(
+            f"git could not move branch {branch}: {said[-1] if said else f'exit {code}'}"
+        )
+
+
 def _unregister(repo: Repository, path: Path, branch: str, head: str) -> None:
     """Undo _register after a failed checkout: the folder, the admin folder, the new branch."""
     with contextlib.suppress(OSError, WorktreeError):
@@ -348,17 +444,13 @@ def _unregister(repo: Repository, path: Path, branch: str, head: str) -> None:
     run_git_sync(repo.top, ["update-ref", "-d", f"refs/heads/{branch}", head], repository_env(repo))
 
 
-def _check_out(
-    repo: Repository, private: Path, path: Path, git_dir: Path, staged: str, current: str
-) -> None:
-    """The files of `current` written into the new worktree and its index set to `staged`, by
-    git in a private git dir (no config of the repository: no smudge filter, no hook)."""
+def _check_out(repo: Repository, private: Path, path: Path, git_dir: Path, current: str) -> None:
+    """The files of `current` written into the new worktree, its index set to them, by git in a
+    private git dir (no config of the repository: no smudge filter, no hook)."""
     env = git_env(private, path, git_dir / "index")
     env["GIT_OBJECT_DIRECTORY"] = str(repo.common_dir / "objects")
     if _git(path, ["read-tree", "--reset", "-u", current], env) is None:
         raise WorktreeError("git could not write the files into the worktree")
-    if staged != current and _git(path, ["read-tree", "-m", staged], env) is None:
-        raise WorktreeError("git could not set the worktree's staged changes")
 
 
 def _admin_dir(path: Path) -> Path:

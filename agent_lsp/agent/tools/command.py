@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import re
 import shlex
-import shutil
 from pathlib import Path
 
 from pydantic import Field
 
 from agent_lsp.agent.display import show_command
+from agent_lsp.agent.exec.program_path import find_program
 from agent_lsp.agent.state.gitsafe import executing_config, mentions_git
 from agent_lsp.agent.tools.base import Args, CommandPlan, Prepared, Tool, ToolContext, ToolError
 
@@ -65,7 +65,7 @@ class RunCommand(Tool):
         if (
             not shell
             and not runner.sandboxed
-            and shutil.which(argv[0], path=runner.env.get("PATH")) is None
+            and find_program(argv[0], runner.env.get("PATH", "")) is None
             and "/" not in argv[0]
         ):
             raise ToolError(f"cannot start {argv[0]!r}: no such command on the PATH")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
+from agent_lsp.agent.state.gitsafe import redact_git_secrets
 from agent_lsp.agent.tools.base import Args, Prepared, Tool, ToolContext, ToolError
 
 MAX_READ_LINES = 2000
@@ -47,7 +48,8 @@ class ReadFile(Tool):
                 doc = await ctx.workspace.read(path)
             except ValueError as exc:
                 raise ToolError(str(exc)) from None
-            lines = split_lines(doc.text)
+            text = redact_git_secrets(doc.text) if ctx.paths.in_git_dir(path) else doc.text
+            lines = split_lines(text)
             start = (args.offset or 1) - 1
             count = min(args.limit or MAX_READ_LINES, MAX_READ_LINES)
             chosen = lines[start : start + count]

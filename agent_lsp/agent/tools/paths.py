@@ -36,6 +36,18 @@ def folder_names(roots: list[Path], names: list[str] | None = None) -> list[str]
     return out
 
 
+def in_git_dir(path: Path, roots: list[Path]) -> bool:
+    """True for `.git` itself or anything under a `.git` folder of any repository (nested ones
+    too), any letter case, counted from the workspace folder holding path (Decision 62)."""
+    base = max(
+        (r for r in roots if path == r or path.is_relative_to(r)),
+        key=lambda r: len(r.parts),
+        default=None,
+    )
+    parts = path.relative_to(base).parts if base is not None else path.parts
+    return any(part.lower() == ".git" for part in parts)
+
+
 class PathGuard:
     def __init__(
         self,
@@ -92,6 +104,9 @@ class PathGuard:
                 f"({', '.join(map(str, self.roots))}); refused"
             )
         return resolved
+
+    def in_git_dir(self, path: Path) -> bool:
+        return in_git_dir(path, self.roots)
 
     def given(self, raw: str) -> Path:
         """The path as the model gave it, made absolute and normalised but not resolved (a

@@ -15,6 +15,7 @@ from agent_lsp.agent.exec.process import (
     reaped,
     run_process,
 )
+from agent_lsp.agent.exec.program_path import find_program
 from agent_lsp.agent.ports import current_tool_span
 from agent_lsp.agent.tools.errors import ToolError
 from agent_lsp.settings import SandboxSettings
@@ -68,6 +69,14 @@ class CommandRunner:
                     f"(sandbox.mode={self.settings.mode}) and {problem}. Nothing ran."
                 )
             policy = self.policy()
+            if "/" not in argv[0]:  # bwrap would search PATH itself, empty entries included
+                program = find_program(argv[0], self.env.get("PATH", ""))
+                if program is None:
+                    raise ToolError(
+                        f"cannot start {argv[0]!r}: no such command on the PATH "
+                        "(agent-lsp looks only in its absolute entries). Nothing ran."
+                    )
+                argv = [program, *argv[1:]]
             try:
                 wrapped = await asyncio.to_thread(sandbox.bwrap_argv, policy, argv, cwd)
             except sandbox.CannotHide as exc:

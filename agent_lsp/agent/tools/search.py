@@ -307,7 +307,15 @@ def search_bases(raw: str, paths: PathGuard) -> list[Path]:
     resolved."""
     if raw.strip() in (".", "./") and len(paths.roots) > 1:
         return list(paths.roots)
-    return [paths.resolve(raw)]
+    base = paths.resolve(raw)
+    if paths.in_git_dir(base) or paths.in_git_dir(paths.given(raw)):
+        # the rule that leaves .git out of every search holds for an explicit path too: its
+        # config may hold a checkout's token (an Action's `http.extraheader`)
+        raise PathRefused(
+            f"{raw!r} is inside a repository's .git folder, which search and list_files never "
+            "look into; read one of its files with read_file"
+        )
+    return [base]
 
 
 def _given_bases(raw: str, bases: list[Path], paths: PathGuard) -> list[tuple[Path, Path]]:

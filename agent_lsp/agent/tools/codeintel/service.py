@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -104,21 +105,49 @@ async def sync_sources(ctx: ToolContext, path: Path, text: str) -> None:
             log.info("code-intel source %s: sync of %s failed: %s", source.name, path, exc)
 
 
+NOT_READ = "(outside the workspace: not read)"
+GIT_NOT_READ = "(inside a .git folder: not read)"
+
+
 class Texts:
     """The texts of the files an answer names, read once per call: workspace files as the agent
-    sees them (the editor's buffers), files outside the workspace from disk (regular files only,
-    then readable by read_file for the session)."""
+    sees them (the editor's buffers), a library's source outside the workspace from disk
+    (regular files only, then readable by read_file for the session). Any other file outside
+    (a workspace symlink out, a secret) is judged as read_file judges it: not read (issue 32
+    P1)."""
 
     def __init__(self, ctx: ToolContext):
         self.ctx = ctx
         self._cache: dict[Path, TextIndex | None] = {}
         self._paths: dict[str, Path | None] = {}
+        self._refused: dict[str, str | None] = {}
 
     def path(self, uri: str) -> Path | None:
         """The file a URI names, resolved once per call (an answer names a file many times)."""
         if uri not in self._paths:
             self._paths[uri] = resolve_uri(self.ctx, uri)
         return self._paths[uri]
+
+    def refused(self, uri: str) -> str | None:
+        """Why the file the URI names is not read (None: it is): outside the workspace and no
+        library's source, or inside a `.git` folder (its config may hold a token). Its location
+        is still shown; it is not made readable."""
+        if uri not in self._refused:
+            path, why = self.path(uri), None
+            if path is not None and not outside_readable(self.ctx, uri, path):
+                why = NOT_READ
+            elif path is not None and (
+                self.ctx.paths.in_git_dir(path)
+                or self.ctx.paths.in_git_dir(self.ctx.paths.given(uri))
+            ):
+                why = GIT_NOT_READ
+            self._refused[uri] = why
+        return self._refused[uri]
+
+    def named(self, uri: str) -> str:
+        """How a refused location is shown: the path as the answer named it (a workspace
+        symlink keeps its workspace name)."""
+        return self.ctx.paths.display(self.ctx.paths.given(uri))
 
     async def index(self, path: Path) -> TextIndex | None:
         if path not in self._cache:
@@ -127,7 +156,9 @@ class Texts:
 
     async def preload(self, uris: list[str]) -> None:
         """Read the files these URIs name at once (an answer names many)."""
-        paths = {p for uri in set(uris) if (p := self.path(uri)) is not None}
+        paths = {
+            p for uri in set(uris) if (p := self.path(uri)) is not None and not self.refused(uri)
+        }
         todo = [p for p in paths if p not in self._cache]
         results = await asyncio.gather(*(self._read(p) for p in todo))
         self._cache.update(zip(todo, results, strict=True))
@@ -152,6 +183,35 @@ class Texts:
 
     def display(self, path: Path) -> str:
         return self.ctx.paths.display(path)
+
+
+def outside_readable(ctx: ToolContext, uri: str, path: Path) -> bool:
+    """Whether an answer's file (`path`, resolved) may be read: inside the workspace folders, or
+    already readable (read_file's rules); else only a library's source: named by its own path
+    outside the workspace (not a workspace entry linking out), a file of a language the run's
+    sources answer for, and none of the secrets the sandbox hides."""
+    guard = ctx.paths
+    if guard.root_of(path) is not None or path in guard.extra_readable:
+        return True
+    if guard.root_of(guard.given(uri)) is not None:
+        return False  # a symlink in the workspace pointing out: read_file refuses it too
+    if ctx.code_intel is None or not ctx.code_intel.sources_for(path):
+        return False
+    return not any(path == s or path.is_relative_to(s) for s in _secrets())
+
+
+def _secrets() -> tuple[Path, ...]:
+    from agent_lsp.agent.exec.sandbox_mounts import DEFAULT_HIDE, expand_hidden
+    from agent_lsp.settings import state_dir
+
+    found: list[Path] = []
+    for entry in expand_hidden(DEFAULT_HIDE, [state_dir()], dict(os.environ)):
+        found.append(entry)
+        try:
+            found.append(entry.resolve())
+        except (OSError, RuntimeError):
+            continue
+    return tuple(found)
 
 
 def resolve_uri(ctx: ToolContext, uri: str) -> Path | None:
@@ -196,6 +256,10 @@ async def located(texts: Texts, uri: str, start: dict[str, Any], encoding: str) 
         return Line(uri, int(start.get("line", 0)) + 1, int(start.get("character", 0)) + 1, "")
     if texts.hidden(path):
         return None
+    why = texts.refused(uri)
+    if why is not None:
+        line, column = int(start.get("line", 0)) + 1, int(start.get("character", 0)) + 1
+        return Line(texts.named(uri), line, column, why)
     index = await texts.index(path)
     if index is None:
         line = int(start.get("line", 0)) + 1
