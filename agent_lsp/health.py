@@ -150,19 +150,30 @@ def _telemetry(settings: Settings) -> list[Check]:
     """Only when telemetry is on: whether the `otel` extra is there, and where spans go."""
     if not settings.telemetry.enabled:
         return []
-    from agent_lsp.telemetry.hub import EXTRA_HINT, missing_extra
+    from agent_lsp.telemetry.hub import EXTRA_HINT, exporting, missing_extra
 
     missing = missing_extra()
     if missing is not None:
         return [Check("telemetry", False, f"telemetry is on but {missing}: {EXTRA_HINT}")]
-    endpoint = (
+    endpoint = _without_userinfo(
         os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
         or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
         or "http://localhost:4318 (the OTLP default)"
     )
     protocol = os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL") or "http/protobuf"
     content = ", prompts and tool arguments included" if settings.telemetry.log_content else ""
-    return [Check("telemetry", True, f"on: OTLP {protocol} to {endpoint}{content}")]
+    off = [s.lower() for s in ("TRACES", "METRICS") if not exporting(s)]
+    none = f"; not exported: {', '.join(off)} (OTEL_*_EXPORTER=none)" if off else ""
+    return [Check("telemetry", True, f"on: OTLP {protocol} to {endpoint}{content}{none}")]
+
+
+def _without_userinfo(url: str) -> str:
+    """An endpoint as shown: a user or password in its URL is a credential, never printed."""
+    scheme, sep, rest = url.partition("://")
+    host, slash, path = rest.partition("/")
+    if not sep or "@" not in host:
+        return url
+    return f"{scheme}://[credentials hidden]@{host.rpartition('@')[2]}{slash}{path}"
 
 
 def _endpoint_checks(settings: Settings, found: dict[str, Any]) -> list[Check]:

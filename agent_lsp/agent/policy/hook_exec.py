@@ -50,6 +50,24 @@ def shell_argv(command: str) -> list[str]:
     return [shell, "-c", command]
 
 
+async def _start(confined: Confined, cwd: Path, env: dict[str, str]) -> asyncio.subprocess.Process:
+    """The hook's process, leading a group of its own; the sandbox's descriptors are closed
+    here once it has them."""
+    try:
+        return await asyncio.create_subprocess_exec(
+            *confined.argv,
+            cwd=cwd,
+            env=env,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            start_new_session=True,
+            pass_fds=confined.fds,
+        )
+    finally:
+        confined.close()
+
+
 async def run_hook(
     command: str,
     payload: bytes,
@@ -69,20 +87,9 @@ async def run_hook(
     except HookRefused as exc:
         return HookProcess(None, "", "", error=str(exc))
     try:
-        proc = await asyncio.create_subprocess_exec(
-            *confined.argv,
-            cwd=cwd,
-            env=env,
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            start_new_session=True,
-            pass_fds=confined.fds,
-        )
+        proc = await _start(confined, cwd, env)
     except OSError as exc:
         return HookProcess(None, "", "", error=f"cannot start the hook: {exc.strerror or exc}")
-    finally:
-        confined.close()
     processes.add(proc)
     out, err = OutputTail(OUTPUT_CAP, OUTPUT_CAP), OutputTail(OUTPUT_CAP, OUTPUT_CAP)
 
