@@ -36,6 +36,14 @@ def command_output(model) -> str:
     return [m["content"] for m in model.requests_for("MAIN")[-1]["messages"] if m.get("tool_call_id") == "cmd"][0]
 
 
+def doctor_checks(model, workspace: Path, env: dict[str, str]) -> dict[str, dict]:
+    doctor = subprocess.run([sys.executable, "-m", "agent_lsp", "doctor", "--workspace", str(workspace),
+                             "--base-url", model.base_url, "--model", "m", "--json"],
+                            stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60, env=env)
+    assert PASSWORD not in doctor.stdout + doctor.stderr
+    return {c["name"]: c for c in json.loads(doctor.stdout)["checks"]}
+
+
 # -- P13: an approval rule's text is content -----------------------------------------------------
 @pytest.mark.parametrize("log_content", [False, True])
 def test_an_approval_rule_s_text_is_exported_only_with_log_content(model, workspace, tmp_path, log_content):
@@ -71,6 +79,8 @@ def test_a_traces_only_backend_gets_no_metrics_with_otel_metrics_exporter_none(m
         else:
             assert receiver.refused == [] and not receiver.points()
             assert "Failed to export" not in proc.stderr, proc.stderr
+            check = doctor_checks(model, workspace, otel_env(receiver, OTEL_METRICS_EXPORTER=metrics))["telemetry"]
+            assert check["ok"] and check["detail"].endswith("not exported: metrics (OTEL_*_EXPORTER=none)"), check
 
 
 def test_otel_traces_exporter_none_exports_metrics_only(model, workspace):
@@ -98,11 +108,8 @@ def test_no_child_gets_the_exporter_s_headers_or_an_endpoint_with_a_password(mod
         assert receiver.wait(lambda: receiver.spans()), "the exporter itself still uses them"
         assert any(h.get("authorization", "").startswith("Basic ") for h in receiver.headers), receiver.headers
 
-        doctor = subprocess.run([sys.executable, "-m", "agent_lsp", "doctor", "--workspace", str(workspace),
-                                 "--base-url", model.base_url, "--model", "m", "--json"],
-                                stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60, env=env)
-        check = {c["name"]: c for c in json.loads(doctor.stdout)["checks"]}["telemetry"]
-        assert PASSWORD not in doctor.stdout + doctor.stderr and "[credentials hidden]@127.0.0.1" in check["detail"], check
+        check = doctor_checks(model, workspace, env)["telemetry"]
+        assert PASSWORD not in json.dumps(check) and "[credentials hidden]@127.0.0.1" in check["detail"], check
 
 
 @pytest.mark.parametrize("variable", ["OTEL_EXPORTER_OTLP_HEADERS", "OTEL_EXPORTER_OTLP_TRACES_HEADERS",

@@ -21,6 +21,7 @@ import pytest
 
 from agent_lsp.agent.exec import sandbox, seccomp
 from tests.reliability.test_sandbox import box, hello_server, one_command
+from tests.unit.test_hooks_project import group, run_with
 
 pytestmark = [pytest.mark.timeout(60),
               pytest.mark.skipif(shutil.which("bwrap") is None and not os.environ.get("CI"), reason="bubblewrap is not installed")]
@@ -67,6 +68,19 @@ async def test_a_host_unix_socket_in_var_tmp_is_unreachable_and_the_result_says_
     # the same command with the network on reaches it: the test can fail
     result = await one_command(model, workspace, f"{PYTHON} connect.py {host_socket}", **box(network=True))
     assert "HELLO-FROM-HOST" in result, result
+
+
+async def test_a_project_hook_in_the_sandbox_cannot_reach_it_either(model, workspace, host_socket):
+    (workspace / "connect.py").write_text(CONNECT)
+    (workspace / ".claude").mkdir()
+    (workspace / ".claude" / "settings.json").write_text(json.dumps(
+        {"hooks": {"UserPromptSubmit": [group(f"{PYTHON} connect.py {host_socket} > project-said 2>&1")]}}))
+    report, hooks = await run_with(model, workspace, lambda spec: True, sandbox={"mode": "workspace-write"},
+                                   hooks={"UserPromptSubmit": [group(f"{PYTHON} connect.py {host_socket} > user-said 2>&1")]})
+    assert report.stop_reason == "done" and len(hooks) == 2
+    assert "HELLO-FROM-HOST" in (workspace / "user-said").read_text(), "the user's own hook runs unconfined"
+    said = (workspace / "project-said").read_text()
+    assert "HELLO-FROM-HOST" not in said and "Permission denied" in said, said
 
 
 async def test_socketpair_still_works_with_the_network_off(model, workspace):
