@@ -215,7 +215,7 @@ _DENIED = re.compile(r"(?:permission denied|operation not permitted)", re.IGNORE
 _NO_NETWORK = re.compile(
     r"network is unreachable|connection refused|could not resolve|name or service not known|"
     r"temporary failure in name resolution|no address associated|"
-    r"failed to establish a new connection|"
+    r"failed to establish a new connection|couldn't connect to server|"
     r"getaddrinfo|nodename nor servname",
     re.IGNORECASE,
 )
@@ -250,7 +250,8 @@ def explain_blocked(output: str, policy: SandboxPolicy) -> str | None:
         notes.append(f"blocked by the sandbox: a write outside the allowed places failed ({where})")
     if not policy.network and _NO_NETWORK.search(output):
         notes.append(
-            "blocked by the sandbox: the command has no network (sandbox.network is false)"
+            "blocked by the sandbox: the command has no network and no unix sockets "
+            "(sandbox.network is false)"
         )
     if not policy.network and _EACCES.search(output) and _SOCKET.search(output):
         notes.append(NO_UNIX_SOCKETS)
