@@ -150,7 +150,8 @@ def _telemetry(settings: Settings) -> list[Check]:
     """Only when telemetry is on: whether the `otel` extra is there, and where spans go."""
     if not settings.telemetry.enabled:
         return []
-    from agent_lsp.telemetry.hub import EXTRA_HINT, exporting, missing_extra
+    from agent_lsp.telemetry.hub import EXTRA_HINT, missing_extra
+    from agent_lsp.telemetry.signals import exporting
 
     missing = missing_extra()
     if missing is not None:

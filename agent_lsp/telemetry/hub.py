@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import importlib.util
 import logging
-import os
 import sys
 from typing import Any
 from urllib.parse import urlsplit
@@ -51,28 +50,6 @@ def provider_name(endpoint: str | None) -> str:
     if host in PROVIDERS:
         return PROVIDERS[host]
     return next((name for suffix, name in PROVIDER_SUFFIXES if host.endswith(suffix)), "openai")
-
-
-def exporting(signal: str) -> bool:
-    """Whether a signal (TRACES, METRICS, LOGS) has an exporter, by the standard variables:
-    `OTEL_<signal>_EXPORTER` (`otlp`, the default, or `none`; a comma list; others are not
-    supported here and are ignored with a warning) and `OTEL_SDK_DISABLED=true` (none at all).
-    A traces-only backend with `OTEL_METRICS_EXPORTER=none` never gets a metrics request."""
-    if os.environ.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
-        return False
-    raw = os.environ.get(f"OTEL_{signal}_EXPORTER", "")
-    names = {n.strip().lower() for n in raw.split(",") if n.strip()}
-    if not names:
-        return True
-    unknown = sorted(names - {"otlp", "none"})
-    if unknown:
-        log.warning(
-            "OTEL_%s_EXPORTER=%s: agent-lsp exports over OTLP only; %s ignored",
-            signal,
-            raw,
-            ", ".join(unknown),
-        )
-    return "otlp" in names
 
 
 def missing_extra() -> str | None:

@@ -29,7 +29,7 @@ from agent_lsp.agent.messages import Reply, ToolCall
 from agent_lsp.agent.ports import TraceSpan
 from agent_lsp.agent.state.transcript import Redactor
 from agent_lsp.telemetry.content import input_messages, output_messages
-from agent_lsp.telemetry.hub import exporting
+from agent_lsp.telemetry.signals import exporting
 
 log = logging.getLogger(__name__)
 
