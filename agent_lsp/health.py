@@ -1,6 +1,7 @@
 """The health checks of a setup, computed in one place for `agent-lsp doctor` and the LSP
 command `agentLsp.health` (CONTRACT Decision 47): the settings file, the API key, the endpoint
-(GET /models), the model, ripgrep, the sandbox (bwrap and namespaces), the MCP servers, the
+(GET /models), the model, ripgrep, the sandbox (bwrap and namespaces, and the seccomp filter
+that keeps unix sockets out with the network off), the MCP servers, the
 language servers agent-lsp would start and, when it is on, telemetry (the `otel` extra
 installed)."""
 
@@ -69,7 +70,9 @@ async def run_checks(
     # The slow checks (the endpoint, the sandbox probe, rg, the MCP servers) go at once.
     offline = settings.model.startswith("replay:")
     models = None if offline else asyncio.ensure_future(_models(settings, host, endpoint_timeout))
-    others = asyncio.gather(_ripgrep(), _sandbox(settings), _mcp(settings, roots, host, start_mcp))
+    others = asyncio.gather(
+        _ripgrep(), _sandbox(settings), _seccomp(settings), _mcp(settings, roots, host, start_mcp)
+    )
     checks: list[Check] = []
     key = keyguard.environment().get(settings.api_key_env)
     local = bool(settings.base_url or os.environ.get("OPENAI_BASE_URL"))
@@ -93,9 +96,9 @@ async def run_checks(
             )
         )
         checks += _endpoint_checks(settings, await models)
-    rg, sandbox, mcp = await others
+    rg, sandbox, seccomp, mcp = await others
     servers = _language_servers(settings, roots, host)
-    return [*checks, rg, sandbox, *mcp, *servers, *_telemetry(settings)]
+    return [*checks, rg, sandbox, seccomp, *mcp, *servers, *_telemetry(settings)]
 
 
 def _language_servers(settings: Settings, roots: list[Any], host: AgentHost | None) -> list[Check]:
@@ -148,18 +151,30 @@ def _telemetry(settings: Settings) -> list[Check]:
     if not settings.telemetry.enabled:
         return []
     from agent_lsp.telemetry.hub import EXTRA_HINT, missing_extra
+    from agent_lsp.telemetry.signals import exporting
 
     missing = missing_extra()
     if missing is not None:
         return [Check("telemetry", False, f"telemetry is on but {missing}: {EXTRA_HINT}")]
-    endpoint = (
+    endpoint = _without_userinfo(
         os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
         or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
         or "http://localhost:4318 (the OTLP default)"
     )
     protocol = os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL") or "http/protobuf"
     content = ", prompts and tool arguments included" if settings.telemetry.log_content else ""
-    return [Check("telemetry", True, f"on: OTLP {protocol} to {endpoint}{content}")]
+    off = [s.lower() for s in ("TRACES", "METRICS") if not exporting(s)]
+    none = f"; not exported: {', '.join(off)} (OTEL_*_EXPORTER=none)" if off else ""
+    return [Check("telemetry", True, f"on: OTLP {protocol} to {endpoint}{content}{none}")]
+
+
+def _without_userinfo(url: str) -> str:
+    """An endpoint as shown: a user or password in its URL is a credential, never printed."""
+    scheme, sep, rest = url.partition("://")
+    host, slash, path = rest.partition("/")
+    if not sep or "@" not in host:
+        return url
+    return f"{scheme}://[credentials hidden]@{host.rpartition('@')[2]}{slash}{path}"
 
 
 def _endpoint_checks(settings: Settings, found: dict[str, Any]) -> list[Check]:
@@ -258,6 +273,26 @@ async def _sandbox(settings: Settings) -> Check:
         f"bubblewrap works here ({settings.sandbox.mode}, "
         f"network {'on' if settings.sandbox.network else 'off'})",
     )
+
+
+async def _seccomp(settings: Settings) -> Check:
+    """The filter that refuses unix sockets to sandboxed commands with the network off
+    (Decision 67): without it those commands are refused."""
+    from agent_lsp.agent.exec import seccomp
+
+    problem = await asyncio.to_thread(seccomp.problem)
+    needed = settings.sandbox.mode != "off" and not settings.sandbox.network
+    if problem is None:
+        return Check(
+            "seccomp",
+            True,
+            f"{seccomp.describe()}: with sandbox.network off, sandboxed commands cannot open "
+            "unix sockets",
+        )
+    if needed:
+        return Check("seccomp", False, f"{problem}: every run_command is refused")
+    why = "sandbox.mode is off" if settings.sandbox.mode == "off" else "sandbox.network is on"
+    return Check("seccomp", True, f"not needed now ({why}); with the network off: {problem}")
 
 
 async def _mcp(

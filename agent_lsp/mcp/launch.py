@@ -30,6 +30,37 @@ class Launch:
     problems: tuple[str, ...] = ()
 
 
+TELEMETRY = "the telemetry backend's credentials"
+
+
+def _refused(
+    decl: McpDeclaration, key: str, why: str, what: str = "the model's API key"
+) -> LaunchError:
+    return LaunchError(
+        f"not started: `{key}` {why}; agent-lsp never gives {what} "
+        f"to a server declared in {decl.origin or decl.source}"
+    )
+
+
+def _check_variable(
+    decl: McpDeclaration,
+    key: str,
+    arg: str,
+    value: str,
+    key_names: Sequence[str],
+    keys: Sequence[str],
+) -> None:
+    """`${env:arg}` in a workspace-declared server: refused when the variable is the key's, or
+    holds the key or the telemetry backend's credentials."""
+    if decl.trusted:
+        return
+    if arg in key_names or keyguard.holds_key(value, keys):
+        what = "the model's API key" if arg in key_names else "the model's API key as its value"
+        raise _refused(decl, key, f"asks for ${{env:{arg}}}, which holds {what}")
+    if keyguard.telemetry_credential(arg, value):
+        raise _refused(decl, key, f"asks for ${{env:{arg}}}, which holds {TELEMETRY}", TELEMETRY)
+
+
 def resolve_launch(
     decl: McpDeclaration, *, roots: Sequence[Path], env: Mapping[str, str], api_key_env: str
 ) -> Launch:
@@ -41,17 +72,14 @@ def resolve_launch(
     no server inherits it, under whatever variable it sits; no server gets it in its command
     line, which every local user reads in /proc/<pid>/cmdline; and a workspace-declared server
     that asks for it (`${env:X}` with X the key's variable or any variable holding the key) or
-    holds it anywhere after expansion is not started: LaunchError naming where, never the value."""
+    holds it anywhere after expansion is not started: LaunchError naming where, never the value.
+    The telemetry backend's credentials (the OTLP exporter's headers, an OTLP endpoint with a
+    password: keyguard.telemetry_credential) are kept from a workspace-declared server alike."""
     problems: list[str] = []
     first = Path(roots[0]) if roots else None
     key_names = keyguard.key_names(api_key_env)
     keys = keyguard.secrets(env, [api_key_env])
-
-    def refuse(key: str, why: str) -> LaunchError:
-        return LaunchError(
-            f"not started: `{key}` {why}; agent-lsp never gives the model's API key "
-            f"to a server declared in {decl.origin or decl.source}"
-        )
+    telemetry = keyguard.telemetry_secrets(env)
 
     def expand(text: str, key: str) -> str:
         def one(match: re.Match[str]) -> str:
@@ -71,13 +99,7 @@ def resolve_launch(
                 return os.sep
             if kind == "env":
                 value = env.get(arg, "")
-                if not decl.trusted and (arg in key_names or keyguard.holds_key(value, keys)):
-                    what = (
-                        "the model's API key"
-                        if arg in key_names
-                        else "the model's API key as its value"
-                    )
-                    raise refuse(key, f"asks for ${{env:{arg}}}, which holds {what}")
+                _check_variable(decl, key, arg, value, key_names, keys)
                 return value
             if kind == "input":
                 raise LaunchError(
@@ -89,7 +111,9 @@ def resolve_launch(
 
         expanded = _VARIABLE.sub(one, text)
         if not decl.trusted and keyguard.holds_key(expanded, keys):
-            raise refuse(key, "holds the model's API key")
+            raise _refused(decl, key, "holds the model's API key")
+        if not decl.trusted and keyguard.holds_key(expanded, telemetry):
+            raise _refused(decl, key, f"holds {TELEMETRY}", TELEMETRY)
         return expanded
 
     if decl.transport == "http":

@@ -29,6 +29,7 @@ from agent_lsp.agent.messages import Reply, ToolCall
 from agent_lsp.agent.ports import TraceSpan
 from agent_lsp.agent.state.transcript import Redactor
 from agent_lsp.telemetry.content import input_messages, output_messages
+from agent_lsp.telemetry.signals import exporting
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +69,9 @@ DURATION_BUCKETS = [
     81.92,
 ]
 Attributes = Mapping[str, str | bool | int | float | list[str]]
+# Event attributes that carry what the user or the model wrote (an approval rule's command or
+# path): exported only with `telemetry.logContent`, as the tool's arguments are.
+CONTENT_EVENT_ATTRIBUTES = frozenset({"agent_lsp.approval.rule"})
 
 
 def _protocol(signal: str) -> str:
@@ -83,9 +87,11 @@ def _protocol(signal: str) -> str:
 
 
 def _exporters() -> tuple[Any, Any]:
-    """(span exporter, metric exporter), each reading its endpoint, headers, timeout and
-    compression from the environment itself."""
-    if _protocol("TRACES") == "grpc" or _protocol("METRICS") == "grpc":
+    """(span exporter, metric exporter), None for a signal turned off (`exporting`); each reads
+    its endpoint, headers, timeout and compression from the environment itself."""
+    traces, metrics = exporting("TRACES"), exporting("METRICS")
+    wanted = [s for s, on in (("TRACES", traces), ("METRICS", metrics)) if on]
+    if any(_protocol(s) == "grpc" for s in wanted):
         try:
             from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import (
                 OTLPMetricExporter as GrpcMetrics,
@@ -94,7 +100,7 @@ def _exporters() -> tuple[Any, Any]:
                 OTLPSpanExporter as GrpcSpans,
             )
 
-            return GrpcSpans(), GrpcMetrics()
+            return (GrpcSpans() if traces else None), (GrpcMetrics() if metrics else None)
         except ImportError:
             log.warning(
                 "OTEL_EXPORTER_OTLP_PROTOCOL is grpc "
@@ -104,7 +110,7 @@ def _exporters() -> tuple[Any, Any]:
     from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
-    return OTLPSpanExporter(), OTLPMetricExporter()
+    return (OTLPSpanExporter() if traces else None), (OTLPMetricExporter() if metrics else None)
 
 
 class Backend:
@@ -118,10 +124,11 @@ class Backend:
         spans, metrics = _exporters()
         # Private providers, not the global ones; no atexit hook (the exit flush is ours, bounded).
         self.tracer_provider = TracerProvider(resource=resource, shutdown_on_exit=False)
-        self.tracer_provider.add_span_processor(BatchSpanProcessor(spans))
+        if spans is not None:
+            self.tracer_provider.add_span_processor(BatchSpanProcessor(spans))
         self.meter_provider = MeterProvider(
             resource=resource,
-            metric_readers=[PeriodicExportingMetricReader(metrics)],
+            metric_readers=[PeriodicExportingMetricReader(metrics)] if metrics is not None else [],
             shutdown_on_exit=False,
         )
         self.tracer = self.tracer_provider.get_tracer(SCOPE, __version__)
@@ -194,15 +201,31 @@ def flush_all(timeout: float) -> None:
 class Span:
     """One recorded span, as the loop holds it."""
 
-    def __init__(self, span: Any, started: float, model: str = ""):
+    def __init__(
+        self,
+        span: Any,
+        started: float,
+        model: str = "",
+        *,
+        redact: Redactor | None = None,
+        content: bool = False,
+    ):
         self.span = span
         self.started = started
         self.model = model  # a chat span's request model; "main" on the run's own agent span
         self.ended = False
+        self.redact = redact
+        self.content = content
 
     def event(self, name: str, attributes: Mapping[str, str | bool | int]) -> None:
-        if not self.ended:
-            self.span.add_event(name, attributes)
+        if self.ended:
+            return
+        kept = {
+            k: self.redact(v) if isinstance(v, str) and self.redact is not None else v
+            for k, v in attributes.items()
+            if self.content or k not in CONTENT_EVENT_ATTRIBUTES
+        }
+        self.span.add_event(name, kept)
 
     def traceparent(self) -> str | None:
         context = self.span.get_span_context()
@@ -249,7 +272,7 @@ class RunOtel:
         span = self.backend.tracer.start_span(
             self.redact(name), context=context, kind=kind, attributes=self._clean(attributes)
         )
-        held = Span(span, time.monotonic(), model)
+        held = Span(span, time.monotonic(), model, redact=self.redact, content=self.content)
         self._open[id(held)] = held
         self.backend.dirty = True
         return held

@@ -53,10 +53,12 @@ def _attrs(items: Any) -> dict[str, Any]:
 
 class OtlpReceiver:
     """Collects every export; `bodies` keeps the raw (decompressed) bytes, `headers` each
-    request's."""
+    request's. `refuse`: paths answered 405 (a traces-only backend refuses /v1/metrics), their
+    requests counted in `refused`."""
 
-    def __init__(self) -> None:
+    def __init__(self, refuse: tuple[str, ...] = ()) -> None:
         self.bodies: list[tuple[str, bytes]] = []
+        self.refused: list[str] = []
         self.headers: list[dict[str, str]] = []
         self._lock = threading.Lock()
         receiver = self
@@ -66,6 +68,13 @@ class OtlpReceiver:
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 if self.headers.get("Content-Encoding") == "gzip":
                     body = gzip.decompress(body)
+                if self.path in refuse:
+                    with receiver._lock:
+                        receiver.refused.append(self.path)
+                    self.send_response(405)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
                 with receiver._lock:
                     receiver.bodies.append((self.path, body))
                     receiver.headers.append({k.lower(): v for k, v in self.headers.items()})

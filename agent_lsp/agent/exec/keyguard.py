@@ -13,6 +13,7 @@ import os
 import re
 import sys
 from collections.abc import Callable, Iterable, Mapping
+from urllib.parse import unquote, urlsplit
 
 log = logging.getLogger(__name__)
 
@@ -22,8 +23,10 @@ MIN_SECRET = 6  # shorter values are placeholders ("none", "x"), as for the tran
 # servers take dummy keys like "ollama" or "lm-studio", and PATH=/opt/ollama/bin is no secret.
 MIN_CONTAINED = 12
 _PR_GET_DUMPABLE, _PR_SET_DUMPABLE = 3, 4
-# The OTLP exporter's headers carry its backend's credentials (CONTRACT Decision 43): ours only.
+# The OTLP exporter's headers carry its backend's credentials (CONTRACT Decision 43): ours only,
+# and so is an endpoint URL with a user or password in it (issue 32, P15).
 OTLP_HEADERS = re.compile(r"OTEL_EXPORTER_OTLP_(?:[A-Z]+_)?HEADERS")
+OTLP_ENDPOINT = re.compile(r"OTEL_EXPORTER_OTLP_(?:[A-Z]+_)?ENDPOINT")
 
 _held: dict[str, str] = {}  # variables taken out of os.environ because they hold a key
 _names: set[str] = set(DEFAULT_KEY_NAMES)
@@ -39,6 +42,38 @@ def holds_key(value: str, secrets: Iterable[str]) -> bool:
         if value == secret or (len(secret) >= MIN_CONTAINED and secret in value):
             return True
     return False
+
+
+def telemetry_credential(name: str, value: str) -> bool:
+    """The variable carries the telemetry backend's credentials: the OTLP exporter's headers, or
+    an OTLP endpoint whose URL holds a user or password (`https://user:token@collector/`)."""
+    if OTLP_HEADERS.fullmatch(name):
+        return True
+    return bool(OTLP_ENDPOINT.fullmatch(name)) and _has_userinfo(value)
+
+
+def telemetry_secrets(env: Mapping[str, str]) -> list[str]:
+    """The credential values those variables carry (each header's value, an endpoint's
+    user:password), to find them under any other name too."""
+    found: list[str] = []
+    for name, value in env.items():
+        if OTLP_HEADERS.fullmatch(name):
+            found += [value.strip()]
+            for item in value.split(","):
+                header = item.partition("=")[2].strip()
+                found += [header, unquote(header)]
+        elif OTLP_ENDPOINT.fullmatch(name) and _has_userinfo(value):
+            userinfo = value.strip().split("://", 1)[-1].split("/", 1)[0].rpartition("@")[0]
+            found += [userinfo, unquote(userinfo), unquote(userinfo.partition(":")[2])]
+    return [s for s in dict.fromkeys(found) if len(s) >= MIN_SECRET]
+
+
+def _has_userinfo(url: str) -> bool:
+    try:
+        parts = urlsplit(url.strip())
+        return bool(parts.username or parts.password)
+    except ValueError:
+        return "@" in url
 
 
 def key_names(*names: str | None) -> list[str]:
@@ -64,8 +99,9 @@ def child_env(
 ) -> dict[str, str]:
     """The environment a child process gets (a command, an MCP server, rg, git, bwrap): `env`
     (default: os.environ) without the key's variables by name, and without every variable
-    whose value is or contains the key, whatever its name, and without the OTLP exporter's
-    headers (a telemetry backend's credentials). The one scrub every spawn site uses."""
+    whose value is or contains the key, whatever its name, and without the telemetry backend's
+    credentials (the OTLP exporter's headers, an OTLP endpoint with a password), by name and by
+    value. The one scrub every spawn site uses."""
     base = dict(os.environ if env is None else env)
     wanted = list(names)
     banned = set(key_names(*wanted))
@@ -73,11 +109,13 @@ def child_env(
         *secrets(None, wanted),
         *(secrets(base, wanted) if env is not None else []),
         *(s for s in extra_secrets if s),
+        *telemetry_secrets(environment()),
+        *(telemetry_secrets(base) if env is not None else []),
     ]
     return {
         k: v
         for k, v in base.items()
-        if k not in banned and not holds_key(v, known) and not OTLP_HEADERS.fullmatch(k)
+        if k not in banned and not holds_key(v, known) and not telemetry_credential(k, v)
     }
 
 

@@ -81,14 +81,17 @@ async def run_process(
     env: dict[str, str],
     processes: set[asyncio.subprocess.Process],
     on_output: Callable[[bytes], None] | None = None,
+    pass_fds: tuple[int, ...] = (),
 ) -> ProcessResult:
     """Run argv (already wrapped by the reaper or the sandbox) in its own session; a timeout
-    or a cancel ends it and everything it started."""
+    or a cancel ends it and everything it started. `pass_fds`: descriptors the wrapper reads
+    (the sandbox's seccomp filter)."""
     try:
         proc = await asyncio.create_subprocess_exec(
             *argv,
             cwd=cwd,
             env=env,
+            pass_fds=pass_fds,
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT,

@@ -1,15 +1,19 @@
 """The bubblewrap sandbox for run_command: a read-only root, writable workspace folders (in
 `workspace-write` mode only, their `.git` read-only), a private /tmp, minimal /dev and /proc, its
 own PID namespace (every process dies with the command), no network unless allowed (and then no
-host sockets either), secrets hidden. The mounts themselves are planned in sandbox_mounts."""
+unix sockets either: the runtime folders masked and, through the seccomp filter, no AF_UNIX
+socket at all), secrets hidden. The mounts themselves are planned in sandbox_mounts."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from agent_lsp.agent.exec import seccomp
 from agent_lsp.agent.exec.keyguard import child_env
 from agent_lsp.agent.exec.program_path import find_program
 from agent_lsp.agent.exec.sandbox_mounts import (
@@ -25,9 +29,11 @@ from agent_lsp.agent.exec.sandbox_mounts import (
 __all__ = [
     "DEFAULT_HIDE",
     "CannotHide",
+    "Confined",
     "SandboxPolicy",
     "SandboxUnavailable",
     "bwrap_argv",
+    "confine",
     "explain_blocked",
     "expand_hidden",
     "host_sockets",
@@ -51,6 +57,21 @@ USERNS_HINT = (
 
 class SandboxUnavailable(Exception):
     """The sandbox cannot be set up; the message names the fix. Nothing runs unconfined."""
+
+
+@dataclass
+class Confined:
+    """A command line to start and the descriptors the child must get (`pass_fds`); `close()`
+    once the child has started (or could not)."""
+
+    argv: list[str]
+    fds: tuple[int, ...] = ()
+
+    def close(self) -> None:
+        for fd in self.fds:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self.fds = ()
 
 
 @dataclass(frozen=True)
@@ -127,9 +148,28 @@ async def _run_probe() -> str | None:
     return None
 
 
+async def confine(policy: SandboxPolicy, argv: list[str], cwd: Path) -> Confined:
+    """The bwrap command line with, the network off, the seccomp filter's descriptor (made last,
+    with no await after it: a cancel cannot leak it). CannotHide when a secret or host socket
+    cannot be hidden, SandboxUnavailable when the filter cannot be built (then nothing may
+    run)."""
+    if not policy.network:
+        try:
+            await asyncio.to_thread(seccomp.program)  # built once per process, off the loop
+        except seccomp.SeccompUnavailable as exc:
+            raise SandboxUnavailable(str(exc)) from None
+    wrapped = await asyncio.to_thread(bwrap_argv, policy, argv, cwd)
+    if policy.network:
+        return Confined(wrapped)
+    # Masking covers the known places only; the filter covers a socket anywhere (/var/tmp).
+    fd = seccomp.filter_fd()
+    return Confined([wrapped[0], "--seccomp", str(fd), *wrapped[1:]], (fd,))
+
+
 def bwrap_argv(policy: SandboxPolicy, argv: list[str], cwd: Path) -> list[str]:
-    """The bwrap command line; CannotHide when a secret or host socket cannot be hidden (then
-    nothing may run). Looks at the filesystem: call it off the event loop."""
+    """The bwrap command line without its seccomp filter (`confine` adds it); CannotHide when a
+    secret or host socket cannot be hidden (then nothing may run). Looks at the filesystem: call
+    it off the event loop."""
     bwrap = find_program("bwrap") or "/usr/bin/bwrap"
     out = [
         bwrap,
@@ -175,11 +215,21 @@ _DENIED = re.compile(r"(?:permission denied|operation not permitted)", re.IGNORE
 _NO_NETWORK = re.compile(
     r"network is unreachable|connection refused|could not resolve|name or service not known|"
     r"temporary failure in name resolution|no address associated|"
-    r"failed to establish a new connection|"
+    r"failed to establish a new connection|couldn't connect to server|"
     r"getaddrinfo|nodename nor servname",
     re.IGNORECASE,
 )
 _PATH = re.compile(r"(/[^\s'\":]+)")
+# The seccomp filter's EACCES on socket(AF_UNIX) reads "Permission denied" (C, Go, Python's
+# PermissionError [Errno 13]); a line or traceback about a socket says which denial it was.
+_EACCES = re.compile(r"permission denied|\[errno 13\]|\beacces\b", re.IGNORECASE)
+_SOCKET = re.compile(r"socket|\bunix\b|\.sock\b|af_unix|af_local|forkserver", re.IGNORECASE)
+NO_UNIX_SOCKETS = (
+    "blocked by the sandbox: with the network off (sandbox.network is false) a command cannot "
+    'open unix sockets (socket(AF_UNIX) fails with EACCES, "Permission denied"), so local '
+    "services (docker, a database's socket, an ssh agent) and Python's multiprocessing "
+    "forkserver are out of reach"
+)
 
 
 def explain_blocked(output: str, policy: SandboxPolicy) -> str | None:
@@ -189,7 +239,7 @@ def explain_blocked(output: str, policy: SandboxPolicy) -> str | None:
     if _READ_ONLY.search(output) or any(
         _outside(p, policy)
         for line in output.splitlines()
-        if _DENIED.search(line)
+        if _DENIED.search(line) and (policy.network or not _SOCKET.search(line))
         for p in _PATH.findall(line)
     ):
         where = (
@@ -200,8 +250,11 @@ def explain_blocked(output: str, policy: SandboxPolicy) -> str | None:
         notes.append(f"blocked by the sandbox: a write outside the allowed places failed ({where})")
     if not policy.network and _NO_NETWORK.search(output):
         notes.append(
-            "blocked by the sandbox: the command has no network (sandbox.network is false)"
+            "blocked by the sandbox: the command has no network and no unix sockets "
+            "(sandbox.network is false)"
         )
+    if not policy.network and _EACCES.search(output) and _SOCKET.search(output):
+        notes.append(NO_UNIX_SOCKETS)
     if not notes:
         return None
     return (

@@ -185,7 +185,7 @@ class ToolCallRunner:
         ):
             # A hook's allow skips the prompt only: not a deny, a must-ask (an ask rule, a
             # hook's ask), the destructive list (Decision 26).
-            policy = PolicyVerdict("allow", "a PreToolUse hook allows it")
+            policy = PolicyVerdict("allow", "a PreToolUse hook allows it", kind="hook")
         if (
             policy.verdict == "ask"
             and policy.why.startswith("asks: ")
@@ -207,6 +207,9 @@ class ToolCallRunner:
             {
                 "agent_lsp.approval.decision": str(answer.decision),
                 "agent_lsp.approval.by_policy": policy.verdict != "ask",
+                # the kind always; the rule's text (a command, a path) is content: telemetry
+                # exports it only with `logContent`
+                "agent_lsp.approval.rule_kind": policy.kind,
                 **({"agent_lsp.approval.rule": policy.why} if policy.why else {}),
             },
         )

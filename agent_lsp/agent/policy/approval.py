@@ -48,6 +48,10 @@ class PolicyVerdict:
     must_ask: str | None = None
     # ask only: the exact rule "Always allow" would save (None: not offered, Decision 27)
     always: str | None = None
+    # what decided, without the rule's specifier or the call's arguments (telemetry without
+    # `logContent` exports this, never `why`): tool_setting, deny_rule, must_ask, destructive,
+    # ask_rule, read_only, session, allow_rule, allow_rule_risky, sandboxed, default, hook
+    kind: str = "default"
 
 
 def parse_entry(entry: str) -> tuple[list[str], bool] | None:
@@ -206,7 +210,7 @@ class ApprovalPolicy:
             None,
         )
         if configured == "deny":
-            return PolicyVerdict("deny", f"approval.tools denies {tool.name}")
+            return PolicyVerdict("deny", f"approval.tools denies {tool.name}", kind="tool_setting")
         # A name that may mean this tool or another (two MCP servers' names sanitise alike) only
         # ever restricts: its deny or ask applies, its allow is for nobody.
         cautious = {
@@ -217,36 +221,51 @@ class ApprovalPolicy:
         for alias, rule in cautious.items():
             if rule == "deny":
                 return PolicyVerdict(
-                    "deny", f"approval.tools denies {alias}, a name that may mean {tool.name}"
+                    "deny",
+                    f"approval.tools denies {alias}, a name that may mean {tool.name}",
+                    kind="tool_setting",
                 )
         plan = prepared.command
         parts = split_line(plan.command) if plan is not None else None
         denied = self._matching("deny", tool, prepared, parts)
         if denied is not None:
-            return PolicyVerdict("deny", f"the deny rule {denied.shown()}")
+            return PolicyVerdict("deny", f"the deny rule {denied.shown()}", kind="deny_rule")
         if "ask" in cautious.values() and configured != "ask":
             return PolicyVerdict(
                 "ask",
                 f"approval.tools asks for {next(a for a, r in cautious.items() if r == 'ask')}, "
                 f"a name that may mean {tool.name}",
+                kind="tool_setting",
             )
         must_ask = prepared.must_ask or self._edits_git_dir(tool, prepared)
         if must_ask:  # above every allow: rules, the sandbox, session grants, --yes, the Action
-            return PolicyVerdict("ask", must_ask, must_ask=must_ask)
+            return PolicyVerdict("ask", must_ask, must_ask=must_ask, kind="must_ask")
         harmful = destructive(parts) if parts else None
         if harmful:
             why = f"asks: destructive command: {harmful}; nothing allows it without a person"
-            return PolicyVerdict("ask", why, must_ask=why)
+            return PolicyVerdict("ask", why, must_ask=why, kind="destructive")
         asked = self._matching("ask", tool, prepared, parts)
         if asked is not None:  # above --yes and session grants (Decision 26)
             why = f"asks: the ask rule {asked.shown()}"
-            return PolicyVerdict("ask", why, must_ask=why)
+            return PolicyVerdict("ask", why, must_ask=why, kind="ask_rule")
         if tool.read_only:
-            return PolicyVerdict(configured or "allow", "read-only tool")
+            return PolicyVerdict(configured or "allow", "read-only tool", kind="read_only")
+        return self._permission(tool, prepared, parts, configured)
+
+    def _permission(
+        self,
+        tool: Tool,
+        prepared: Prepared,
+        parts: list[Part] | None,
+        configured: Verdict | None,
+    ) -> PolicyVerdict:
+        """What allows a call nothing restricts: a session grant, an allow rule, the sandbox,
+        else `approval.tools` or the default (with the rule "Always allow" would save)."""
+        plan = prepared.command
         always = self._always_rule(tool, prepared, parts)
         if plan is not None:
             if plan.remember in self.session.commands:
-                return PolicyVerdict("allow", "allowed for this session")
+                return PolicyVerdict("allow", "allowed for this session", kind="session")
             if parts is not None:
                 allowed, risky = self._command_allowed(parts, plan.cwd or Path.cwd(), plan.roots)
                 if allowed is not None and risky is None:
@@ -255,15 +274,22 @@ class ApprovalPolicy:
                         f"approval.{_allowed_by(allowed)}"
                         if allowed.source == "allowCommands"
                         else _allowed_by(allowed),
+                        kind="allow_rule",
                     )
                 if allowed is not None:
-                    return PolicyVerdict("ask", f"{_allowed_by(allowed)} matched, but {risky}")
+                    return PolicyVerdict(
+                        "ask",
+                        f"{_allowed_by(allowed)} matched, but {risky}",
+                        kind="allow_rule_risky",
+                    )
         else:
             if tool.grant_key in self.session.tools:
-                return PolicyVerdict("allow", "allowed for this session")
+                return PolicyVerdict("allow", "allowed for this session", kind="session")
             allowed = self._matching("allow", tool, prepared, None)
             if allowed is not None:
-                return PolicyVerdict("allow", f"the allow rule {allowed.shown()}")
+                return PolicyVerdict(
+                    "allow", f"the allow rule {allowed.shown()}", kind="allow_rule"
+                )
         verdict: Verdict = configured or self.settings.default
         if (
             verdict == "ask"
@@ -271,11 +297,14 @@ class ApprovalPolicy:
             and plan.sandboxed
             and self.settings.sandboxed == "allow"
         ):
-            return PolicyVerdict("allow", "approval.sandboxed: the command runs in the sandbox")
+            return PolicyVerdict(
+                "allow", "approval.sandboxed: the command runs in the sandbox", kind="sandboxed"
+            )
         return PolicyVerdict(
             verdict,
             f"approval.tools[{tool.name}]" if configured else "approval.default",
             always=always if verdict == "ask" else None,
+            kind="tool_setting" if configured else "default",
         )
 
     def _matching(

@@ -19,11 +19,13 @@ from pathlib import Path
 
 from agent_lsp.agent.exec.process import OutputTail, end_process, kill_group
 from agent_lsp.agent.exec.program_path import find_program
+from agent_lsp.agent.exec.sandbox import Confined
 
 OUTPUT_CAP = 1_000_000  # bytes of each stream kept (head and tail)
 
-# (argv, cwd) -> the argv that confines it (a project hook with the sandbox on), or a refusal.
-Confine = Callable[[list[str], Path], Awaitable[list[str]]]
+# (argv, cwd) -> the command line that confines it (a project hook with the sandbox on) and the
+# descriptors it needs, or a refusal.
+Confine = Callable[[list[str], Path], Awaitable[Confined]]
 
 
 class HookRefused(Exception):
@@ -48,6 +50,24 @@ def shell_argv(command: str) -> list[str]:
     return [shell, "-c", command]
 
 
+async def _start(confined: Confined, cwd: Path, env: dict[str, str]) -> asyncio.subprocess.Process:
+    """The hook's process, leading a group of its own; the sandbox's descriptors are closed
+    here once it has them."""
+    try:
+        return await asyncio.create_subprocess_exec(
+            *confined.argv,
+            cwd=cwd,
+            env=env,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            start_new_session=True,
+            pass_fds=confined.fds,
+        )
+    finally:
+        confined.close()
+
+
 async def run_hook(
     command: str,
     payload: bytes,
@@ -63,19 +83,11 @@ async def run_hook(
     started = loop.time()
     argv = shell_argv(command)
     try:
-        wrapped = await confine(argv, cwd) if confine is not None else argv
+        confined = await confine(argv, cwd) if confine is not None else Confined(argv)
     except HookRefused as exc:
         return HookProcess(None, "", "", error=str(exc))
     try:
-        proc = await asyncio.create_subprocess_exec(
-            *wrapped,
-            cwd=cwd,
-            env=env,
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            start_new_session=True,
-        )
+        proc = await _start(confined, cwd, env)
     except OSError as exc:
         return HookProcess(None, "", "", error=f"cannot start the hook: {exc.strerror or exc}")
     processes.add(proc)

@@ -28,7 +28,7 @@ def hook_env(runner: CommandRunner, root: Path) -> dict[str, str]:
 def sandbox_confinement(runner: CommandRunner, transcript: Path) -> Confine:
     """Project hooks inside the command sandbox, as run_command is; the transcript readable."""
 
-    async def confine(argv: list[str], cwd: Path) -> list[str]:
+    async def confine(argv: list[str], cwd: Path) -> sandbox.Confined:
         problem = await sandbox.probe()
         if problem is not None:
             raise HookRefused(
@@ -36,17 +36,24 @@ def sandbox_confinement(runner: CommandRunner, transcript: Path) -> Confine:
                 f"{runner.settings.mode}) and {problem}. The hook did not run."
             )
         try:
-            wrapped = await asyncio.to_thread(sandbox.bwrap_argv, runner.policy(), argv, cwd)
+            confined = await sandbox.confine(runner.policy(), argv, cwd)
         except sandbox.CannotHide as exc:
             raise HookRefused(f"refused: the sandbox cannot hide what it must ({exc})") from None
+        except sandbox.SandboxUnavailable as exc:
+            raise HookRefused(
+                "refused: project hooks run in the sandbox without network (sandbox.network="
+                f"false) and {exc}. The hook did not run."
+            ) from None
+        wrapped = confined.argv
         split = len(wrapped) - len(argv) - 1  # the `--` before the command
-        return [
+        confined.argv = [
             *wrapped[:split],
             "--ro-bind-try",
             str(transcript),
             str(transcript),
             *wrapped[split:],
         ]
+        return confined
 
     return confine
 

@@ -78,19 +78,32 @@ class CommandRunner:
                     )
                 argv = [program, *argv[1:]]
             try:
-                wrapped = await asyncio.to_thread(sandbox.bwrap_argv, policy, argv, cwd)
+                confined = await sandbox.confine(policy, argv, cwd)
             except sandbox.CannotHide as exc:
                 raise ToolError(
                     f"refused: the sandbox cannot hide what it must ({exc}). Nothing ran."
                 ) from None
+            except sandbox.SandboxUnavailable as exc:
+                raise ToolError(
+                    "refused: run_command is set to run in a sandbox without network "
+                    f"(sandbox.mode={self.settings.mode}, sandbox.network=false) and {exc}. "
+                    "Nothing ran."
+                ) from None
         else:
-            policy, wrapped = None, reaped(argv)
+            policy, confined = None, sandbox.Confined(reaped(argv))
         try:
             result = await run_process(
-                wrapped, cwd, timeout, env=self._env(), processes=self.processes
+                confined.argv,
+                cwd,
+                timeout,
+                env=self._env(),
+                processes=self.processes,
+                pass_fds=confined.fds,
             )
         except CommandNotStarted as exc:
             raise ToolError(str(exc)) from None
+        finally:
+            confined.close()
         failure = (
             sandbox.setup_failure(result.output)
             if policy is not None and result.code == 1
