@@ -184,6 +184,8 @@ class AcpSession:
             )
             await self.outbox.drain()
             return PromptResponse(stop_reason="end_turn")
+        if (unknown := plan.unknown_note()) is not None:  # ACP shows no status line: a thought
+            self.outbox.send(thought(unknown))
         report = await self._run(text, mode, plan)
         if (
             mode == "plan"

@@ -93,3 +93,21 @@ def test_a_run_whose_rewind_was_undone_can_be_rewound_again(model, workspace):
     assert "return a - b" in (workspace / "calc.py").read_text()
     twice = cli("rewind", rewind_id, "--workspace", str(workspace))
     assert twice.returncode == 2 and f"rewind {rewind_id} was already rewound" in twice.stderr, twice.stderr
+
+
+# -- an unknown /command is reported, and still reaches the model as text (Decision 34) ---------
+
+def test_an_unknown_slash_command_is_reported_and_sent_as_text(model, workspace):
+    model.add([{"text": "ok"}])
+    proc = run_cli(agent_run(model, workspace, "/frobnicate the parser", json_report=False))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "/frobnicate is not a known command or skill: sent to the model as text" in proc.stdout
+    assert model.requests[0]["messages"][-1] == {"role": "user", "content": "/frobnicate the parser"}
+
+
+@pytest.mark.parametrize("prompt", ["/tmp is full, clean it", "why is 2/3 not 0?"])
+def test_a_path_or_plain_text_is_not_called_an_unknown_command(model, workspace, prompt):
+    model.add([{"text": "ok"}])
+    proc = run_cli(agent_run(model, workspace, prompt, json_report=False))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "not a known command" not in proc.stdout
