@@ -111,3 +111,41 @@ def test_a_path_or_plain_text_is_not_called_an_unknown_command(model, workspace,
     proc = run_cli(agent_run(model, workspace, prompt, json_report=False))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "not a known command" not in proc.stdout
+
+
+# -- the output-schema repair turn is shown, and its answers are not glued ---------------------
+
+FIRST, REPAIRED = 'Here: {"answer": "five"}', '```json\n{"answer": 5}\n```'
+REPAIR_LINE = "the answer does not fit the output schema ($.answer: 'five' is not of type 'integer')"
+
+
+def _schema(tmp_path: Path) -> str:
+    path = tmp_path / "schema.json"
+    path.write_text(json.dumps({"type": "object", "properties": {"answer": {"type": "integer"}}, "required": ["answer"]}))
+    return str(path)
+
+
+def test_the_repair_turn_is_announced_between_the_two_answers_in_text(model, workspace, tmp_path):
+    model.add([{"text": FIRST}, {"text": REPAIRED}])
+    proc = run_cli(agent_run(model, workspace, "what is 2+3", "--output-schema", _schema(tmp_path), json_report=False))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    out = proc.stdout
+    assert FIRST + "\n" in out and REPAIR_LINE in out, out
+    assert out.index(FIRST) < out.index(REPAIR_LINE) < out.index(REPAIRED), out
+    assert '"five"}```' not in out, "the two answers are not glued"
+
+
+def test_the_repair_turn_is_a_status_line_in_stream_json_and_the_result_is_the_repair(model, workspace, tmp_path):
+    model.add([{"text": FIRST}, {"text": REPAIRED}])
+    proc = run_cli(agent_run(model, workspace, "what is 2+3", "--output-format", "stream-json", "--output-schema",
+                             _schema(tmp_path), json_report=False))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = [json.loads(x) for x in proc.stdout.splitlines()]
+    kinds = [(x["type"], x.get("text", "")) for x in lines]
+    repair = next(i for i, (t, text) in enumerate(kinds) if t == "status" and REPAIR_LINE in text)
+    before = "".join(text for t, text in kinds[:repair] if t == "text")
+    after = "".join(text for t, text in kinds[repair:] if t == "text")
+    assert before == FIRST and after == REPAIRED, kinds
+    report = lines[-1]["report"]
+    assert report["finalText"] == REPAIRED and report["structuredOutput"] == {"answer": 5}
+    assert REPAIR_LINE in proc.stderr, "the human stream on stderr says it too"
