@@ -7,6 +7,9 @@ not give a fatal error's advice; the sample's printed `cp` can be run twice."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -149,3 +152,33 @@ def test_the_repair_turn_is_a_status_line_in_stream_json_and_the_result_is_the_r
     report = lines[-1]["report"]
     assert report["finalText"] == REPAIRED and report["structuredOutput"] == {"answer": 5}
     assert REPAIR_LINE in proc.stderr, "the human stream on stderr says it too"
+
+
+# -- a listing piped into a reader that leaves (`| head -1`) ends quietly -----------------------
+
+@pytest.mark.parametrize("args", [["sessions"], ["sessions", "--json"], ["worktrees"], ["worktrees", "--json"],
+                                  ["--help"], ["--version"], ["sessions", "--help"]])
+def test_a_listing_whose_reader_is_gone_ends_without_a_traceback(model, workspace, args):
+    edit_run(model, workspace)
+    read, write = os.pipe()
+    os.close(read)  # the reader left before the first line (what `| head -1` does after its line)
+    try:
+        proc = subprocess.run([sys.executable, "-m", "agent_lsp", *args, *(["--workspace", str(workspace)]
+                               if "--help" not in args and "--version" not in args else [])],
+                              stdin=subprocess.DEVNULL, stdout=write, stderr=subprocess.PIPE, text=True, timeout=60)
+    finally:
+        os.close(write)
+    assert "Traceback" not in proc.stderr and "BrokenPipe" not in proc.stderr and "Exception ignored" not in proc.stderr, \
+        proc.stderr
+    assert proc.stderr == "", proc.stderr
+    # as if ended by SIGPIPE (argparse itself drops a help text it cannot write: exit 0)
+    assert proc.returncode == (0 if args[-1] in ("--help", "--version") else 141), proc.returncode
+
+
+def test_sessions_piped_into_head_prints_the_first_line_and_ends_quietly(model, workspace):
+    for task in ("one", "two", "three"):
+        edit_run(model, workspace, task)
+    proc = subprocess.run(f"{sys.executable} -m agent_lsp sessions --workspace {workspace} | head -1", shell=True,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and proc.stdout.startswith("s-") and proc.stdout.count("\n") == 1, proc.stdout
+    assert proc.stderr == "", proc.stderr
