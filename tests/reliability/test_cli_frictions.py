@@ -8,12 +8,16 @@ from __future__ import annotations
 
 import json
 import os
+import select
+import shlex
+import signal
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+import agent_lsp.demo
 from tests.headless.test_run_cli import agent_run, report_of, run_cli
 from tests.reliability.test_cli_newcomer import EDIT, cli, edit_run, sessions_json
 from tests.unit.kit import tools_reply
@@ -182,3 +186,30 @@ def test_sessions_piped_into_head_prints_the_first_line_and_ends_quietly(model, 
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0 and proc.stdout.startswith("s-") and proc.stdout.count("\n") == 1, proc.stdout
     assert proc.stderr == "", proc.stderr
+
+
+# -- the sample's printed `cp` can be run twice ------------------------------------------------
+
+def test_the_printed_sample_copy_can_be_run_twice_without_nesting(tmp_path):
+    proc = subprocess.Popen([sys.executable, "-m", "agent_lsp", "demo", "--serve-model"], stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert proc.stderr is not None
+        said = b""
+        while b"agent-lsp run" not in said:  # the usage, printed once the model is served
+            ready, _, _ = select.select([proc.stderr], [], [], 30)
+            chunk = os.read(proc.stderr.fileno(), 65536) if ready else b""
+            assert chunk, said
+            said += chunk
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=15)
+    lines = said.decode().splitlines()
+    copy = next(line for line in lines if line.startswith("  cp ")).strip()
+    assert copy.endswith(" /tmp/agent-lsp-sample"), copy
+    copy = copy.removesuffix("/tmp/agent-lsp-sample") + shlex.quote(str(tmp_path / "my sample"))
+    for _ in range(2):  # as a person does, after the first try
+        done = subprocess.run(["bash", "-c", copy], capture_output=True, text=True, timeout=30)
+        assert done.returncode == 0, done.stderr
+    assert sorted(p.name for p in (tmp_path / "my sample").iterdir() if p.name != "__pycache__") == \
+        sorted(p.name for p in (Path(agent_lsp.demo.__file__).parent / "sample").iterdir() if p.name != "__pycache__")
