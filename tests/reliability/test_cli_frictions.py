@@ -13,6 +13,7 @@ import shlex
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -213,3 +214,40 @@ def test_the_printed_sample_copy_can_be_run_twice_without_nesting(tmp_path):
         assert done.returncode == 0, done.stderr
     assert sorted(p.name for p in (tmp_path / "my sample").iterdir() if p.name != "__pycache__") == \
         sorted(p.name for p in (Path(agent_lsp.demo.__file__).parent / "sample").iterdir() if p.name != "__pycache__")
+
+
+# -- a Ctrl-C cancel is no fatal error ---------------------------------------------------------
+
+def _interrupted(model, workspace: Path, task: str, *extra: str) -> dict:
+    """The run's report after a Ctrl-C (SIGINT) while the model is still being asked."""
+    asked = len(model.log)
+    proc = subprocess.Popen(agent_run(model, workspace, task, *extra), stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        while len(model.log) <= asked:
+            assert proc.poll() is None, proc.communicate()
+            time.sleep(0.02)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, out + err
+    return report_of(out)
+
+
+def test_a_cancel_before_the_model_answered_says_so_not_to_fix_a_problem(model, workspace):
+    model.add([{"text": "never arrives", "ttft": 30}])
+    summary = _interrupted(model, workspace, "fix add")["summary"]
+    assert summary.startswith("Cancelled by the user"), summary
+    assert "once the problem is fixed" not in summary and "never answered" not in summary, summary
+    assert "nothing was done; run it again to do it" in summary, summary
+
+
+def test_a_cancel_in_a_kept_session_says_how_to_continue_it(model, workspace):
+    model.add("first", [tools_reply(EDIT), {"text": "one"}, {"text": "never arrives", "ttft": 30}])
+    first = report_of(run_cli(agent_run(model, workspace, "first")).stdout)
+    report = _interrupted(model, workspace, "again", "--session", first["sessionId"])
+    summary = report["summary"]
+    assert summary.startswith("Cancelled by the user") and "once the problem is fixed" not in summary, summary
+    assert f"agent-lsp run --session {first['sessionId']}" in summary, summary
