@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import sys
 from collections.abc import Coroutine
 from pathlib import Path
@@ -16,6 +17,7 @@ if TYPE_CHECKING:
     from agent_lsp.settings import Settings
 
 EXIT_USAGE = 2
+EXIT_BROKEN_PIPE = 128 + 13  # as if ended by SIGPIPE, like `git log | head -1`
 TTY_HINT = (
     "agent-lsp speaks the Language Server Protocol on stdin/stdout "
     "and is meant to be started by an editor "
@@ -34,11 +36,50 @@ def main(argv: list[str] | None = None) -> int:
     # How editors start it: skip argparse (start-up time).
     if given in ([], ["serve"], ["serve", "--stdio"]):
         return _serve(argparse.Namespace(tcp=None, log_level="INFO"))
+    try:
+        args = _parse(argv)
+        if args.command not in (None, "serve", "acp"):
+            return _command(args)
+    except BrokenPipeError:
+        return _reader_gone()
+    if args.command == "acp":
+        from agent_lsp.acp.main import serve_acp
+
+        _log_to_terminal()
+        return serve_acp()
+    return _serve(args)
+
+
+def _parse(argv: list[str] | None) -> argparse.Namespace:
     from agent_lsp.cli_parser import build_parser
 
-    args = build_parser().parse_args(argv)
-    if args.command in (None, "serve"):
-        return _serve(args)
+    try:
+        return build_parser().parse_args(argv)
+    finally:
+        sys.stdout.flush()  # --help, --version: a closed pipe shows here, not at exit
+
+
+def _reader_gone() -> int:
+    """stdout's reader left (`agent-lsp sessions | head -1`): end quietly, as a command killed
+    by SIGPIPE does, with what is still buffered going nowhere (not a traceback at exit)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+    return EXIT_BROKEN_PIPE
+
+
+def _command(args: argparse.Namespace) -> int:
+    """A terminal command (not a protocol server on stdio); its output flushed before it ends,
+    so a reader that left is seen here."""
+    try:
+        return _terminal_command(args)
+    finally:
+        sys.stdout.flush()
+
+
+def _terminal_command(args: argparse.Namespace) -> int:
     _log_to_terminal()
     if hasattr(args, "workspace") and args.workspace is None:
         from agent_lsp.settings import state_dir
@@ -67,10 +108,6 @@ def main(argv: list[str] | None = None) -> int:
         return _interruptible(rewind_cli(args))
     if args.command == "doctor":
         return _doctor(args)
-    if args.command == "acp":
-        from agent_lsp.acp.main import serve_acp
-
-        return serve_acp()
     if args.command == "demo":
         return _demo(args)
     return EXIT_USAGE

@@ -77,7 +77,9 @@ def build_parser() -> argparse.ArgumentParser:
         "needs a price for the model (setting pricing) or an endpoint that reports cost",
     )
     run.add_argument(
-        "--session", metavar="ID", help="continue this session (see `agent-lsp sessions`)"
+        "--session",
+        metavar="ID",
+        help="continue this session: its id or a unique prefix (see `agent-lsp sessions`)",
     )
     run.add_argument("--mode", choices=["plan"], help="plan: read-only tools, the answer is a plan")
     run.add_argument(
@@ -119,7 +121,10 @@ def build_parser() -> argparse.ArgumentParser:
         "delete", help="delete sessions (their index and transcripts): by id, or by age"
     )
     delete.add_argument(
-        "ids", nargs="*", metavar="ID", help="session ids (see `agent-lsp sessions`)"
+        "ids",
+        nargs="*",
+        metavar="ID",
+        help="session ids, or unique prefixes of them (see `agent-lsp sessions`)",
     )
     delete.add_argument(
         "--older-than",

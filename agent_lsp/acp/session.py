@@ -273,6 +273,8 @@ class AcpSession:
             )
             await self.outbox.drain()
             return PromptResponse(stop_reason="end_turn")
+        if (unknown := plan.unknown_note()) is not None:  # ACP shows no status line: a thought
+            self.outbox.send(thought(unknown))
         model_before = self.model_name
         report = await self._run(text, mode, plan, images)
         self.after_turn(model_before)

@@ -14,7 +14,13 @@ from typing import Any
 
 from agent_lsp.agent.state.changes import RunChanges
 from agent_lsp.agent.state.checkpoints import CheckpointStore
-from agent_lsp.agent.state.rewind import RewindError, RewindResult, RunNotFinished, rewind
+from agent_lsp.agent.state.rewind import (
+    RewindError,
+    RewindResult,
+    RunNotFinished,
+    rewind,
+    rewound_by,
+)
 from agent_lsp.agent.state.session import Entry, RunRecord, Session
 from agent_lsp.agent.state.sessions import SessionError, SessionStore
 from agent_lsp.agent.state.transcript import Redactor, Transcript
@@ -169,7 +175,7 @@ class HostRewinds:
         passes its session_id to look at that session's runs only. Asked on every cursor move in
         VS Code: the manifests are read off the event loop, and only when they changed."""
         manifests = await asyncio.to_thread(self.checkpoint_store(roots).all)
-        undone = {r for m in manifests if m.kind == "rewind" for r in m.rewinds}
+        undone = rewound_by(manifests)  # a rewind undone in turn leaves its runs rewindable
         for manifest in reversed(manifests):
             if session_id is not None and manifest.session_id != session_id:
                 continue

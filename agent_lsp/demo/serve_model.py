@@ -7,6 +7,7 @@ the tests, fix `mean()`, run them again): it fits the sample workspace, whatever
 from __future__ import annotations
 
 import json
+import shlex
 import signal
 import sys
 import threading
@@ -17,6 +18,7 @@ from agent_lsp.demo import TASK
 
 HERE = Path(__file__).parent
 MODEL_NAME = "agent-lsp-demo"
+SAMPLE_COPY = "/tmp/agent-lsp-sample"  # where the printed commands put the copy
 EXIT_CANCELLED = 130
 
 
@@ -85,8 +87,9 @@ def usage(url: str) -> str:
             f"(model {MODEL_NAME}; no API key needed).",
             "It replays the demo's session for any prompt: "
             "use it on a copy of the sample workspace, e.g.",
-            f"  cp -r {HERE / 'sample'} /tmp/agent-lsp-sample",
-            f'  agent-lsp run "{TASK}" --workspace /tmp/agent-lsp-sample '
+            # `DIR/.`: the folder's contents, so a second copy refreshes it instead of nesting
+            f"  cp -R {shlex.quote(str(HERE / 'sample'))}/. {SAMPLE_COPY}",
+            f'  agent-lsp run "{TASK}" --workspace {SAMPLE_COPY} '
             f"--base-url {url} --model {MODEL_NAME}",
             f"Editors: set the settings baseUrl to {url} and model to {MODEL_NAME}. "
             "Ctrl-C stops it.",

@@ -15,7 +15,10 @@ from agent_lsp.agent.ports import RunTelemetry
 
 log = logging.getLogger(__name__)
 
-EXTRA_HINT = "install the `otel` extra: pip install 'agent-lsp-server[otel]'"
+EXTRA_HINT = (
+    "install the `otel` extra: pip install -e '.[otel]' in agent-lsp's clone "
+    "(once published: pip install 'agent-lsp-server[otel]')"
+)
 SDK_MODULES = ("opentelemetry.sdk", "opentelemetry.exporter.otlp.proto.http")
 
 # `gen_ai.provider.name` by the base URL's host; any other host speaks OpenAI's API: `openai`.

@@ -16,34 +16,17 @@ from agent_lsp.agent.host import AgentHost
 from agent_lsp.agent.state.checkpoints import CheckpointStore
 from agent_lsp.agent.tools.paths import PathGuard
 from agent_lsp.frontend import shut_down, user_settings
+from agent_lsp.terminal.ids import expand_prefix
 from agent_lsp.terminal.style import Style
 
 EXIT_CONFLICTS = 4
 EXIT_USAGE = 2
-MIN_PREFIX = 4
 FORCE, INCLUDE_LATER = "--force", "--include-later"  # the hints name this command's own flags
 
 
-class Ambiguous(ValueError):
-    def __init__(self, prefix: str, matches: list[str]):
-        super().__init__(
-            f"{prefix!r} is the start of {len(matches)} runs: "
-            + ", ".join(matches)
-            + "; give more of the id"
-        )
-
-
 def resolve_run_id(store: CheckpointStore, given: str) -> str:
-    """The whole id of the run (or rewind) that `given` names: itself when it is a whole id,
-    else the one id it starts (at least MIN_PREFIX characters). Ambiguous when several do; an
-    id nothing starts is passed on, and the rewind says it is unknown."""
-    ids = [m.run_id for m in store.all()]
-    if given in ids or len(given) < MIN_PREFIX:
-        return given
-    matches = [i for i in ids if i.startswith(given)]
-    if len(matches) > 1:
-        raise Ambiguous(given, matches)
-    return matches[0] if matches else given
+    """The whole id of the run (or rewind) that `given` names (a unique prefix works)."""
+    return expand_prefix(given, (m.run_id for m in store.all()), "run")
 
 
 async def rewind_cli(args: argparse.Namespace) -> int:

@@ -30,6 +30,7 @@ from agent_lsp.langservers.hub import plug as plug_language_servers
 from agent_lsp.langservers.hub import with_diagnostics
 from agent_lsp.settings import Settings
 from agent_lsp.telemetry.hub import OtelTelemetry
+from agent_lsp.terminal.ids import Ambiguous, expand_prefix
 from agent_lsp.terminal.project_consent import plug_permissions
 from agent_lsp.terminal.stream import TerminalStream
 from agent_lsp.terminal.stream_json import StreamJson
@@ -202,8 +203,11 @@ async def run_headless(
     plug_language_servers(host, lambda: settings)
     roots = [workspace.resolve()]
     try:
+        if session_id is not None:  # a unique prefix names its session, as `rewind` takes a run's
+            known = await asyncio.to_thread(host.store(roots).ids)
+            session_id = expand_prefix(session_id, known, "session")
         session, store = await host.open_session(roots, session_id)
-    except SessionError as exc:
+    except (SessionError, Ambiguous) as exc:
         (err or sys.stderr).write(f"agent-lsp run: {for_terminal(str(exc))}\n")
         return EXIT_USAGE
     # a `/name args` task runs that prompt file (Decision 34); the session's title keeps it as typed

@@ -1,6 +1,6 @@
 """`agent-lsp sessions`: this workspace's sessions and their runs, newest first (or as JSON);
 `agent-lsp sessions delete ID… | --older-than 30d` (Decision 46): exit 0, or 2 for an unknown
-id or a bad age (then nothing is deleted)."""
+or ambiguous id or a bad age (then nothing is deleted). An ID may be a unique prefix."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from typing import Any, TextIO
 from agent_lsp.agent.display import for_terminal
 from agent_lsp.agent.state.sessions import SessionStore
 from agent_lsp.settings import state_dir
+from agent_lsp.terminal.ids import Ambiguous, expand_prefix
 from agent_lsp.terminal.style import Style
 
 EXIT_USAGE = 2
@@ -86,7 +87,15 @@ def delete_sessions(args: argparse.Namespace) -> int:
             return EXIT_USAGE
         ids = store.older_than(seconds)
     else:
-        ids = list(dict.fromkeys(args.ids))
+        known = store.ids()
+        try:  # a unique prefix names its session, as `rewind` takes a run's (Decision 46)
+            ids = list(dict.fromkeys(expand_prefix(i, known, "session") for i in args.ids))
+        except Ambiguous as exc:
+            print(
+                f"agent-lsp sessions delete: {for_terminal(str(exc))}; nothing was deleted",
+                file=sys.stderr,
+            )
+            return EXIT_USAGE
         unknown = [i for i in ids if not store.exists(i)]
         if unknown:  # checked first: a typo deletes nothing
             print(

@@ -62,8 +62,10 @@
   "Command that starts the agent-lsp server on stdio: (PROGRAM ARGS...).
 For example \\='(\"agent-lsp\"), \\='(\"~/.venvs/agent/bin/agent-lsp\") or
 \\='(\"python3\" \"-m\" \"agent_lsp\" \"serve\" \"--stdio\").  Install the
-server with \"pip install agent-lsp-server\".  Only the global value
-counts (a project's local variables cannot choose the program).
+server from a clone of agent-lsp with \"pipx install .\" (not on
+PyPI yet; once published: \"pipx install agent-lsp-server\").  Only
+the global value counts (a project's local variables cannot choose
+the program).
 Takes effect when the server (re)starts: \\[agent-lsp-restart]."
   :type '(repeat string))
 (put 'agent-lsp-server-command 'risky-local-variable t)

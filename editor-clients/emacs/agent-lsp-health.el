@@ -85,7 +85,8 @@ may be typed, and an empty one goes back to the `:model' setting."
       (agent-lsp--check
        'fail "server program"
        (format "%S is not found: install the server with \
-\"pip install agent-lsp-server\" (or \"pip install -e .\" in a checkout), \
+\"pipx install .\" in a clone of agent-lsp (not on PyPI yet; \
+once published: \"pipx install agent-lsp-server\"), \
 or set `agent-lsp-server-command'" program)))))
 
 (defun agent-lsp--check-server (server)

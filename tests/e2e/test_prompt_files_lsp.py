@@ -78,3 +78,14 @@ async def test_a_skill_is_loaded_by_the_tool_and_its_files_read(open_editor, mod
     loaded = tool_messages(model.requests[1])["s"]
     assert loaded.startswith("Use the template.") and f"Files (read with read_file): {template.resolve()}" in loaded
     assert "TEMPLATE-TEXT" in tool_messages(model.requests[2])["r"]
+
+
+async def test_an_unknown_slash_command_is_a_status_event_and_goes_to_the_model_as_text(open_editor, model, workspace, home):
+    """Issue 32: the user is told a `/name` is no command; the model still gets it (Decision 34)."""
+    model.add([{"text": "ok"}])
+    editor = await open_editor("visual-studio-code")
+    started = await editor.run("/frobnicate the parser")
+    assert (await editor.wait_stop(started["runId"]))["stopReason"] == "done"
+    status = [e["text"] for e in editor.events(started["runId"], "status")]
+    assert any(t.startswith("/frobnicate is not a known command or skill: sent to the model as text") for t in status), status
+    assert [m for m in model.requests[0]["messages"] if m["role"] == "user"][-1]["content"].startswith("/frobnicate the parser")

@@ -254,7 +254,8 @@ def test_vscode_packaged_readme_links_are_absolute(vscode: Session):
     assert links, readme[:500]
     relative = [link for link in links if not re.match(r"(https?://|#|mailto:)", link)]
     assert relative == [], relative
-    assert "pip install agent-lsp-server" in readme
+    # not on PyPI yet (Decision 63): the install that works from a clone, the name kept for later
+    assert "`pipx install .`" in readme and "once published, `pipx install agent-lsp-server`" in readme
     assert not re.search(r"pip install agent-lsp(?![-\w])", readme)
 
 

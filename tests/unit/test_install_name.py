@@ -35,3 +35,40 @@ def test_no_file_tells_users_to_install_agent_lsp():
 def test_the_wrong_name_would_be_caught():
     assert WRONG.search("pip install agent-lsp") and WRONG.search("pipx install agent-lsp ")
     assert not WRONG.search("pip install agent-lsp-server") and not WRONG.search("pip install -e .")
+
+
+# Decision 63: `agent-lsp-server` is not on PyPI yet. Until it is, an install by that name is
+# given only as the future one ("once published"), beside the install that works from a clone.
+NOT_YET = re.compile(r"(?:pipx?|uv pip|uv tool) install\s+(?:-U\s+|--upgrade\s+)?['\"]?agent-lsp-server")
+FROM_A_CLONE = ("pipx install .", "pip install -e .")
+# The changelog is history. The top-level README is edited by the main session from the notes
+# (issue 32): drop it from here once it is.
+NOT_YET_SKIP = {Path("CHANGELOG.md"), Path("README.md")}
+
+
+def test_the_unpublished_name_is_given_only_as_the_future_install():
+    offenders = []
+    for path in REPO.rglob("*"):
+        rel = path.relative_to(REPO)
+        if path.suffix not in TEXT or SKIP & set(rel.parts) or not path.is_file() or rel.parts[0] == "tests":
+            continue
+        if rel in NOT_YET_SKIP:
+            continue
+        for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+            if NOT_YET.search(line) and "published" not in line:
+                offenders.append(f"{rel}:{number}: {line.strip()}")
+    assert offenders == []
+
+
+def test_every_install_instruction_gives_the_install_that_works_from_a_clone():
+    places = [REPO / "editor-clients" / name / "README.md" for name in ("vscode", "neovim", "emacs")]
+    places += [REPO / "editor-clients" / "vscode" / "src" / "server.ts"]
+    for place in places:
+        text = place.read_text()
+        assert any(command in text for command in FROM_A_CLONE), place
+        assert "agent-lsp-server" in text and "published" in text, place
+
+
+def test_the_unpublished_name_rule_would_catch_the_old_advice():
+    assert NOT_YET.search("pip install agent-lsp-server") and NOT_YET.search("pip install -U agent-lsp-server")
+    assert NOT_YET.search("pip install 'agent-lsp-server[otel]'") and not NOT_YET.search("pipx install .")

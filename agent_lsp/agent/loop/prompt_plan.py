@@ -12,7 +12,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from agent_lsp.agent.fs.prompt_files import PromptFiles, discover_shared, skill_files
-from agent_lsp.agent.loop.slash import Invocation, expand, pre_allowed, run_model, with_files
+from agent_lsp.agent.loop.slash import (
+    Invocation,
+    expand,
+    pre_allowed,
+    run_model,
+    unknown_command,
+    with_files,
+)
 from agent_lsp.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -37,6 +44,7 @@ class PromptPlan:
     invocation: Invocation | None = None
     model: str | None = None  # this run's model (a command's), else the session's
     notes: list[str] = field(default_factory=list)  # said to the user as the run starts
+    unknown: str | None = None  # a `/name` that names no command or skill (and no path)
 
     @property
     def readable(self) -> list[Path]:
@@ -45,12 +53,23 @@ class PromptPlan:
     def status(self) -> str | None:
         """The line the run starts with when it runs a prompt file."""
         if self.invocation is None:
-            return None
+            return self.unknown_note()
         source = self.invocation.source
         line = f"/{self.invocation.name}: {source.scope} {source.kind} {source.path}"
         if self.model is not None:
             line += f" (model {self.model})"
         return "; ".join([line, *self.notes])
+
+
+    def unknown_note(self) -> str | None:
+        """What the user is told of a `/name` that is no command: it still goes to the model,
+        as text (Decision 34)."""
+        if self.unknown is None:
+            return None
+        return (
+            f"/{self.unknown} is not a known command or skill: sent to the model as text "
+            "(`agent-lsp doctor` lists your commands and skills)"
+        )
 
 
 async def plan_prompt(
@@ -69,7 +88,7 @@ async def plan_prompt(
         files = await discover_shared(roots)
     invocation = expand(typed, files)
     if invocation is None:
-        return PromptPlan(typed, typed, files, settings)
+        return PromptPlan(typed, typed, files, settings, unknown=unknown_command(typed))
     source = invocation.source
     if invocation.is_skill:
         with_files(invocation, await asyncio.to_thread(skill_files, source))

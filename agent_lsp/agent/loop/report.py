@@ -91,13 +91,21 @@ def explain_stop(outcome: LoopOutcome, run: RunState, turns: int, continue_hint:
     usage = usage_line(stats.usage_data(run.settings.context_window), run.seams.budget.limit)
     if outcome.reason == StopReason.DONE:
         return f"Done: {done} ({usage})."
-    if not stats.reached_model:
+    left = f"the task is not finished; {continue_hint}"
+    if outcome.reason == StopReason.CANCELLED and not stats.reached_model:
+        # a cancel is no problem to fix: the task is simply not done, and the session (when an
+        # earlier run kept it) goes on as after any stop
+        earlier = any(
+            r.reached for r in run.session.runs if r.kind == "run" and r is not run.record
+        )
+        left = "the whole task: the model had not answered yet, so nothing was done; " + (
+            continue_hint if earlier else "run it again to do it"
+        )
+    elif not stats.reached_model:
         left = (
             "the whole task: the model never answered, so nothing was done; run it again once "
             "the problem is fixed"
         )
-    else:
-        left = f"the task is not finished; {continue_hint}"
     if outcome.reason == StopReason.MAX_TURNS:
         why = (
             outcome.note

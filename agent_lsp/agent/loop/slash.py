@@ -6,6 +6,7 @@ user's own command files, the tools its `allowed-tools` pre-allows."""
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 from dataclasses import dataclass, field
@@ -63,6 +64,22 @@ def expand(typed: str, files: PromptFiles) -> Invocation | None:
     # an empty file with no arguments: the prompt as typed (the model is not sent nothing)
     prompt = fill(source.body, arguments) or typed.strip()
     return Invocation(typed, source.name, source, arguments, prompt)
+
+
+def unknown_command(typed: str) -> str | None:
+    """The name of a prompt shaped like `/name args` that expand() left as text, unless
+    `/name` is a path on this machine (`/tmp is full` is a sentence about /tmp): the user is
+    told it is no command. None for any other prompt."""
+    match = COMMAND_LINE.match(typed.strip())
+    if match is None:
+        return None
+    name = match.group(1)
+    try:
+        if os.path.lexists("/" + name):
+            return None
+    except (OSError, ValueError):
+        return None
+    return name
 
 
 def fill(body: str, arguments: str) -> str:

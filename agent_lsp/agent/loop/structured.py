@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urldefrag, urljoin
 
+from agent_lsp.agent.display import clip
+from agent_lsp.agent.events import StatusEvent
 from agent_lsp.agent.loop.loop import AgentLoop
 from agent_lsp.agent.loop.stops import LoopOutcome
 from agent_lsp.agent.messages import StopCause
@@ -22,6 +24,7 @@ from agent_lsp.agent.state.session import Entry
 
 MAX_ERRORS = 10  # validation errors shown to the model (and in the stop's message)
 ERROR_CHARS = 300  # one error's message at most
+STATUS_CHARS = 120  # the error the repair's status line quotes
 JSON_BLOCK = re.compile(r"```json[ \t]*\r?\n(.*?)```", re.DOTALL | re.IGNORECASE)
 
 SCHEMA_PROMPT = (
@@ -241,6 +244,15 @@ async def answer_in_schema(
     if check.ok:
         return outcome, check
     await main.log_pending()  # the answer is in the transcript before the repair's request
+    # Said before the repair's text streams: its answer is a new one, not more of the first.
+    main.emit(
+        StatusEvent(
+            f"the answer does not fit the output schema ({clip(check.errors[0], STATUS_CHARS)}): "
+            "asking the model once more for an answer that does",
+            main.turn,
+            agent_id=main.agent_id,
+        )
+    )
     errors = "\n".join(f"- {e}" for e in check.errors)
     main.append(
         Entry({"role": "user", "content": REPAIR_PROMPT.format(errors=errors)}, "note", main.run_id)

@@ -31,6 +31,23 @@ class RunNotFinished(RewindError):
     is searched (a caller tells it from an unknown run by its type, never by its words)."""
 
 
+class AlreadyRewound(RewindError):
+    """The run was rewound before, and that rewind was not undone: rewinding it again would
+    only report every file as a conflict."""
+
+
+def rewound_by(manifests: list[Manifest]) -> dict[str, str]:
+    """Run (or rewind) id -> the rewind that put its files back and still stands (was not
+    itself rewound). `manifests` oldest first, as CheckpointStore.all() gives them; walked
+    newest first, since every rewind that could undo a manifest is newer than it."""
+    undone: dict[str, str] = {}
+    for manifest in reversed(manifests):
+        if manifest.kind == "rewind" and manifest.run_id not in undone:
+            for target in manifest.rewinds:
+                undone.setdefault(target, manifest.run_id)
+    return undone
+
+
 @dataclass
 class RewindResult:
     rewind_id: str
@@ -96,16 +113,25 @@ def runs_to_rewind(store: CheckpointStore, run_id: str, include_later: bool) -> 
         raise RewindError(
             f"run {run_id} has not finished; cancel it or wait for it before rewinding it"
         )
+    manifests = store.all()
+    undone = rewound_by(manifests)
+    if run_id in undone:
+        what = "run" if target.kind == "run" else "rewind"
+        raise AlreadyRewound(
+            f"{what} {run_id} was already rewound (by {undone[run_id]}): its files are as they "
+            f"were before it; rewind {undone[run_id]} to undo that"
+        )
     chosen = [target]
     if include_later:
         touched = set(target.files)
         for later in reversed(
             [
                 m
-                for m in store.all()
+                for m in manifests
                 if m.created > target.created
                 and m.session_id == target.session_id
                 and m.kind == "run"
+                and m.run_id not in undone  # already put back: nothing of it to rewind
             ]
         ):
             if touched & set(later.files):

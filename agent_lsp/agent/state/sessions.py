@@ -194,6 +194,10 @@ class SessionStore:
         items.sort(key=lambda i: i.pop("_updated"), reverse=True)
         return items
 
+    def ids(self) -> builtins.list[str]:
+        """The ids of the workspace's sessions (their index files), in no order."""
+        return [path.stem for path in self._files()]
+
     def _files(self) -> builtins.list[Path]:
         return [path for _, path in self._stamped()]
 

@@ -5,7 +5,8 @@ index and objects; the repository's objects as an alternate; the repository's co
 never read, so nothing of the repository's runs): as cheap as `git status` (files git already
 knows are not hashed again) and nothing is written under the workspace. Elsewhere
 it is a walk of the files the ignore rules keep, with the content of files under 1 MB kept so
-they can be restored. Ignored files and `.git/` are never looked at (CONTRACT Decision 17)."""
+they can be restored. Ignored files, `.git/` and Python's bytecode caches (`__pycache__/`, `*.pyc`)
+are never looked at (CONTRACT Decision 17)."""
 
 from __future__ import annotations
 
@@ -33,6 +34,14 @@ from agent_lsp.agent.state.gitsafe import (
 
 log = logging.getLogger(__name__)
 
+# Python's bytecode caches: written by any command that imports the workspace's code, never a
+# change of the user's (a .gitignore usually says so; a new project's often has none yet).
+BYTECODE_DIRS = ("__pycache__",)
+BYTECODE_SUFFIXES = (".pyc", ".pyo")
+BYTECODE_PATHSPEC = tuple(
+    [f":(exclude,glob)**/{d}/**" for d in BYTECODE_DIRS]
+    + [f":(exclude,glob)**/*{s}" for s in BYTECODE_SUFFIXES]
+)
 SMALL_FILE = 1_000_000  # outside git, files up to this size are kept before a command
 # The private git dir's own objects (every version of every untracked or changed file a snapshot
 # saw) grow with each command: past this size they are dropped with the private index, and the
@@ -205,7 +214,7 @@ class Snapshotter:
                 pass
 
     def _pathspec(self, repo: Repository, root: Path) -> list[str]:
-        spec = [os.path.relpath(root, repo.top)]
+        spec = [os.path.relpath(root, repo.top), *BYTECODE_PATHSPEC]
         for folder in self.exclude:  # the state dir is never one of the workspace's changes
             if folder == root or folder.is_relative_to(root):
                 spec.append(f":(exclude,literal){os.path.relpath(folder, repo.top)}")
@@ -295,7 +304,9 @@ class Snapshotter:
     def _walk(self, root: Path, snap: Snapshot) -> None:
         for name in fallback_walk(root, None):
             path = Path(name)
-            if any(path.is_relative_to(folder) for folder in self.exclude):
+            if any(path.is_relative_to(folder) for folder in self.exclude) or is_bytecode(
+                path.relative_to(root)
+            ):
                 continue
             try:
                 info = path.stat()
@@ -313,6 +324,11 @@ class Snapshotter:
             else:
                 sha = None
             snap.files[path] = (info.st_size, info.st_mtime_ns, sha)
+
+
+def is_bytecode(path: Path) -> bool:
+    """A file of Python's bytecode cache: never one of the workspace's changes."""
+    return path.suffix in BYTECODE_SUFFIXES or any(d in path.parts for d in BYTECODE_DIRS)
 
 
 def _lease(folder: Path) -> int:

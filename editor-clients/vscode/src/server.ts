@@ -142,7 +142,8 @@ export class AgentServer implements vscode.Disposable {
       void vscode.window
         .showErrorMessage(
           `agent-lsp: could not start "${command}": ${describeError(err)}. ` +
-            'Install it (pip install agent-lsp-server) or set "agentLsp.serverPath".',
+            'Install it from a clone of agent-lsp (pipx install . in the clone; not on PyPI yet, ' +
+            'once published: pipx install agent-lsp-server) or set "agentLsp.serverPath".',
           'Open Settings',
         )
         .then((choice) => {

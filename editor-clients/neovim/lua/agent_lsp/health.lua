@@ -54,7 +54,7 @@ local function check_server(client)
   }, TIMEOUT_MS)
   if not resp or resp.err then
     health.error('agentLsp.health failed: ' .. (resp and resp.err and resp.err.message or err or 'no answer'), {
-      'an older agent-lsp? upgrade it: pip install -U agent-lsp-server',
+      'an older agent-lsp? upgrade it: git pull, then pipx install --force . in its clone',
     })
     return
   end
@@ -111,7 +111,7 @@ local function check_setup(client)
   }, TIMEOUT_MS)
   if not resp or resp.err or type(resp.result) ~= 'table' then
     health.warn('agentLsp.setup failed: ' .. (resp and resp.err and resp.err.message or err or 'no answer'), {
-      'an older agent-lsp? upgrade it: pip install -U agent-lsp-server',
+      'an older agent-lsp? upgrade it: git pull, then pipx install --force . in its clone',
     })
     return
   end
@@ -173,7 +173,8 @@ function M.check()
     local exe = vim.fn.exepath(cmd[1])
     if exe == '' then
       health.error(('server executable `%s` not found'):format(cmd[1]), {
-        'pip install agent-lsp-server (or `pip install -e .` in its repository)',
+        'install it from a clone of agent-lsp: pipx install . (or pip install -e . in a virtualenv); '
+          .. 'not on PyPI yet (once published: pipx install agent-lsp-server)',
         "or point vim.g.agent_lsp_cmd at it, e.g. { '/path/to/venv/bin/agent-lsp' }",
       })
     else

@@ -69,7 +69,7 @@ function M.start(bufnr)
   end
   if type(config.cmd) == 'table' and vim.fn.executable(config.cmd[1]) == 0 then
     vim.notify(
-      ('agent-lsp: server command `%s` not found; pip install agent-lsp-server or set vim.g.agent_lsp_cmd (see :checkhealth agent_lsp)'):format(
+      ('agent-lsp: server command `%s` not found; install it from a clone of agent-lsp (pipx install . in the clone) or set vim.g.agent_lsp_cmd (see :checkhealth agent_lsp)'):format(
         tostring(config.cmd[1])
       ),
       vim.log.levels.ERROR
