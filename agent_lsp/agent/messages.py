@@ -324,9 +324,9 @@ def parse_arguments(call: ToolCall) -> dict[str, Any]:
         value = json.loads(call.arguments or "{}")
     except json.JSONDecodeError as exc:
         raise ValueError(
-            f"the arguments of {call.name} were malformed JSON ({exc.msg} at char {exc.pos}), "
-            "so the call did not run (the conversation keeps them as {}); call it again with "
-            "a JSON object"
+            f"the arguments of {call.name} were malformed, not valid JSON ({exc.msg} at char "
+            f"{exc.pos}), so the call did not run (the conversation keeps them as {{}}); call it "
+            "again with a JSON object"
         ) from None
     if not isinstance(value, dict):
         raise ValueError(

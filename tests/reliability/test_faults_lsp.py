@@ -34,7 +34,8 @@ FAULTS = {
                              {"text": "understood the error"}], {}, "done", ["toolResult", "reply"], "understood the error"),
     "unknown-tool": ([{"tool_calls": [{"id": "call_bad", "name": "delete_everything", "arguments": {"path": "."}}]},
                       {"text": "no such tool, fine"}], {}, "done", ["toolResult", "reply"], "no such tool, fine"),
-    "empty-reply": ([{"text": ""}], {}, None, ["reply"], None),
+    # asked again once, then a fatal stop naming the endpoint (issue 32, Decision 68)
+    "empty-reply": ([{"text": "", "repeat": 2}], {}, "fatal", ["modelError"], "empty reply"),
 }
 
 
