@@ -174,7 +174,7 @@ class ModelCallNode:
                 f"had been shown ({exc})",
                 StopCause.MODEL,
             )
-        if exc.empty and empty_answers > EMPTY_RETRIES:
+        if exc.empty and (empty_answers > EMPTY_RETRIES or attempt == MODEL_ATTEMPTS):
             raise StopRun(
                 f"model request failed: {exc}{self._overflow_hint(messages)}", StopCause.MODEL
             )
