@@ -112,3 +112,26 @@ def test_a_failure_the_sdk_does_not_retry_shows_no_retry_line(model, workspace):
     model.add([{"status": 400, "message": "bad request"}])
     proc = agent_run(model, workspace, "hello")
     assert proc.returncode == 1 and "retrying" not in proc.stderr
+
+
+def test_a_session_stored_by_an_older_version_is_sent_as_servers_take_it(model, workspace):
+    """A session whose transcript holds what earlier versions stored (`content: null` on a
+    tool-call message, malformed arguments echoed as they came) continues: each request of it
+    carries `""` and `{}` (llama-cpp-python answered 500 to the one, vLLM and Ollama refused the
+    other)."""
+    model.add([tools_reply({"id": "call_old", "name": "read_file", "arguments": {"path": "calc.py"}}),
+               {"text": "It subtracts."}, {"text": "go on"}])
+    first = json.loads(agent_run(model, workspace, "what does add do?").stdout)
+    path = Path(first["transcript"])
+    records = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    for record in records:
+        for message in record.get("messages") or ():
+            if message.get("tool_calls"):  # as an older version wrote it
+                message["content"] = None
+                message["tool_calls"][0]["function"]["arguments"] = '{"path": "calc.py"'
+    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+
+    proc = agent_run(model, workspace, "and mul?", "--session", first["sessionId"])
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (sent,) = [m for m in model.requests[-1]["messages"] if m.get("tool_calls")]
+    assert sent["content"] == "" and sent["tool_calls"][0]["function"]["arguments"] == "{}"
