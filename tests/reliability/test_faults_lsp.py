@@ -36,6 +36,8 @@ FAULTS = {
                       {"text": "no such tool, fine"}], {}, "done", ["toolResult", "reply"], "no such tool, fine"),
     # asked again once, then a fatal stop naming the endpoint (issue 32, Decision 68)
     "empty-reply": ([{"text": "", "repeat": 2}], {}, "fatal", ["modelError"], "empty reply"),
+    # OpenAI's refusal deltas: fatal, the refusal's text as the error (Decision 68)
+    "refusal": ([{"refusal": "I can't help with that."}], {}, "fatal", [], "I can't help with that."),
 }
 
 
@@ -86,6 +88,8 @@ async def test_model_fault_ends_in_a_defined_state(open_editor, model, fault):
     for kind in kinds:
         assert kind in types_seen, (kind, types_seen)
     assert lines[-1]["report"]["stopReason"] == report["stopReason"]
+    if fault == "refusal":
+        assert (report["stopCause"], report["error"]) == ("content_filter", "I can't help with that.")
     if fault == "cut-always":
         assert types_seen.count("modelError") == 3, types_seen  # retried, then fatal
     assert API_KEY not in Path(report["transcript"]).read_text(encoding="utf-8")
