@@ -88,6 +88,10 @@ async def test_model_fault_ends_in_a_defined_state(open_editor, model, fault):
     for kind in kinds:
         assert kind in types_seen, (kind, types_seen)
     assert lines[-1]["report"]["stopReason"] == report["stopReason"]
+    if fault == "500-beyond-retries":  # each of the SDK's retries is a status event (issue 32)
+        retries = [e["text"] for e in editor.events(started["runId"], "status") if "retrying" in e["text"]]
+        assert [t.split("; ")[-1] for t in retries] == ["retrying (2/3)", "retrying (3/3)"], retries
+        assert all("HTTP 500 (upstream exploded)" in t for t in retries), retries
     if fault == "refusal":
         assert (report["stopCause"], report["error"]) == ("content_filter", "I can't help with that.")
     if fault == "cut-always":
