@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Literal
 
 from agent_lsp.agent.display import escape_invisible
 from agent_lsp.agent.policy.rules import Rule, RuleSet
-from agent_lsp.agent.policy.shell import HARMLESS_TARGETS, Part, destructive, split_line, unwrap
+from agent_lsp.agent.policy.destructive import destructive
+from agent_lsp.agent.policy.shell import HARMLESS_TARGETS, Part, split_line, unchecked, unwrap
 from agent_lsp.agent.state.session import SessionApprovals
 from agent_lsp.settings import ApprovalSettings, Settings
 
@@ -234,6 +235,10 @@ class ApprovalPolicy:
         harmful = destructive(parts) if parts else None
         if harmful:
             why = f"asks: destructive command: {harmful}; nothing allows it without a person"
+            return PolicyVerdict("ask", why, must_ask=why)
+        blind = unchecked(parts) if parts else None
+        if blind:
+            why = f"asks: {blind}; nothing allows it without a person"
             return PolicyVerdict("ask", why, must_ask=why)
         asked = self._matching("ask", tool, prepared, parts)
         if asked is not None:  # above --yes and session grants (Decision 26)
