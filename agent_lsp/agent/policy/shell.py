@@ -55,6 +55,7 @@ class Part:
     never_allow: str | None = None
     writes: list[str] = field(default_factory=list)  # targets of output redirections
     unchecked: str | None = None
+    patterns: set[str] = field(default_factory=set)  # arguments the shell expands (globs, braces)
 
 
 @functools.cache
@@ -153,11 +154,19 @@ def _command_part(node: Node) -> Part:
             part.argv += _apply_redirect(child, part, None, 0)
             continue
         words = _words(child)
+        if _is_pattern(child):
+            part.patterns.update(words)
         if any(d.type in _EXPANSIONS for d in _descendants(child)) or any(
             "$" in w or "`" in w for w in words
         ):
             part.never_allow = part.never_allow or "a shell expansion ($ or backticks)"
         part.argv += words
+    _argv_risks(part)
+    return part
+
+
+def _argv_risks(part: Part) -> Part:
+    """What a part's own argv (looked through wrappers) keeps from any allow rule."""
     for argv in (part.argv, *unwrap(part.argv)):
         name = os.path.basename(argv[0]) if argv else ""
         if name in ("eval", "source", ".", "trap"):
@@ -214,6 +223,16 @@ def _reads_commands_from_stdin(argv: list[str]) -> str | None:
     if name in SHELLS and _shell_text(inner) is None and not operands:
         return f"`{name}` reads commands from a pipe, which cannot be checked"
     return None
+
+
+def _is_pattern(node: Node) -> bool:
+    """An unquoted word holding a glob or brace character: the shell expands it."""
+    pieces = [node] if node.type == "word" else []
+    if node.type == "concatenation":
+        pieces = [c for c in node.named_children if c.type == "word"]
+    return any(
+        any(c in "*?[{" for c in re.sub(r"\\.", "", _text(piece))) for piece in pieces
+    )
 
 
 def _descendants(node: Node) -> list[Node]:
@@ -305,7 +324,7 @@ def _text_commands(argv: list[str], depth: int) -> list[Part]:
     found = _split(text, depth + 1) if text else []
     if name == "find" and depth < 4:
         for cmd in find_commands(argv):
-            found.append(Part(cmd))
+            found.append(_argv_risks(Part(cmd)))
             for inner in (cmd, *unwrap(cmd)):
                 found += _text_commands(inner, depth + 1)
     return found
