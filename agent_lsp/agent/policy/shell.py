@@ -106,6 +106,7 @@ def _collect(node: Node, parts: list[Part], depth: int, piped: bool = False) -> 
     if kind == "command":
         part = _command_part(node)
         parts.append(part)
+        _feed_shell(node, part, parts)  # `sh <<< 'text'`
         if piped:
             part.unchecked = _reads_commands_from_stdin(part.argv)
     elif kind == "redirected_statement":
@@ -144,7 +145,7 @@ def _redirected(node: Node, parts: list[Part], depth: int, piped: bool) -> None:
     if extra:
         owner.argv += extra  # `rm 2>/dev/null -rf x`: the words after the target are arguments
     if body is not None and body.type == "command":
-        _feed_shell(node, body, owner, parts)
+        _feed_shell(node, owner, parts)
 
 
 def _command_part(node: Node) -> Part:
@@ -185,8 +186,9 @@ def _apply_redirect(node: Node, part: Part, parts: list[Part] | None, depth: int
         part.never_allow = part.never_allow or "a here-document"
         if parts is not None:
             for child in node.named_children:
-                if child.type not in ("heredoc_start", "heredoc_body", "heredoc_end"):
-                    _collect(child, parts, depth + 1)  # `cat <<EOF | sh`: the pipeline
+                if child.type not in ("heredoc_start", "heredoc_end"):
+                    # `cat <<EOF | sh`: the pipeline; `$(…)` in the body
+                    _collect(child, parts, depth + 1)
         return []
     targets = node.children_by_field_name("destination")
     if not targets:
@@ -201,13 +203,15 @@ def _apply_redirect(node: Node, part: Part, parts: list[Part] | None, depth: int
     return [w for t in targets[1:] for w in _words(t)]
 
 
-def _feed_shell(statement: Node, body: Node, owner: Part, parts: list[Part]) -> None:
+def _feed_shell(statement: Node, owner: Part, parts: list[Part]) -> None:
     """A here-document or here-string given to a shell is commands: its text is parts too."""
     argv = owner.argv
     inner = [argv, *unwrap(argv)][-1]
     if not inner or os.path.basename(inner[0]) not in SHELLS or _shell_text(inner) is not None:
         return
-    for redirect in statement.children_by_field_name("redirect"):
+    for redirect in statement.named_children:
+        if not redirect.type.endswith("_redirect"):
+            continue
         for child in redirect.named_children:
             if child.type == "heredoc_body":
                 parts.extend(_split(_text(child), 1))
