@@ -252,3 +252,13 @@ def test_allow_for_session_stays_the_exact_line(tmp_path):
     assert decide(p, "find . -name 'x'", tmp_path).verdict == "ask"
     assert decide(p, "find / -name '*'", tmp_path).verdict == "ask"
 
+
+
+@pytest.mark.parametrize(("line", "why"), [
+    ("echo " + "a " * 150_000, "longer than 200,000 characters"),
+    ("echo \udcff", "not text"),
+    ("echo " + "$(" * 400 + "rm -rf x" + ")" * 400, "nests too deeply"),
+])
+def test_a_line_too_big_odd_or_deep_to_check_asks_a_person_and_does_not_crash(line, why, tmp_path):
+    verdict = decide(policy(tmp_path, allow=["Bash"], default="allow"), line, tmp_path)
+    assert verdict.verdict == "ask" and verdict.must_ask and why in verdict.why, verdict

@@ -42,6 +42,10 @@ _EXPANSIONS = frozenset(
     }
 )
 _MAX_DEPTH = 60  # nesting deeper than this is refused rather than checked
+_MAX_LINE = 200_000  # longer lines are refused (checking costs ~6 µs a word)
+_PLAIN = re.compile(r"[^\\'\"$`\s]*")  # a word shlex would return unchanged
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_GLOB = re.compile(r"[*?\[{]")
 
 
 @dataclass
@@ -82,6 +86,10 @@ def unchecked(parts: list[Part]) -> str | None:
 def _split(command: str, depth: int) -> list[Part]:
     if depth > 3:
         return [_refused("commands nested as text too deeply to check")]
+    if len(command) > _MAX_LINE:
+        return [_refused(f"the line is longer than {_MAX_LINE:,} characters")]
+    if _SURROGATE.search(command):
+        return [_refused("the line holds characters that are not text")]
     tree = _parser().parse(command.encode("utf-8", "surrogatepass"))
     parts: list[Part] = []
     _collect(tree.root_node, parts, 0)
@@ -121,7 +129,8 @@ def _collect(node: Node, parts: list[Part], depth: int, piped: bool = False) -> 
                 _collect(child, parts, depth + 1, piped)
         return
     for child in node.named_children:
-        _collect(child, parts, depth + 1)
+        if child.named_child_count:  # a leaf word holds no command
+            _collect(child, parts, depth + 1)
 
 
 def _is_statement(node: Node) -> bool:
@@ -153,6 +162,11 @@ def _command_part(node: Node) -> Part:
     for child in node.named_children:
         if child.type.endswith("_redirect"):
             part.argv += _apply_redirect(child, part, None, 0)
+            continue
+        if child.type == "word" and _PLAIN.fullmatch(text := _text(child)):
+            part.argv.append(text)  # the common case, kept cheap for long lines
+            if _GLOB.search(text):
+                part.patterns.add(text)
             continue
         words = _words(child)
         if _is_pattern(child):
@@ -256,6 +270,8 @@ def _text(node: Node) -> str:
 def _words(node: Node) -> list[str]:
     """A word's tokens as `shlex` reads them, with `$'…'` strings decoded as bash does."""
     text = _text(node)
+    if node.type in ("word", "number") and _PLAIN.fullmatch(text):
+        return [text]  # nothing for shlex to do (most words): keeps long lines fast
     ansi = [d for d in _descendants(node) if d.type == "ansi_c_string"]
     if node.type == "ansi_c_string":
         ansi = [node]
