@@ -161,8 +161,11 @@ def test_a_line_that_cannot_be_checked_asks_a_person(line, why, tmp_path):
     (["Bash(ls:*)"], "ls; rm x", "ask"),
     (["Bash(ls:*)"], "{ ls; rm x; }", "ask"),
     (["Bash(ls:*)"], "if true; then rm x; fi", "ask"),
-    (["Bash(ls:*)", "Bash(true)"], "if true; then ls -l; fi", "allow"),
-    (["Bash(ls:*)"], "{ ls; ls -l; }", "allow"),
+    (["Bash(ls:*)", "Bash(true)"], "if true; then ls -l; fi", "ask"),  # structure never matches
+    (["Bash(ls:*)"], "{ ls; ls -l; }", "ask"),
+    (["Bash(ls:*)"], "(ls)", "ask"),
+    (["Bash(ls:*)"], "! ls", "ask"),
+    (["Bash(ls:*)"], "ls && ls -l | ls; ls &", "allow"),
     (["Bash(ls:*)"], "ls $(rm x)", "ask"),
     (["Bash(ls:*)"], "f() { ls; }; f", "ask"),
     (["Bash(echo:*)"], "echo hi | sh", "ask"),

@@ -31,6 +31,15 @@ _OTHER_STATEMENTS = {
     "test_command": "a `[[ … ]]` test",
     "arithmetic_expansion": "an arithmetic expansion",
     "c_style_for_statement": "an arithmetic `for` loop",
+    # Compound commands: their commands are checked one by one, but no allow rule passes the
+    # structure (as before tree-sitter: "a line with shell syntax never matches").
+    "compound_statement": "a `{ …; }` group",
+    "subshell": "a `( … )` subshell",
+    "if_statement": "an `if` statement",
+    "while_statement": "a `while`/`until` loop",
+    "for_statement": "a `for` loop",
+    "case_statement": "a `case` statement",
+    "negated_command": "a `!` negation",
 }
 _EXPANSIONS = frozenset(
     {
