@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from tree_sitter import Node, Parser
+    from tree_sitter import Language, Node, Parser
 
 SHELLS = frozenset({"sh", "bash", "zsh", "dash", "ksh", "fish", "csh", "tcsh", "mksh", "busybox"})
 # Safe redirection targets outside the workspace.
@@ -72,12 +72,18 @@ class Part:
 
 
 @functools.cache
-def _parser() -> Parser:
+def _language() -> Language:
     # Loaded when a command is first checked, never at import (start-up time).
     import tree_sitter
     import tree_sitter_bash
 
-    return tree_sitter.Parser(tree_sitter.Language(tree_sitter_bash.language()))
+    return tree_sitter.Language(tree_sitter_bash.language())
+
+
+def _parser() -> Parser:
+    import tree_sitter
+
+    return tree_sitter.Parser(_language())  # one per line: a parser is not shared across threads
 
 
 def split_line(command: str) -> list[Part]:
