@@ -193,6 +193,8 @@ class ToolCallRunner:
         ):
             # why a rule or the destructive list asks: said where the user decides
             prepared.detail += f"\n{policy.why}"
+        if policy.verdict == "ask" and policy.always_withheld:
+            prepared.detail += f"\n{policy.always_withheld}"  # Decision 66: the prompt says why
         if policy.verdict == "allow":
             answer = Answer(Decision.ALLOW)
         elif policy.verdict == "deny":
