@@ -223,6 +223,8 @@ async def run_task(
                 mode=options.mode or "default",
                 memory=[label for label, _ in memory],
             )
+            if warning := seams.limits.schema_warning(main.schema_tokens):
+                seams.emit(StatusEvent(warning, 0))  # before turn 1: why results may be cut
             if seams.hooks is not None:
                 await session_hooks(seams.hooks, session, options.title or prompt, run_id)
             outcome = await main.loop()
