@@ -6,8 +6,8 @@ schemas alone take."""
 from __future__ import annotations
 
 import json
-import re
 import os
+import re
 import sys
 from pathlib import Path
 
