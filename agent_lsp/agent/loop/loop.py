@@ -64,6 +64,7 @@ class AgentLoop(ModelCallNode):
         self.changed_files = seams.changed_files
         self.telemetry = seams.telemetry
         self.budget = seams.budget
+        self.spill, self.redact = seams.spill, seams.redact  # for a result cut to fit the window
         self.span = NO_SPAN  # this agent's span (telemetry), while its loop goes
         self.agent_id = agent_id
         self.calls = ToolCallRunner(
@@ -283,8 +284,8 @@ class AgentLoop(ModelCallNode):
         for index, keep in cuts:
             entry = self.history[index]
             name = f"{entry.message.get('tool_call_id') or 'call'}-fit"
-            cut = await self.calls.spill.fit(
-                entry.message["content"], name, self.calls.redact, max(keep - FIT_MARGIN, 200)
+            cut = await self.spill.fit(
+                entry.message["content"], name, self.redact, max(keep - FIT_MARGIN, 200)
             )
             message = {**entry.message, "content": note + cut.content}
             fitted = Entry(message, "tool", entry.run_id, entry.outcome)
