@@ -69,23 +69,36 @@ class HostedRun:
     mcp: ToolSet | None = None  # the tool servers whose tools the run got (kept open while it goes)
     # Who cancelled it (the first cancel wins); none: its event loop ended.
     cancel_cause: CancelCause | None = None
+    started: bool = False  # its task began: a cancel now reaches run_task, which reports it
 
     def cancel(self, cause: CancelCause) -> bool:
         """Cancel the run, `cause` saying who (kept only if it is the first). False if it is
-        over."""
+        over. A run whose task has not begun yet is cancelled as it begins (a task cancelled
+        before its first step would never reach run_task, and so never report)."""
         if self.task is None or self.task.done():
             return False
         if self.cancel_cause is None:
             self.cancel_cause = cause
-        self.task.cancel()
+        if self.started:
+            self.task.cancel()
         return True
+
+
+@dataclass(frozen=True)
+class FinishedRun:
+    """What the host keeps of a finished run: its ids and report, never its session (whose
+    history a long-lived host would otherwise hold for each of its last runs)."""
+
+    id: str
+    session_id: str
+    report: RunReport | None
 
 
 @dataclass
 class AgentHost(HostSessions):
     active: dict[str, HostedRun] = field(default_factory=dict)
     models: dict[tuple[Any, ...], Model] = field(default_factory=dict)
-    finished: dict[str, HostedRun] = field(default_factory=dict)  # recent runs, for rewind
+    finished: dict[str, FinishedRun] = field(default_factory=dict)  # recent runs: ids, reports
     # MCP and OpenTelemetry, plugged in by the front end (none: no such tools, nothing recorded)
     tool_servers: ToolServers | None = None
     telemetry: Telemetry | None = None
@@ -93,6 +106,9 @@ class AgentHost(HostSessions):
     permissions: PermissionSource | None = None  # Claude Code's rule files, "Always allow"
     checkpoints: dict[Path, CheckpointStore] = field(default_factory=dict)  # first folder -> store
     keep_finished: int = KEEP_FINISHED
+    # Set once every run was cancelled because the process is going away: a run that starts
+    # later (its request was on its way) is cancelled as it begins, with the same cause.
+    closing: CancelCause | None = None
     _background: set[asyncio.Task[Any]] = field(default_factory=set)
     rewinds: HostRewinds = field(init=False, repr=False)
 
@@ -222,6 +238,11 @@ class AgentHost(HostSessions):
                 await self.prune_state(store, running, set(self.active))
 
         async def drive() -> None:
+            hosted.started = True
+            if hosted.cancel_cause is not None:  # cancelled before it began: run_task reports it
+                task = asyncio.current_task()
+                if task is not None:
+                    task.cancel()
             try:
                 extra, files, granted = await self._prelude(
                     before, ports.workspace.roots, settings, mcp_servers, hosted, plan
@@ -262,7 +283,7 @@ class AgentHost(HostSessions):
                 session.running = None
                 self.active.pop(run_id, None)
                 self._used[session.id] = time.monotonic()
-                self.finished[run_id] = hosted
+                self.finished[run_id] = FinishedRun(run_id, session.id, hosted.report)
                 while len(self.finished) > self.keep_finished:
                     del self.finished[next(iter(self.finished))]
                 self.evict_idle()
@@ -276,6 +297,8 @@ class AgentHost(HostSessions):
                     after(hosted)
 
         hosted.task = asyncio.ensure_future(drive())
+        if self.closing is not None:
+            hosted.cancel(self.closing)
         return hosted
 
     def _run_telemetry(
@@ -334,17 +357,12 @@ class AgentHost(HostSessions):
 
     def cancel(self, run_id: str, cause: CancelCause = BY_USER) -> bool:
         run = self.active.get(run_id)
-        if run is None or run.task is None or run.task.done():
-            return False
-        if run.cancel_cause is None:
-            run.cancel_cause = cause
-        # call_soon: a run cancelled before its task first ran would skip run_task entirely
-        # (and so its report); one loop iteration later it is inside run_task's handler.
-        asyncio.get_running_loop().call_soon(run.task.cancel)
-        return True
+        return run is not None and run.cancel(cause)
 
     def cancel_every(self, cause: CancelCause) -> list[asyncio.Task[Any]]:
-        """Cancel every run now (the server or the client is going away); returns their tasks."""
+        """Cancel every run now (the server or the client is going away), and every run that
+        starts from now on; returns their tasks."""
+        self.closing = self.closing or cause
         runs = [r for r in self.active.values() if r.task is not None and not r.task.done()]
         for run in runs:
             run.cancel(cause)

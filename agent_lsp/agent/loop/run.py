@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -180,7 +180,7 @@ async def run_task(
                 files=granted.claude_files,
             )
             for problem in problems:  # a malformed declaration is named, never skipped silently
-                seams.emit(StatusEvent(f"hooks: {problem}", None))
+                seams.emit(StatusEvent(f"hooks: {problem}", 0))  # before turn 1
             memory = await recall_memory(paths.roots, settings.memory_files)
             memory_text = redact(
                 "".join(f"\n\n## Memory: {label}\n{text}" for label, text in memory)
@@ -226,6 +226,8 @@ async def run_task(
                 mode=options.mode or "default",
                 memory=[label for label, _ in memory],
             )
+            if warning := seams.limits.schema_warning(main.schema_tokens):
+                seams.emit(StatusEvent(warning, 0))  # before turn 1: why results may be cut
             if seams.hooks is not None:
                 await session_hooks(seams.hooks, session, options.title or prompt, run_id)
             outcome = await main.loop()
@@ -259,23 +261,50 @@ async def run_task(
                 main.turn if main else 0,
                 f"internal error: {type(exc).__name__}: {exc}",
             )
-    finally:
-        for proc in list(tool_ctx.processes):  # e.g. an rg a cancel interrupted
+    except BaseException:  # the process is going down (KeyboardInterrupt, SystemExit)
+        for proc in list(tool_ctx.processes):
             kill_group(proc)
-        await runner.stop_all()
-        if seams.hooks is not None:
-            await seams.hooks.settle()
-            for proc in list(seams.hooks.processes):
-                kill_group(proc)
-            session.end_hooks = seams.hooks.session_end
         session.running = None
+        raise
+    # The stop is decided, and the first cause fixes it (Decision 73): from here on a cancel
+    # (a second Stop while a Notification hook settles) must not lose the report, the
+    # transcript's stop line, the stop event or the progress's end; it only cuts the hooks'
+    # grace short.
     if options.images and outcome.cause == StopCause.MODEL:
         _forget_unanswered(session, prompt_entry)
-    # The stop is decided: a cancel arriving from here on must not lose the report, the
-    # transcript's stop line or the stop event.
+    hooks = seams.hooks
     return await _uncancellable(
-        close_run(run, main, outcome, owns_model=model is None, options=options)
+        _end_run(run, main, outcome, runner, owns_model=model is None, options=options),
+        hurry=hooks.hurry if hooks is not None else None,
     )
+
+
+async def _end_run(
+    run: RunState,
+    main: AgentLoop | None,
+    outcome: LoopOutcome,
+    runner: CommandRunner,
+    *,
+    owns_model: bool,
+    options: RunOptions,
+) -> RunReport:
+    """What every run does once at its end: its processes ended, its background hooks settled,
+    then the report written, saved and sent (close_run)."""
+    try:
+        for proc in list(run.tool_ctx.processes):  # e.g. an rg a cancel interrupted
+            kill_group(proc)
+        await runner.stop_all()
+        hooks = run.seams.hooks
+        if hooks is not None:
+            await hooks.settle()
+            for proc in list(hooks.processes):
+                kill_group(proc)
+            run.session.end_hooks = hooks.session_end
+    except Exception:  # the report must still be written and sent
+        log.exception("ending run %s failed", run.seams.run_id)
+    finally:
+        run.session.running = None
+    return await close_run(run, main, outcome, owns_model=owns_model, options=options)
 
 
 def _code_intel(options: RunOptions, session: Session, roots: list[Path]) -> CodeIntel | None:
@@ -317,7 +346,11 @@ def _forget_unanswered(session: Session, prompt_entry: Entry) -> None:
         del session.history[start:]
 
 
-async def _uncancellable(coro: Awaitable[RunReport]) -> RunReport:
+async def _uncancellable(
+    coro: Awaitable[RunReport], hurry: Callable[[], None] | None = None
+) -> RunReport:
+    """`coro` run to its end whatever cancels the caller meanwhile (each such cancel calls
+    `hurry`, to cut waits short); the caller's cancel is absorbed, the report returned."""
     task = asyncio.ensure_future(coro)
     while True:
         try:
@@ -328,6 +361,8 @@ async def _uncancellable(coro: Awaitable[RunReport]) -> RunReport:
             current = asyncio.current_task()
             if current is not None:
                 current.uncancel()
+            if hurry is not None:
+                hurry()
 
 
 def _redacting(emit: EventSink, redact: Redactor) -> EventSink:

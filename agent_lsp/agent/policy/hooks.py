@@ -362,6 +362,12 @@ class RunHooks:
                 task.cancel()
             await asyncio.gather(*pending, return_exceptions=True)
 
+    def hurry(self) -> None:
+        """A second cancel while the run ends: the background hooks are cancelled (and killed)
+        now instead of being given their grace."""
+        for task in list(self.background):
+            task.cancel()
+
 
 def _log_event(event: Event) -> None:
     log.info("%s", event.text)
