@@ -34,12 +34,19 @@ class AgentServer(LanguageServer):
         )
         self.caps = ClientCaps()
         self.connection_closed = False  # set on `exit`: nothing more is written to the client
+        self.shutdown_asked = False  # LSP: `exit` after `shutdown` exits 0, without it 1
+        self.exit_asked = False
         self.init_options: Any = None
         self._config: SettingsState | None = None
         self._runs: RunRegistry | None = None
         # the first workspace/configuration answer (or none to wait for)
         self._configured = asyncio.Event()
         self.warm = WarmUp(CORE_MODULES, tool_schemas=True)
+
+    @property
+    def exit_code(self) -> int:
+        """What the process exits with: 1 after an `exit` that no `shutdown` preceded (LSP)."""
+        return 1 if self.exit_asked and not self.shutdown_asked else 0
 
     # The agent core, pydantic and the settings model load after `initialize` is answered
     # (start-up is the editor's wait); the first use, or the warm-up thread, brings them in.
@@ -352,17 +359,19 @@ def create_server() -> AgentServer:
 
     @server.feature(types.SHUTDOWN)
     async def shutdown(ls: AgentServer, *args: Any) -> None:
+        ls.shutdown_asked = True
         await shut_down(ls._runs.host if ls._runs is not None else None)
 
     @server.feature(types.EXIT)
     def exit_(ls: AgentServer, *args: Any) -> None:
         ls.connection_closed = True  # pygls closes stdout right after this handler
+        ls.exit_asked = True
         if ls._runs is not None:  # an exit without a shutdown first: the runs stop `shutdown` too
             from agent_lsp.agent.messages import CancelCause, StopCause
 
             stop_runs(ls._runs.host, CancelCause(StopCause.SHUTDOWN))
         # pygls waits for its stdin reader thread on exit: do not let that keep us alive
-        leave_after(1.0)
+        leave_after(1.0, ls.exit_code)
 
     return server
 
