@@ -59,8 +59,20 @@ class AgentServer(LanguageServer):
             self._config = SettingsState()
             self.show_problems(self._config.update(init_options=self.init_options or {}))
         else:
+            before = self._config.settings
             self.show_problems(self._config.refresh())
+            if self._config.settings is not before:  # the user's settings file changed
+                self.settings_replaced()
         return self._config
+
+    def settings_replaced(self) -> None:
+        """The configuration was replaced: the model clients, MCP and language servers only the
+        old one wanted are closed (now, or when the last run using them ends)."""
+        if self._runs is None or self._config is None:  # nothing was started yet
+            return
+        from agent_lsp.server.folders import workspace_roots
+
+        self._runs.host.settings_replaced(self._config.settings, workspace_roots(self))
 
     @property
     def runs(self) -> RunRegistry:
@@ -123,6 +135,7 @@ class AgentServer(LanguageServer):
             # pygls gives a tuple
             section = result[0] if isinstance(result, list | tuple) and result else None
             self.show_problems(self.config.update(workspace_config=section or {}))
+            self.settings_replaced()
         except Exception as exc:  # a client that cannot answer keeps the settings it has
             log.info("workspace/configuration failed: %s", exc)
         finally:
@@ -156,6 +169,7 @@ def create_server() -> AgentServer:
             await ls.pull_configuration()
         elif isinstance(pushed, dict):
             ls.show_problems(ls.config.update(workspace_config=pushed))
+            ls.settings_replaced()
 
     @server.command("agentLsp.run")
     async def run(ls: AgentServer, *args: Any) -> dict[str, str]:
