@@ -205,16 +205,24 @@ class LanguageServers:
                 except ServerTimeout as exc:
                     await connection.close()
                     slot.connection = None
-                    slot.failed = f"{exc} (initialize), so it was stopped"
-                    raise CodeIntelError(slot.failed) from None
-                except ServerFailed as exc:
-                    if connection.exit_code is None:  # never ran (not on PATH): no retry
-                        slot.failed = str(exc)
-                        slot.connection = None
-                        raise CodeIntelError(slot.failed) from None
+                    raise self._failed(slot, f"{exc} (initialize), so it was stopped") from None
+                except ServerFailed as exc:  # it never answered `initialize`: no retry
+                    slot.connection = None
+                    why = str(exc)
+                    if connection.exit_code is not None:
+                        why = f"language server `{slot.spec.name}` failed to start: "
+                        why += connection.start_failure()
+                    raise self._failed(slot, why) from None
                 except BaseException:  # cancelled while starting: ended, and no crash counted
                     slot.connection = None
                     raise
+
+    def _failed(self, slot: _Slot, why: str) -> CodeIntelError:
+        """A server that could not start: said once, in one line; asked again only once its
+        configuration changed (a new configuration is a new set of servers)."""
+        slot.failed = why
+        log.warning("%s; it is not started again until its configuration changes", why)
+        return CodeIntelError(why)
 
     async def request(
         self, spec: ServerSpec, method: str, params: dict[str, Any], path: Path
