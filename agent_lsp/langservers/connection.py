@@ -332,7 +332,8 @@ class Connection:
         if self.exit_code is None:
             return f"language server `{self.spec.name}` was stopped"
         code = f" (exit code {self.exit_code})"
-        tail = f"; its last output: {' | '.join(list(self.stderr)[-3:])}" if self.stderr else ""
+        reason = error_line(list(self.stderr))  # one line of its output, not its log
+        tail = f": {reason}" if reason else ""
         command = " ".join(self.spec.command)
         return f"language server `{self.spec.name}` ({command}) exited{code}{tail}"
 
