@@ -132,3 +132,36 @@ async def test_a_run_in_flight_keeps_the_servers_it_uses_until_it_ends(
         assert await gone(pids) == []
     finally:
         await editor.quit()
+
+
+async def test_a_server_that_failed_to_start_is_tried_again_only_once_its_configuration_changed(
+        model, workspace, tmp_path):
+    """Issue 32: after a failed start, code-intel calls do not start it again (one line in the
+    log, said once); a changed `languageServers` configuration is a new server, started anew."""
+    settings_file, starts = tmp_path / "user-settings.json", tmp_path / "starts.log"
+
+    def failing(flag: str) -> None:
+        command = ["sh", "-c", f"echo {flag} >> {starts}; echo 'Error: no project here' >&2; exit 2"]
+        settings_file.write_text(json.dumps({"model": "m", "baseUrl": model.base_url, "languageServers": {
+            "auto": False, "servers": {"pyls": {"command": command, "extensions": [".py"]}}}}))
+
+    hover = {"name": "hover", "arguments": {"path": "calc.py", "line": 1, "symbol": "add"}}
+    failing("first")
+    model.add("twice", [{"tool_calls": [{"id": "h1", **hover}]}, {"tool_calls": [{"id": "h2", **hover}]},
+                        {"text": "no luck"}])
+    model.add("again", [{"tool_calls": [{"id": "h3", **hover}]}, {"text": "still no luck"}])
+    editor = await start_editor(workspace, "visual-studio-code")
+    try:
+        started = await editor.run("twice")
+        assert (await editor.wait_stop(started["runId"], 40))["stopReason"] == "done"
+        assert starts.read_text().split() == ["first"]
+        said = [line for line in editor.stderr if "failed to start" in line]
+        assert len(said) == 1 and "`pyls` failed to start: exited with code 2: Error: no project here" in said[0]
+
+        failing("second")
+        change_configuration(editor)
+        started = await editor.run("again")
+        assert (await editor.wait_stop(started["runId"], 40))["stopReason"] == "done"
+        assert starts.read_text().split() == ["first", "second"]
+    finally:
+        await editor.quit()
