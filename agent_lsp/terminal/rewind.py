@@ -37,7 +37,7 @@ def resolve_run_id(store: CheckpointStore, given: str) -> str:
     """The whole id of the run (or rewind) that `given` names: itself when it is a whole id,
     else the one id it starts (at least MIN_PREFIX characters). Ambiguous when several do; an
     id nothing starts is passed on, and the rewind says it is unknown."""
-    ids = [m.run_id for m in store.all()]
+    ids = [m.run_id for m in store.summaries()]
     if given in ids or len(given) < MIN_PREFIX:
         return given
     matches = [i for i in ids if i.startswith(given)]
