@@ -19,6 +19,7 @@ from typing import Any
 from agent_lsp.agent.display import clip
 from agent_lsp.agent.fs.safeio import NotReadable, private_dir, read_regular_sync, write_private
 from agent_lsp.agent.state.session import Entry, RunRecord, Session, apply_history_record
+from agent_lsp.agent.wellformed import wellformed
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +78,8 @@ class SessionStore:
         if session.code_intel is not None:  # its tool list, kept when a later process resumes it
             data["codeIntel"] = session.code_intel
         path = self._index(session.id)
-        await asyncio.to_thread(_save, path, json.dumps(data, ensure_ascii=False).encode())
+        text = wellformed(json.dumps(data, ensure_ascii=False))
+        await asyncio.to_thread(_save, path, text.encode())
 
     async def load(self, session_id: str) -> Session:
         """The session with its history rebuilt from its transcripts; SessionError otherwise."""
