@@ -156,6 +156,7 @@ class AcpAgent:
         additional_directories: list[str] | None = None,
         **kwargs: Any,
     ) -> LoadSessionResponse:
+        _valid_session_id(session_id, "session/load")
         root = _root(cwd, "session/load")
         live = self.sessions.get(session_id)
         if live is not None and live.run is not None:
@@ -287,6 +288,7 @@ class AcpAgent:
         log.debug("ignoring the extension notification _%s", method)
 
     def _session(self, session_id: str, method: str) -> AcpSession:
+        _valid_session_id(session_id, method)
         session = self.sessions.get(session_id)
         if session is None:
             raise RequestError(
@@ -318,3 +320,13 @@ def _settings() -> tuple[Any, list[str]]:
     """ACP has no initializationOptions: the user's settings file, then the environment, read
     again when either changed (the same rule as the language server's, frontend.UserSources)."""
     return user_settings()
+
+
+def _valid_session_id(session_id: Any, method: str) -> None:
+    """A value that cannot be a session id is -32602 (an unknown valid one is -32002)."""
+    from agent_lsp.agent.state.sessions import InvalidSessionId, check_session_id
+
+    try:
+        check_session_id(session_id)
+    except InvalidSessionId as exc:
+        raise RequestError(-32602, f"{method}: {exc}") from None

@@ -11,7 +11,7 @@ import sys
 from typing import Any, TextIO
 
 from agent_lsp.agent.display import for_terminal
-from agent_lsp.agent.state.sessions import SessionStore
+from agent_lsp.agent.state.sessions import InvalidSessionId, SessionStore, check_session_id
 from agent_lsp.settings import state_dir
 from agent_lsp.terminal.style import Style
 
@@ -87,6 +87,12 @@ def delete_sessions(args: argparse.Namespace) -> int:
         ids = store.older_than(seconds)
     else:
         ids = list(dict.fromkeys(args.ids))
+        for session_id in ids:
+            try:
+                check_session_id(session_id)
+            except InvalidSessionId as exc:
+                print(f"agent-lsp sessions delete: {for_terminal(str(exc))}", file=sys.stderr)
+                return EXIT_USAGE
         unknown = [i for i in ids if not store.exists(i)]
         if unknown:  # checked first: a typo deletes nothing
             print(
