@@ -19,6 +19,7 @@ from agent_lsp.agent.policy.hook_config import HookSpec, HookTable
 from agent_lsp.agent.policy.hook_exec import Confine, HookProcess, run_hook
 from agent_lsp.agent.ports import NO_SPAN, EventSink, TraceSpan
 from agent_lsp.agent.state.transcript import Transcript
+from agent_lsp.agent.wellformed import wellformed
 
 log = logging.getLogger(__name__)
 MESSAGE_CHARS = 500
@@ -177,7 +178,7 @@ class RunHooks:
             **({"agent_id": agent_id} if agent_id != "main" else {}),
             **fields,
         }
-        data = json.dumps(payload, ensure_ascii=False).encode()
+        data = wellformed(json.dumps(payload, ensure_ascii=False)).encode()
         if self.transcript is not None:  # the hook may read it (transcript_path)
             await self.transcript.flush()
         procs = await asyncio.gather(*(self._run(spec, data) for spec in specs.values()))
