@@ -93,3 +93,15 @@ def test_an_answer_nested_thousands_deep_is_a_validation_error(model, workspace,
     assert report["structuredOutput"] == [1] and report["turns"] == 2
     repair = model.requests[1]["messages"][-1]["content"]
     assert "nests too deep" in repair, repair
+
+
+def test_a_quadratic_unique_items_check_ends_with_the_same_clear_error(model, workspace, tmp_path):
+    # jsonschema compares objects pairwise for uniqueItems: 40,000 of them is 8e8 comparisons
+    model.add([{"text": json.dumps([{"n": i} for i in range(40_000)])}])
+    schema = {"type": "array", "uniqueItems": True}
+    proc = run_cli(agent_run(model, workspace, "answer", "--output-schema", schema_file(tmp_path, schema)))
+
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    report = report_of(proc.stdout)
+    assert report["stopCause"] == "schema", report
+    assert report["error"].startswith("the answer could not be checked against the output schema within")

@@ -45,6 +45,30 @@ def nesting_over(value: Any, limit: int = MAX_DEPTH) -> bool:
     return False
 
 
+# What can make a check run without end: a regex (`pattern`, `patternProperties`), a reference
+# (a recursive `$ref` follows the answer's own depth), `uniqueItems` (quadratic on a long array
+# of objects). A schema with none of them is checked in
+# the run's process (each level of the check is one level of the schema, at most MAX_DEPTH).
+_RISKY = frozenset(
+    {"pattern", "patternProperties", "$ref", "$dynamicRef", "$recursiveRef", "uniqueItems"}
+)
+
+
+def needs_worker(schema: Any) -> bool:
+    """Whether checking an answer against `schema` must run in a worker (see _RISKY); a key of
+    that name anywhere counts, even as a property's name (then the worker is merely unneeded)."""
+    todo = [schema]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, dict):
+            if _RISKY.intersection(node):
+                return True
+            todo.extend(node.values())
+        elif isinstance(node, list):
+            todo.extend(node)
+    return False
+
+
 def validator_class(schema: dict[str, Any] | bool) -> Any:
     """The jsonschema validator class of the schema's `$schema` draft (default 2020-12); None
     for an unknown draft."""

@@ -20,6 +20,8 @@ from agent_lsp.agent.loop.schema_check import (
     MAX_DEPTH,
     CheckTimedOut,
     check_in_worker,
+    errors_of,
+    needs_worker,
     nesting_over,
     validator_class,
 )
@@ -66,6 +68,7 @@ class OutputSchema:
 
     def __init__(self, schema: dict[str, Any] | bool):
         self.schema = schema
+        self._in_worker = needs_worker(schema)  # else checked here: ~0.3 s of worker start saved
 
     def prompt(self) -> str:
         return SCHEMA_PROMPT.format(schema=json.dumps(self.schema, ensure_ascii=False))
@@ -76,14 +79,18 @@ class OutputSchema:
         found = find_json(text)
         if isinstance(found, Check):
             return found
+        if not self._in_worker:
+            errors = errors_of(self.schema, found)
+            return Check(errors=tuple(errors)) if errors else Check(found)
         try:
             errors = await check_in_worker(self.schema, found)
         except CheckTimedOut as exc:
             return Check(
                 errors=(
                     f"the answer could not be checked against the output schema within {exc} "
-                    "(the check was stopped; a `pattern` of the schema that backtracks "
-                    "without end, such as `^(a+)+$`, does this)",
+                    "(the check was stopped; a `pattern` of the schema that backtracks without "
+                    "end, such as `^(a+)+$`, or `uniqueItems` over a long array of objects does "
+                    "this)",
                 ),
                 stuck=True,
             )
