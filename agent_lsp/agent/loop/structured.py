@@ -74,8 +74,9 @@ class OutputSchema:
         return SCHEMA_PROMPT.format(schema=json.dumps(self.schema, ensure_ascii=False))
 
     async def check(self, text: str) -> Check:
-        """The answer's JSON validated in a worker process (schema_check: a `pattern` may
-        backtrack without end); `stuck` when the worker hit its time limit."""
+        """The answer's JSON validated, in a worker process when the check could run without
+        end (schema_check: a `pattern` may backtrack for hours); `stuck` when the worker hit its
+        time limit."""
         found = find_json(text)
         if isinstance(found, Check):
             return found
