@@ -8,6 +8,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from agent_lsp.agent.wellformed import malformed_at
+
 
 class StopReason(enum.StrEnum):
     DONE = "done"
@@ -331,5 +333,11 @@ def parse_arguments(call: ToolCall) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise ValueError(
             f"the arguments of {call.name} must be a JSON object, got {type(value).__name__}"
+        )
+    if (bad := malformed_at(value)) is not None:
+        # valid JSON, but no file name, command or pattern can hold it (nor any UTF-8 writer)
+        raise ValueError(
+            f"invalid characters in argument `{bad[0]}` of {call.name}: it holds a lone "
+            f"surrogate ({bad[1]}), which is not a Unicode character; send valid text"
         )
     return value

@@ -37,6 +37,7 @@ from agent_lsp.agent.tools.paths import PathGuard
 from agent_lsp.agent.tools.runner import CommandRunner
 from agent_lsp.agent.tools.skill import skills_block
 from agent_lsp.agent.tools.toolsets import main_tools, plan_tools
+from agent_lsp.agent.wellformed import wellformed
 from agent_lsp.settings import Settings, state_dir
 
 log = logging.getLogger(__name__)
@@ -78,6 +79,7 @@ async def run_task(
     options: RunOptions | None = None,
 ) -> RunReport:
     """Run the agent on one user message. Always returns a report, whatever happens."""
+    prompt = wellformed(prompt)  # a client's `\\ud800`, argv's undecodable bytes
     options = options or RunOptions()
     run_id = run_id or options.run_id or new_id("r")
     model = model or options.model
@@ -366,10 +368,9 @@ async def _uncancellable(
 
 
 def _redacting(emit: EventSink, redact: Redactor) -> EventSink:
-    """Secrets out of every event. Model text is a stream of deltas and a secret can straddle
-    two of them: the tail that could start a secret waits for the next delta (or event)."""
-    if not redact.secrets:
-        return emit
+    """Secrets out of every event (and every string well-formed, even with no secret to hide).
+    Model text is a stream of deltas and a secret can straddle two of them: the tail that could
+    start a secret waits for the next delta (or event)."""
     # (kind, agent id) -> held-back text
     pending: dict[tuple[type[TextDelta | ThinkingDelta], str], str] = {}
 
