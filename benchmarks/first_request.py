@@ -1,0 +1,109 @@
+"""Start-up to the first model request (issue 33 part 3, Decision 72): `agent-lsp run TASK`
+against the bare openai-SDK loop (`bare_loop.py`), each a fresh process, same scripted model
+(in a process of its own), no MCP servers or hooks configured, runs interleaved with the order
+alternating round by round. Measured: from just before `Popen` to the model server having
+parsed the process's first request (both clocks are CLOCK_MONOTONIC), and the process's peak
+RSS over its whole life (`wait4`'s ru_maxrss: the run answers and exits after one reply).
+Targets: first request <= 1.0 x the bare loop's, peak RSS <= 1.1 x.
+
+    python benchmarks/first_request.py [--rounds 12]
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):  # run as a script
+    sys.path[:] = [p for p in sys.path if p not in ("", str(Path(__file__).resolve().parent))]
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks.common import Config, bench_env, median, tag  # noqa: E402
+from benchmarks.model_process import ModelProcess  # noqa: E402
+
+BARE_LOOP = Path(__file__).resolve().with_name("bare_loop.py")
+NAMES = ("bare", "ours")
+
+
+def _argv(name: str, base_url: str, prompt: str, cfg: Config, tools: Path) -> list[str]:
+    if name == "bare":
+        return [sys.executable, str(BARE_LOOP), base_url, prompt, str(tools)]
+    return [sys.executable, "-m", "agent_lsp", "run", prompt, "--yes", "--workspace",
+            str(cfg.work / "ws-first-request"), "--base-url", base_url, "--model", "m"]
+
+
+def _one(model: ModelProcess, argv_of: Any, name: str, env: dict[str, str],
+         ttft: float) -> tuple[float, int]:
+    """(seconds to the first request, peak RSS in bytes) of one fresh process."""
+    key = tag(f"first-{name}")
+    model.add(key, [{"text": "done", "ttft": ttft}])
+    t0 = time.monotonic()
+    proc = subprocess.Popen(argv_of(name, f"Say done. [{key}]"), env=env, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    assert proc.stderr is not None
+    err = proc.stderr.read()
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    proc.stderr.close()
+    log = model.log(key)
+    model.forget(key)
+    if proc.returncode != 0 or not log:
+        raise RuntimeError(f"{name} exited {proc.returncode} with {len(log)} request(s): "
+                           f"{err.decode(errors='replace')[-2000:]}")
+    return log[0].t_start - t0, usage.ru_maxrss * 1024
+
+
+def measure(cfg: Config, env: dict[str, str], rounds: int | None = None) -> dict[str, Any]:
+    rounds = rounds or (cfg.runs if cfg.quick else max(10, cfg.runs * 2))
+    home = cfg.work / "home-first-request"
+    home.mkdir(parents=True, exist_ok=True)
+    (cfg.work / "ws-first-request").mkdir(parents=True, exist_ok=True)
+    # Nobody's user settings, Claude Code files or MCP servers: an empty home for both.
+    env = {**env, "HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config"),
+           "AGENT_LSP_SETTINGS": str(home / "absent.json")}
+    tools = cfg.work / "first-request-tools.json"
+    from benchmarks.baselines import tool_schemas
+
+    tools.write_text(json.dumps(tool_schemas()), encoding="utf-8")
+    times: dict[str, list[float]] = {n: [] for n in NAMES}
+    rss: dict[str, list[float]] = {n: [] for n in NAMES}
+    with ModelProcess() as model:
+        def argv_of(name: str, prompt: str) -> list[str]:
+            return _argv(name, model.base_url, prompt, cfg, tools)
+
+        for rep in range(cfg.warmup + rounds):
+            order = NAMES if rep % 2 == 0 else NAMES[::-1]  # interleaved, order alternating
+            for name in order:
+                seconds, peak = _one(model, argv_of, name, env, cfg.ttft)
+                if rep >= cfg.warmup:
+                    times[name].append(seconds)
+                    rss[name].append(float(peak))
+    return {"ours": median(times["ours"]), "bare": median(times["bare"]),
+            "rss": median(rss["ours"]), "rss_bare": median(rss["bare"]),
+            "rounds": rounds, "samples": times}
+
+
+def main() -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=12)
+    args = parser.parse_args()
+    cfg = Config.make(quick=False)
+    got = measure(cfg, bench_env(cfg.work), args.rounds)
+    mib = 1024 * 1024
+    print(f"first request: ours {got['ours'] * 1000:.0f} ms, bare loop {got['bare'] * 1000:.0f} ms, "
+          f"ratio {got['ours'] / got['bare']:.2f} (median of {got['rounds']} interleaved rounds)")
+    print(f"peak RSS: ours {got['rss'] / mib:.1f} MiB, bare loop {got['rss_bare'] / mib:.1f} MiB, "
+          f"ratio {got['rss'] / got['rss_bare']:.2f}")
+    print("samples (ms):", {k: [round(v * 1000) for v in vs] for k, vs in got["samples"].items()})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
