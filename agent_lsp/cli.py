@@ -33,6 +33,10 @@ def main(argv: list[str] | None = None) -> int:
 
     seal_process()
     given = sys.argv[1:] if argv is None else argv
+    if given[:1] == ["run"]:  # until its first model request: no collector, the SDK imported
+        from agent_lsp.terminal import startup
+
+        startup.pause()
     # How editors start it: skip argparse (start-up time).
     if given in ([], ["serve"], ["serve", "--stdio"]):
         return _serve(argparse.Namespace(tcp=None, log_level="INFO"))

@@ -15,11 +15,9 @@ import sys
 SYSTEM = "You are a coding agent. Use read_file to read files."
 
 
-async def main(base_url: str, prompt: str, tools_file: str) -> int:
+async def main(base_url: str, prompt: str, tools: list[dict[str, object]]) -> int:
     import openai
 
-    with open(tools_file, encoding="utf-8") as fh:
-        tools = json.load(fh)
     client = openai.AsyncOpenAI(base_url=base_url, api_key="x", max_retries=0)
     try:
         stream = await client.chat.completions.create(
@@ -35,4 +33,6 @@ async def main(base_url: str, prompt: str, tools_file: str) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(asyncio.run(main(*sys.argv[1:4])))
+    with open(sys.argv[3], encoding="utf-8") as fh:
+        schemas = json.load(fh)
+    sys.exit(asyncio.run(main(sys.argv[1], sys.argv[2], schemas)))
