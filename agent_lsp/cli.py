@@ -33,7 +33,7 @@ def main(argv: list[str] | None = None) -> int:
 
     seal_process()
     given = sys.argv[1:] if argv is None else argv
-    if given[:1] == ["run"]:  # until its first model request: no collector, the SDK imported
+    if given[:1] == ["run"]:  # no cyclic collector until its first model request (startup.py)
         from agent_lsp.terminal import startup
 
         startup.pause()
