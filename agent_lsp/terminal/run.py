@@ -234,7 +234,8 @@ async def run_headless(
     shown = TerminalStream(stream_out, endpoint_of(settings, session.model))
     machine = StreamJson(stdout, run_id, extra) if fmt == "stream-json" else None
     # A CI log shows the run on stderr.
-    stream: EventSink = _resume_at_first_call(shown if machine is None else _both(machine, shown))
+    both = shown if machine is None else _both(machine, shown)
+    stream: EventSink = _resume_after_first_call(both)
     hint = f'run `agent-lsp run --session {session.id} "..."` in {workspace} to continue'
     if worktree is not None:  # the run works in its worktree (Decision 42)
         hint = worktree.continue_hint(session.id)
@@ -315,12 +316,18 @@ def _both(first: EventSink, second: EventSink) -> EventSink:
     return sink
 
 
-def _resume_at_first_call(sink: EventSink) -> EventSink:
-    """The collector back on (startup.py) once the run waits for its first model answer."""
+def _resume_after_first_call(sink: EventSink) -> EventSink:
+    """The collector back on (startup.py) at the first event after the run began waiting for
+    its first model answer: the SDK is imported and the request sent by then (the wait itself
+    allocates nothing)."""
+    asked = False
 
     def resume_then(event: Event) -> None:
-        if isinstance(event, StatusEvent) and event.waiting == "model":
+        nonlocal asked
+        if asked:
             startup.resume()
+        elif isinstance(event, StatusEvent) and event.waiting == "model":
+            asked = True
         sink(event)
 
     return resume_then

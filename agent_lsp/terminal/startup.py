@@ -3,7 +3,7 @@
 Nearly all of it is imports (the core and the `openai` SDK), and imports allocate: with the
 cyclic collector on, start-up's objects are walked again and again by collections that find
 almost nothing to free. So `pause` turns the collector off at process start and `resume` turns
-it on once the run waits for its first model answer, after moving everything start-up built to
+it on once its first model request is sent, after moving everything start-up built to
 the permanent generation (`gc.freeze`, as the servers' warm-up does): no later collection walks
 it, and the first one does not walk every object made while paused.
 
