@@ -90,7 +90,7 @@ def compile_package(env: dict[str, str]) -> Path:
 
 
 def measure(cfg: Config, env: dict[str, str], rounds: int | None = None,
-            also: Path | None = None) -> dict[str, Any]:
+            also: Path | None = None, compiled: bool = True) -> dict[str, Any]:
     rounds = rounds or (cfg.runs if cfg.quick else max(10, cfg.runs * 2))
     home = cfg.work / "home-first-request"
     home.mkdir(parents=True, exist_ok=True)
@@ -106,7 +106,7 @@ def measure(cfg: Config, env: dict[str, str], rounds: int | None = None,
     env_of = {n: env for n in names}
     if also is not None:
         env_of["also"] = {**env, "PYTHONPATH": os.pathsep.join(filter(None, [str(also), env.get("PYTHONPATH")]))}
-    for name in names[1:]:
+    for name in names[1:] if compiled else ():
         compile_package(env_of[name])
     times: dict[str, list[float]] = {n: [] for n in names}
     rss: dict[str, list[float]] = {n: [] for n in names}
@@ -139,9 +139,11 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=12)
     parser.add_argument("--also", type=Path, help="another checkout's `agent-lsp run` beside")
+    parser.add_argument("--no-compile", action="store_true",
+                        help="measure the checkouts as they are (no compileall first)")
     args = parser.parse_args()
     cfg = Config.make(quick=False)
-    got = measure(cfg, bench_env(cfg.work), args.rounds, args.also)
+    got = measure(cfg, bench_env(cfg.work), args.rounds, args.also, not args.no_compile)
     mib = 1024 * 1024
     print(f"first request: ours {got['ours'] * 1000:.0f} ms, bare loop {got['bare'] * 1000:.0f} ms, "
           f"ratio {got['ours'] / got['bare']:.2f} (median of {got['rounds']} interleaved rounds)")
