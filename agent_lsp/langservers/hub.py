@@ -9,13 +9,11 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from agent_lsp.agent.ports import CodeIntelSource, CodeIntelSources, Document, Workspace
+from agent_lsp.langservers.manager import LanguageServers
 from agent_lsp.settings_schema import Settings
-
-if TYPE_CHECKING:  # imported when a run first asks for a language server (start-up: issue 33)
-    from agent_lsp.langservers.manager import LanguageServers
 
 log = logging.getLogger(__name__)
 
@@ -36,8 +34,6 @@ class LanguageServerHub:
         key = (where, settings.language_servers.model_dump_json(), settings.api_key_env)
         manager = self._managers.get(key)
         if manager is None:
-            from agent_lsp.langservers.manager import LanguageServers
-
             manager = LanguageServers(
                 settings.language_servers, list(roots), api_key_env=settings.api_key_env
             )
