@@ -26,13 +26,17 @@ TTY_HINT = (
 
 
 def main(argv: list[str] | None = None) -> int:
+    given = sys.argv[1:] if argv is None else argv
+    if given[:1] == ["run"]:
+        from agent_lsp.terminal import startup  # no cyclic collector until its first model call
+
+        startup.pause()
     # Before anything else runs or starts a child: the key out of the environment block and of
     # every child's environment, the process non-dumpable (Decision 45). The settings' own
     # `apiKeyEnv` is taken out when a front end resolves its settings.
     from agent_lsp.agent.exec.keyguard import seal_process
 
     seal_process()
-    given = sys.argv[1:] if argv is None else argv
     # How editors start it: skip argparse (start-up time).
     if given in ([], ["serve"], ["serve", "--stdio"]):
         return _serve(argparse.Namespace(tcp=None, log_level="INFO"))

@@ -31,6 +31,7 @@ from benchmarks import (  # noqa: E402
     concurrency,
     delegation,
     diagnostics,
+    first_request,
     resume,
     rewind,
     sandbox,
@@ -46,7 +47,7 @@ from benchmarks.model_process import ModelProcess  # noqa: E402
 
 MIB = 1024 * 1024
 ANALYSIS = "## Analysis"  # RESULTS.md keeps everything from this heading on when regenerated
-FIGURES = ("turns", "lsp", "startup", "streaming", "delegation", "concurrency", "session", "checkpoints", "snapshots",
+FIGURES = ("turns", "lsp", "startup", "first_request", "streaming", "delegation", "concurrency", "session", "checkpoints", "snapshots",
            "rewind", "search", "diagnostics", "resume", "acp", "mcp", "sandbox", "telemetry")
 USAGE_NOTE = "usage events on (one `usage` event per model call, as every run emits)"
 
@@ -102,6 +103,17 @@ def startup_rows(s: dict[str, Any]) -> list[Row]:
                 note=f"`mcpServers` in initializationOptions: everything, time, git ({servers}); "
                      f"{s['mcp_children']} child process(es) once the server settled after `initialized` "
                      f"(servers start lazily, at the first run that needs tools); settled RSS {s['rss_mcp'] / MIB:.1f} MiB")]
+
+
+def first_request_rows(f: dict[str, Any]) -> list[Row]:
+    how = (f"median of {f['rounds']} interleaved rounds (order alternating), fresh processes, no MCP "
+           "servers or hooks, the package byte-compiled as pip installs it")
+    return [Row("`agent-lsp run`: spawn -> first model request", f"{ms(f['ours'])} (bare openai-SDK loop {ms(f['bare'])})",
+                "<= 1.0 x bare loop", _ratio(f["ours"], f["bare"]),
+                note=f"{how}; CPU at the first request: ours {ms(f['cpu'])}, bare loop {ms(f['cpu_bare'])} "
+                     f"({_ratio(f['cpu'], f['cpu_bare']):.2f})"),
+            Row("`agent-lsp run`: peak RSS (whole run)", f"{f['rss'] / MIB:.1f} MiB (bare loop {f['rss_bare'] / MIB:.1f} MiB)",
+                "<= 1.1 x bare loop", _ratio(f["rss"], 1.1 * f["rss_bare"]), note=how)]
 
 
 def streaming_rows(s: dict[str, Any]) -> list[Row]:
@@ -293,6 +305,8 @@ async def measure(cfg: Config, only: set[str], log: Any) -> tuple[list[Row], dic
     with ModelProcess() as model:
         await figure("turns", lambda: turns.headless(cfg, model), lambda r: turn_rows(r, cfg))
         await figure("startup", lambda: blocking(startup.measure, cfg, env), startup_rows)
+        # Issue 33: `agent-lsp run` to its first model request against a bare openai-SDK loop
+        await figure("first_request", lambda: blocking(first_request.measure, cfg, env), first_request_rows)
         if "lsp" in only or "streaming" in only:
             root = cfg.work / "ws-turns"
             init = {"model": "m", "baseUrl": model.base_url, "approval": {"default": "allow"}, "maxTurns": 200}

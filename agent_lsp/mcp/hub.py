@@ -25,6 +25,20 @@ class McpHooks:
     on_status: Callable[[str, str, str], None] | None = None
 
 
+class NoServers:
+    """The tool set of a workspace that declares no MCP server: the MCP client machinery
+    (the SDK, the server processes' code) is not even imported (start-up: issue 33)."""
+
+    async def tools(self) -> list[Any]:
+        return []
+
+    def status(self) -> list[dict[str, Any]]:
+        return []
+
+    async def aclose(self) -> None:
+        pass
+
+
 @dataclass
 class McpHub:
     hooks: McpHooks = field(default_factory=McpHooks)
@@ -42,8 +56,6 @@ class McpHub:
         (behind consent) and those a front end passed (ACP's session/new). Nothing starts until
         a run asks for tools."""
         from agent_lsp.mcp.config import from_user_settings, from_workspace
-        from agent_lsp.mcp.consent import ConsentStore
-        from agent_lsp.mcp.manager import McpManager
 
         user, problems = from_user_settings(settings.mcp_servers)
         declared, more = await asyncio.to_thread(from_workspace, roots)
@@ -63,20 +75,26 @@ class McpHub:
                 self._retired.append(self.managers.pop(replaced))
             for problem in problems + more:
                 log.warning("%s", problem)
-            manager = McpManager(
-                declarations,
-                roots=roots,
-                env=keyguard.environment(),
-                api_key_env=settings.api_key_env,
-                consent_store=ConsentStore(state_dir() / "mcp-consent.json"),
-                workspace_policy=settings.mcp.workspace_servers,
-                ask_consent=self.hooks.ask_consent,  # type: ignore[arg-type]
-                on_status=self.hooks.on_status,
-                request_timeout=settings.request_timeout,
-            )
+            manager = self._manager(declarations, roots, settings) if declarations else NoServers()
             self.managers[key] = manager
             self._slots[slot] = key
         return manager
+
+    def _manager(self, declarations: list[Any], roots: list[Path], settings: Settings) -> Any:
+        from agent_lsp.mcp.consent import ConsentStore
+        from agent_lsp.mcp.manager import McpManager
+
+        return McpManager(
+            declarations,
+            roots=roots,
+            env=keyguard.environment(),
+            api_key_env=settings.api_key_env,
+            consent_store=ConsentStore(state_dir() / "mcp-consent.json"),
+            workspace_policy=settings.mcp.workspace_servers,
+            ask_consent=self.hooks.ask_consent,  # type: ignore[arg-type]
+            on_status=self.hooks.on_status,
+            request_timeout=settings.request_timeout,
+        )
 
     async def status(self, roots: list[Path], settings: Settings) -> list[dict[str, Any]]:
         return list((await self.toolset(roots, settings)).status())

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from agent_lsp.agent.display import escape_invisible, for_terminal
-from agent_lsp.agent.events import Event
+from agent_lsp.agent.events import Event, StatusEvent
 from agent_lsp.agent.fs.disk_workspace import DiskWorkspace
 from agent_lsp.agent.host import AgentHost, HostedRun, RunPorts
 from agent_lsp.agent.loop.budget import BudgetRefused, check_budget
@@ -30,6 +30,7 @@ from agent_lsp.langservers.hub import plug as plug_language_servers
 from agent_lsp.langservers.hub import with_diagnostics
 from agent_lsp.settings import Settings
 from agent_lsp.telemetry.hub import OtelTelemetry
+from agent_lsp.terminal import startup
 from agent_lsp.terminal.ids import Ambiguous, expand_prefix
 from agent_lsp.terminal.project_consent import plug_permissions
 from agent_lsp.terminal.stream import TerminalStream
@@ -233,7 +234,8 @@ async def run_headless(
     shown = TerminalStream(stream_out, endpoint_of(settings, session.model))
     machine = StreamJson(stdout, run_id, extra) if fmt == "stream-json" else None
     # A CI log shows the run on stderr.
-    stream: EventSink = shown if machine is None else _both(machine, shown)
+    both = shown if machine is None else _both(machine, shown)
+    stream: EventSink = _resume_after_first_call(both)
     hint = f'run `agent-lsp run --session {session.id} "..."` in {workspace} to continue'
     if worktree is not None:  # the run works in its worktree (Decision 42)
         hint = worktree.continue_hint(session.id)
@@ -268,6 +270,7 @@ async def run_headless(
             if machine is not None:  # from the run id on, every outcome ends with one result line
                 machine.result(hosted.report or _no_report(hosted))
     finally:
+        startup.resume()  # a run that ended before its first model call
         if machine is not None:
             machine.result(hosted.report or _no_report(hosted))
         await shut_down(host, deadline=None)
@@ -311,6 +314,23 @@ def _both(first: EventSink, second: EventSink) -> EventSink:
         second(event)
 
     return sink
+
+
+def _resume_after_first_call(sink: EventSink) -> EventSink:
+    """The collector back on (startup.py) at the first event after the run began waiting for
+    its first model answer: the SDK is imported and the request sent by then (the wait itself
+    allocates nothing)."""
+    asked = False
+
+    def resume_then(event: Event) -> None:
+        nonlocal asked
+        if asked:
+            startup.resume()
+        elif isinstance(event, StatusEvent) and event.waiting == "model":
+            asked = True
+        sink(event)
+
+    return resume_then
 
 
 def _no_report(hosted: HostedRun) -> RunReport:

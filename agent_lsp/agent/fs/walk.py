@@ -8,10 +8,12 @@ import fnmatch
 import os
 from collections.abc import Callable
 from pathlib import Path
-
-import pathspec
+from typing import TYPE_CHECKING
 
 from agent_lsp.agent.fs import ripgrep
+
+if TYPE_CHECKING:  # imported by the walk itself: not on the start-up path (issue 33)
+    import pathspec
 
 
 def fallback_walk(base: Path, glob: str | None) -> list[str]:
@@ -19,6 +21,8 @@ def fallback_walk(base: Path, glob: str | None) -> list[str]:
     the parent folders too), .git/info/exclude; hidden files included; .git/ and symlinks
     skipped, as with rg. Sorted in rg's path order. (No global excludes file; the ignore files
     are the repository's own patterns, read with pathspec as before ripgrep.)"""
+    import pathspec
+
     specs: dict[str, pathspec.GitIgnoreSpec] = {}  # folder -> its ignore rules
 
     def add(directory: str) -> None:

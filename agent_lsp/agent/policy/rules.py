@@ -11,11 +11,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Literal
-
-import pathspec
+from typing import TYPE_CHECKING, Literal
 
 from agent_lsp.agent.tools.names import CLAUDE_TOOLS
+
+if TYPE_CHECKING:  # imported where a path rule is first matched (start-up: issue 33)
+    import pathspec
 
 Effect = Literal["allow", "ask", "deny"]
 EFFECTS: tuple[Effect, ...] = ("deny", "ask", "allow")
@@ -151,7 +152,7 @@ def _under(path: Path, base: Path) -> str | None:
         return None
 
 
-_Compiled = list[tuple[Path, pathspec.GitIgnoreSpec]]
+_Compiled = list[tuple[Path, "pathspec.GitIgnoreSpec"]]
 _SPECS: dict[tuple[str, Path | None, tuple[Path, ...]], _Compiled] = {}
 
 
@@ -160,6 +161,8 @@ def _compiled(
 ) -> list[tuple[Path, pathspec.GitIgnoreSpec]]:
     key = (spec, base, roots)
     if key not in _SPECS:
+        import pathspec
+
         _SPECS[key] = [
             (b, pathspec.GitIgnoreSpec.from_lines([p])) for b, p in _bases(spec, base, roots)
         ]

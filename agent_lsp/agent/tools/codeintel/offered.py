@@ -3,15 +3,10 @@ read-only ones)."""
 
 from __future__ import annotations
 
-from agent_lsp.agent.tools.base import Tool
-from agent_lsp.agent.tools.codeintel.navigate import (
-    CallHierarchy,
-    FindDefinition,
-    FindReferences,
-    Hover,
-)
-from agent_lsp.agent.tools.codeintel.outline import Symbols
-from agent_lsp.agent.tools.codeintel.rename import RenameSymbol
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from agent_lsp.agent.tools.base import Tool
 
 CODE_INTEL_PROMPT = (
     "\nCode intelligence: the language servers answer find_definition, find_references, hover, "
@@ -27,10 +22,21 @@ SUBAGENT_CODE_INTEL_PROMPT = (
 
 
 def code_intel_read_tools() -> list[Tool]:
-    """find_definition, find_references, hover, symbols, call_hierarchy."""
+    """find_definition, find_references, hover, symbols, call_hierarchy. Their modules are
+    imported here: a run with no language server never needs them (start-up: issue 33)."""
+    from agent_lsp.agent.tools.codeintel.navigate import (
+        CallHierarchy,
+        FindDefinition,
+        FindReferences,
+        Hover,
+    )
+    from agent_lsp.agent.tools.codeintel.outline import Symbols
+
     return [FindDefinition(), FindReferences(), Hover(), Symbols(), CallHierarchy()]
 
 
 def code_intel_edit_tools() -> list[Tool]:
     """rename_symbol."""
+    from agent_lsp.agent.tools.codeintel.rename import RenameSymbol
+
     return [RenameSymbol()]
