@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import os
+
 import pytest
 import pytest_asyncio
 
@@ -14,13 +16,30 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.timeout(E2E_TIMEOUT))
 
 
+# The files whose servers run in this process (tests/e2e/inprocess.py, CONTRACT Decision 71): the
+# same server object over real JSON-RPC pipes, without an interpreter start per test. Every other
+# file keeps a subprocess: start-up, signals, stdin close, orphans, the sandbox, the key scrub,
+# exit codes, a server environment of its own (`env=`), and the real language servers.
+IN_PROCESS_FILES = frozenset({
+    "test_approvals.py",
+    "test_cancel_sessions.py",
+    "test_code_actions.py",
+    "test_edits.py",
+    "test_progress_stream.py",
+    "test_smoke_lsp.py",
+})
+
+
 @pytest_asyncio.fixture
-async def open_editor(workspace, model):
+async def open_editor(request, workspace, model):
     """Factory: start the real server under a scripted editor; stopped at teardown."""
     editors = []
+    # AGENT_LSP_TEST_SUBPROCESS=1: every server a subprocess again (to compare, or to bisect)
+    inprocess = request.path.name in IN_PROCESS_FILES and not os.environ.get("AGENT_LSP_TEST_SUBPROCESS")
 
     async def start(caps="visual-studio-code", init: dict | None = None, **kwargs):
         options = {"model": "m", "baseUrl": model.base_url, "approval": {"default": "ask"}, **(init or {})}
+        kwargs.setdefault("inprocess", inprocess)
         editor = await start_editor(workspace, caps, init_options=options, **kwargs)
         editors.append(editor)
         return editor
