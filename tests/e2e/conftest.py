@@ -22,11 +22,22 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 # exit codes, a server environment of its own (`env=`), and the real language servers.
 IN_PROCESS_FILES = frozenset({
     "test_approvals.py",
+    "test_budget_lsp.py",
     "test_cancel_sessions.py",
     "test_code_actions.py",
+    "test_commands_settings.py",
+    "test_edit_review.py",
     "test_edits.py",
+    "test_hooks_lsp.py",
+    "test_line_breaks.py",
     "test_progress_stream.py",
+    "test_prompt_consent_lsp.py",
+    "test_prompt_files_lsp.py",
+    "test_rewind.py",
+    "test_rules_lsp.py",
+    "test_setup_lsp.py",
     "test_smoke_lsp.py",
+    "test_wording_health.py",
 })
 
 
