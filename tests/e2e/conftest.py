@@ -41,7 +41,9 @@ IN_PROCESS_FILES = frozenset({
     "e2e/test_wording_health.py",
     "reliability/test_endpoints_thinking.py",
     "reliability/test_faults_lsp.py",
+    "reliability/test_hostile.py",
     "reliability/test_internal_errors.py",
+    "reliability/test_rewind_confined.py",
     "reliability/test_session_claim.py",
     "reliability/test_trust_boundary.py",
 })
