@@ -1,5 +1,7 @@
-"""A scripted editor for end-to-end tests: the real server as a subprocess, talked to over
-real LSP by pytest-lsp's client with a real editor's recorded capabilities."""
+"""A scripted editor for end-to-end tests: the real server as a subprocess (or, for the files
+tests/e2e/conftest.py names, the same server object in this process over real pipes:
+tests/e2e/inprocess.py), talked to over real LSP by pytest-lsp's client with a real editor's
+recorded capabilities."""
 
 from __future__ import annotations
 
