@@ -46,11 +46,13 @@ IN_PROCESS_FILES = frozenset({
     "reliability/test_internal_errors.py",
     "reliability/test_rewind_confined.py",
     "reliability/test_session_claim.py",
+    "reliability/test_stop_cause.py",
     "reliability/test_trust_boundary.py",
 })
 PROCESS_TESTS = frozenset({
     "e2e/test_commands_settings.py::test_the_api_key_never_reaches_the_editor",  # the key scrub
     "e2e/test_tools_editor.py::test_a_catastrophic_regex_is_answered_and_leaves_no_busy_thread",  # its CPU
+    "reliability/test_stop_cause.py::test_the_server_going_away_mid_run_is_a_shutdown",  # exit, stdin close
 })
 
 
