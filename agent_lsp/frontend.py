@@ -271,8 +271,14 @@ def leave(code: int = 0) -> None:
 
 
 def leave_after(delay: float, code: int = 0) -> threading.Timer:
-    """A watchdog: whatever happens next, the process is gone `delay` seconds from now."""
+    """A watchdog: whatever happens next, the process is gone `delay` seconds from now. Only in
+    a process an entry point owns (Decision 71's switch, `keyguard.seal_process`): a server
+    served in a test's own process ends with its connection, not with the test's process."""
+    from agent_lsp.agent.exec.keyguard import sealed
+
     timer = threading.Timer(delay, leave, (code,))
+    if not sealed():
+        return timer  # never started
     timer.daemon = True
     timer.start()
     return timer

@@ -17,6 +17,46 @@ SAMPLE = {
 }
 
 
+# The slow process tests (`slow` marker, pyproject.toml): `./scripts/test-all --fast` leaves them
+# out, the default run (and .ci/run) keeps them. Files that start a real third-party language
+# server (basedpyright, ty, jedi-language-server: node or a cold index, seconds per start), the
+# demo end to end, and tests that wait out a process tree's timeout or signal. One list, so a
+# file's slowness is decided in one place; a test may also carry @pytest.mark.slow itself.
+SLOW_FILES = frozenset({
+    "acp/test_langservers_acp.py",
+    "acp/test_rename_acp.py",
+    "benchmarks/test_smoke.py",
+    "demo/test_demo.py",
+    "e2e/test_code_intel_editor.py",
+    "e2e/test_code_intel_lsp.py",
+    "e2e/test_langservers_lsp.py",
+    "e2e/test_rename_preview.py",
+    "headless/test_code_intel_run.py",
+    "headless/test_langservers_run.py",
+    "headless/test_rules_code_intel.py",
+    "langservers/test_cold_start.py",
+    "langservers/test_real_servers.py",
+    "reliability/test_code_intel_real.py",
+    "reliability/test_newcomer_demo.py",
+})
+SLOW_TESTS = frozenset({  # "file::test" without parameters
+    "reliability/test_hostile_commands.py::test_a_setsid_descendant_dies_with_the_command",
+    "reliability/test_hostile_commands.py::test_a_setsid_descendant_dies_on_cancel",
+    "reliability/test_hostile_commands.py::test_headless_signals_cancel_kill_the_tree_and_flush",
+})
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    here = Path(__file__).parent
+    for item in items:
+        try:
+            name = item.path.relative_to(here).as_posix()
+        except ValueError:
+            continue
+        if name in SLOW_FILES or f"{name}::{item.name.split('[')[0]}" in SLOW_TESTS:
+            item.add_marker(pytest.mark.slow)
+
+
 @pytest.fixture
 def workspace(tmp_path: Path) -> Path:
     root = tmp_path / "ws"

@@ -27,6 +27,9 @@ from agent_lsp.server.server import AgentServer, create_server  # noqa: E402
 
 
 def main() -> None:
+    from agent_lsp.agent.exec.keyguard import seal_process
+
+    seal_process()  # an entry point, as `agent-lsp serve` is: the process-wide effects on (Decision 71)
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     server = create_server()
 

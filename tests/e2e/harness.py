@@ -1,5 +1,7 @@
-"""A scripted editor for end-to-end tests: the real server as a subprocess, talked to over
-real LSP by pytest-lsp's client with a real editor's recorded capabilities."""
+"""A scripted editor for end-to-end tests: the real server as a subprocess (or, for the files
+tests/e2e/conftest.py names, the same server object in this process over real pipes:
+tests/e2e/inprocess.py), talked to over real LSP by pytest-lsp's client with a real editor's
+recorded capabilities."""
 
 from __future__ import annotations
 
@@ -301,7 +303,10 @@ def make_client() -> LanguageClient:
 
 async def start_editor(root: Path, caps: str | types.ClientCapabilities, *, init_options: dict[str, Any] | None = None,
                        env: dict[str, str] | None = None, configuration: dict[str, Any] | None = None,
-                       folders: list[tuple[Path, str]] | None = None) -> Editor:
+                       folders: list[tuple[Path, str]] | None = None, inprocess: bool = False) -> Editor:
+    """The server as a subprocess (`python -m agent_lsp serve --stdio`, in `root` with `env`), or
+    with `inprocess` (and no `env` of its own) the same server object in this process over real
+    pipes (tests/e2e/inprocess.py, Decision 71)."""
     client = make_client()
     editor = Editor(client, root)
     if configuration is not None:
@@ -354,8 +359,13 @@ async def start_editor(root: Path, caps: str | types.ClientCapabilities, *, init
             return types.ApplyWorkspaceEditResult(applied=False, failure_reason=editor.refuse_reason)
         return apply_workspace_edit(editor, params.edit)
 
-    env = {**os.environ, **(env or {})}
-    await client.start_io(sys.executable, "-m", "agent_lsp", "serve", "--stdio", env=env, cwd=str(root))
+    if inprocess and env is None:
+        from tests.e2e.inprocess import connect
+
+        await connect(client)
+    else:
+        env = {**os.environ, **(env or {})}
+        await client.start_io(sys.executable, "-m", "agent_lsp", "serve", "--stdio", env=env, cwd=str(root))
     if client._stderr_forwarder is not None:  # ours keeps a copy of what the server logs
         client._stderr_forwarder.cancel()
     client._stderr_forwarder = asyncio.create_task(keep_stderr(editor))

@@ -12,7 +12,9 @@ from pygls.exceptions import JsonRpcException
 
 from tests.e2e.harness import dangling_tool_calls, tool_messages
 
-EDITORS = ["visual-studio-code", "neovim"]
+# VS Code and Neovim differ only in what the server reads for edits (documentChanges) and in the
+# position encoding; these runs neither edit nor send positions, so one set is the same path.
+EDITORS = ["visual-studio-code"]
 CANCEL_DEADLINE = 5.0  # the contract says within a second; tests allow ~5x
 
 

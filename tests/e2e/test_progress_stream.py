@@ -7,7 +7,9 @@ from lsprotocol import types
 
 from tests.e2e.harness import capabilities
 
-EDITORS = ["visual-studio-code", "neovim"]
+# VS Code and Neovim differ only in what the server reads for edits (documentChanges) and in the
+# position encoding; these runs neither edit nor send positions, so one set is the same path.
+EDITORS = ["visual-studio-code"]
 
 
 @pytest.mark.parametrize("caps", EDITORS)

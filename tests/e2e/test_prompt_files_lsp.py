@@ -30,7 +30,7 @@ def write(path: Path, text: str) -> Path:
     return path
 
 
-@pytest.mark.parametrize("caps", ["visual-studio-code", "neovim"])
+@pytest.mark.parametrize("caps", ["visual-studio-code"])  # no edit, no position: one path
 async def test_commands_are_listed_and_a_slash_prompt_runs_its_file(open_editor, model, workspace, home, caps):
     write(workspace / ".claude" / "commands" / "explain.md",
           "---\ndescription: Explain code\nargument-hint: [focus]\n---\nExplain this code, focusing on $ARGUMENTS.\n")

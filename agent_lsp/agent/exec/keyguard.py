@@ -128,7 +128,9 @@ def environment() -> dict[str, str]:
 
 def seal_process(names: Iterable[str] = ()) -> None:
     """A front end's start: non-dumpable, and the key out of the environment block. Later calls
-    of `protect` (a settings source naming another `apiKeyEnv`) take that variable out too."""
+    of `protect` (a settings source naming another `apiKeyEnv`) take that variable out too.
+    The one switch of the process-wide effects (CONTRACT Decision 71): the entry points turn it
+    on; a server built in a test's own process leaves it off (see `sealed`)."""
     global _sealed
     _sealed = True
     _set_non_dumpable()
@@ -154,6 +156,12 @@ def protect(*names: str | None) -> None:
     _wipe_environ_block(
         lambda name, value: name in _names or name in _held or holds_key(value, known)
     )
+
+
+def sealed() -> bool:
+    """Whether an entry point owns this process (`seal_process`): only then may a front end
+    take process-wide steps (the exit watchdog). A test's in-process server leaves it off."""
+    return _sealed
 
 
 def is_dumpable() -> bool | None:
