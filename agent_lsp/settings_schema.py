@@ -75,6 +75,14 @@ class SandboxSettings(_Model):
     $XDG_CONFIG_HOME twin."""
 
 
+class DebugSettings(_Model):
+    eval_without_asking: bool = False
+    """`debug_eval` runs without asking (an expression can change the debugged program's
+    state)."""
+    python: str | None = None
+    """The interpreter a debugged Python program runs under; None: `python3` on PATH."""
+
+
 class TelemetrySettings(_Model):
     enabled: bool = False
     """OpenTelemetry traces and metrics (GenAI conventions) to the OTLP endpoint the standard
@@ -148,6 +156,8 @@ class Settings(_Model):
     mcp: McpSettings = Field(default_factory=McpSettings)
     sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
     telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings)
+    debug: DebugSettings = Field(default_factory=DebugSettings)
+    """The agent's debugger (trusted: it starts processes and evaluates code)."""
     language_servers: LanguageServersSettings = Field(default_factory=LanguageServersSettings)
     """Language servers agent-lsp starts itself (trusted: they are processes)."""
     model_aliases: dict[str, str] = Field(default_factory=dict)

@@ -33,6 +33,7 @@ from agent_lsp.agent.state.transcript import Redactor, Transcript
 from agent_lsp.agent.tools.base import ToolBox, ToolContext
 from agent_lsp.agent.tools.codeintel.offered import CODE_INTEL_PROMPT
 from agent_lsp.agent.tools.codeintel.sources import CodeIntel
+from agent_lsp.agent.tools.debugger.sources import debugpy_dir
 from agent_lsp.agent.tools.paths import PathGuard
 from agent_lsp.agent.tools.runner import CommandRunner
 from agent_lsp.agent.tools.skill import skills_block
@@ -194,12 +195,21 @@ async def run_task(
                 memory=steer + skills_block(skills) + memory_text,
             )
             diagnostics = bool(getattr(workspace, "has_diagnostics", False))
-            tools = (plan_tools if options.mode == "plan" else main_tools)(
-                options.extra_tools,
-                diagnostics,
-                tool_ctx.code_intel is not None,
-                skills=bool(skills),
-                agents=found.agents if found is not None else None,
+            code_intel = tool_ctx.code_intel is not None
+            agents = found.agents if found is not None else None
+            tools = (
+                plan_tools(
+                    options.extra_tools, diagnostics, code_intel, skills=bool(skills), agents=agents
+                )
+                if options.mode == "plan"
+                else main_tools(
+                    options.extra_tools,
+                    diagnostics,
+                    code_intel,
+                    skills=bool(skills),
+                    agents=agents,
+                    debug=settings.debug if debugpy_dir() is not None else None,
+                )
             )
             withheld = [t for t in tools if not policy.offers(t)]  # a bare deny (Decision 28)
             tools = [t for t in tools if policy.offers(t)]
@@ -262,6 +272,11 @@ async def run_task(
     finally:
         for proc in list(tool_ctx.processes):  # e.g. an rg a cancel interrupted
             kill_group(proc)
+        if tool_ctx.debugger is not None:  # the debug session ends with the run
+            try:
+                await tool_ctx.debugger.stop()
+            except Exception:  # runner.stop_all below still ends its processes
+                log.exception("run %s: ending the debug session failed", run_id)
         await runner.stop_all()
         if seams.hooks is not None:
             await seams.hooks.settle()

@@ -324,6 +324,10 @@ class ApprovalPolicy:
                 if any(rule.matches_argv(a) for p in parts for a in (p.argv, *unwrap(p.argv))):
                     return rule
                 continue
+            if prepared.rule_argv is not None:  # `Debug(app.py)`, `Debug(python3 -m x:*)`
+                if rule.matches_argv(prepared.rule_argv):
+                    return rule
+                continue
             paths = getattr(prepared, "paths", None) or []
             if not paths:
                 continue
@@ -407,6 +411,8 @@ class ApprovalPolicy:
             if risky_reason(parts[0].argv, plan.cwd or Path.cwd(), plan.roots):
                 return None
             return command_rule(parts[0].argv, False)
+        if tool.name == "debug_start" and prepared.rule_argv is not None:
+            return f"Debug({shlex.join(prepared.rule_argv)})"
         if tool.name in ("edit_file", "write_file"):
             paths = getattr(prepared, "paths", None) or []
             shown = getattr(prepared, "shown_path", None)

@@ -1,0 +1,260 @@
+"""debug_start, debug_step, debug_eval, debug_stop (CONTRACT "The debugger (turn 4)", Decisions
+61, 87, 88): the program under a real debugger, one session per run, ended with the run."""
+
+from __future__ import annotations
+
+import os
+import shlex
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from agent_lsp.agent.display import show_command
+from agent_lsp.agent.exec.program_path import find_program
+from agent_lsp.agent.tools.base import Args, Prepared, Tool, ToolContext, ToolError
+from agent_lsp.agent.tools.command import split_command
+from agent_lsp.agent.tools.debugger.launcher import Debugger
+from agent_lsp.agent.tools.debugger.session import Breakpoint, DebugFailed, Launch
+from agent_lsp.settings import DebugSettings
+
+DEFAULT_TIMEOUT = 60
+MAX_TIMEOUT = 600
+DEBUG_TOOLS = frozenset({"debug_start", "debug_step", "debug_eval", "debug_stop"})
+_FORMS = "`python[3] FILE args…` or `python[3] -m MODULE args…`"
+
+
+class BreakpointArg(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    path: str = Field(description="File, relative to the workspace")
+    line: int = Field(ge=1, description="1-based line")
+    condition: str | None = Field(None, description="Stop only when this expression is true")
+
+
+class DebugStartArgs(Args):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    program: str | None = Field(None, description="A Python file to debug")
+    module: str | None = Field(None, description="A Python module to debug (like python -m)")
+    command: str | None = Field(None, description=f"Instead: a command line, {_FORMS}")
+    args: list[str] = Field(default_factory=list, description="The program's arguments")
+    cwd: str | None = Field(None, description="Working directory, relative to the workspace")
+    breakpoints: list[BreakpointArg] = Field(default_factory=list)
+    stop_on_entry: bool = Field(False, alias="stopOnEntry")
+    timeout: float | None = Field(
+        None,
+        gt=0,
+        description=f"Seconds to the first stop (default {DEFAULT_TIMEOUT}, max "
+        f"{MAX_TIMEOUT}); then the program is paused",
+    )
+
+
+class DebugStepArgs(Args):
+    action: Literal["continue", "next", "stepIn", "stepOut"]
+    breakpoints: list[BreakpointArg] | None = Field(
+        None, description="Replace the breakpoints of the files named, before stepping"
+    )
+    timeout: float | None = Field(
+        None, gt=0, description=f"continue: seconds to the next stop (default {DEFAULT_TIMEOUT})"
+    )
+
+
+class DebugEvalArgs(Args):
+    expression: str
+    frame: int = Field(0, ge=0, description="0: the top frame (as listed under frames:)")
+
+
+class DebugStopArgs(Args):
+    pass
+
+
+def _debugger(ctx: ToolContext) -> Debugger:
+    if ctx.runner is None:
+        raise ToolError("the debugger is not available here")
+    if ctx.debugger is None:
+        ctx.debugger = Debugger(ctx.runner, lambda p: _shown(ctx, p))
+    debugger: Debugger = ctx.debugger
+    return debugger
+
+
+def _shown(ctx: ToolContext, path: str) -> str:
+    try:
+        return ctx.paths.display(ctx.paths.resolve(path))
+    except ToolError:
+        return path
+
+
+def _breakpoints(ctx: ToolContext, given: list[BreakpointArg]) -> list[Breakpoint]:
+    found = []
+    for bp in given:
+        path = ctx.paths.resolve(bp.path)
+        if not path.is_file():
+            raise ToolError(f"breakpoint file {bp.path!r} does not exist")
+        found.append(Breakpoint(str(path), bp.line, bp.condition))
+    return found
+
+
+def _target(args: DebugStartArgs) -> tuple[str | None, str | None, list[str], list[str]]:
+    """(program, module, args, the argv a `Debug(…)` rule matches). Decision 88: a command
+    is `python[3] [-m M | file] args…`; its rule specifier is the whole line."""
+    given = [x for x in (args.program, args.module, args.command) if x]
+    if len(given) != 1:
+        raise ToolError("give exactly one of program, module or command")
+    if args.program:
+        return args.program, None, args.args, [args.program]
+    if args.module:
+        return None, args.module, args.args, [args.module]
+    argv = split_command(args.command or "")
+    if os.path.basename(argv[0]) not in ("python", "python3") or len(argv) < 2:
+        raise ToolError(f"debug_start runs Python commands only: {_FORMS}")
+    if argv[1] == "-m":
+        if len(argv) < 3:
+            raise ToolError(f"`-m` needs a module: {_FORMS}")
+        return None, argv[2], argv[3:] + args.args, argv
+    if argv[1].startswith("-"):
+        raise ToolError(f"debug_start takes no interpreter options: {_FORMS}")
+    return argv[1], None, argv[2:] + args.args, argv
+
+
+def _timeout(given: float | None) -> float:
+    return min(given or DEFAULT_TIMEOUT, MAX_TIMEOUT)
+
+
+def _failed(exc: DebugFailed) -> ToolError:
+    return ToolError(f"debugger: {exc}")
+
+
+class DebugStart(Tool):
+    name = "debug_start"
+    description = (
+        "Run a Python program under a real debugger and return at the first stop (a breakpoint, "
+        "an uncaught exception, or stopOnEntry) or at its end: where it stopped, the stack, the "
+        "top frame's local variables and the output so far. Breakpoints may have a condition. "
+        "Then use debug_step, debug_eval, debug_stop. One debug session at a time."
+    )
+    args = DebugStartArgs
+    read_only = False
+
+    def __init__(self, settings: DebugSettings | None = None):
+        self.settings = settings or DebugSettings()
+
+    async def prepare(self, args: DebugStartArgs, ctx: ToolContext) -> Prepared:
+        program, module, argv, rule_argv = _target(args)
+        debugger = _debugger(ctx)
+        cwd = ctx.paths.resolve(args.cwd or ".")
+        if not cwd.is_dir():
+            raise ToolError(f"cwd {args.cwd!r} is not a directory")
+        if program is not None:
+            resolved = (cwd / program).resolve()
+            if not resolved.is_file():
+                raise ToolError(f"program {program!r} does not exist")
+            program = str(resolved)
+        python = self.settings.python or "python3"
+        if self.settings.python is None:
+            python = find_program("python3", debugger.runner.env.get("PATH", "")) or ""
+            if not python:
+                raise ToolError("cannot debug: no python3 on the PATH (or set debug.python)")
+        breakpoints = _breakpoints(ctx, args.breakpoints)
+        launch = Launch(python, program, module, argv, str(cwd), args.stop_on_entry)
+        shown = (
+            args.command
+            or f"python3 {'-m ' + module if module else args.program} {shlex.join(argv)}".strip()
+        )
+        where = ctx.paths.display(cwd)
+        detail = f"debug: $ {show_command(shown)}" + (f"   (in {where})" if where != "." else "")
+        if debugger.runner.sandboxed:
+            detail += f"\n{debugger.runner.describe()}"
+        timeout = _timeout(args.timeout)
+
+        async def execute() -> str:
+            try:
+                return (await debugger.start(launch, breakpoints, timeout)).text()
+            except DebugFailed as exc:
+                raise _failed(exc) from None
+
+        return Prepared(detail, execute, rule_argv=rule_argv)
+
+
+class DebugStep(Tool):
+    name = "debug_step"
+    description = (
+        "Move the stopped program: continue (to the next breakpoint or the end), next (over "
+        "the line), stepIn, stepOut; returns the new stop like debug_start."
+    )
+    args = DebugStepArgs
+    read_only = True  # not asked (Decision 61): debug_start was
+
+    def writes(self, raw: dict[str, object], parent: list[Tool]) -> bool:
+        return True  # the program moves: in order, alone
+
+    async def prepare(self, args: DebugStepArgs, ctx: ToolContext) -> Prepared:
+        debugger = _debugger(ctx)
+        breakpoints = _breakpoints(ctx, args.breakpoints or [])
+        timeout = _timeout(args.timeout)
+
+        async def execute() -> str:
+            try:
+                session = debugger.current()
+                notes = await session.set_breakpoints(breakpoints) if breakpoints else []
+                stop = await session.step(args.action, timeout)
+            except DebugFailed as exc:
+                raise _failed(exc) from None
+            stop.notes = notes + stop.notes
+            return stop.text()
+
+        return Prepared(f"debug: {args.action}", execute)
+
+
+class DebugEval(Tool):
+    name = "debug_eval"
+    description = (
+        "Evaluate an expression in a frame of the stopped program (0: the top frame) and return "
+        "its value. It may change the program's state."
+    )
+    args = DebugEvalArgs
+
+    def __init__(self, settings: DebugSettings | None = None):
+        # asked unless debug.evalWithoutAsking (Decision 61)
+        self.read_only = (settings or DebugSettings()).eval_without_asking
+
+    def writes(self, raw: dict[str, object], parent: list[Tool]) -> bool:
+        return True
+
+    async def prepare(self, args: DebugEvalArgs, ctx: ToolContext) -> Prepared:
+        debugger = _debugger(ctx)
+
+        async def execute() -> str:
+            try:
+                value, kind = await debugger.current().evaluate(args.expression, args.frame)
+            except DebugFailed as exc:
+                raise _failed(exc) from None
+            return f"{args.expression} ({kind}) = {value}"
+
+        detail = f"debug: evaluate {show_command(args.expression)}"
+        return Prepared(detail, execute)
+
+
+class DebugStop(Tool):
+    name = "debug_stop"
+    description = "End the debug session and the debugged program."
+    args = DebugStopArgs
+    read_only = True
+
+    def writes(self, raw: dict[str, object], parent: list[Tool]) -> bool:
+        return True
+
+    async def prepare(self, args: DebugStopArgs, ctx: ToolContext) -> Prepared:
+        debugger = _debugger(ctx)
+
+        async def execute() -> str:
+            if debugger.session is None:
+                return "no debug session was running"
+            ended = debugger.session.ended
+            code = await debugger.stop()
+            if ended:
+                return f"state: exited ({'unknown' if code is None else code})"
+            return "state: exited (stopped by debug_stop)"
+
+        return Prepared("debug: stop", execute)
+
+
+def debug_tools(settings: DebugSettings | None = None) -> list[Tool]:
+    return [DebugStart(settings), DebugStep(), DebugEval(settings), DebugStop()]

@@ -1,0 +1,213 @@
+"""The agent's debugger headless, with the real debugpy on a small buggy program (issue 36): a
+breakpoint's locals, a conditional breakpoint, step, eval, stop; no process survives the run;
+approvals and rules; plan mode and sub-agents get no debug tools; the sandbox holds the program."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from agent_lsp.agent.ports import Decision
+from tests.unit.kit import ScriptedApprover, alive, call, last_tool_results, run, tools_reply
+
+pytestmark = [pytest.mark.timeout(120), pytest.mark.asyncio]
+
+BUGGY = """\
+import os
+from pathlib import Path
+
+Path("pid.txt").write_text(str(os.getpid()))
+
+
+def average(values):
+    total = 0
+    for v in values:
+        total += v
+    count = len(values) - 1
+    return total / count
+
+
+def main():
+    data = [3, 5, 10]
+    print("starting")
+    result = average(data)
+    print("average", result)
+
+
+main()
+"""
+LOOP_LINE = 10  # total += v
+RETURN_LINE = 12  # return total / count
+DEBUG_TOOLS = {"debug_start", "debug_step", "debug_eval", "debug_stop"}
+
+
+@pytest.fixture
+def buggy(workspace: Path) -> Path:
+    (workspace / "buggy.py").write_text(BUGGY)
+    return workspace
+
+
+def _processes_in(folder: Path) -> list[int]:
+    """Processes whose working directory is `folder` (the adapter, the launcher, the program)."""
+    found = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                if Path(os.readlink(f"/proc/{name}/cwd")) == folder and alive(int(name)):
+                    found.append(int(name))
+            except OSError:
+                continue
+    return found
+
+
+def _tool_names(request: dict) -> set[str]:
+    return {t["function"]["name"] for t in request.get("tools") or []}
+
+
+async def test_breakpoint_locals_conditional_step_eval_and_stop(model, buggy):
+    model.add([
+        tools_reply(call("debug_start", id="start", program="buggy.py",
+                         breakpoints=[{"path": "buggy.py", "line": RETURN_LINE}])),
+        tools_reply(call("debug_eval", id="eval", expression="total * 2 + count")),
+        tools_reply(call("debug_stop", id="stop")),
+        tools_reply(call("debug_start", id="cond", program="buggy.py",
+                         breakpoints=[{"path": "buggy.py", "line": LOOP_LINE, "condition": "v == 10"}])),
+        tools_reply(call("debug_step", id="next", action="next")),
+        tools_reply(call("debug_step", id="cont", action="continue")),
+        {"text": "count is one short"},
+    ])
+
+    report, _, _ = await run("why is the average wrong?", model, buggy)
+
+    assert report.stop_reason == "done", report
+    start = last_tool_results(model.requests[1])["start"]
+    assert start.splitlines()[:2] == ["state: stopped (breakpoint)", f"location: buggy.py:{RETURN_LINE}"]
+    assert "frames:\nbuggy.py:12 average\nbuggy.py:18 main\n" in start
+    # Values only the running program knows: the sum and the miscounted length.
+    assert "total (int) = 18" in start and "count (int) = 2" in start
+    assert "values (list) = [3, 5, 10]" in start
+    assert start.endswith("output:\nstarting")
+    assert last_tool_results(model.requests[2])["eval"] == "total * 2 + count (int) = 38"
+    assert last_tool_results(model.requests[3])["stop"] == "state: exited (stopped by debug_stop)"
+    cond = last_tool_results(model.requests[4])["cond"]
+    assert f"location: buggy.py:{LOOP_LINE}" in cond
+    assert "v (int) = 10" in cond and "total (int) = 8" in cond  # only the third pass stopped
+    nxt = last_tool_results(model.requests[5])["next"]
+    assert "state: stopped (step)" in nxt and "total (int) = 18" in nxt
+    # continue: no breakpoint left on the way, the program runs to its end
+    cont = last_tool_results(model.requests[6])["cont"]
+    assert cont.startswith("state: exited (0)") and "average 9.0" in cont
+    assert not _processes_in(buggy)
+
+
+async def test_an_uncaught_exception_stops_and_the_run_end_ends_every_process(model, workspace):
+    (workspace / "crash.py").write_text(
+        "import os\nfrom pathlib import Path\nPath('pid.txt').write_text(str(os.getpid()))\n"
+        "def f(items):\n    return items[len(items)]\nf([1, 2])\n"
+    )
+    model.add([tools_reply(call("debug_start", id="start", program="crash.py")), {"text": "found it"}])
+
+    report, _, _ = await run("debug crash.py", model, workspace)
+
+    start = last_tool_results(model.requests[1])["start"]
+    assert start.startswith("state: stopped (exception)\nlocation: crash.py:5")
+    assert "items (list) = [1, 2]" in start and "exception: IndexError: list index out of range" in start
+    # The session was left open: the run's end ended it, the program and the adapter with it.
+    pid = int((workspace / "pid.txt").read_text())
+    assert report.stop_reason == "done" and not alive(pid)
+    assert not _processes_in(workspace)
+
+
+async def test_debug_start_is_asked_and_a_debug_rule_allows_it(model, buggy):
+    model.add([
+        tools_reply(call("debug_start", id="a", program="buggy.py")),
+        tools_reply(call("debug_start", id="b", program="buggy.py")),
+        {"text": "done"},
+    ])
+    approver = ScriptedApprover(Decision.DENY)
+
+    await run("debug", model, buggy, approver=approver, permissions={"allow": ["Debug(buggy.py)"]})
+
+    # The rule allows buggy.py: nobody was asked, and both runs of it went through.
+    assert approver.requests == []
+    assert last_tool_results(model.requests[1])["a"].startswith("state: exited (0)")
+
+
+async def test_debug_start_asks_without_a_rule_and_a_denial_runs_nothing(model, buggy):
+    model.add([tools_reply(call("debug_start", id="a", program="buggy.py")), {"text": "ok"}])
+    approver = ScriptedApprover(Decision.DENY)
+
+    await run("debug", model, buggy, approver=approver)
+
+    assert [r.tool for r in approver.requests] == ["debug_start"]
+    assert "debug: $ python3 buggy.py" in approver.requests[0].detail
+    assert "denied" in last_tool_results(model.requests[1])["a"].lower()
+    assert not (buggy / "pid.txt").exists()
+
+
+async def test_debug_eval_asks_unless_eval_without_asking(model, buggy):
+    script = [
+        tools_reply(call("debug_start", id="s", program="buggy.py", breakpoints=[{"path": "buggy.py", "line": 12}])),
+        tools_reply(call("debug_eval", id="e", expression="count")),
+        {"text": "ok"},
+    ]
+    model.add(script)
+    asked = ScriptedApprover()
+    await run("debug", model, buggy, approver=asked)
+    assert [r.tool for r in asked.requests] == ["debug_start", "debug_eval"]
+
+    model.add(script)
+    trusted = ScriptedApprover()
+    await run("debug", model, buggy, approver=trusted, debug={"evalWithoutAsking": True})
+    assert [r.tool for r in trusted.requests] == ["debug_start"]
+    assert last_tool_results(model.requests[-1])["e"] == "count (int) = 2"
+
+
+async def test_a_command_must_be_python_and_its_rule_is_the_line(model, buggy):
+    model.add([
+        tools_reply(call("debug_start", id="bad", command="node app.js")),
+        tools_reply(call("debug_start", id="ok", command="python3 buggy.py")),
+        {"text": "ok"},
+    ])
+    approver = ScriptedApprover(default=Decision.DENY)
+
+    await run("debug", model, buggy, approver=approver, permissions={"allow": ["Debug(python3 buggy.py)"]})
+
+    assert "python[3] FILE" in last_tool_results(model.requests[1])["bad"]
+    assert last_tool_results(model.requests[2])["ok"].startswith("state: exited (0)")
+    assert approver.requests == []
+
+
+async def test_plan_mode_and_sub_agents_get_no_debug_tools(model, buggy):
+    from agent_lsp.agent.fs.disk_workspace import DiskWorkspace
+    from agent_lsp.agent.loop.run import RunOptions, Session, run_task
+    from tests.unit.kit import Events, make_settings
+
+    model.add([{"text": "a plan"}])
+    await run_task("plan it", session=Session(), settings=make_settings(model), workspace=DiskWorkspace([buggy]),
+                   approver=ScriptedApprover(), emit=Events(), options=RunOptions(mode="plan"))
+    assert not _tool_names(model.requests[-1]) & DEBUG_TOOLS
+
+    model.add([tools_reply(call("delegate", task="look")), {"text": "looked"}, {"text": "done"}])
+    await run("go", model, buggy)
+    main, sub = model.requests[-3], model.requests[-2]
+    assert DEBUG_TOOLS <= _tool_names(main)
+    assert not _tool_names(sub) & DEBUG_TOOLS
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap")
+async def test_the_sandbox_holds_the_debugged_program(model, workspace):
+    outside = Path("/var/tmp") / f"agent-lsp-debug-escape-{os.getpid()}-{id(workspace)}.txt"
+    (workspace / "escape.py").write_text(f"open({str(outside)!r}, 'w').write('x')\n")
+    model.add([tools_reply(call("debug_start", id="s", program="escape.py")), {"text": "ok"}])
+
+    await run("debug", model, workspace, sandbox={"mode": "workspace-write"})
+
+    result = last_tool_results(model.requests[1])["s"]
+    assert result.startswith("state: stopped (exception)"), result
+    assert "Read-only file system" in result or "read-only" in result.lower()
+    assert not outside.exists()
+    assert not _processes_in(workspace)
