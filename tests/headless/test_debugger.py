@@ -4,16 +4,28 @@ approvals and rules; plan mode and sub-agents get no debug tools; the sandbox ho
 
 from __future__ import annotations
 
+import importlib.metadata
+import json
 import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from agent_lsp.agent.ports import Decision
-from tests.unit.kit import ScriptedApprover, alive, call, last_tool_results, run, tools_reply
+from tests.unit.kit import (
+    ScriptedApprover,
+    alive,
+    call,
+    last_tool_results,
+    run,
+    tools_reply,
+    transcript_records,
+)
 
-pytestmark = [pytest.mark.timeout(120), pytest.mark.asyncio]
+pytestmark = [pytest.mark.timeout(120)]
 
 BUGGY = """\
 import os
@@ -110,7 +122,7 @@ async def test_an_uncaught_exception_stops_and_the_run_end_ends_every_process(mo
     )
     model.add([tools_reply(call("debug_start", id="start", program="crash.py")), {"text": "found it"}])
 
-    report, _, _ = await run("debug crash.py", model, workspace)
+    report, events, _ = await run("debug crash.py", model, workspace)
 
     start = last_tool_results(model.requests[1])["start"]
     assert start.startswith("state: stopped (exception)\nlocation: crash.py:5")
@@ -119,6 +131,11 @@ async def test_an_uncaught_exception_stops_and_the_run_end_ends_every_process(mo
     pid = int((workspace / "pid.txt").read_text())
     assert report.stop_reason == "done" and not alive(pid)
     assert not _processes_in(workspace)
+    # The stream and the transcript carry the debug call like any other tool's.
+    assert [e.tool for e in events.of("toolCall")] == ["debug_start"]
+    assert [e.ok for e in events.of("toolResult")] == [True]
+    transcript = json.dumps(transcript_records(report))
+    assert "debug_start" in transcript and "state: stopped (exception)" in transcript
 
 
 async def test_debug_start_is_asked_and_a_debug_rule_allows_it(model, buggy):
@@ -190,11 +207,13 @@ async def test_plan_mode_and_sub_agents_get_no_debug_tools(model, buggy):
     await run_task("plan it", session=Session(), settings=make_settings(model), workspace=DiskWorkspace([buggy]),
                    approver=ScriptedApprover(), emit=Events(), options=RunOptions(mode="plan"))
     assert not _tool_names(model.requests[-1]) & DEBUG_TOOLS
+    assert "Debugger:" not in model.requests[-1]["messages"][0]["content"]
 
     model.add([tools_reply(call("delegate", task="look")), {"text": "looked"}, {"text": "done"}])
     await run("go", model, buggy)
     main, sub = model.requests[-3], model.requests[-2]
     assert DEBUG_TOOLS <= _tool_names(main)
+    assert "instead of adding prints" in main["messages"][0]["content"]  # when it beats printing
     assert not _tool_names(sub) & DEBUG_TOOLS
 
 
@@ -211,3 +230,13 @@ async def test_the_sandbox_holds_the_debugged_program(model, workspace):
     assert "Read-only file system" in result or "read-only" in result.lower()
     assert not outside.exists()
     assert not _processes_in(workspace)
+
+
+def test_doctor_names_the_debug_sources(workspace, tmp_path):
+    settings = tmp_path / "settings.json"
+    settings.write_text(json.dumps({"model": "replay:none"}))
+    env = {**os.environ, "AGENT_LSP_SETTINGS": str(settings), "NO_COLOR": "1"}
+    proc = subprocess.run([sys.executable, "-m", "agent_lsp", "doctor", "--workspace", str(workspace), "--json"],
+                          capture_output=True, text=True, timeout=60, env=env, stdin=subprocess.DEVNULL)
+    check = {c["name"]: c for c in json.loads(proc.stdout)["checks"]}["debug"]
+    assert check["ok"] and check["detail"].startswith(f"debugpy {importlib.metadata.version('debugpy')} ("), check

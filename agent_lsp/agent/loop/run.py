@@ -33,6 +33,7 @@ from agent_lsp.agent.state.transcript import Redactor, Transcript
 from agent_lsp.agent.tools.base import ToolBox, ToolContext
 from agent_lsp.agent.tools.codeintel.offered import CODE_INTEL_PROMPT
 from agent_lsp.agent.tools.codeintel.sources import CodeIntel
+from agent_lsp.agent.tools.debug import DEBUG_PROMPT
 from agent_lsp.agent.tools.debugger.sources import debugpy_dir
 from agent_lsp.agent.tools.paths import PathGuard
 from agent_lsp.agent.tools.runner import CommandRunner
@@ -187,6 +188,8 @@ async def run_task(
                 "".join(f"\n\n## Memory: {label}\n{text}" for label, text in memory)
             )
             steer = CODE_INTEL_PROMPT if tool_ctx.code_intel is not None else ""
+            debugging = options.mode != "plan" and debugpy_dir() is not None
+            steer += DEBUG_PROMPT if debugging else ""
             found = options.prompt_files
             skills = found.skills if found is not None else {}
             # The skills block sits before the memory: it changes less often (prompt cache).
@@ -208,7 +211,7 @@ async def run_task(
                     code_intel,
                     skills=bool(skills),
                     agents=agents,
-                    debug=settings.debug if debugpy_dir() is not None else None,
+                    debug=settings.debug if debugging else None,
                 )
             )
             withheld = [t for t in tools if not policy.offers(t)]  # a bare deny (Decision 28)

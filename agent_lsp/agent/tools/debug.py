@@ -20,6 +20,13 @@ from agent_lsp.settings import DebugSettings
 DEFAULT_TIMEOUT = 60
 MAX_TIMEOUT = 600
 DEBUG_TOOLS = frozenset({"debug_start", "debug_step", "debug_eval", "debug_stop"})
+DEBUG_PROMPT = (
+    "\nDebugger: when a Python program misbehaves and reading the code does not show why (a wrong "
+    "value, a crash deep in a call, a condition that should not hold), run it with debug_start "
+    "and a breakpoint (with a condition for one case of a loop) instead of adding prints: the "
+    "stop shows the real locals and stack; debug_step moves on, debug_eval asks for any value. "
+    "End with debug_stop. For output you only need to read, run_command is enough."
+)
 _FORMS = "`python[3] FILE args…` or `python[3] -m MODULE args…`"
 
 
