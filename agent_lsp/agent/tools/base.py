@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from agent_lsp.agent.fs.prompt_files import PromptFiles
     from agent_lsp.agent.state.checkpoints import RunCheckpoint
     from agent_lsp.agent.tools.codeintel.sources import CodeIntel
-    from agent_lsp.agent.tools.debugger.launcher import Debugger
+    from agent_lsp.agent.tools.debugger.launcher import DebugSource
     from agent_lsp.agent.tools.runner import CommandRunner
 
 
@@ -55,7 +55,7 @@ class ToolContext:
     # files a `Read(…)` deny rule hides from search and list_files results
     hidden: Callable[[Path], bool] | None = None
     # the run's one debug session (debug_* tools), made at the first debug call
-    debugger: Debugger | None = None
+    debugger: DebugSource | None = None
 
 
 @dataclass

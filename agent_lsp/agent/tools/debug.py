@@ -13,7 +13,8 @@ from agent_lsp.agent.display import show_command
 from agent_lsp.agent.exec.program_path import find_program
 from agent_lsp.agent.tools.base import Args, Prepared, Tool, ToolContext, ToolError
 from agent_lsp.agent.tools.command import split_command
-from agent_lsp.agent.tools.debugger.launcher import Debugger
+from agent_lsp.agent.tools.debugger.editor import EditorDebugger
+from agent_lsp.agent.tools.debugger.launcher import Debugger, DebugSource
 from agent_lsp.agent.tools.debugger.session import Breakpoint, DebugFailed, Launch
 from agent_lsp.settings import DebugSettings
 
@@ -73,13 +74,18 @@ class DebugStopArgs(Args):
     pass
 
 
-def _debugger(ctx: ToolContext) -> Debugger:
+def _debugger(ctx: ToolContext) -> DebugSource:
+    """The run's debug source, chosen at its first use (Decision 87): the editor's debugger
+    when the client has one and the sandbox is off, else debugpy's adapter started here."""
     if ctx.runner is None:
         raise ToolError("the debugger is not available here")
     if ctx.debugger is None:
-        ctx.debugger = Debugger(ctx.runner, lambda p: _shown(ctx, p))
-    debugger: Debugger = ctx.debugger
-    return debugger
+        ask = getattr(ctx.workspace, "debug", None)
+        if getattr(ctx.workspace, "has_debugger", False) and ask and not ctx.runner.sandboxed:
+            ctx.debugger = EditorDebugger(ask, lambda p: _shown(ctx, p))
+        else:
+            ctx.debugger = Debugger(ctx.runner, lambda p: _shown(ctx, p))
+    return ctx.debugger
 
 
 def _shown(ctx: ToolContext, path: str) -> str:
@@ -154,9 +160,10 @@ class DebugStart(Tool):
             if not resolved.is_file():
                 raise ToolError(f"program {program!r} does not exist")
             program = str(resolved)
+        editor = isinstance(debugger, EditorDebugger)
         python = self.settings.python or "python3"
-        if self.settings.python is None:
-            python = find_program("python3", debugger.runner.env.get("PATH", "")) or ""
+        if self.settings.python is None and not editor and ctx.runner is not None:
+            python = find_program("python3", ctx.runner.env.get("PATH", "")) or ""
             if not python:
                 raise ToolError("cannot debug: no python3 on the PATH (or set debug.python)")
         breakpoints = _breakpoints(ctx, args.breakpoints)
@@ -167,8 +174,10 @@ class DebugStart(Tool):
         )
         where = ctx.paths.display(cwd)
         detail = f"debug: $ {show_command(shown)}" + (f"   (in {where})" if where != "." else "")
-        if debugger.runner.sandboxed:
-            detail += f"\n{debugger.runner.describe()}"
+        if editor:
+            detail += "\nruns in the editor's debugger"
+        elif ctx.runner is not None and ctx.runner.sandboxed:
+            detail += f"\n{ctx.runner.describe()}"
         timeout = _timeout(args.timeout)
 
         async def execute() -> str:
@@ -199,13 +208,9 @@ class DebugStep(Tool):
 
         async def execute() -> str:
             try:
-                session = debugger.current()
-                notes = await session.set_breakpoints(breakpoints) if breakpoints else []
-                stop = await session.step(args.action, timeout)
+                return (await debugger.step(args.action, breakpoints, timeout)).text()
             except DebugFailed as exc:
                 raise _failed(exc) from None
-            stop.notes = notes + stop.notes
-            return stop.text()
 
         return Prepared(f"debug: {args.action}", execute)
 
@@ -230,7 +235,7 @@ class DebugEval(Tool):
 
         async def execute() -> str:
             try:
-                value, kind = await debugger.current().evaluate(args.expression, args.frame)
+                value, kind = await debugger.evaluate(args.expression, args.frame)
             except DebugFailed as exc:
                 raise _failed(exc) from None
             return f"{args.expression} ({kind}) = {value}"
@@ -252,13 +257,10 @@ class DebugStop(Tool):
         debugger = _debugger(ctx)
 
         async def execute() -> str:
-            if debugger.session is None:
-                return "no debug session was running"
-            ended = debugger.session.ended
-            code = await debugger.stop()
-            if ended:
-                return f"state: exited ({'unknown' if code is None else code})"
-            return "state: exited (stopped by debug_stop)"
+            try:
+                return await debugger.finish()
+            except DebugFailed as exc:
+                raise _failed(exc) from None
 
         return Prepared("debug: stop", execute)
 

@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 from collections.abc import Callable
 from pathlib import Path
+from typing import Protocol
 
 from agent_lsp.agent.exec.process import end_process
 from agent_lsp.agent.tools.debugger.dap import DapClient
@@ -15,6 +16,22 @@ from agent_lsp.agent.tools.debugger.sources import debugpy_dir
 from agent_lsp.agent.tools.runner import CommandRunner
 
 STDERR_CHARS = 2000
+
+
+class DebugSource(Protocol):
+    """What the debug tools drive: debugpy's adapter here, or the editor's debugger."""
+
+    async def start(
+        self, launch: Launch, breakpoints: list[Breakpoint], timeout: float
+    ) -> Stop: ...
+
+    async def step(self, action: str, breakpoints: list[Breakpoint], timeout: float) -> Stop: ...
+
+    async def evaluate(self, expression: str, frame: int) -> tuple[str, str]: ...
+
+    async def finish(self) -> str: ...
+
+    async def stop(self) -> int | None: ...
 
 
 class Debugger:
@@ -85,6 +102,26 @@ class Debugger:
                 "start another with debug_start"
             )
         return self.session
+
+    async def step(self, action: str, breakpoints: list[Breakpoint], timeout: float) -> Stop:
+        session = self.current()
+        notes = await session.set_breakpoints(breakpoints) if breakpoints else []
+        stop = await session.step(action, timeout)
+        stop.notes = notes + stop.notes
+        return stop
+
+    async def evaluate(self, expression: str, frame: int) -> tuple[str, str]:
+        return await self.current().evaluate(expression, frame)
+
+    async def finish(self) -> str:
+        """debug_stop's answer."""
+        if self.session is None:
+            return "no debug session was running"
+        ended = self.session.ended
+        code = await self.stop()
+        if ended:
+            return f"state: exited ({'unknown' if code is None else code})"
+        return "state: exited (stopped by debug_stop)"
 
     async def stop(self) -> int | None:
         """End the session and every process of it; the exit code when the program had one."""
