@@ -240,3 +240,31 @@ def test_doctor_names_the_debug_sources(workspace, tmp_path):
                           capture_output=True, text=True, timeout=60, env=env, stdin=subprocess.DEVNULL)
     check = {c["name"]: c for c in json.loads(proc.stdout)["checks"]}["debug"]
     assert check["ok"] and check["detail"].startswith(f"debugpy {importlib.metadata.version('debugpy')} ("), check
+
+
+async def test_at_the_timeout_the_program_is_paused_where_it_is(model, workspace):
+    (workspace / "spin.py").write_text("n = 0\nwhile True:\n    n += 1\n")
+    model.add([
+        tools_reply(call("debug_step", id="early", action="next")),
+        tools_reply(call("debug_start", id="s", program="spin.py", timeout=1)),
+        tools_reply(call("debug_eval", id="e", expression="__file__.endswith('spin.py')")),
+        {"text": "it never ends"},
+    ])
+
+    await run("debug", model, workspace)
+
+    assert "no debug session: start one with debug_start" in last_tool_results(model.requests[1])["early"]
+    paused = last_tool_results(model.requests[2])["s"]
+    assert paused.startswith("state: stopped (pause)\nlocation: spin.py:"), paused
+    assert last_tool_results(model.requests[3])["e"] == "__file__.endswith('spin.py') (bool) = True"
+    assert not _processes_in(workspace)
+
+
+async def test_an_interpreter_that_cannot_start_is_a_clear_error(model, buggy):
+    model.add([tools_reply(call("debug_start", id="s", program="buggy.py")), {"text": "ok"}])
+
+    report, _, _ = await run("debug", model, buggy, debug={"python": "/nonexistent/python3"})
+
+    result = last_tool_results(model.requests[1])["s"]
+    assert result.startswith("error: debugger:") and "/nonexistent/python3" in result, result
+    assert report.stop_reason == "done" and not (buggy / "pid.txt").exists()
