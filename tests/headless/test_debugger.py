@@ -268,3 +268,23 @@ async def test_an_interpreter_that_cannot_start_is_a_clear_error(model, buggy):
     result = last_tool_results(model.requests[1])["s"]
     assert result.startswith("error: debugger:") and "/nonexistent/python3" in result, result
     assert report.stop_reason == "done" and not (buggy / "pid.txt").exists()
+
+
+def test_a_users_agent_never_gets_the_debugger(workspace, tmp_path, monkeypatch):
+    from agent_lsp.agent.fs.prompt_files import discover
+    from agent_lsp.agent.tools.delegate import narrow
+    from agent_lsp.agent.tools.toolsets import main_tools
+    from agent_lsp.settings import DebugSettings
+
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("CLAUDE_CONFIG_DIR", raising=False)
+    agents = workspace / ".claude" / "agents"
+    agents.mkdir(parents=True)
+    (agents / "d.md").write_text("---\nname: dbg\ndescription: d\ntools: Read, debug_start, debug_step\n---\nd\n")
+    (agents / "r.md").write_text("---\nname: plain\ndescription: r\n---\nr\n")
+    found = discover([workspace])
+    tools = main_tools(agents=found.agents, debug=DebugSettings())
+
+    assert DEBUG_TOOLS <= {t.name for t in tools}
+    assert [t.name for t in narrow(found.agents["dbg"], tools)] == ["read_file"]
+    assert not {t.name for t in narrow(found.agents["plain"], tools)} & DEBUG_TOOLS  # no `tools`: read-only ones
