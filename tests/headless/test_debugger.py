@@ -288,3 +288,23 @@ def test_a_users_agent_never_gets_the_debugger(workspace, tmp_path, monkeypatch)
     assert DEBUG_TOOLS <= {t.name for t in tools}
     assert [t.name for t in narrow(found.agents["dbg"], tools)] == ["read_file"]
     assert not {t.name for t in narrow(found.agents["plain"], tools)} & DEBUG_TOOLS  # no `tools`: read-only ones
+
+
+async def test_allow_for_session_remembers_the_program_not_every_debug_start(model, buggy):
+    (buggy / "other.py").write_text("print('other')\n")
+    model.add([
+        tools_reply(call("debug_start", id="a", program="buggy.py")),
+        tools_reply(call("debug_start", id="b", program="buggy.py")),
+        tools_reply(call("debug_start", id="c", program="other.py")),
+        {"text": "ok"},
+    ])
+    approver = ScriptedApprover(Decision.ALLOW_SESSION, Decision.DENY)
+
+    await run("debug", model, buggy, approver=approver)
+
+    # buggy.py asked once (then remembered); other.py asked again, and denied.
+    assert [r.tool for r in approver.requests] == ["debug_start", "debug_start"]
+    assert "other.py" in approver.requests[1].detail
+    results = last_tool_results(model.requests[3])
+    assert "denied" in results["c"].lower()
+    assert last_tool_results(model.requests[2])["b"].startswith("state: exited (0)")

@@ -283,7 +283,7 @@ class ApprovalPolicy:
                         kind="allow_rule_risky",
                     )
         else:
-            if tool.grant_key in self.session.tools:
+            if _grant_key(tool, prepared) in self.session.tools:
                 return PolicyVerdict("allow", "allowed for this session", kind="session")
             allowed = self._matching("allow", tool, prepared, None)
             if allowed is not None:
@@ -429,12 +429,21 @@ class ApprovalPolicy:
         """What "Allow for session" remembers: a command's exact line (with its cwd), any other
         tool by its key."""
         self.session.remember(
-            tool.grant_key, prepared.command.remember if prepared.command is not None else None
+            _grant_key(tool, prepared),
+            prepared.command.remember if prepared.command is not None else None,
         )
 
     def allow_always(self, rule: str) -> None:
         """A rule "Always allow" saved: in force for the rest of this run at once."""
         self.rules.add(Rule.parse(rule, "allow", "always", "user"))
+
+
+def _grant_key(tool: Tool, prepared: Prepared) -> str:
+    """What "Allow for session" remembers for a call without a command plan: the tool, or for
+    debug_start the tool with its program, module or command line (like a command's line)."""
+    if prepared.rule_argv is None:
+        return tool.grant_key
+    return f"{tool.grant_key} {shlex.join(prepared.rule_argv)}"
 
 
 def _allowed_by(rule: Rule) -> str:
