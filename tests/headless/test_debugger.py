@@ -308,3 +308,25 @@ async def test_allow_for_session_remembers_the_program_not_every_debug_start(mod
     results = last_tool_results(model.requests[3])
     assert "denied" in results["c"].lower()
     assert last_tool_results(model.requests[2])["b"].startswith("state: exited (0)")
+
+
+def test_agent_lsp_run_debugs_and_telemetry_has_the_debug_spans(model, buggy):
+    from agent_lsp.testing.otlp import OtlpReceiver
+    from tests.headless.test_telemetry import by_name, otel_env, run_agent
+
+    model.add("MAIN", [
+        tools_reply(call("debug_start", id="s", program="buggy.py", breakpoints=[{"path": "buggy.py", "line": RETURN_LINE}])),
+        tools_reply(call("debug_stop", id="x")),
+        {"text": "count is one short"},
+    ])
+    with OtlpReceiver() as receiver:
+        proc = run_agent(model, buggy, otel_env(receiver))
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert receiver.wait(lambda: by_name(receiver.spans(), "execute_tool debug_stop")), receiver.bodies
+        spans = receiver.spans()
+
+    start = by_name(spans, "execute_tool debug_start")
+    assert len(start) == 1 and start[0].attributes["gen_ai.tool.name"] == "debug_start"
+    assert "count (int) = 2" in last_tool_results(model.requests[1])["s"]
+    assert "✓ debug_start ok" in proc.stderr  # the terminal shows the call like any other
+    assert not _processes_in(buggy)
