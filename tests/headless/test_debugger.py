@@ -266,7 +266,7 @@ async def test_an_interpreter_that_cannot_start_is_a_clear_error(model, buggy):
     report, _, _ = await run("debug", model, buggy, debug={"python": "/nonexistent/python3"})
 
     result = last_tool_results(model.requests[1])["s"]
-    assert result.startswith("error: debugger:") and "/nonexistent/python3" in result, result
+    assert "debug.python '/nonexistent/python3' is not an executable program" in result, result
     assert report.stop_reason == "done" and not (buggy / "pid.txt").exists()
 
 

@@ -162,10 +162,15 @@ class DebugStart(Tool):
             program = str(resolved)
         editor = isinstance(debugger, EditorDebugger)
         python = self.settings.python or "python3"
-        if self.settings.python is None and not editor and ctx.runner is not None:
-            python = find_program("python3", ctx.runner.env.get("PATH", "")) or ""
-            if not python:
-                raise ToolError("cannot debug: no python3 on the PATH (or set debug.python)")
+        if not editor and ctx.runner is not None:  # PATH's absolute entries only (Decision 62)
+            found = find_program(python, ctx.runner.env.get("PATH", ""))
+            if found is None:
+                raise ToolError(
+                    f"cannot debug: debug.python {python!r} is not an executable program"
+                    if self.settings.python
+                    else "cannot debug: no python3 on the PATH (or set debug.python)"
+                )
+            python = found
         breakpoints = _breakpoints(ctx, args.breakpoints)
         launch = Launch(python, program, module, argv, str(cwd), args.stop_on_entry)
         shown = (
