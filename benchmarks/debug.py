@@ -1,4 +1,4 @@
-"""Issue 36: `debug_start` to the first stop vs debugpy's own CLI plus a minimal client.
+"""`debug_start` to the first stop vs debugpy's own CLI plus a minimal client (the debugger).
 
 Ours: the agent's Debugger (debugpy's adapter started by agent-lsp under the reaper, DAP over
 its stdio, launch, breakpoints, the stop read back with its stack and locals). Baseline, same
