@@ -330,3 +330,13 @@ def test_agent_lsp_run_debugs_and_telemetry_has_the_debug_spans(model, buggy):
     assert "count (int) = 2" in last_tool_results(model.requests[1])["s"]
     assert "✓ debug_start ok" in proc.stderr  # the terminal shows the call like any other
     assert not _processes_in(buggy)
+
+
+async def test_stop_on_entry_stops_at_the_first_line(model, buggy):
+    model.add([tools_reply(call("debug_start", id="s", program="buggy.py", stopOnEntry=True)), {"text": "ok"}])
+
+    await run("debug", model, buggy)
+
+    result = last_tool_results(model.requests[1])["s"]
+    assert result.startswith("state: stopped (entry)\nlocation: buggy.py:1\n"), result
+    assert not (buggy / "pid.txt").exists()  # nothing of the program ran yet
