@@ -180,6 +180,14 @@ def _run(args: argparse.Namespace) -> int:
         print("agent-lsp run: --json is --output-format json; give one of them", file=sys.stderr)
         return EXIT_USAGE
     output_format = "json" if args.json else args.output_format or "text"
+    if args.session is not None:
+        from agent_lsp.agent.state.sessions import InvalidSessionId, check_session_id
+
+        try:
+            check_session_id(args.session)
+        except InvalidSessionId as exc:
+            print(f"agent-lsp run: --session: {_shown(str(exc))}", file=sys.stderr)
+            return EXIT_USAGE
     schema = None
     if args.output_schema is not None:
         from agent_lsp.agent.loop.structured import SchemaProblem, load_schema

@@ -187,6 +187,7 @@ class AcpAgent:
         additional_directories: list[str] | None = None,
         **kwargs: Any,
     ) -> LoadSessionResponse:
+        _valid_session_id(session_id, "session/load")
         roots = _roots(cwd, additional_directories, "session/load")
         live = self.sessions.get(session_id)
         if live is not None and not live.idle:
@@ -383,6 +384,7 @@ class AcpAgent:
 
     async def _session(self, session_id: str, method: str) -> AcpSession:
         """A session of this process: live, or parked and reopened from its transcript."""
+        _valid_session_id(session_id, method)
         session = self.sessions.get(session_id)
         if session is not None:
             return session
@@ -454,3 +456,13 @@ def _settings() -> tuple[Any, list[str]]:
     """ACP has no initializationOptions: the user's settings file, then the environment, read
     again when either changed (the same rule as the language server's, frontend.UserSources)."""
     return user_settings()
+
+
+def _valid_session_id(session_id: Any, method: str) -> None:
+    """A value that cannot be a session id is -32602 (an unknown valid one is -32002)."""
+    from agent_lsp.agent.state.sessions import InvalidSessionId, check_session_id
+
+    try:
+        check_session_id(session_id)
+    except InvalidSessionId as exc:
+        raise RequestError(-32602, f"{method}: {exc}") from None

@@ -166,11 +166,13 @@ class ProjectConsent(_Consent):
     """Consent for a project's own allow rules, hooks or a command file's `allowed-tools`
     (Decision 30); the title is the prompt's own question (`Run these hooks?`)."""
 
-    async def ask(self, prompt: str, entries: list[str]) -> str | None:
+    async def ask(
+        self, prompt: str, entries: list[str], what: str = "project settings"
+    ) -> str | None:
         question = prompt.strip().splitlines()[-1] if prompt.strip() else ""
         head, mark, _ = question.partition("?")
         title = head + mark if mark else "Use the project's settings?"
-        return await self._ask("project-rules-consent", title, prompt, "project settings")
+        return await self._ask("project-rules-consent", title, prompt, what)
 
 
 class McpConsent(_Consent):

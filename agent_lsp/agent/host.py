@@ -67,25 +67,41 @@ class HostedRun:
     task: asyncio.Task[Any] | None = None
     report: RunReport | None = None
     mcp: ToolSet | None = None  # the tool servers whose tools the run got (kept open while it goes)
+    model: Model | None = None  # the model client it uses (not closed while it goes)
+    # its code-intel sources and its workspace (the language servers they hold stay up)
+    holds: list[Any] = field(default_factory=list)
     # Who cancelled it (the first cancel wins); none: its event loop ended.
     cancel_cause: CancelCause | None = None
+    started: bool = False  # its task began: a cancel now reaches run_task, which reports it
 
     def cancel(self, cause: CancelCause) -> bool:
         """Cancel the run, `cause` saying who (kept only if it is the first). False if it is
-        over."""
+        over. A run whose task has not begun yet is cancelled as it begins (a task cancelled
+        before its first step would never reach run_task, and so never report)."""
         if self.task is None or self.task.done():
             return False
         if self.cancel_cause is None:
             self.cancel_cause = cause
-        self.task.cancel()
+        if self.started:
+            self.task.cancel()
         return True
+
+
+@dataclass(frozen=True)
+class FinishedRun:
+    """What the host keeps of a finished run: its ids and report, never its session (whose
+    history a long-lived host would otherwise hold for each of its last runs)."""
+
+    id: str
+    session_id: str
+    report: RunReport | None
 
 
 @dataclass
 class AgentHost(HostSessions):
     active: dict[str, HostedRun] = field(default_factory=dict)
     models: dict[tuple[Any, ...], Model] = field(default_factory=dict)
-    finished: dict[str, HostedRun] = field(default_factory=dict)  # recent runs, for rewind
+    finished: dict[str, FinishedRun] = field(default_factory=dict)  # recent runs: ids, reports
     # MCP and OpenTelemetry, plugged in by the front end (none: no such tools, nothing recorded)
     tool_servers: ToolServers | None = None
     telemetry: Telemetry | None = None
@@ -93,7 +109,13 @@ class AgentHost(HostSessions):
     permissions: PermissionSource | None = None  # Claude Code's rule files, "Always allow"
     checkpoints: dict[Path, CheckpointStore] = field(default_factory=dict)  # first folder -> store
     keep_finished: int = KEEP_FINISHED
+    # Set once every run was cancelled because the process is going away: a run that starts
+    # later (its request was on its way) is cancelled as it begins, with the same cause.
+    closing: CancelCause | None = None
     _background: set[asyncio.Task[Any]] = field(default_factory=set)
+    # the newest configuration (of a run's start or a front end's reconfigure): what it does not
+    # want any more (model clients, MCP and language servers) is closed once no run uses it
+    _settings_now: Settings | None = None
     rewinds: HostRewinds = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -149,11 +171,11 @@ class AgentHost(HostSessions):
         name = name or settings.model
         key = (
             name,
-            reasoning_effort,
             settings.base_url,
             settings.api_key_env,
             keyguard.environment().get(settings.api_key_env),
             settings.request_timeout,
+            reasoning_effort,
         )
         if key not in self.models:
             try:
@@ -206,7 +228,8 @@ class AgentHost(HostSessions):
         # Every cancel a front end makes goes through cancel() or HostedRun.cancel(), which say
         # who; a run cancelled without a cause was cancelled by its event loop ending (the editor
         # or the client went away, the process is stopping): a shutdown, not the user.
-        hosted = HostedRun(run_id, session, store)
+        hosted = HostedRun(run_id, session, store, holds=[ports.workspace])
+        self._settings_now = settings
         session.running = run_id
         self.active[run_id] = hosted
 
@@ -222,6 +245,11 @@ class AgentHost(HostSessions):
                 await self.prune_state(store, running, set(self.active))
 
         async def drive() -> None:
+            hosted.started = True
+            if hosted.cancel_cause is not None:  # cancelled before it began: run_task reports it
+                task = asyncio.current_task()
+                if task is not None:
+                    task.cancel()
             try:
                 extra, files, granted = await self._prelude(
                     before, ports.workspace.roots, settings, mcp_servers, hosted, plan
@@ -240,11 +268,14 @@ class AgentHost(HostSessions):
                     output_schema=output_schema,
                     images=list(images or []),
                     telemetry=self._run_telemetry(settings, run_id, session),
-                    code_intel=self.code_intel,
+                    code_intel=self._held_code_intel(hosted),
                     prompt_files=files,
                     model_name=run_model,
                     readable=plan.readable if plan is not None else [],
                     permissions=granted,
+                )
+                hosted.model = self.model_for(
+                    settings, run_model or session.model, session.reasoning_effort
                 )
                 hosted.report = await run_task(
                     prompt,
@@ -253,30 +284,86 @@ class AgentHost(HostSessions):
                     workspace=ports.workspace,
                     approver=ports.approver,
                     emit=ports.emit,
-                    model=self.model_for(
-                        settings, run_model or session.model, session.reasoning_effort
-                    ),
+                    model=hosted.model,
                     options=options,
                 )
             finally:
                 session.running = None
                 self.active.pop(run_id, None)
                 self._used[session.id] = time.monotonic()
-                self.finished[run_id] = hosted
+                self.finished[run_id] = FinishedRun(run_id, session.id, hosted.report)
                 while len(self.finished) > self.keep_finished:
                     del self.finished[next(iter(self.finished))]
                 self.evict_idle()
-                if self.tool_servers is not None:
-                    self._spawn(
-                        self.tool_servers.retire(
-                            [r.mcp for r in self.active.values() if r.mcp is not None]
-                        )
-                    )
+                self._spawn(self.retire_unused())
                 if after is not None:
                     after(hosted)
 
         hosted.task = asyncio.ensure_future(drive())
+        if self.closing is not None:
+            hosted.cancel(self.closing)
         return hosted
+
+    def _held_code_intel(self, hosted: HostedRun) -> CodeIntelSources | None:
+        """The host's code-intel sources, those a run got recorded on it (what it holds)."""
+        sources = self.code_intel
+        if sources is None:
+            return None
+
+        def held(roots: list[Path]) -> list[Any]:
+            got = list(sources(roots))
+            hosted.holds.extend(got)
+            return got
+
+        return held
+
+    async def reconfigure(self, settings: Settings, roots: list[Path] | None = None) -> None:
+        """A front end's configuration was replaced: the model clients, MCP servers and
+        language servers only the old one wanted are closed now, or when the last run using
+        them ends. `roots`: the workspace whose MCP declarations are looked at again."""
+        self._settings_now = settings
+        if roots and self.tool_servers is not None:
+            try:  # the new declarations' set (nothing starts) retires the replaced one
+                await self.tool_servers.toolset(roots, settings)
+            except Exception as exc:
+                log.warning("the MCP servers' configuration could not be read: %s", exc)
+        await self.retire_unused()
+
+    def settings_replaced(self, settings: Settings, roots: list[Path] | None = None) -> None:
+        """`reconfigure` in the background (a front end's notification handler)."""
+        self._spawn(self.reconfigure(settings, roots))
+
+    async def retire_unused(self) -> None:
+        """Close what a replaced configuration left and no running run uses: MCP server sets,
+        language servers (their processes stopped) and model clients (their connections)."""
+        running = list(self.active.values())
+        if self.tool_servers is not None:
+            await self.tool_servers.retire([r.mcp for r in running if r.mcp is not None])
+        retire_servers = getattr(self.code_intel, "retire", None)
+        if retire_servers is not None:
+            await retire_servers([held for r in running for held in r.holds])
+        for model in self._unwanted_models({id(r.model) for r in running}):
+            try:
+                await model.aclose()
+            except Exception as exc:
+                log.warning("closing a replaced model client failed: %s", exc)
+
+    def _unwanted_models(self, in_use: set[int]) -> list[Any]:
+        """The model clients to close (and forget): of another endpoint than the newest
+        configuration's, or of a model name neither it nor a session in memory names."""
+        now = self._settings_now
+        if now is None:
+            return []
+        endpoint = (now.base_url, now.api_key_env, keyguard.environment().get(now.api_key_env))
+        names = {now.model} | {s.model for s, _ in self.sessions.values() if s.model}
+        unwanted = []
+        for key, model in list(self.models.items()):
+            wanted = key[1:4] == endpoint and key[4] == now.request_timeout and key[0] in names
+            if not wanted and id(model) not in in_use:
+                del self.models[key]
+                if getattr(model, "aclose", None) is not None:
+                    unwanted.append(model)
+        return unwanted
 
     def _run_telemetry(
         self, settings: Settings, run_id: str, session: Session
@@ -334,17 +421,12 @@ class AgentHost(HostSessions):
 
     def cancel(self, run_id: str, cause: CancelCause = BY_USER) -> bool:
         run = self.active.get(run_id)
-        if run is None or run.task is None or run.task.done():
-            return False
-        if run.cancel_cause is None:
-            run.cancel_cause = cause
-        # call_soon: a run cancelled before its task first ran would skip run_task entirely
-        # (and so its report); one loop iteration later it is inside run_task's handler.
-        asyncio.get_running_loop().call_soon(run.task.cancel)
-        return True
+        return run is not None and run.cancel(cause)
 
     def cancel_every(self, cause: CancelCause) -> list[asyncio.Task[Any]]:
-        """Cancel every run now (the server or the client is going away); returns their tasks."""
+        """Cancel every run now (the server or the client is going away), and every run that
+        starts from now on; returns their tasks."""
+        self.closing = self.closing or cause
         runs = [r for r in self.active.values() if r.task is not None and not r.task.done()]
         for run in runs:
             run.cancel(cause)

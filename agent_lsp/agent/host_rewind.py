@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from agent_lsp.agent.fs.shared_read import SharedRead
 from agent_lsp.agent.state.changes import RunChanges
 from agent_lsp.agent.state.checkpoints import CheckpointStore
 from agent_lsp.agent.state.rewind import (
@@ -48,6 +49,7 @@ class HostRewinds:
         self.live = live
         self._load_once = load
         self.in_flight = in_flight
+        self._listings = SharedRead()  # concurrent code actions share one listing
 
     async def rewind(
         self,
@@ -174,7 +176,11 @@ class HostRewinds:
         for the LSP "rewind last run" code action and ACP's `/rewind` without an id, which
         passes its session_id to look at that session's runs only. Asked on every cursor move in
         VS Code: the manifests are read off the event loop, and only when they changed."""
-        manifests = await asyncio.to_thread(self.checkpoint_store(roots).all)
+        store = self.checkpoint_store(roots)
+        # One listing for the requests that arrive together (50 code actions must not queue 50
+        # listings before a streaming run's own work on the thread pool); a save since the one
+        # in flight began (this process's runs) starts another, so the newest run is seen.
+        manifests = await self._listings((store.dir, store.saves), store.summaries)
         undone = rewound_by(manifests)  # a rewind undone in turn leaves its runs rewindable
         for manifest in reversed(manifests):
             if session_id is not None and manifest.session_id != session_id:
@@ -184,8 +190,7 @@ class HostRewinds:
                 and manifest.finished
                 and manifest.run_id not in undone
                 and not self.in_flight(manifest.run_id)
+                and manifest.restorable
             ):
-                count = sum(1 for f in manifest.files.values() if f.restorable)
-                if count:
-                    return manifest.run_id, count
+                return manifest.run_id, manifest.restorable
         return None

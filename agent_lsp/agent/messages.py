@@ -8,6 +8,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from agent_lsp.agent.wellformed import malformed_at
+
 
 class StopReason(enum.StrEnum):
     DONE = "done"
@@ -85,7 +87,7 @@ class ToolCall:
         message: dict[str, Any] = {
             "id": self.id,
             "type": "function",
-            "function": {"name": self.name, "arguments": self.arguments},
+            "function": {"name": self.name, "arguments": history_arguments(self.arguments)},
         }
         # only a server that sent it gets it back (strict servers refuse unknown keys)
         if self.extra_content is not None:
@@ -149,9 +151,25 @@ class Reply:
     reasoning_content: bool = False
     # the model the endpoint says answered (telemetry; not in the transcript)
     model: str | None = None
+    # the model declined (OpenAI's `refusal` deltas): the run stops with it, nothing is stored
+    refusal: str = ""
+
+    @property
+    def empty(self) -> bool:
+        """No answer at all (no text, no call, no refusal) although the stream ended: never a
+        silent success (CONTRACT Decision 68). A reply cut at a limit is not empty, it is cut."""
+        return (
+            not self.text
+            and not self.tool_calls
+            and not self.refusal
+            and self.cut is None
+            and self.finish_reason not in ("length", "content_filter")
+        )
 
     def to_message(self) -> dict[str, Any]:
-        message: dict[str, Any] = {"role": "assistant", "content": self.text or None}
+        # `content` is a string even beside tool calls: llama-cpp-python answers HTTP 500 to a
+        # null content, and LiteLLM's templates then send back an empty reply.
+        message: dict[str, Any] = {"role": "assistant", "content": self.text}
         if self.tool_calls:
             message["tool_calls"] = [c.to_message() for c in self.tool_calls]
             if self.reasoning_content:
@@ -291,17 +309,35 @@ class RunReport:
         return out
 
 
+def history_arguments(arguments: str) -> str:
+    """A call's arguments as the history keeps them: a JSON object's text as sent, anything
+    else `{}`. Echoing malformed JSON back made vLLM and Ollama refuse every later request of
+    the session; the call's result tells the model what was wrong (parse_arguments)."""
+    try:
+        value = json.loads(arguments)
+    except (ValueError, RecursionError):  # RecursionError: nested past the parser's depth
+        return "{}"
+    return arguments if isinstance(value, dict) else "{}"
+
+
 def parse_arguments(call: ToolCall) -> dict[str, Any]:
     """The call's arguments as an object; ValueError with a message for the model."""
     try:
         value = json.loads(call.arguments or "{}")
     except json.JSONDecodeError as exc:
         raise ValueError(
-            f"the arguments of {call.name} are not valid JSON ({exc.msg} at char {exc.pos}); "
-            "send a JSON object"
+            f"the arguments of {call.name} were malformed, not valid JSON ({exc.msg} at char "
+            f"{exc.pos}), so the call did not run (the conversation keeps them as {{}}); call it "
+            "again with a JSON object"
         ) from None
     if not isinstance(value, dict):
         raise ValueError(
             f"the arguments of {call.name} must be a JSON object, got {type(value).__name__}"
+        )
+    if (bad := malformed_at(value)) is not None:
+        # valid JSON, but no file name, command or pattern can hold it (nor any UTF-8 writer)
+        raise ValueError(
+            f"invalid characters in argument `{bad[0]}` of {call.name}: it holds a lone "
+            f"surrogate ({bad[1]}), which is not a Unicode character; send valid text"
         )
     return value

@@ -70,8 +70,11 @@ async def _demo(yes: bool) -> int:
 
         @client.feature(types.WINDOW_SHOW_MESSAGE_REQUEST)
         async def on_request(ls, params):
-            title = await editor.approve(params.message)
-            return types.MessageActionItem(title=title) if title else None
+            offered = [a.title for a in params.actions or []]
+            answer = await editor.approve(params.message, offered)
+            if isinstance(answer, dict):  # Deny with a reason: the item's extra property
+                return answer
+            return types.MessageActionItem(title=answer) if answer else None
 
         @client.feature(types.WORKSPACE_APPLY_EDIT)
         def on_edit(ls, params):

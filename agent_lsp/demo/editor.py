@@ -81,7 +81,7 @@ class DemoEditor:
             )
 
     # -- approvals --------------------------------------------------------------------------
-    async def approve(self, message: str) -> str | None:
+    async def approve(self, message: str, actions: list[str] | None = None) -> Any:
         s = self.style
         self.line("")
         self.line(
@@ -94,10 +94,9 @@ class DemoEditor:
             allow = f"→ Allow (approved automatically: {why}; the demo works on a copy)"
             self.line(f"    {s('32', allow)}")
             return "Allow"
-        answer = await read_line_async("    [a]llow / allow for [s]ession / [d]eny? ", self.out)
-        return {"a": "Allow", "y": "Allow", "s": "Allow for session", "": "Allow"}.get(
-            (answer or "d").lower()[:1], "Deny"
-        )
+        offered = actions or ["Allow", "Allow for session", "Deny"]
+        answer = await read_line_async(approval_question(offered), self.out)
+        return approval_answer(answer, offered)
 
     # -- edits, as an editor applies them to its buffers, then saves -----------------------
     def apply(self, edit: Any) -> tuple[bool, str | None]:
@@ -127,6 +126,39 @@ class DemoEditor:
                 buffer[1] = new
                 self.changed.append((uri, buffer[0], new))
         return True, None
+
+
+# The server's action titles (approvals, consent) as the demo offers them: key, how it is shown.
+KEYS = {
+    "Allow": ("a", "[a]llow"),
+    "Allow for session": ("s", "allow for [s]ession"),
+    "Always allow": ("w", "al[w]ays allow"),
+    "Allow always for this workspace": ("w", "allow al[w]ays for this workspace"),
+    "Deny": ("d", "[d]eny (d REASON to say why)"),
+}
+
+
+def approval_question(offered: list[str]) -> str:
+    """`[a]llow / allow for [s]ession / al[w]ays allow / [d]eny (d REASON to say why)? `, for
+    the actions the server offered (each letter only when its action is)."""
+    shown = [KEYS[title][1] for title in offered if title in KEYS]
+    return "    " + " / ".join(shown) + "? "
+
+
+def approval_answer(typed: str | None, offered: list[str]) -> Any:
+    """The action item for what was typed: a letter of an offered action (Enter allows), `d`
+    followed by a reason (sent as the item's `reason`, CONTRACT "Approvals"), anything else a
+    denial."""
+    text = (typed if typed is not None else "d").strip()
+    letter = "a" if text.lower() in ("", "y") else text.lower()[:1]
+    for title in offered:
+        if title in KEYS and KEYS[title][0] == letter and letter != "d":
+            return title
+    deny = next((t for t in offered if t == "Deny"), None)
+    if deny is None:
+        return None
+    reason = text[1:].strip() if letter == "d" and text[1:2] == " " else ""
+    return {"title": deny, "reason": reason} if reason else deny
 
 
 def _short(arguments: Any) -> str:

@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import re
 import time
 import uuid
 from collections import deque
@@ -156,6 +157,7 @@ class Connection:
                 f"language server `{self.spec.name}` cannot start: "
                 f"`{program}` was not found on PATH (absolute entries only)"
             )
+        _quiet_client_log()
         client = self._client = _Client(self)
         self._handlers(client)
         import sys
@@ -320,11 +322,18 @@ class Connection:
         pygls JsonRpcException."""
         return await self._call(method, params, timeout)
 
+    def start_failure(self) -> str:
+        """Why it ended before it answered `initialize`, in one line: its exit code and the
+        line of its output that names the error (its log lines themselves go to the debug log)."""
+        reason = error_line(list(self.stderr))
+        return f"exited with code {self.exit_code}" + (f": {reason}" if reason else "")
+
     def why_dead(self) -> str:
         if self.exit_code is None:
             return f"language server `{self.spec.name}` was stopped"
         code = f" (exit code {self.exit_code})"
-        tail = f"; its last output: {' | '.join(list(self.stderr)[-3:])}" if self.stderr else ""
+        reason = error_line(list(self.stderr))  # one line of its output, not its log
+        tail = f": {reason}" if reason else ""
         command = " ".join(self.spec.command)
         return f"language server `{self.spec.name}` ({command}) exited{code}{tail}"
 
@@ -395,3 +404,34 @@ def _section(settings: dict[str, Any], section: str | None) -> Any:
             return None
         node = node[part]
     return node
+
+
+_FRAME = re.compile(r"^\s+(at |File \")")  # a stack frame of a Node or Python traceback
+_NAMES_ERROR = re.compile(r"(?i)(error|exception|cannot|can't|failed|not found|no such)")
+
+
+def error_line(lines: list[str], limit: int = 300) -> str:
+    """The line of a program's output that says what went wrong: the last one naming an error
+    that is not a stack frame (a traceback's own message), else its last line."""
+    named = [ln.strip() for ln in lines if _NAMES_ERROR.search(ln) and not _FRAME.match(ln)]
+    plain = [ln.strip() for ln in lines if ln.strip()]
+    found = named[-1] if named else plain[-1] if plain else ""
+    return found if len(found) <= limit else found[: limit - 1] + "…"
+
+
+class _QuietClientLog(logging.Filter):
+    """pygls's client logs a server's unreadable output with a traceback at ERROR: for the
+    servers we start that is the server's problem, said once as why it failed; the details go
+    to the debug log, never to the user's terminal."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno <= logging.DEBUG:
+            return True
+        log.debug("pygls: %s", record.getMessage(), exc_info=record.exc_info)
+        return False
+
+
+def _quiet_client_log() -> None:
+    client_log = logging.getLogger("pygls.client")
+    if not any(isinstance(f, _QuietClientLog) for f in client_log.filters):
+        client_log.addFilter(_QuietClientLog())

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from agent_lsp.agent.ports import CodeIntelSource, CodeIntelSources, Document, Workspace
-from agent_lsp.langservers.manager import LanguageServers
+from agent_lsp.langservers.manager import LanguageServers, ServerSource
 from agent_lsp.settings_schema import Settings
 
 log = logging.getLogger(__name__)
@@ -21,17 +21,19 @@ log = logging.getLogger(__name__)
 class LanguageServerHub:
     """`hub(roots)` is a `CodeIntelSources`. One manager per set of roots and languageServers
     setting; a manager whose setting changed keeps serving the runs that have it and is closed
-    with the hub."""
+    (its servers stopped) by `retire` once none does."""
 
     def __init__(self, settings: Callable[[], Settings], first: CodeIntelSources | None = None):
         self.settings = settings
         self.first = first  # sources asked before the started servers (the editor)
         self._managers: dict[tuple[Any, ...], LanguageServers] = {}
 
+    def _key(self, where: tuple[str, ...], settings: Settings) -> tuple[Any, ...]:
+        return (where, settings.language_servers.model_dump_json(), settings.api_key_env)
+
     def manager(self, roots: list[Path]) -> LanguageServers:
         settings = self.settings()
-        where = tuple(str(r) for r in roots)
-        key = (where, settings.language_servers.model_dump_json(), settings.api_key_env)
+        key = self._key(tuple(str(r) for r in roots), settings)
         manager = self._managers.get(key)
         if manager is None:
             manager = LanguageServers(
@@ -52,6 +54,22 @@ class LanguageServerHub:
     def found(self, roots: list[Path]) -> list[dict[str, Any]]:
         return self.manager(roots).found()
 
+    async def retire(self, in_use: list[Any]) -> None:
+        """Close the managers of a replaced languageServers setting (their server processes
+        stopped) that nothing in `in_use` (running runs' sources and workspaces) holds."""
+        settings = self.settings()
+        held = {id(m) for m in map(_manager_of, in_use) if m is not None}
+        replaced = [
+            key
+            for key, manager in self._managers.items()
+            if key != self._key(key[0], settings) and id(manager) not in held
+        ]
+        for key in replaced:
+            try:
+                await self._managers.pop(key).aclose()
+            except Exception as exc:  # pragma: no cover - each closes what it can
+                log.warning("closing the language servers of a replaced setting failed: %s", exc)
+
     async def aclose(self) -> None:
         managers, self._managers = list(self._managers.values()), {}
         for manager in managers:
@@ -59,6 +77,16 @@ class LanguageServerHub:
                 await manager.aclose()
             except Exception as exc:  # pragma: no cover - each closes what it can
                 log.warning("closing the language servers failed: %s", exc)
+
+
+def _manager_of(held: Any) -> LanguageServers | None:
+    """The started servers a run's source (ServerSource) or workspace (_DiagnosingWorkspace)
+    holds, if any."""
+    if isinstance(held, ServerSource):
+        return held.manager
+    if isinstance(held, _DiagnosingWorkspace):
+        return held._servers
+    return None
 
 
 def plug(host: Any, settings: Callable[[], Settings]) -> LanguageServerHub:

@@ -11,14 +11,13 @@ import re
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from functools import partial
 from pathlib import Path
 from typing import Any
 
 from agent_lsp.agent.fs.uris import path_of_uri
 from agent_lsp.agent.ports import CodeIntelError
 from agent_lsp.langservers.config import ServerSpec, chosen, extension, specs
-from agent_lsp.langservers.positions import convert
+from agent_lsp.langservers.positions import convert, documents
 from agent_lsp.langservers.readiness import WORKSPACE_WIDE
 from agent_lsp.settings_schema import LanguageServersSettings
 
@@ -127,25 +126,42 @@ class LanguageServers:
         if slot is not None and slot.connection is not None and slot.connection.alive:
             slot.connection.sync(path, text)
 
-    def _text(self, path: Path) -> str | None:
+    async def _text(self, path: Path) -> str | None:
+        """What the agent synced for `path`, else the disk's text (read off the event loop)."""
         if path in self._texts:
             return self._texts[path]
-        try:
-            return path.read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            return None
+        return await asyncio.to_thread(_read_text, path)
 
-    def _lines(self, connection: Any, uri: str) -> list[str] | None:
-        """A document's lines as the server sees them (what it was sent, else the disk)."""
-        path = path_of_uri(uri)
-        if path is None:
-            return None
-        sent = connection.opened.get(path)
-        text = sent[1] if sent is not None else self._text(path)
-        return None if text is None else re.split(r"\r\n|\r|\n", text)
+    async def _lines(self, connection: Any, uris: set[str]) -> dict[str, list[str] | None]:
+        """Each document's lines as the server sees them (what it was sent, else the synced
+        text, else the disk's: the files not in memory are read off the event loop, together)."""
+        texts: dict[str, str | None] = {}
+        unread: dict[str, Path] = {}
+        for uri in uris:
+            path = path_of_uri(uri)
+            sent = connection.opened.get(path) if path is not None else None
+            if path is None or sent is not None:
+                texts[uri] = sent[1] if sent is not None else None
+            elif path in self._texts:
+                texts[uri] = self._texts[path]
+            else:
+                unread[uri] = path
+        if unread:
+            read = await asyncio.to_thread(lambda: [_read_text(p) for p in unread.values()])
+            texts.update(zip(unread, read, strict=True))
+        return {u: None if t is None else re.split(r"\r\n|\r|\n", t) for u, t in texts.items()}
 
-    def _open(self, connection: Any, path: Path) -> None:
-        text = self._text(path)
+    async def _convert(
+        self, connection: Any, node: Any, uri: str, source: str, target: str
+    ) -> Any:
+        """`node`'s positions re-counted from `source` to `target` code units (positions.py)."""
+        if source == target:
+            return node
+        lines = await self._lines(connection, documents(node, uri))
+        return convert(node, uri, lines.get, source, target)
+
+    async def _open(self, connection: Any, path: Path) -> None:
+        text = await self._text(path)
         if text is not None and path.is_absolute():
             connection.sync(path, text)
 
@@ -189,16 +205,24 @@ class LanguageServers:
                 except ServerTimeout as exc:
                     await connection.close()
                     slot.connection = None
-                    slot.failed = f"{exc} (initialize), so it was stopped"
-                    raise CodeIntelError(slot.failed) from None
-                except ServerFailed as exc:
-                    if connection.exit_code is None:  # never ran (not on PATH): no retry
-                        slot.failed = str(exc)
-                        slot.connection = None
-                        raise CodeIntelError(slot.failed) from None
+                    raise self._failed(slot, f"{exc} (initialize), so it was stopped") from None
+                except ServerFailed as exc:  # it never answered `initialize`: no retry
+                    slot.connection = None
+                    why = str(exc)
+                    if connection.exit_code is not None:
+                        why = f"language server `{slot.spec.name}` failed to start: "
+                        why += connection.start_failure()
+                    raise self._failed(slot, why) from None
                 except BaseException:  # cancelled while starting: ended, and no crash counted
                     slot.connection = None
                     raise
+
+    def _failed(self, slot: _Slot, why: str) -> CodeIntelError:
+        """A server that could not start: said once, in one line; asked again only once its
+        configuration changed (a new configuration is a new set of servers)."""
+        slot.failed = why
+        log.warning("%s; it is not started again until its configuration changes", why)
+        return CodeIntelError(why)
 
     async def request(
         self, spec: ServerSpec, method: str, params: dict[str, Any], path: Path
@@ -210,16 +234,15 @@ class LanguageServers:
         slot = self._slot(spec, path)
         while True:  # a crash mid-request: _running restarts it once, or says why not
             connection = await self._running(slot)
-            self._open(connection, path)
+            await self._open(connection, path)
             if method in WORKSPACE_WIDE:  # not before the server has read the workspace
                 await connection.readiness.settled()
             encoding = connection.encoding
-            lines = partial(self._lines, connection)
             uri = path.as_uri()
             try:
-                sent = convert(params, uri, lines, "utf-16", encoding)
+                sent = await self._convert(connection, params, uri, "utf-16", encoding)
                 result = await connection.request(method, sent, self.request_timeout)
-                return convert(result, uri, lines, encoding, "utf-16")
+                return await self._convert(connection, result, uri, encoding, "utf-16")
             except ServerTimeout as exc:
                 raise CodeIntelError(str(exc)) from None
             except JsonRpcException as exc:
@@ -275,7 +298,7 @@ class LanguageServers:
         uri = path.as_uri()
         before = connection.opened.get(path)
         since = time.monotonic()
-        self._open(connection, path)
+        await self._open(connection, path)
         now = connection.opened.get(path)
         if now is None:
             return None
@@ -330,3 +353,10 @@ class LanguageServers:
         for slot in self._slots.values():
             slot.connection = None
         await asyncio.gather(*(c.close() for c in connections), return_exceptions=True)
+
+
+def _read_text(path: Path) -> str | None:
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None

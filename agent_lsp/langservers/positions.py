@@ -82,6 +82,17 @@ def convert(node: Any, uri: str, lines: Lines, source: str, target: str) -> Any:
     return walk(node, uri)
 
 
+def documents(node: Any, uri: str) -> set[str]:
+    """The documents whose lines `convert` needs for `node` (read them before converting)."""
+    seen: set[str] = set()
+
+    def record(doc: str) -> None:
+        seen.add(doc)
+
+    convert(node, uri, record, "utf-16", "utf-8")  # records every position's document
+    return seen
+
+
 def _is_position(value: dict[str, Any]) -> bool:
     return (
         len(value) == 2

@@ -45,8 +45,14 @@ async def http_transport(stack: AsyncExitStack, launch: Launch) -> Any:
     from mcp.client.streamable_http import streamable_http_client
 
     # The SDK's own defaults: 30 s to connect/write, 300 s to read a held-open stream.
+    from agent_lsp.mcp.http_text import WellFormedTransport
+
     http = await stack.enter_async_context(
-        httpx2.AsyncClient(headers=launch.headers, timeout=httpx2.Timeout(30.0, read=300.0))
+        httpx2.AsyncClient(
+            headers=launch.headers,
+            timeout=httpx2.Timeout(30.0, read=300.0),
+            transport=WellFormedTransport(),  # an answer with a lone surrogate is still read
+        )
     )
     return streamable_http_client(launch.url, http_client=http)
 

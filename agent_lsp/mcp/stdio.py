@@ -40,6 +40,7 @@ from mcp.shared.message import SessionMessage
 
 from agent_lsp.agent.exec.process import REAPER
 from agent_lsp.agent.exec.program_path import find_program
+from agent_lsp.agent.wellformed import wellformed_value
 from agent_lsp.mcp.launch import Launch
 from agent_lsp.mcp.process import forget_reaper, keep_reaper, server_pid
 
@@ -232,13 +233,14 @@ class BoundedStdio:
         if not data.strip():
             return
         try:
-            text = data.decode("utf-8")
+            message = _message(data.decode("utf-8"))
         except UnicodeDecodeError:
-            await self._bad_line("a line that is not UTF-8", data)
-            return
-        try:
-            message = types.jsonrpc_message_adapter.validate_json(text, by_name=False)
-        except ValueError:
+            # an answer holding a surrogate's UTF-8 bytes (or any bad byte) is still that answer
+            message = _message(data.decode("utf-8", "replace"))
+            if message is None:
+                await self._bad_line("a line that is not UTF-8", data)
+                return
+        if message is None:
             await self._bad_line("a line that is not a JSON-RPC message", data)
             return
         self._bad = 0
@@ -367,6 +369,23 @@ async def _exited(process: Process, timeout: float) -> bool:
         while process.returncode is None:  # noqa: ASYNC110 (no event tells it, and wait() is what we avoid)
             await anyio.sleep(0.01)
     return process.returncode is not None
+
+
+def _message(text: str) -> Any:
+    """The JSON-RPC message of a line, or None. A lone surrogate escape (`"\\ud800"`, valid
+    JSON that pydantic's parser refuses) is read with U+FFFD in its place: skipping the line
+    would leave the call it answers waiting out its timeout."""
+    try:
+        return types.jsonrpc_message_adapter.validate_json(text, by_name=False)
+    except ValueError:
+        pass
+    import json
+
+    try:
+        value = wellformed_value(json.loads(text))
+        return types.jsonrpc_message_adapter.validate_python(value, by_name=False)
+    except (ValueError, RecursionError):
+        return None
 
 
 def _request_id(raw: bytes) -> Any:

@@ -40,7 +40,7 @@ class TerminalMcpHooks:
             self.out.write(f"      {line}\n")
         # No time limit: a person is reading a command line (CONTRACT Decision 10).
         answer = await read_line_async(
-            "    [a]llow / allow [w]always for this workspace / [d]eny? ", self.out
+            "    [a]llow / allow al[w]ays for this workspace / [d]eny? ", self.out
         )
         return CHOICES.get((answer or "d").strip().lower()[:1], "deny")
 

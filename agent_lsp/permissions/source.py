@@ -29,7 +29,8 @@ CONSENT_KIND = "permissions.allow"
 ALLOWED_TOOLS_KIND = "allowed-tools"  # a project prompt file's (Decision 30)
 HOOK_KIND = "hooks"
 # (prompt, the entries listed exactly) -> allow | allowAlways | deny; None: nobody to ask
-AskConsent = Callable[[str, list[str]], Awaitable[str | None]]
+# (the prompt, its entries, what they are: "project hooks") -> allow | allowAlways | deny | None
+AskConsent = Callable[[str, list[str], str], Awaitable[str | None]]
 
 
 class ClaudePermissions:
@@ -76,7 +77,7 @@ class ClaudePermissions:
         if not entries:
             return lambda spec: False
         granted = await self._consent(
-            workspace_key(roots), HOOK_KIND, list(entries.items()), hooks_prompt
+            workspace_key(roots), HOOK_KIND, list(entries.items()), hooks_prompt, "project hooks"
         )
         return lambda spec: isinstance(spec, HookSpec) and hook_entry(spec) in granted
 
@@ -96,6 +97,7 @@ class ClaudePermissions:
                 CONSENT_KIND,
                 [(r.text, r.source) for r in waiting],
                 lambda undecided: consent_prompt([r for r in waiting if r.text in undecided]),
+                "project allow rules",
             )
             if waiting
             else set()
@@ -114,7 +116,11 @@ class ClaudePermissions:
             return "\n".join(lines)
 
         return await self._consent(
-            workspace_key(roots), ALLOWED_TOOLS_KIND, [(e, origin) for e in entries], prompt
+            workspace_key(roots),
+            ALLOWED_TOOLS_KIND,
+            [(e, origin) for e in entries],
+            prompt,
+            f"allowed-tools of {origin}",
         )
 
     async def _consent(
@@ -123,6 +129,7 @@ class ClaudePermissions:
         kind: str,
         waiting: list[tuple[str, str]],
         prompt: Callable[[list[str]], str],
+        what: str,
     ) -> set[str]:
         """The project entries (text, origin) the user consented to: remembered, allowed in
         this process, or asked now (once, listing every undecided entry)."""
@@ -139,7 +146,7 @@ class ClaudePermissions:
             answer: str | None = None
             if self.ask is not None:
                 try:
-                    answer = await self.ask(prompt(list(undecided)), list(undecided))
+                    answer = await self.ask(prompt(list(undecided)), list(undecided), what)
                 except asyncio.CancelledError:
                     raise
                 except Exception as exc:  # a failing front end is nobody to ask

@@ -74,6 +74,13 @@ class RunArgs(_Args):
             raise ValueError("it is blank; say what the agent should do")
         return text
 
+    @field_validator("session_id")
+    @classmethod
+    def _session_id(cls, value: str | None) -> str | None:
+        from agent_lsp.agent.state.sessions import check_session_id  # InvalidSessionId: -32602
+
+        return None if value is None else check_session_id(value)
+
     @model_validator(mode="after")
     def _one_request(self) -> RunArgs:
         given = [

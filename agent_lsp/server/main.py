@@ -26,5 +26,5 @@ def serve(tcp: str | None = None, log_level: str = "INFO") -> int:
         server.start_io()
     # stdin closed (the editor died) or exit: runs were cancelled with the event loop; make
     # sure nothing (a reader thread) keeps the process alive past the deadline.
-    leave_after(1.0)
-    return 0
+    leave_after(1.0, server.exit_code)
+    return server.exit_code

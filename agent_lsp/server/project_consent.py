@@ -29,11 +29,11 @@ class LspProjectConsent:
         self.streams = streams  # the runs in flight: their streams say what is waited for
         self.timeout = timeout
 
-    async def ask(self, prompt: str, entries: list[str]) -> str | None:
+    async def ask(
+        self, prompt: str, entries: list[str], what: str = "project entries"
+    ) -> str | None:
         """allow | allowAlways | deny; None when nobody can be asked or nobody answered."""
-        return await ask_consent(
-            self, prompt, "waiting for consent to the project's settings", "project entries"
-        )
+        return await ask_consent(self, prompt, f"waiting for consent to the {what}", what)
 
 
 async def ask_consent(asker: Any, prompt: str, waiting: str, what: str) -> str | None:

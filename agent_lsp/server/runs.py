@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from lsprotocol import types
@@ -55,6 +55,7 @@ class RunStream:
         self._progress = "off"  # off | creating | on | ended
         self._last_report: str | None = None
         self._usage = ""  # `ctx 31k/128k · $0.012`, appended to progress messages
+        self.turn = 0  # the main agent's turn, for a status line said outside the loop
         self.progress_task: asyncio.Task[Any] | None = None
 
     # -- stream -----------------------------------------------------------------------------
@@ -82,6 +83,11 @@ class RunStream:
         self._text.flush()
 
     def send(self, event: Event) -> None:
+        if isinstance(event, StatusEvent | CompactionEvent) and event.agent_id == "main":
+            if event.turn is None:  # a front end's own line (an approval waits): the turn it is in
+                event = replace(event, turn=self.turn)
+            else:
+                self.turn = event.turn
         payload = to_wire(event, self.run_id, self.seq)
         self.seq += 1
         safe_notify(self.ls, STREAM, payload)
@@ -193,8 +199,9 @@ class RunRegistry:
         stream.progress_task = asyncio.ensure_future(stream.begin_progress())
 
         def after(run: HostedRun) -> None:
-            if run.report is not None:
-                stream.end(f"{run.report.stop_reason}: {run.report.summary}")
+            # The progress ends whatever happened: an editor's progress must never stay open.
+            report = run.report
+            stream.end(f"{report.stop_reason}: {report.summary}" if report else "stopped")
             if stream.progress_task and not stream.progress_task.done():
                 stream.progress_task.cancel()
             self.streams.pop(run.id, None)

@@ -34,12 +34,19 @@ class AgentServer(LanguageServer):
         )
         self.caps = ClientCaps()
         self.connection_closed = False  # set on `exit`: nothing more is written to the client
+        self.shutdown_asked = False  # LSP: `exit` after `shutdown` exits 0, without it 1
+        self.exit_asked = False
         self.init_options: Any = None
         self._config: SettingsState | None = None
         self._runs: RunRegistry | None = None
         # the first workspace/configuration answer (or none to wait for)
         self._configured = asyncio.Event()
         self.warm = WarmUp(CORE_MODULES, tool_schemas=True)
+
+    @property
+    def exit_code(self) -> int:
+        """What the process exits with: 1 after an `exit` that no `shutdown` preceded (LSP)."""
+        return 1 if self.exit_asked and not self.shutdown_asked else 0
 
     # The agent core, pydantic and the settings model load after `initialize` is answered
     # (start-up is the editor's wait); the first use, or the warm-up thread, brings them in.
@@ -52,8 +59,20 @@ class AgentServer(LanguageServer):
             self._config = SettingsState()
             self.show_problems(self._config.update(init_options=self.init_options or {}))
         else:
+            before = self._config.settings
             self.show_problems(self._config.refresh())
+            if self._config.settings is not before:  # the user's settings file changed
+                self.settings_replaced()
         return self._config
+
+    def settings_replaced(self) -> None:
+        """The configuration was replaced: the model clients, MCP and language servers only the
+        old one wanted are closed (now, or when the last run using them ends)."""
+        if self._runs is None or self._config is None:  # nothing was started yet
+            return
+        from agent_lsp.server.folders import workspace_roots
+
+        self._runs.host.settings_replaced(self._config.settings, workspace_roots(self))
 
     @property
     def runs(self) -> RunRegistry:
@@ -116,6 +135,7 @@ class AgentServer(LanguageServer):
             # pygls gives a tuple
             section = result[0] if isinstance(result, list | tuple) and result else None
             self.show_problems(self.config.update(workspace_config=section or {}))
+            self.settings_replaced()
         except Exception as exc:  # a client that cannot answer keeps the settings it has
             log.info("workspace/configuration failed: %s", exc)
         finally:
@@ -149,6 +169,7 @@ def create_server() -> AgentServer:
             await ls.pull_configuration()
         elif isinstance(pushed, dict):
             ls.show_problems(ls.config.update(workspace_config=pushed))
+            ls.settings_replaced()
 
     @server.command("agentLsp.run")
     async def run(ls: AgentServer, *args: Any) -> dict[str, str]:
@@ -353,17 +374,19 @@ def create_server() -> AgentServer:
 
     @server.feature(types.SHUTDOWN)
     async def shutdown(ls: AgentServer, *args: Any) -> None:
+        ls.shutdown_asked = True
         await shut_down(ls._runs.host if ls._runs is not None else None)
 
     @server.feature(types.EXIT)
     def exit_(ls: AgentServer, *args: Any) -> None:
         ls.connection_closed = True  # pygls closes stdout right after this handler
+        ls.exit_asked = True
         if ls._runs is not None:  # an exit without a shutdown first: the runs stop `shutdown` too
             from agent_lsp.agent.messages import CancelCause, StopCause
 
             stop_runs(ls._runs.host, CancelCause(StopCause.SHUTDOWN))
         # pygls waits for its stdin reader thread on exit: do not let that keep us alive
-        leave_after(1.0)
+        leave_after(1.0, ls.exit_code)
 
     return server
 

@@ -20,13 +20,15 @@ class TerminalProjectConsent:
         self.interactive = interactive
         self.style = Style.for_stream(out)
 
-    async def ask(self, prompt: str, entries: list[str]) -> str | None:
+    async def ask(
+        self, prompt: str, entries: list[str], what: str = "project allow rules"
+    ) -> str | None:
         s = self.style
         lines = for_terminal(prompt).splitlines()
         if not self.interactive:
             shown = ", ".join(for_terminal(e) for e in entries)
             self.out.write(
-                f"  {s.bad()} project allow rules not used: no one could be asked "
+                f"  {s.bad()} {for_terminal(what)} not used: no one could be asked "
                 f"(run in a terminal to allow them): {shown}\n"
             )
             return None
@@ -35,7 +37,7 @@ class TerminalProjectConsent:
             self.out.write(f"      {line}\n")
         # No time limit: a person is reading rules (CONTRACT Decision 10).
         answer = await read_line_async(
-            "    [a]llow / allow [w]always for this workspace / [d]eny? ", self.out
+            "    [a]llow / allow al[w]ays for this workspace / [d]eny? ", self.out
         )
         return CHOICES.get((answer or "d").strip().lower()[:1], "deny")
 

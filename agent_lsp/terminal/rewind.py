@@ -26,7 +26,7 @@ FORCE, INCLUDE_LATER = "--force", "--include-later"  # the hints name this comma
 
 def resolve_run_id(store: CheckpointStore, given: str) -> str:
     """The whole id of the run (or rewind) that `given` names (a unique prefix works)."""
-    return expand_prefix(given, (m.run_id for m in store.all()), "run")
+    return expand_prefix(given, (m.run_id for m in store.summaries()), "run")
 
 
 async def rewind_cli(args: argparse.Namespace) -> int:

@@ -370,7 +370,7 @@ def endpoint_of(settings: Settings, model: str | None) -> str:
 def short_run_id(store: CheckpointStore, run_id: str) -> str:
     """The shortest prefix of run_id (at least "r-" and 4 more characters) that no other run or
     rewind of the workspace starts with: what `agent-lsp rewind` accepts."""
-    others = [m.run_id for m in store.all() if m.run_id != run_id]
+    others = [m.run_id for m in store.summaries() if m.run_id != run_id]
     for length in range(min(len(run_id), 6), len(run_id)):
         if not any(o.startswith(run_id[:length]) for o in others):
             return run_id[:length]

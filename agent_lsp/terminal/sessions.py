@@ -11,7 +11,7 @@ import sys
 from typing import Any, TextIO
 
 from agent_lsp.agent.display import for_terminal
-from agent_lsp.agent.state.sessions import SessionStore
+from agent_lsp.agent.state.sessions import InvalidSessionId, SessionStore, check_session_id
 from agent_lsp.settings import state_dir
 from agent_lsp.terminal.ids import Ambiguous, expand_prefix
 from agent_lsp.terminal.style import Style
@@ -87,6 +87,12 @@ def delete_sessions(args: argparse.Namespace) -> int:
             return EXIT_USAGE
         ids = store.older_than(seconds)
     else:
+        for session_id in args.ids:  # an id, or a unique prefix of one: the same characters
+            try:
+                check_session_id(session_id)
+            except InvalidSessionId as exc:
+                print(f"agent-lsp sessions delete: {for_terminal(str(exc))}", file=sys.stderr)
+                return EXIT_USAGE
         known = store.ids()
         try:  # a unique prefix names its session, as `rewind` takes a run's (Decision 46)
             ids = list(dict.fromkeys(expand_prefix(i, known, "session") for i in args.ids))

@@ -35,6 +35,11 @@ class ThreadedHttpServer:
         return self._port
 
     @property
+    def open_connections(self) -> int:
+        """Client connections open now (kept alive between requests until the client closes)."""
+        return len(self._conns)
+
+    @property
     def base_url(self) -> str:
         return f"http://{self._host}:{self.port}/v1"
 

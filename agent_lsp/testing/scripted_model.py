@@ -59,7 +59,12 @@ from agent_lsp.testing.sse import (
     send_raw,
     send_status_fault,
 )
-from agent_lsp.testing.strict import strict_problem
+from agent_lsp.testing.strict import (
+    MISTRAL_HOSTS,
+    has_null_content,
+    mistral_order_problem,
+    strict_problem,
+)
 
 __all__ = ["LogEntry", "Reply", "ScriptedModelServer"]
 
@@ -87,9 +92,19 @@ class ScriptedModelServer(ThreadedHttpServer):
         record: str | Path | None = None,
         strict: bool = False,
         refuse_stream_options: bool = False,
+        null_content_answer: Mapping[str, Any] | Reply | None = None,
     ) -> None:
         super().__init__(host, port, name="scripted-model")
         self.strict, self.refuse_stream_options = strict, refuse_stream_options  # see strict.py
+        # What a request carrying an assistant `content: null` gets instead of the script (a
+        # real server's recorded answer: llama-cpp-python's 500, LiteLLM's empty stream)
+        self.null_content_answer = (
+            None
+            if null_content_answer is None
+            else null_content_answer
+            if isinstance(null_content_answer, Reply)
+            else Reply.model_validate(null_content_answer)
+        )
         self._record = Path(record) if record is not None else None
         self._lock = threading.Lock()
         self._queues: dict[str, deque[list[Any]]] = {}
@@ -181,7 +196,7 @@ class ScriptedModelServer(ThreadedHttpServer):
                 msg = f"scripted model: invalid JSON body: {err}"
                 await resp.send(400, error_body(msg, "invalid_request_error", None))
                 return
-            await self._chat(body, resp, reader)
+            await self._chat(body, resp, reader, req.headers.get("host", ""))
         elif req.method == "GET" and path == "/v1/models":
             with self._lock:
                 names = list(self._models)
@@ -221,8 +236,23 @@ class ScriptedModelServer(ThreadedHttpServer):
         return key, reply, entry
 
     async def _chat(
-        self, body: dict[str, Any], resp: Responder, reader: asyncio.StreamReader
+        self, body: dict[str, Any], resp: Responder, reader: asyncio.StreamReader, host: str = ""
     ) -> None:
+        if host.partition(":")[0].lower() in MISTRAL_HOSTS and (
+            order := mistral_order_problem(body)
+        ):  # Mistral's message-order rule, for requests that name its host
+            with self._lock:
+                self._requests.append(("<refused>", body))
+            await resp.send(400, order, {"x-should-retry": "false"})
+            return
+        if self.null_content_answer is not None and has_null_content(body):
+            with self._lock:
+                self._requests.append(("<null content>", body))
+            entry = LogEntry("<null content>", time.monotonic())
+            await self._answer(
+                body, "<null content>", self.null_content_answer, resp, reader, entry
+            )
+            return
         if self.strict or self.refuse_stream_options:
             problem = strict_problem(
                 body, messages=self.strict, stream_options=self.refuse_stream_options

@@ -55,6 +55,8 @@ class Reply(BaseModel):
     model_config = ConfigDict(extra="forbid")
     text: str = ""
     tool_calls: list[ToolCallSpec] = Field(default_factory=list)
+    refusal: str | None = None
+    """OpenAI's refusal: streamed as `delta.refusal` pieces, no content, finish `stop`."""
     chunk_size: int = Field(default=16, ge=1)
     ttft: float = Field(default=0.0, ge=0)
     chunk_delay: float = Field(default=0.0, ge=0)
@@ -166,7 +168,12 @@ class ReplyPayload:
     def content_events(self) -> Iterator[bytes]:
         """Role delta, text deltas, then tool call deltas (no finish_reason anywhere)."""
         r = self.reply
-        yield sse_event(self._chunk({"role": "assistant", "content": "" if r.text else None}))
+        first: dict[str, Any] = {"role": "assistant", "content": "" if r.text else None}
+        if r.refusal is not None:
+            first["refusal"] = ""
+        yield sse_event(self._chunk(first))
+        for piece in split_text(r.refusal or "", r.chunk_size):
+            yield sse_event(self._chunk({"refusal": piece}))
         for piece in split_text(r.text, r.chunk_size):
             yield sse_event(self._chunk({"content": piece}))
         for index, (call, call_id) in enumerate(zip(r.tool_calls, self.call_ids, strict=True)):
@@ -192,7 +199,7 @@ class ReplyPayload:
 
     def completion(self, finish: bool = True) -> dict[str, Any]:
         r = self.reply
-        message: dict[str, Any] = {"role": "assistant", "content": r.text, "refusal": None}
+        message: dict[str, Any] = {"role": "assistant", "content": r.text, "refusal": r.refusal}
         if r.tool_calls:
             message["tool_calls"] = [
                 {

@@ -55,3 +55,34 @@ def strict_problem(
                     f"property '{sorted(extra)[0]}' is unsupported"
                 )
     return None
+
+
+# What Mistral's API answers a `user` message right after a `tool` message (its message-order
+# rule; reported in issue 32 of this project after a run stopped right after its tools ran).
+MISTRAL_HOSTS = frozenset({"api.mistral.ai"})
+
+
+def mistral_order_problem(body: Mapping[str, Any]) -> dict[str, Any] | None:
+    """Mistral's error body when a `user` message follows a `tool` message, or None."""
+    previous = None
+    for message in body.get("messages") or ():
+        role = message.get("role") if isinstance(message, Mapping) else None
+        if role == "user" and previous == "tool":
+            return {
+                "object": "error",
+                "message": "Unexpected role 'user' after role 'tool'",
+                "type": "invalid_request_message_order",
+                "param": None,
+                "code": "3230",
+            }
+        previous = role
+    return None
+
+
+def has_null_content(body: Mapping[str, Any]) -> bool:
+    """An assistant message with `content: null` (llama-cpp-python's pydantic model refuses it
+    with HTTP 500; LiteLLM's templates then yield an empty reply)."""
+    return any(
+        isinstance(m, Mapping) and m.get("role") == "assistant" and m.get("content", "") is None
+        for m in body.get("messages") or ()
+    )

@@ -56,3 +56,18 @@ def test_project_allow_rules_ask_consent_as_a_permission_of_kind_other(connect, 
     assert call_["title"] == "Use these allow rules?"
     assert [o["name"] for o in consent["params"]["options"]] == ["Allow", "Allow always for this workspace", "Deny"]
     assert (workspace / "one").exists()
+
+
+def test_always_allow_is_not_an_option_for_a_pattern_and_the_permission_says_why(connect, model, workspace: Path):
+    model.add("list", [tools_reply(call("run_command", "c1", command="find . -name '*'")), {"text": "done"}])
+    client = connect(model_settings(model))
+    client.initialize()
+    session_id = client.new_session(workspace)
+    client.permissions("allowSession", otherwise="deny")
+    assert client.prompt(session_id, "list: the files")["stopReason"] == "end_turn"
+    [permission] = client.of("permission")
+    assert [o["name"] for o in permission["params"]["options"]] == ["Allow", "Allow for session", "Deny"]
+    texts = [c.get("content", {}).get("text", "") for c in permission["params"]["toolCall"]["content"]]
+    assert any("Always allow is not offered" in t and "`*`, `?` or `[`" in t for t in texts), texts
+    assert "permissions" not in json.loads(client.settings_file.read_text())  # nothing saved
+    assert last_tool_results(model.requests[-1])["c1"].startswith("exit code 0")

@@ -33,6 +33,7 @@ def report_of(response: dict) -> dict:
 @pytest.mark.parametrize(("script", "acp", "cause"), [
     ([{"text": "aaaa", "finish_reason": "length"}, {"text": "bbbb", "finish_reason": "length"}], "max_tokens", "output_limit"),
     ([{"text": "", "finish_reason": "content_filter"}], "refusal", "content_filter"),
+    ([{"refusal": "I can't help with that."}], "refusal", "content_filter"),  # OpenAI's refusal deltas (issue 32)
     ([{"text": "fine"}], "end_turn", "answer"),
 ])
 def test_the_acp_stop_reason_follows_the_cause(connect, model, workspace: Path, script, acp, cause):
@@ -41,6 +42,8 @@ def test_the_acp_stop_reason_follows_the_cause(connect, model, workspace: Path, 
     response = client.prompt(session_id, "go: now")
     assert response["stopReason"] == acp
     assert report_of(response)["stopCause"] == cause
+    if script[0].get("refusal"):
+        assert report_of(response)["error"] == script[0]["refusal"]
     client.close()
 
 

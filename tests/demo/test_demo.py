@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import os
 import select
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -50,7 +52,7 @@ def test_demo_waits_for_a_person_thinking_over_an_approval(tmp_path):
                 if not chunk:
                     break
                 out += chunk
-            prompts = out.count(b"[a]llow / allow for [s]ession / [d]eny?")
+            prompts = out.count(b"[d]eny (d REASON to say why)?")
             if prompts > answered:
                 if answered == 0:
                     time.sleep(THINKING)  # the person reads the diff and thinks it over
@@ -66,4 +68,46 @@ def test_demo_waits_for_a_person_thinking_over_an_approval(tmp_path):
     assert proc.returncode == 0, text
     assert "TimeoutError" not in text and "demo failed" not in text
     assert "+    return sum(values) / len(values)" in text
+    assert "stop:       done" in text
+
+
+def demo_on_a_tty(tmp_path, answers: list[bytes], timeout: float = 90) -> tuple[int, str]:
+    """`agent-lsp demo` with a terminal to ask on: each approval prompt gets the next answer."""
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "OPENAI_BASE_URL")}
+    env["HOME"] = str(tmp_path)
+    master, slave = os.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "agent_lsp", "demo"], stdin=slave, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, env=env)
+    os.close(slave)
+    out, answered = b"", 0
+    try:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([proc.stdout], [], [], 0.2)
+            if ready:
+                chunk = os.read(proc.stdout.fileno(), 65536)
+                if not chunk:
+                    break
+                out += chunk
+            if out.count(b"[d]eny") > answered:
+                os.write(master, answers[answered] if answered < len(answers) else b"a\n")
+                answered += 1
+        proc.wait(timeout=30)
+    finally:
+        os.close(master)
+        if proc.poll() is None:
+            proc.kill()
+    return proc.returncode, out.decode("utf-8", "replace")
+
+
+@pytest.mark.timeout(150)
+def test_the_demos_prompt_offers_always_and_a_reason_after_deny(tmp_path):
+    """Issue 32: the demo asks as `run` does: al[w]ays (saving the rule shown) and `d REASON`,
+    whose reason reaches the model."""
+    code, text = demo_on_a_tty(tmp_path, [b"d not today, read the code first\n", b"w\n"])
+    assert code == 0, text
+    assert "[a]llow / allow for [s]ession / al[w]ays allow / [d]eny (d REASON to say why)?" in text, text
+    assert "the user's reason: not today, read the code first" in text, text
+    settings = json.loads(Path(os.environ["AGENT_LSP_SETTINGS"]).read_text())
+    assert settings["permissions"]["allow"] == ["Edit(./stats.py)"], settings  # `w` on the edit
     assert "stop:       done" in text

@@ -106,6 +106,16 @@ async def test_exit_without_shutdown_during_a_run(open_editor, model):
     await wait_gone(child, 1.0)
     progress_end = [p for p in editor.progress(_started["runId"]) if isinstance(p, types.WorkDoneProgressEnd)]
     assert len(progress_end) <= 1
+    assert editor.process.returncode == 1  # LSP: `exit` without a `shutdown` first exits 1
+
+
+@pytest.mark.parametrize(("shutdown_first", "code"), [(True, 0), (False, 1)])
+async def test_exit_code_says_whether_shutdown_came_first(open_editor, shutdown_first, code):
+    editor = await open_editor("neovim")
+    if shutdown_first:
+        await asyncio.wait_for(editor.client.shutdown_async(None), EXIT_DEADLINE)
+    editor.client.exit(None)
+    assert await editor.wait_exit(EXIT_DEADLINE) == code
 
 
 async def test_cancel_during_a_command_kills_it_and_the_run_goes_on_answering(open_editor, model):

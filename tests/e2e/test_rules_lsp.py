@@ -151,3 +151,25 @@ async def test_a_project_hook_runs_after_consent_which_is_remembered(open_editor
     assert again.approval_requests == [], "the consent was remembered"
     assert [json.loads(line)["tool_input"]["command"] for line in log.read_text().splitlines()] == [
         "touch one", "touch two"]
+
+
+@pytest.mark.parametrize("line", ["{ git stash drop; }", "if true; then git clean --forc; fi"])
+async def test_a_destructive_command_inside_a_group_or_a_body_asks_over_lsp(open_editor, model, workspace, line):
+    model.add("clean", [command_call(line, "c1"), {"text": "done"}])
+    editor = await open_editor(init={"permissions": {"allow": ["Bash(git:*)"]}, "approval": {"default": "allow"}})
+    editor.approval_answers = ["Deny"]
+    await editor.wait_stop((await editor.run("clean"))["runId"])
+    [request] = editor.approval_requests
+    assert "destructive" in request.message and "Always allow" not in [a.title for a in request.actions]
+    assert tool_messages(model.requests[1])["c1"].startswith("denied:")
+
+
+async def test_always_allow_is_not_offered_for_a_pattern_and_the_message_says_why(open_editor, model, workspace):
+    model.add("list", [command_call("find . -name '*'", "c1"), {"text": "done"}])
+    editor = await open_editor()
+    editor.approval_answers = ["Allow for session"]
+    await editor.wait_stop((await editor.run("list"))["runId"])
+    [request] = editor.approval_requests
+    assert [a.title for a in request.actions] == ["Allow", "Allow for session", "Deny"]
+    assert "Always allow is not offered" in request.message and "`*`, `?` or `[`" in request.message
+    assert json.loads(user_settings().read_text()) == {}  # nothing saved

@@ -61,3 +61,29 @@ async def test_a_run_in_the_editor_is_traced_when_the_user_turns_telemetry_on(op
     assert [e[1]["agent_lsp.approval.by_policy"] for e in command.events] == [False]
     assert f"TP=00-{command.trace_id}-{command.span_id}-" in output
     assert API_KEY.encode() not in receiver.raw() and b"MAIN: look around" not in receiver.raw()
+
+
+async def test_every_span_of_two_runs_at_once_is_under_its_own_runs_agent_span(open_editor, model, workspace, receiver):
+    """Issue 32: over LSP as headless and over ACP, a run's `chat` and `execute_tool` spans are
+    children of that run's `invoke_agent` span, also with another run going at the same time."""
+    model.add("ONE", [tools_reply(call("read_file", id="r1", path="calc.py"),
+                                  call("edit_file", id="e1", path="calc.py", old_text="a - b", new_text="a + b")),
+                      {"text": "one"}])
+    model.add("TWO", [tools_reply(call("run_command", id="c2", command="echo hi"), call("search", id="s2", pattern="add")),
+                      {"text": "two"}])
+    init = {"telemetry": {"enabled": True}, "approval": {"default": "allow"}}
+    editor = await open_editor("neovim", init=init, env=clean_env(receiver))
+    editor.open("calc.py")
+    first = await editor.run("ONE", textDocument={"uri": editor.uri("calc.py")})
+    second = await editor.run("TWO")
+    for started in (first, second):
+        assert (await editor.wait_stop(started["runId"], 30))["stopReason"] == "done"
+    await editor.quit()
+    assert receiver.wait(lambda: len(receiver.spans()) >= 10, timeout=5), "flushed at shutdown"
+    spans = receiver.spans()
+    for started, tools in ((first, ["read_file", "edit_file"]), (second, ["run_command", "search"])):
+        [agent] = [s for s in spans if s.attributes.get("agent_lsp.run.id") == started["runId"]]
+        assert not agent.parent_id
+        under = sorted(s.name for s in spans if s.parent_id == agent.span_id)
+        assert under == sorted(["chat m", "chat m", *(f"execute_tool {t}" for t in tools)])
+        assert {s.trace_id for s in spans if s.parent_id == agent.span_id} == {agent.trace_id}

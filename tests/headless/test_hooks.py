@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.headless.test_run_cli import agent_run, report_of, run_cli
+from tests.headless.test_run_cli import agent_run, report_of, run_cli, run_on_a_tty
 from tests.unit.kit import call, last_tool_results, tools_reply
 
 pytestmark = pytest.mark.timeout(90)
@@ -308,3 +308,30 @@ def test_a_hooks_ask_is_above_yes(model, workspace, tmp_path):
     proc, _, report = stream_run(model, workspace, "deploy", path)  # --yes, and no TTY to ask on
     assert proc.returncode == 0 and report["denied"] == 1 and not (workspace / "deployed").exists()
     assert "a PreToolUse hook asks: deploys need a person" in last_tool_results(model.requests[1])["c1"]
+
+
+def test_the_consent_for_project_hooks_names_hooks_and_offers_always(model, workspace):
+    """Issue 32: the hooks' consent says hooks (not "allow rules"), without a terminal and on
+    one, where "al[w]ays" is spelled so and remembers the answer for the workspace."""
+    (workspace / ".claude").mkdir()
+    (workspace / ".claude" / "settings.json").write_text(json.dumps(
+        {"hooks": {"UserPromptSubmit": [hook("touch project-hook-ran.txt")]}}))
+    model.add([{"text": "hi"}])
+    proc = run_cli(agent_run(model, workspace, "hello", yes=False))
+    assert proc.returncode == 0, proc.stderr
+    assert "project hooks not used: no one could be asked" in proc.stderr, proc.stderr
+    assert "allow rules" not in proc.stderr and "touch project-hook-ran.txt" in proc.stderr
+    assert not (workspace / "project-hook-ran.txt").exists()
+
+    model.add([{"text": "hi"}])
+    code, out, err = run_on_a_tty(agent_run(model, workspace, "asked", yes=False), b"w\n")
+    assert code == 0, out + err
+    assert "Run these hooks?" in err and "[a]llow / allow al[w]ays for this workspace / [d]eny?" in err, err
+    assert "allow rules" not in err
+    assert (workspace / "project-hook-ran.txt").exists()
+    (workspace / "project-hook-ran.txt").unlink()
+
+    model.add([{"text": "hi"}])
+    proc = run_cli(agent_run(model, workspace, "remembered", yes=False))  # no terminal: not asked again
+    assert proc.returncode == 0 and "not used" not in proc.stderr, proc.stderr
+    assert (workspace / "project-hook-ran.txt").exists()

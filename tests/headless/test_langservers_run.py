@@ -4,6 +4,7 @@ process of it is left once the run ends."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -73,3 +74,40 @@ def test_sigterm_mid_run_leaves_no_language_server(model, workspace, tmp_path):
             proc.kill()
     assert report_of(out)["stopReason"] == "cancelled", out + err
     assert wait_gone(marker) == []
+
+
+FAILS_AT_ONCE = {
+    # a server that dies before `initialize` with a traceback of its own on stderr
+    "exits": "echo started >> {log}; echo 'Traceback (most recent call last):' >&2; "
+             "echo '  File \"server.py\", line 1, in <module>' >&2; echo 'RuntimeError: no config found' >&2; exit 3",
+    # one that writes something that is not LSP (pygls would log a traceback reading it), then ends
+    "garbage": "echo started >> {log}; printf 'Content-Length: 5\\r\\n\\r\\nhello'; sleep 0.3",
+}
+
+
+@pytest.mark.parametrize("how", sorted(FAILS_AT_ONCE))
+def test_a_server_that_fails_to_start_is_one_line_and_is_not_started_again(model, workspace, tmp_path, how):
+    """Issue 32: one clear line naming the server and why, no traceback (neither its own nor
+    pygls's), and two code-intel calls start it once (again only when its configuration changes)."""
+    log = tmp_path / "starts.log"
+    command = ["sh", "-c", FAILS_AT_ONCE[how].format(log=log)]
+    (tmp_path / "user-settings.json").write_text(json.dumps(
+        {"languageServers": {"auto": False, "servers": {"pyls": {"command": command, "extensions": [".py"]}}}}))
+    model.add([
+        tools_reply(call("hover", "h1", path="calc.py", line=1, symbol="add")),
+        tools_reply(call("find_definition", "h2", path="calc.py", line=1, symbol="add")),
+        {"text": "no luck"},
+    ])
+    proc = subprocess.run(agent_run(model, workspace, "look", json_report=False), stdin=subprocess.DEVNULL,
+                          capture_output=True, text=True, timeout=100)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, proc.stderr
+    assert "language server `pyls` failed to start: exited with code" in lines[0], lines[0]
+    assert "Traceback" not in proc.stderr and "File \"" not in proc.stderr
+    if how == "exits":
+        assert lines[0].split("exited with code ")[1].startswith("3: RuntimeError: no config found"), lines[0]
+    assert log.read_text().splitlines() == ["started"], "started once for both calls"
+    for request, call_id in ((model.requests[1], "h1"), (model.requests[2], "h2")):  # the model is told why
+        result = last_tool_results(request)[call_id]
+        assert "failed to start" in result, result

@@ -81,3 +81,45 @@ def test_a_malformed_claude_file_is_named_and_the_rest_still_works(model, worksp
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert results(model)["c1"].startswith("denied:")  # the user's file still applies
     assert ".claude/settings.json is not valid JSON" in proc.stderr, proc.stderr
+
+
+# -- issue 32: P3 (every simple command), P4 (globs, links out), P5 (patterns and Always allow) --
+
+@pytest.mark.parametrize(("line", "allow"), [
+    ("{ rm -rf build; }", []),
+    ("if true; then rm -rf build; fi", []),
+    ("! rm --recur build", []),
+    ("find build -delete", ["Bash(find:*)"]),
+    ("find build -exec rm -rf {} +", ["Bash(find:*)", "Bash(rm:*)"]),
+])
+def test_yes_and_allow_rules_do_not_pass_a_destructive_command_however_it_is_spelled(model, workspace, line, allow):
+    Path(os.environ["AGENT_LSP_SETTINGS"]).write_text(json.dumps({"permissions": {"allow": allow}}))
+    (workspace / "build").mkdir()
+    (workspace / "build" / "keep.txt").write_text("keep")
+    model.add([tools_reply(call("run_command", id="c", command=line)), {"text": "ok"}])
+    proc = run_cli(agent_run(model, workspace, "clean"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert (workspace / "build" / "keep.txt").read_text() == "keep"
+    assert results(model)["c"].startswith("denied:") and "destructive" in results(model)["c"], results(model)
+
+
+@pytest.mark.parametrize("line", ["cat .?/x", "cat link-out", "cat *-out/x"])
+def test_an_allow_rule_does_not_read_outside_through_a_glob_or_a_link(model, workspace, line):
+    (workspace.parent / "x").write_text("hunter2-outside")
+    (workspace / "link-out").symlink_to(workspace.parent / "x")
+    (workspace / "dir-out").symlink_to(workspace.parent)
+    Path(os.environ["AGENT_LSP_SETTINGS"]).write_text(json.dumps({"permissions": {"allow": ["Bash(cat:*)"]}}))
+    model.add([tools_reply(call("run_command", id="c", command=line)), {"text": "ok"}])
+    proc = run_cli(agent_run(model, workspace, "read", yes=False))  # no terminal: an ask is denied
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert results(model)["c"].startswith("denied:"), results(model)
+    assert "hunter2" not in json.dumps(model.requests[-1]["messages"])
+
+
+def test_always_allow_is_not_offered_on_the_terminal_for_a_pattern_and_the_prompt_says_why(model, workspace):
+    model.add([tools_reply(call("run_command", id="c", command="find . -name '*'")), {"text": "ok"}])
+    code, out, err = run_on_a_tty(agent_run(model, workspace, "list", yes=False), b"s\n")
+    assert code == 0, out + err
+    assert "al[w]ays" not in err and "Always allow is not offered" in err and "allow for [s]ession" in err
+    assert results(model)["c"].startswith("exit code 0")
+    assert json.loads(Path(os.environ["AGENT_LSP_SETTINGS"]).read_text()) == {}  # nothing saved

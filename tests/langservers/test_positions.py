@@ -4,7 +4,7 @@ call hierarchy ranges in the caller or the callee)."""
 
 from __future__ import annotations
 
-from agent_lsp.langservers.positions import convert, from_index, to_index
+from agent_lsp.langservers.positions import convert, documents, from_index, to_index
 
 A, B = "file:///a.py", "file:///b.py"
 DOCS = {A: ["x = '😀é'; target = 1"], B: ["é = 2; target"]}
@@ -45,3 +45,13 @@ def test_params_and_results_are_counted_on_their_own_document():
              "originSelectionRange": rng(14, 20)}]
     assert convert(link, A, lines, "utf-8", "utf-16")[0]["originSelectionRange"] == rng(11, 17)
     assert convert(params, A, lambda uri: None, "utf-16", "utf-8") == params  # unreadable: as is
+
+
+def test_the_documents_a_conversion_needs_are_named_before_it_reads_any():
+    """The manager reads these (off the event loop, together) and converts from what it read."""
+    incoming = [{"from": {"uri": B, "range": rng(8, 14)}, "fromRanges": [rng(8, 14)]}]
+    assert documents(incoming, A) == {B}
+    assert documents({"textDocument": {"uri": A}, "position": pos(11)}, B) == {A}
+    outgoing = [{"to": {"uri": B, "range": rng(8, 14)}, "fromRanges": [rng(14, 20)]}]
+    assert documents(outgoing, A) == {A, B}
+    assert documents({"changes": {B: []}}, A) == set()  # no position: nothing to read

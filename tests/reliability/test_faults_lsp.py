@@ -34,7 +34,10 @@ FAULTS = {
                              {"text": "understood the error"}], {}, "done", ["toolResult", "reply"], "understood the error"),
     "unknown-tool": ([{"tool_calls": [{"id": "call_bad", "name": "delete_everything", "arguments": {"path": "."}}]},
                       {"text": "no such tool, fine"}], {}, "done", ["toolResult", "reply"], "no such tool, fine"),
-    "empty-reply": ([{"text": ""}], {}, None, ["reply"], None),
+    # asked again once, then a fatal stop naming the endpoint (issue 32, Decision 68)
+    "empty-reply": ([{"text": "", "repeat": 2}], {}, "fatal", ["modelError"], "empty reply"),
+    # OpenAI's refusal deltas: fatal, the refusal's text as the error (Decision 68)
+    "refusal": ([{"refusal": "I can't help with that."}], {}, "fatal", [], "I can't help with that."),
 }
 
 
@@ -85,6 +88,12 @@ async def test_model_fault_ends_in_a_defined_state(open_editor, model, fault):
     for kind in kinds:
         assert kind in types_seen, (kind, types_seen)
     assert lines[-1]["report"]["stopReason"] == report["stopReason"]
+    if fault == "500-beyond-retries":  # each of the SDK's retries is a status event (issue 32)
+        retries = [e["text"] for e in editor.events(started["runId"], "status") if "retrying" in e["text"]]
+        assert [t.split("; ")[-1] for t in retries] == ["retrying (2/3)", "retrying (3/3)"], retries
+        assert all("HTTP 500 (upstream exploded)" in t for t in retries), retries
+    if fault == "refusal":
+        assert (report["stopCause"], report["error"]) == ("content_filter", "I can't help with that.")
     if fault == "cut-always":
         assert types_seen.count("modelError") == 3, types_seen  # retried, then fatal
     assert API_KEY not in Path(report["transcript"]).read_text(encoding="utf-8")

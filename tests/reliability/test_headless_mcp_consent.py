@@ -14,7 +14,7 @@ from tests.reliability.test_long_lived import TINY_SERVER
 
 pytestmark = pytest.mark.timeout(90)
 
-PROMPT = "[a]llow / allow [w]always for this workspace / [d]eny"
+PROMPT = "[a]llow / allow al[w]ays for this workspace / [d]eny"
 
 
 @pytest.fixture

@@ -186,7 +186,7 @@ def test_the_graph_checker_finds_a_cycle_through_a_package_init_and_a_type_only_
 # workspace, walking and ripgrep), the model client, run state (session, store, transcript,
 # checkpoints, rewind), the tools, the approval policy, the loop, and the host on top.
 CORE_LAYERS = ("vocabulary", "exec", "fs", "model", "state", "tools", "policy", "loop", "host")
-VOCABULARY = ("messages", "events", "ports", "display", "coalesce", "images")  # images: a prompt's attachments; events: the typed stream events every front end reads
+VOCABULARY = ("messages", "events", "ports", "display", "coalesce", "images", "wellformed")  # images: a prompt's attachments; events: the typed stream events every front end reads
 HOST = ("host", "host_rewind", "host_sessions")
 
 

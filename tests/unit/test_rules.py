@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from agent_lsp.agent.policy.approval import ApprovalPolicy, SessionApprovals, permission_rules
+from agent_lsp.agent.policy.destructive import destructive
 from agent_lsp.agent.policy.rules import Rule
-from agent_lsp.agent.policy.shell import destructive, split_line
+from agent_lsp.agent.policy.shell import split_line
 from agent_lsp.agent.ports import Decision
 from agent_lsp.agent.tools.base import CommandPlan, Prepared
 from agent_lsp.agent.tools.command import needs_shell

@@ -163,3 +163,25 @@ def plan_squeeze(history: list[Entry]) -> list[tuple[int, Entry]]:
             (index, Entry({**entry.message, "content": stub}, "tool", entry.run_id, entry.outcome))
         )
     return out
+
+
+# -- fitting: the newest results cut when nothing else makes the context fit -------------------
+FIT_MIN_CHARS = 1000  # a result is never cut below this (its head and tail still say something)
+
+
+def plan_fit(history: list[Entry], excess_chars: int) -> list[tuple[int, int]]:
+    """(index, characters to keep) for the newest tool results, newest first, until
+    `excess_chars` are freed: compaction keeps the newest exchange whole, so a result too big
+    for a small window (with many tool schemas) would otherwise stop the run."""
+    out: list[tuple[int, int]] = []
+    for index in range(len(history) - 1, -1, -1):
+        if excess_chars <= 0:
+            break
+        entry = history[index]
+        content = entry.message.get("content")
+        if entry.kind != "tool" or not isinstance(content, str) or len(content) <= FIT_MIN_CHARS:
+            continue
+        keep = max(FIT_MIN_CHARS, len(content) - excess_chars)
+        out.append((index, keep))
+        excess_chars -= len(content) - keep
+    return out

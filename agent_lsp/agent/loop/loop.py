@@ -14,6 +14,7 @@ from agent_lsp.agent.loop.compaction import (
     COMPACTION_PROMPT,
     open_problems,
     plan_compaction,
+    plan_fit,
     plan_squeeze,
     render_for_summary,
     summary_entry,
@@ -32,11 +33,14 @@ from agent_lsp.agent.loop.stops import (
 from agent_lsp.agent.loop.tool_calls import ToolCallRunner
 from agent_lsp.agent.messages import Outcome, Reply, ReplyCut, StopCause, ToolResult
 from agent_lsp.agent.model.client import ModelError
+from agent_lsp.agent.model.tokens import CHARS_PER_TOKEN
 from agent_lsp.agent.policy.hooks import HookStopped
 from agent_lsp.agent.ports import NO_SPAN, current_tool_span
 from agent_lsp.agent.state.session import Entry
 
 log = logging.getLogger(__name__)
+
+FIT_MARGIN = 400  # characters: a cut result's notes (where the rest is) and the estimate's slack
 
 
 class AgentLoop(ModelCallNode):
@@ -60,6 +64,7 @@ class AgentLoop(ModelCallNode):
         self.changed_files = seams.changed_files
         self.telemetry = seams.telemetry
         self.budget = seams.budget
+        self.spill, self.redact = seams.spill, seams.redact  # for a result cut to fit the window
         self.span = NO_SPAN  # this agent's span (telemetry), while its loop goes
         self.agent_id = agent_id
         self.calls = ToolCallRunner(
@@ -196,6 +201,9 @@ class AgentLoop(ModelCallNode):
             await self.compact_history(self.limits.context_budget())
             messages = self._messages()
             if self._tokens(messages) > self.limits.context_budget():
+                await self.fit_newest_results()
+                messages = self._messages()
+            if self._tokens(messages) > self.limits.context_budget():
                 raise StopRun(
                     f"the context does not fit in contextWindow ({self.limits.context_window} "
                     "tokens) even after compaction",
@@ -259,6 +267,43 @@ class AgentLoop(ModelCallNode):
             items=[{"index": i, **e.to_record()} for i, e in stubs],
         )
         return True
+
+    async def fit_newest_results(self) -> None:
+        """Side path: the context still does not fit after compaction (which keeps the newest
+        exchange whole), so the newest tool results are cut further; what they held stays
+        readable in a spill file the cut result names."""
+        over = self._tokens(self._messages()) - self.limits.context_budget()
+        excess = int(over * CHARS_PER_TOKEN / (self.estimator.ratio or 1.0)) + FIT_MARGIN
+        cuts = plan_fit(self.history, excess)
+        if not cuts:
+            return
+        await self.log_pending()
+        before = self._tokens(self._messages())
+        note = f"[cut to fit contextWindow ({self.limits.context_window} tokens)]\n"
+        items = []
+        for index, keep in cuts:
+            entry = self.history[index]
+            name = f"{entry.message.get('tool_call_id') or 'call'}-fit"
+            cut = await self.spill.fit(
+                entry.message["content"], name, self.redact, max(keep - FIT_MARGIN, 200)
+            )
+            message = {**entry.message, "content": note + cut.content}
+            fitted = Entry(message, "tool", entry.run_id, entry.outcome)
+            self.history[index] = fitted
+            items.append({"index": index, **fitted.to_record()})
+        after = self._tokens(self._messages())
+        self.logged = len(self.history)
+        text = (
+            f"cut {len(cuts)} newest tool result{'s' if len(cuts) != 1 else ''} to fit "
+            f"contextWindow (~{before} -> ~{after} tokens)"
+        )
+        self.emit(CompactionEvent(text, self.turn, agent_id=self.agent_id))
+        await self.transcript.write(self.agent_id, self.turn, "history", op="replace", items=items)
+
+    @property
+    def schema_tokens(self) -> int:
+        """What the tool schemas alone take of every request."""
+        return self.estimator.estimate([], self._schema_chars)
 
     def _messages(self) -> list[dict[str, Any]]:
         return [

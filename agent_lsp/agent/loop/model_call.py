@@ -21,6 +21,8 @@ from agent_lsp.agent.state.transcript import Transcript
 from agent_lsp.settings import Pricing
 
 MODEL_ATTEMPTS = 3  # a stream cut before anything reached the user is sent again
+EMPTY_RETRIES = 1  # an empty answer (no text, no calls) is asked again once (Decision 68)
+NEAR_WINDOW = 0.5  # a request past this share of contextWindow is "near the window"
 
 
 class ModelCallNode:
@@ -79,6 +81,8 @@ class ModelCallNode:
         )
         self.model_calls += 1
         stats.reached_model = True
+        if reply.refusal:  # the model declined: its words are the stop's (Decision 68)
+            raise StopRun(reply.refusal, StopCause.CONTENT_FILTER)
         if reply.finish_reason == "content_filter":
             raise StopRun(
                 "the endpoint's content filter stopped the model's reply", StopCause.CONTENT_FILTER
@@ -118,16 +122,18 @@ class ModelCallNode:
         on_text: Callable[[str], None],
         on_thinking: Callable[[str], None] | None,
     ) -> Reply:
-        """One model call within one deadline, a stream that failed before it began sent again."""
+        """One model call within one deadline, a stream that failed before it began sent again
+        (an empty answer once)."""
         deadline = self.limits.request_timeout
         loop = asyncio.get_running_loop()
         ends = loop.time() + deadline
+        empty_answers = 0
         try:
             # One deadline for the whole call, retries included.
             async with asyncio.timeout(deadline):
                 for attempt in range(1, MODEL_ATTEMPTS + 1):
                     try:
-                        reply = await self.model.complete(
+                        return await self.model.complete(
                             messages,
                             self.schemas,
                             on_text,
@@ -135,28 +141,14 @@ class ModelCallNode:
                             turn=self.turn,
                             timeout=max(1.0, ends - loop.time()),
                             on_thinking=on_thinking,
+                            on_status=self._status,
                         )
-                        break
                     except ModelError as exc:
                         await self.transcript.write(
                             self.agent_id, self.turn, "modelError", error=str(exc), attempt=attempt
                         )
-                        if exc.streamed:
-                            raise StopRun(
-                                f"the model's stream was cut after {exc.streamed} characters "
-                                f"had been shown ({exc})",
-                                StopCause.MODEL,
-                            ) from None
-                        if not exc.retryable or attempt == MODEL_ATTEMPTS:
-                            raise StopRun(f"model request failed: {exc}", StopCause.MODEL) from None
-                        self.emit(
-                            StatusEvent(
-                                f"the model's stream failed before it began ({exc}); sending "
-                                f"it again ({attempt}/{MODEL_ATTEMPTS - 1})",
-                                self.turn,
-                                agent_id=self.agent_id,
-                            )
-                        )
+                        empty_answers += exc.empty
+                        self._give_up_or_note(exc, attempt, empty_answers, messages)
         except TimeoutError:
             await self.transcript.write(
                 self.agent_id, self.turn, "modelError", error="requestTimeout"
@@ -166,7 +158,47 @@ class ModelCallNode:
                 "retries included; it was stopped and not sent again",
                 StopCause.MODEL,
             ) from None
-        return reply
+        raise AssertionError("unreachable: the last attempt stops")  # pragma: no cover
+
+    def _status(self, text: str) -> None:
+        self.emit(StatusEvent(text, self.turn, agent_id=self.agent_id))
+
+    def _give_up_or_note(
+        self, exc: ModelError, attempt: int, empty_answers: int, messages: list[dict[str, Any]]
+    ) -> None:
+        """After a failed attempt: StopRun, or a status line saying it is sent again. An empty
+        answer is asked again once, then stops naming the endpoint (Decision 68)."""
+        if exc.streamed:
+            raise StopRun(
+                f"the model's stream was cut after {exc.streamed} characters "
+                f"had been shown ({exc})",
+                StopCause.MODEL,
+            )
+        if exc.empty and (empty_answers > EMPTY_RETRIES or attempt == MODEL_ATTEMPTS):
+            raise StopRun(
+                f"model request failed: {exc}{self._overflow_hint(messages)}", StopCause.MODEL
+            )
+        if not exc.retryable or attempt == MODEL_ATTEMPTS:
+            raise StopRun(f"model request failed: {exc}", StopCause.MODEL)
+        if exc.empty:
+            self._status(f"{exc}; asking again ({empty_answers}/{EMPTY_RETRIES})")
+        else:
+            self._status(
+                f"the model's stream failed before it began ({exc}); sending it again "
+                f"({attempt}/{MODEL_ATTEMPTS - 1})"
+            )
+
+    def _overflow_hint(self, messages: list[dict[str, Any]]) -> str:
+        """An empty answer to a request near the window is most likely a context overflow that
+        the server did not report (llama.cpp past its n_ctx answers an empty stream)."""
+        tokens, window = self._tokens(messages), self.limits.context_window
+        if tokens < window * NEAR_WINDOW:
+            return ""
+        return (
+            f"; likely a context overflow: the request was ~{tokens} tokens of contextWindow "
+            f"{window} (if the server's own context is smaller, e.g. llama.cpp's --n_ctx, set "
+            "contextWindow to it)"
+        )
 
     def _unique_ids(self, calls: list[ToolCall]) -> None:
         """CONTRACT Decision 7: every id unique in the run before anything runs (a duplicate

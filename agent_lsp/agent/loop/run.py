@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -39,6 +39,7 @@ from agent_lsp.agent.tools.paths import PathGuard
 from agent_lsp.agent.tools.runner import CommandRunner
 from agent_lsp.agent.tools.skill import skills_block
 from agent_lsp.agent.tools.toolsets import main_tools, plan_tools
+from agent_lsp.agent.wellformed import wellformed
 from agent_lsp.settings import Settings, state_dir
 
 log = logging.getLogger(__name__)
@@ -80,6 +81,7 @@ async def run_task(
     options: RunOptions | None = None,
 ) -> RunReport:
     """Run the agent on one user message. Always returns a report, whatever happens."""
+    prompt = wellformed(prompt)  # a client's `\\ud800`, argv's undecodable bytes
     options = options or RunOptions()
     run_id = run_id or options.run_id or new_id("r")
     model = model or options.model
@@ -182,7 +184,7 @@ async def run_task(
                 files=granted.claude_files,
             )
             for problem in problems:  # a malformed declaration is named, never skipped silently
-                seams.emit(StatusEvent(f"hooks: {problem}", None))
+                seams.emit(StatusEvent(f"hooks: {problem}", 0))  # before turn 1
             memory = await recall_memory(paths.roots, settings.memory_files)
             memory_text = redact(
                 "".join(f"\n\n## Memory: {label}\n{text}" for label, text in memory)
@@ -239,6 +241,8 @@ async def run_task(
                 mode=options.mode or "default",
                 memory=[label for label, _ in memory],
             )
+            if warning := seams.limits.schema_warning(main.schema_tokens):
+                seams.emit(StatusEvent(warning, 0))  # before turn 1: why results may be cut
             if seams.hooks is not None:
                 await session_hooks(seams.hooks, session, options.title or prompt, run_id)
             outcome = await main.loop()
@@ -272,28 +276,55 @@ async def run_task(
                 main.turn if main else 0,
                 f"internal error: {type(exc).__name__}: {exc}",
             )
-    finally:
-        for proc in list(tool_ctx.processes):  # e.g. an rg a cancel interrupted
+    except BaseException:  # the process is going down (KeyboardInterrupt, SystemExit)
+        for proc in list(tool_ctx.processes):
             kill_group(proc)
-        if tool_ctx.debugger is not None:  # the debug session ends with the run
-            try:
-                await tool_ctx.debugger.stop()
-            except Exception:  # runner.stop_all below still ends its processes
-                log.exception("run %s: ending the debug session failed", run_id)
-        await runner.stop_all()
-        if seams.hooks is not None:
-            await seams.hooks.settle()
-            for proc in list(seams.hooks.processes):
-                kill_group(proc)
-            session.end_hooks = seams.hooks.session_end
         session.running = None
+        raise
+    # The stop is decided, and the first cause fixes it (Decision 73): from here on a cancel
+    # (a second Stop while a Notification hook settles) must not lose the report, the
+    # transcript's stop line, the stop event or the progress's end; it only cuts the hooks'
+    # grace short.
     if options.images and outcome.cause == StopCause.MODEL:
         _forget_unanswered(session, prompt_entry)
-    # The stop is decided: a cancel arriving from here on must not lose the report, the
-    # transcript's stop line or the stop event.
+    hooks = seams.hooks
     return await _uncancellable(
-        close_run(run, main, outcome, owns_model=model is None, options=options)
+        _end_run(run, main, outcome, runner, owns_model=model is None, options=options),
+        hurry=hooks.hurry if hooks is not None else None,
     )
+
+
+async def _end_run(
+    run: RunState,
+    main: AgentLoop | None,
+    outcome: LoopOutcome,
+    runner: CommandRunner,
+    *,
+    owns_model: bool,
+    options: RunOptions,
+) -> RunReport:
+    """What every run does once at its end: its processes ended, its background hooks settled,
+    then the report written, saved and sent (close_run)."""
+    try:
+        for proc in list(run.tool_ctx.processes):  # e.g. an rg a cancel interrupted
+            kill_group(proc)
+        if run.tool_ctx.debugger is not None:  # the debug session ends with the run
+            try:
+                await run.tool_ctx.debugger.stop()
+            except Exception:  # runner.stop_all below still ends its processes
+                log.exception("run %s: ending the debug session failed", run.seams.run_id)
+        await runner.stop_all()
+        hooks = run.seams.hooks
+        if hooks is not None:
+            await hooks.settle()
+            for proc in list(hooks.processes):
+                kill_group(proc)
+            run.session.end_hooks = hooks.session_end
+    except Exception:  # the report must still be written and sent
+        log.exception("ending run %s failed", run.seams.run_id)
+    finally:
+        run.session.running = None
+    return await close_run(run, main, outcome, owns_model=owns_model, options=options)
 
 
 def _code_intel(options: RunOptions, session: Session, roots: list[Path]) -> CodeIntel | None:
@@ -335,7 +366,11 @@ def _forget_unanswered(session: Session, prompt_entry: Entry) -> None:
         del session.history[start:]
 
 
-async def _uncancellable(coro: Awaitable[RunReport]) -> RunReport:
+async def _uncancellable(
+    coro: Awaitable[RunReport], hurry: Callable[[], None] | None = None
+) -> RunReport:
+    """`coro` run to its end whatever cancels the caller meanwhile (each such cancel calls
+    `hurry`, to cut waits short); the caller's cancel is absorbed, the report returned."""
     task = asyncio.ensure_future(coro)
     while True:
         try:
@@ -346,13 +381,14 @@ async def _uncancellable(coro: Awaitable[RunReport]) -> RunReport:
             current = asyncio.current_task()
             if current is not None:
                 current.uncancel()
+            if hurry is not None:
+                hurry()
 
 
 def _redacting(emit: EventSink, redact: Redactor) -> EventSink:
-    """Secrets out of every event. Model text is a stream of deltas and a secret can straddle
-    two of them: the tail that could start a secret waits for the next delta (or event)."""
-    if not redact.secrets:
-        return emit
+    """Secrets out of every event (and every string well-formed, even with no secret to hide).
+    Model text is a stream of deltas and a secret can straddle two of them: the tail that could
+    start a secret waits for the next delta (or event)."""
     # (kind, agent id) -> held-back text
     pending: dict[tuple[type[TextDelta | ThinkingDelta], str], str] = {}
 

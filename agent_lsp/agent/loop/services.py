@@ -50,6 +50,20 @@ class Limits:
         # cache once, and a history kept near the limit makes every later request the biggest.
         return int(self.context_budget() * 0.75)
 
+    def schema_warning(self, schema_tokens: int) -> str | None:
+        """What the run says at its start when the tool schemas alone take a quarter of the
+        budget or more (each request re-sends them, so the conversation gets what is left)."""
+        budget = self.context_budget()
+        if schema_tokens * 4 < budget:
+            return None
+        return (
+            f"the tool schemas alone take ~{schema_tokens} tokens, "
+            f"{round(100 * schema_tokens / self.context_window)}% of contextWindow "
+            f"({self.context_window} tokens): big tool results will be cut to fit; raise "
+            "contextWindow if the model allows, or offer fewer tools (MCP servers, language "
+            "servers)"
+        )
+
 
 @dataclass
 class RunStats:
@@ -200,8 +214,11 @@ class Spill:
     limit: int
     allow_read: Callable[[Path], None]
 
-    async def fit(self, text: str, call_id: str, redact: Callable[[str], str]) -> Truncated:
-        cut = await truncate_tool_output(text, self.limit, self.folder, call_id, redact)
+    async def fit(
+        self, text: str, call_id: str, redact: Callable[[str], str], limit: int | None = None
+    ) -> Truncated:
+        """`text` cut to `limit` (the setting's by default); `call_id` names the spill file."""
+        cut = await truncate_tool_output(text, limit or self.limit, self.folder, call_id, redact)
         if cut.spill_path is not None:
             self.allow_read(cut.spill_path.resolve())
         return cut

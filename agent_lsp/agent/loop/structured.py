@@ -18,12 +18,21 @@ from urllib.parse import urldefrag, urljoin
 from agent_lsp.agent.display import clip
 from agent_lsp.agent.events import StatusEvent
 from agent_lsp.agent.loop.loop import AgentLoop
+from agent_lsp.agent.loop.schema_check import (
+    MAX_DEPTH,
+    CheckTimedOut,
+    check_in_worker,
+    errors_of,
+    needs_worker,
+    nesting_over,
+    validator_class,
+)
+from agent_lsp.agent.loop.schema_check import clip as _clip
+from agent_lsp.agent.loop.schema_check import path_of as _path
 from agent_lsp.agent.loop.stops import LoopOutcome
 from agent_lsp.agent.messages import StopCause
 from agent_lsp.agent.state.session import Entry
 
-MAX_ERRORS = 10  # validation errors shown to the model (and in the stop's message)
-ERROR_CHARS = 300  # one error's message at most
 STATUS_CHARS = 120  # the error the repair's status line quotes
 JSON_BLOCK = re.compile(r"```json[ \t]*\r?\n(.*?)```", re.DOTALL | re.IGNORECASE)
 
@@ -50,6 +59,7 @@ class Check:
 
     value: Any = None
     errors: tuple[str, ...] = ()
+    stuck: bool = False  # the check itself could not finish (its time limit): no repair turn
 
     @property
     def ok(self) -> bool:
@@ -59,30 +69,36 @@ class Check:
 class OutputSchema:
     """A JSON Schema the run's answer must fit; made only by `load_schema` (checked)."""
 
-    def __init__(self, schema: dict[str, Any] | bool, validator: Any):
+    def __init__(self, schema: dict[str, Any] | bool):
         self.schema = schema
-        self._validator = validator
+        self._in_worker = needs_worker(schema)  # else checked here: ~0.3 s of worker start saved
 
     def prompt(self) -> str:
         return SCHEMA_PROMPT.format(schema=json.dumps(self.schema, ensure_ascii=False))
 
-    def check(self, text: str) -> Check:
+    async def check(self, text: str) -> Check:
+        """The answer's JSON validated, in a worker process when the check could run without
+        end (schema_check: a `pattern` may backtrack for hours); `stuck` when the worker hit its
+        time limit."""
         found = find_json(text)
         if isinstance(found, Check):
             return found
+        if not self._in_worker:
+            errors = errors_of(self.schema, found)
+            return Check(errors=tuple(errors)) if errors else Check(found)
         try:
-            errors = sorted(
-                self._validator.iter_errors(found), key=lambda e: list(map(str, e.absolute_path))
+            errors = await check_in_worker(self.schema, found)
+        except CheckTimedOut as exc:
+            return Check(
+                errors=(
+                    f"the answer could not be checked against the output schema within {exc} "
+                    "(the check was stopped; a `pattern` of the schema that backtracks without "
+                    "end, such as `^(a+)+$`, or `uniqueItems` over a long array of objects does "
+                    "this)",
+                ),
+                stuck=True,
             )
-        except Exception as exc:  # a $ref that cannot be resolved without fetching it
-            return Check(errors=(f"the schema could not be applied: {exc}",))
-        if not errors:
-            return Check(found)
-        said = list(dict.fromkeys(f"{_path(e.absolute_path)}: {_clip(e.message)}" for e in errors))
-        shown = said[:MAX_ERRORS]
-        if len(said) > MAX_ERRORS:
-            shown.append(f"... and {len(said) - MAX_ERRORS} more")
-        return Check(errors=tuple(shown))
+        return Check(errors=tuple(errors)) if errors else Check(found)
 
 
 def load_schema(path: Path) -> OutputSchema:
@@ -100,22 +116,22 @@ def load_schema(path: Path) -> OutputSchema:
 
 def make_schema(schema: Any, name: str = "the schema") -> OutputSchema:
     import jsonschema
-    from referencing import Registry
-    from referencing.exceptions import NoSuchResource
 
     if not isinstance(schema, dict | bool):
         raise SchemaProblem(
             f"{name} is not a JSON Schema (an object or a boolean), got {type(schema).__name__}"
         )
-    if isinstance(schema, dict) and "$schema" in schema:
-        cls = jsonschema.validators.validator_for(schema, default=None)
-        if cls is None:
-            raise SchemaProblem(
-                f"{name}: unknown $schema {schema['$schema']!r} "
-                "(known: drafts 3, 4, 6, 7, 2019-09, 2020-12)"
-            )
-    else:
-        cls = jsonschema.Draft202012Validator
+    if nesting_over(schema):
+        raise SchemaProblem(
+            f"{name} nests deeper than {MAX_DEPTH} levels (objects and arrays); "
+            "flatten it with $defs and $ref"
+        )
+    cls = validator_class(schema)
+    if cls is None:
+        raise SchemaProblem(
+            f"{name}: unknown $schema {schema['$schema']!r} "  # type: ignore[index]
+            "(known: drafts 3, 4, 6, 7, 2019-09, 2020-12)"
+        )
     try:
         cls.check_schema(schema)
     except jsonschema.SchemaError as exc:
@@ -123,13 +139,11 @@ def make_schema(schema: Any, name: str = "the schema") -> OutputSchema:
         raise SchemaProblem(
             f"{name} is not a valid JSON Schema: {where}: {_clip(exc.message)}"
         ) from None
+    except RecursionError:
+        raise SchemaProblem(f"{name} nests too deep to be checked") from None
     if isinstance(schema, dict):
         _refuse_remote_refs(schema, name)
-
-    def refuse(uri: str) -> Any:  # never fetched, whatever slipped past the check above
-        raise NoSuchResource(ref=uri)  # type: ignore[call-arg]
-
-    return OutputSchema(schema, cls(schema, registry=Registry(retrieve=refuse)))  # type: ignore[call-arg]
+    return OutputSchema(schema)
 
 
 def _refuse_remote_refs(schema: dict[str, Any], name: str) -> None:
@@ -177,12 +191,16 @@ def find_json(text: str) -> Any:
     whole = text.strip()
     try:
         return json.loads(whole)
+    except RecursionError:
+        return Check(errors=("the answer's JSON nests too deep to be read",))
     except ValueError:
         pass
     blocks = JSON_BLOCK.findall(text)
     if blocks:
         try:
             return json.loads(blocks[-1])
+        except RecursionError:
+            return Check(errors=("the answer's JSON nests too deep to be read",))
         except json.JSONDecodeError as exc:
             return Check(
                 errors=(
@@ -193,7 +211,7 @@ def find_json(text: str) -> Any:
     for start, end in reversed(_balanced_spans(text)):
         try:
             return json.loads(text[start:end])
-        except ValueError:
+        except (ValueError, RecursionError):
             continue
     return Check(errors=("the answer holds no JSON value (expected a ```json block at its end)",))
 
@@ -240,9 +258,12 @@ async def answer_in_schema(
     when the answer validated."""
     if outcome.cause != StopCause.ANSWER:
         return outcome, None
-    check = schema.check(redact(outcome.final_text))
+    check = await schema.check(redact(outcome.final_text))
     if check.ok:
         return outcome, check
+    if check.stuck:  # the schema's fault, not the answer's: a repair turn would not help
+        stuck = LoopOutcome(StopCause.SCHEMA, outcome.final_text, outcome.turns, check.errors[0])
+        return stuck, None
     await main.log_pending()  # the answer is in the transcript before the repair's request
     # Said before the repair's text streams: its answer is a new one, not more of the first.
     main.emit(
@@ -260,7 +281,7 @@ async def answer_in_schema(
     outcome = await main.loop()
     if outcome.cause != StopCause.ANSWER:
         return outcome, None
-    check = schema.check(redact(outcome.final_text))
+    check = await schema.check(redact(outcome.final_text))
     if check.ok:
         return outcome, check
     why = (
@@ -268,14 +289,3 @@ async def answer_in_schema(
         + "; ".join(check.errors)
     )
     return LoopOutcome(StopCause.SCHEMA, outcome.final_text, outcome.turns, why), None
-
-
-def _path(path: Any) -> str:
-    out = "$"
-    for part in path:
-        out += f"[{part}]" if isinstance(part, int) else f".{part}"
-    return out
-
-
-def _clip(text: str) -> str:
-    return text if len(text) <= ERROR_CHARS else text[: ERROR_CHARS - 1] + "…"

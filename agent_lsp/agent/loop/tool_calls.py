@@ -112,10 +112,19 @@ class ToolCallRunner:
         return [self._finished[c.id] for c in calls]
 
     async def _run_batch(self, batch: list[tuple[ToolCall, Prepared, Answer]]) -> None:
-        if batch:
-            await asyncio.gather(
-                *(self._execute(call, prepared, answer) for call, prepared, answer in batch)
-            )
+        """The read-only calls together. When one stops the run (a hook's `continue: false`),
+        the others are cancelled and awaited first: nothing of theirs may follow the stop
+        (Decision 73); those left without a result are closed by the loop."""
+        if not batch:
+            return
+        tasks = [asyncio.ensure_future(self._execute(*item)) for item in batch]
+        try:
+            await asyncio.gather(*tasks)
+        except BaseException:
+            for task in tasks:
+                task.cancel()
+            await asyncio.wait(tasks)
+            raise
 
     async def admit(self, call: ToolCall) -> tuple[Prepared, Answer] | None:
         """Validate and approve one call; a refusal becomes its result and None is returned."""
@@ -193,6 +202,8 @@ class ToolCallRunner:
         ):
             # why a rule or the destructive list asks: said where the user decides
             prepared.detail += f"\n{policy.why}"
+        if policy.verdict == "ask" and policy.always_withheld:
+            prepared.detail += f"\n{policy.always_withheld}"  # Decision 66: the prompt says why
         if policy.verdict == "allow":
             answer = Answer(Decision.ALLOW)
         elif policy.verdict == "deny":

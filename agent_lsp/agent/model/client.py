@@ -20,12 +20,12 @@ from agent_lsp.agent.model.openai_sdk import (
     connection_reason,
     fast_path_types,
     import_openai,
-    is_google,
     new_client,
     status_message,
     usage_of,
 )
 from agent_lsp.agent.model.request_body import RequestEncoder
+from agent_lsp.agent.model.retry_notes import RetryNotes, noting_retries
 from agent_lsp.agent.model.stream_assembly import (
     MAX_ARGUMENT_CHARS,
     MAX_REPLY_CHARS,
@@ -34,6 +34,7 @@ from agent_lsp.agent.model.stream_assembly import (
     TextSink,
     describe_error,
 )
+from agent_lsp.agent.model.wire import wire_messages
 
 log = logging.getLogger(__name__)
 
@@ -51,12 +52,16 @@ __all__ = [
 
 class ModelError(Exception):
     """The model request failed. `retryable`: the same request may be sent again (a stream
-    cut before anything of it reached the user); `streamed`: characters already shown."""
+    cut before anything of it reached the user); `streamed`: characters already shown;
+    `empty`: an answer with nothing in it (sent again once, then a stop)."""
 
-    def __init__(self, message: str, retryable: bool = False, streamed: int = 0):
+    def __init__(
+        self, message: str, retryable: bool = False, streamed: int = 0, empty: bool = False
+    ):
         super().__init__(message)
         self.retryable = retryable
         self.streamed = streamed
+        self.empty = empty  # the endpoint answered, with nothing in it (CONTRACT Decision 68)
 
 
 class _OwnBug(Exception):
@@ -90,6 +95,7 @@ class Model(Protocol):
         purpose: str = "turn",
         timeout: float | None = None,
         on_thinking: TextSink | None = None,
+        on_status: TextSink | None = None,
     ) -> Reply: ...
 
 
@@ -177,12 +183,12 @@ class OpenAIModel:
         purpose: str = "turn",
         timeout: float | None = None,
         on_thinking: TextSink | None = None,
+        on_status: TextSink | None = None,
     ) -> Reply:
         client = await self._get_client()
-        openai = sys.modules["openai"]
         body: dict[str, Any] = {
             "model": self.name,
-            "messages": self._wire(messages),
+            "messages": wire_messages(messages, self.endpoint),
             "stream": True,
         }
         if self._stream_usage:  # some servers refuse the field (setting streamUsage: false)
@@ -197,6 +203,38 @@ class OpenAIModel:
             lambda text: _ours(on_text, text),
             (lambda text: _ours(on_thinking, text)) if on_thinking is not None else None,
         )
+        notes = RetryNotes(on_status, self.endpoint, self._max_retries) if on_status else None
+        with noting_retries(notes):
+            await self._read_stream(client, body, timeout, acc)
+        if acc.chunks == 0 and acc.finish is None:  # llama.cpp past its n_ctx, among others
+            raise ModelError(
+                f"the model endpoint {self.endpoint} answered HTTP 200 with an empty stream "
+                "(no text, no tool calls)",
+                retryable=True,
+                empty=True,
+            )
+        if acc.finish is None and acc.cut is None:
+            raise ModelError(
+                f"the model's stream from {self.endpoint} ended without a finish reason "
+                "(cut short)",
+                retryable=acc.streamed == 0,
+                streamed=acc.streamed,
+            )
+        reply = acc.reply()
+        if reply.empty:  # LiteLLM turns an upstream empty stream into a finish with nothing
+            raise ModelError(
+                f"the model endpoint {self.endpoint} sent an empty reply (no text, no tool calls)",
+                retryable=True,
+                empty=True,
+            )
+        return reply
+
+    async def _read_stream(
+        self, client: Any, body: dict[str, Any], timeout: float | None, acc: StreamAssembly
+    ) -> None:
+        """Send the request and feed every chunk to `acc`; the endpoint's failures become a
+        ModelError in its own words, with its URL."""
+        openai = sys.modules["openai"]
         received = False
         try:
             try:
@@ -261,33 +299,6 @@ class OpenAIModel:
                 retryable=acc.streamed == 0,
                 streamed=acc.streamed,
             ) from None
-        if acc.finish is None and acc.cut is None:
-            raise ModelError(
-                "the model's stream ended without a finish reason (cut short)",
-                retryable=acc.streamed == 0,
-                streamed=acc.streamed,
-            )
-        return acc.reply()
-
-    def _wire(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """The history as this endpoint takes it. Gemini refuses a tool message without the
-        function's `name`; xAI allows `name` only on user messages and Groq refuses unknown
-        properties, so only Google's hosts get it (CONTRACT Decision 45)."""
-        if not is_google(self.endpoint):
-            return messages
-        names: dict[str, str] = {}
-        out = []
-        for message in messages:
-            for call in message.get("tool_calls") or ():
-                names[call.get("id", "")] = call.get("function", {}).get("name", "")
-            if (
-                message.get("role") == "tool"
-                and "name" not in message
-                and names.get(message.get("tool_call_id", ""))
-            ):
-                message = {**message, "name": names[message["tool_call_id"]]}
-            out.append(message)
-        return out
 
     def _path_hint(self, status: int) -> str:
         """A 404 from a base URL without a version segment is nearly always a missing `/v1`."""
@@ -368,6 +379,7 @@ class ReplayModel:
         purpose: str = "turn",
         timeout: float | None = None,
         on_thinking: TextSink | None = None,
+        on_status: TextSink | None = None,
     ) -> Reply:
         if self._replies is None:  # read once, off the event loop
             self._replies = await asyncio.to_thread(self._load)

@@ -13,6 +13,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 from agent_lsp.agent.messages import Usage
+from agent_lsp.agent.model.retry_notes import note_retry
 from agent_lsp.agent.model.stream_assembly import describe_error
 
 log = logging.getLogger(__name__)
@@ -37,7 +38,8 @@ def new_client(openai: Any, **options: Any) -> Any:
     the SDK client), except that its TLS context is made once per process: building one loads
     the CA bundle (~25 ms of CPU), which every client built again (a headless run builds
     one). The context is the one httpx makes for `verify=True` (its default): certifi or the
-    system store, or SSL_CERT_FILE / SSL_CERT_DIR, keyed by their values. Runs off the loop."""
+    system store, or SSL_CERT_FILE / SSL_CERT_DIR, keyed by their values. Each failed answer
+    the SDK retries is shown by `note_retry` (a response hook). Runs off the loop."""
     import httpx2  # the SDK's HTTP stack (openai 3.x)
 
     key = (os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR"))
@@ -45,7 +47,7 @@ def new_client(openai: Any, **options: Any) -> Any:
     if tls is None:
         tls = _TLS_CONTEXTS.setdefault(key, httpx2.create_ssl_context())
     http = _closing_client(openai.DefaultAsyncHttpxClient)(
-        timeout=options.get("timeout"), verify=tls
+        timeout=options.get("timeout"), verify=tls, event_hooks={"response": [note_retry]}
     )
     return openai.AsyncOpenAI(**options, http_client=http)
 

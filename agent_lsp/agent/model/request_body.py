@@ -8,13 +8,15 @@ import json
 from collections import OrderedDict
 from typing import Any
 
+from agent_lsp.agent.wellformed import wellformed
+
 # The SDK's encoding of a JSON body (openai._utils._json.openapi_dumps): compact, UTF-8, no NaN
 _encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
 CACHE_BYTES = 16_000_000  # encoded messages kept (least recently sent dropped first)
 
 
 def _utf8(value: Any) -> bytes:
-    return _encode(value).encode()
+    return wellformed(_encode(value)).encode()
 
 
 class RequestEncoder:

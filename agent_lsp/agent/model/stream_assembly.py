@@ -98,6 +98,7 @@ class StreamAssembly:
     def __init__(self, on_text: TextSink, on_thinking: TextSink | None = None):
         self._text = _Deltas(on_text)
         self._reasoning = _Deltas(on_thinking)
+        self._refusal = _Deltas(None)  # OpenAI's `refusal` deltas: the stop's text, not an answer
         self.reasoning_content = False  # the server streamed the `reasoning_content` field itself
         self.calls: list[_Call] = []
         self._by_index: dict[int, _Call] = {}  # the latest call seen under each index
@@ -108,6 +109,8 @@ class StreamAssembly:
         self.finish: str | None = None
         self.usage: Usage | None = None
         self.model: str | None = None  # the chunks' `model`: who answered
+        self.chunks = 0  # chunks read: none at all is an empty HTTP 200 stream
+        self._top_usage = False  # a chunk's own `usage` came (it wins over one in a choice)
 
     # -- one chunk --------------------------------------------------------------------------
     def feed(self, chunk: Any, usage_of: Callable[[Any], Usage]) -> None:
@@ -123,21 +126,30 @@ class StreamAssembly:
             # raises for a truthy `error` key itself (handled by the client).
             extra = {k: v for k, v in chunk.items() if k not in CHUNK_FIELDS}
             raise StreamError(describe_error(error or extra or "an error object"))
+        self.chunks += 1
         if self.model is None and isinstance(model := chunk.get("model"), str) and model:
             self.model = model
         usage = chunk.get("usage")
         if usage or isinstance(usage, dict):  # `{}` was a (truthy) usage object too
             self.usage = usage_of(usage)
+            self._top_usage = True
         choices = chunk.get("choices")
         if not choices:  # the usage chunk, Azure's prompt_filter_results
             return
         choice = _fields(choices[0], "delta")
+        # Moonshot (Kimi) puts the usage inside the choice: read when no top-level usage came
+        if not self._top_usage and isinstance(inner := choice.get("usage"), dict) and inner:
+            self.usage = usage_of(inner)
         delta = choice.get("delta")
         if delta is not None:
             delta = _fields(delta, "content")
             self._reasoning_delta(delta)
             if content := delta.get("content"):
                 self._add_text(content)
+            if isinstance(refusal := delta.get("refusal"), str) and refusal:
+                self.size += len(refusal)
+                self._refusal.add(refusal)
+                self._check_reply_cap()
             for part in delta.get("tool_calls") or ():
                 self._add_call(part if isinstance(part, dict) else {})
         if finish := choice.get("finish_reason"):
@@ -229,6 +241,7 @@ class StreamAssembly:
     def reply(self) -> Reply:
         text = self._text.end()
         reasoning = self._reasoning.end()
+        refusal = self._refusal.end()
         calls = []
         for c in self.calls:
             joined = valid_text("".join(c.arguments))
@@ -252,6 +265,7 @@ class StreamAssembly:
             reasoning=reasoning,
             reasoning_content=self.reasoning_content,
             model=self.model,
+            refusal=refusal,
         )
 
 

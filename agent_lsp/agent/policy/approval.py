@@ -4,15 +4,16 @@ reaches outside the workspace; session grants; the sandbox), then approval.tools
 
 from __future__ import annotations
 
-import os
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from agent_lsp.agent.display import escape_invisible
+from agent_lsp.agent.policy.destructive import destructive
+from agent_lsp.agent.policy.outside import outside, risky_reason
 from agent_lsp.agent.policy.rules import Rule, RuleSet
-from agent_lsp.agent.policy.shell import HARMLESS_TARGETS, Part, destructive, split_line, unwrap
+from agent_lsp.agent.policy.shell import HARMLESS_TARGETS, Part, split_line, unchecked, unwrap
 from agent_lsp.agent.state.session import SessionApprovals
 from agent_lsp.agent.tools.paths import in_git_dir
 from agent_lsp.settings import ApprovalSettings, Settings
@@ -22,21 +23,11 @@ if TYPE_CHECKING:
 
 Verdict = Literal["allow", "ask", "deny"]
 
-# git options that point git at other files, programs or configuration: an allowlisted git
-# command carrying one of them still asks (`git diff --output=/anywhere`).
-GIT_RISKY = (
-    "-c",
-    "--config-env",
-    "-C",
-    "--git-dir",
-    "--work-tree",
-    "--exec-path",
-    "--output",
-    "-o",
-    "--output-directory",
-    "--upload-pack",
-    "--receive-pack",
-    "--ext-diff",
+# Decision 66: a saved rule reads `*` (and a glob reads `?`, `[`) as a pattern, wider than the
+# command shown; "Allow for session" remembers the exact line instead.
+ALWAYS_WITHHELD = (
+    "Always allow is not offered: the command holds `*`, `?` or `[`, which a saved rule would "
+    "read as a pattern (Allow for session remembers this exact line)"
 )
 
 
@@ -50,8 +41,11 @@ class PolicyVerdict:
     always: str | None = None
     # what decided, without the rule's specifier or the call's arguments (telemetry without
     # `logContent` exports this, never `why`): tool_setting, deny_rule, must_ask, destructive,
-    # ask_rule, read_only, session, allow_rule, allow_rule_risky, sandboxed, default, hook
+    # unchecked, ask_rule, read_only, session, allow_rule, allow_rule_risky, sandboxed, default,
+    # hook
     kind: str = "default"
+    # ask only: why "Always allow" is not offered, for the prompt (Decision 66)
+    always_withheld: str | None = None
 
 
 def parse_entry(entry: str) -> tuple[list[str], bool] | None:
@@ -100,44 +94,6 @@ def settings_rules(settings: ApprovalSettings) -> list[Rule]:
                     Rule(entry, "allow", "allowCommands", "user", None, "run_command", spec)
                 )
     return rules
-
-
-def risky_reason(argv: list[str], cwd: Path, roots: list[Path]) -> str | None:
-    """Why an allowlisted line must still ask: it names a path outside the workspace, or it is
-    git with an option that points it elsewhere."""
-    if argv and os.path.basename(argv[0]) == "git":
-        for arg in argv[1:]:
-            for flag in GIT_RISKY:
-                if (
-                    arg == flag
-                    or arg.startswith(flag + "=")
-                    or (len(flag) == 2 and arg.startswith(flag) and not arg.startswith("--"))
-                ):
-                    return f"git option {arg.split('=')[0]} may read or write outside the workspace"
-    for arg in argv[1:]:
-        for candidate in _path_candidates(arg):
-            if _outside(candidate, cwd, roots):
-                return f"argument {arg!r} points outside the workspace"
-    return None
-
-
-def _outside(candidate: str, cwd: Path, roots: list[Path]) -> bool:
-    path = Path(os.path.expanduser(candidate))
-    resolved = (path if path.is_absolute() else cwd / path).resolve()
-    return not any(resolved == r or resolved.is_relative_to(r) for r in roots)
-
-
-def _path_candidates(arg: str) -> list[str]:
-    found = [arg]
-    if "=" in arg:
-        found.append(arg.split("=", 1)[1])
-    if arg.startswith("-") and not arg.startswith("--") and len(arg) > 2:
-        found.append(arg[2:])  # -o/tmp/x
-    return [
-        c
-        for c in found
-        if c.startswith(("/", "~")) or ".." in Path(c).parts or ("/" in c and not c.startswith("-"))
-    ]
 
 
 def permission_rules(settings: Settings, extra: list[Rule] | None = None) -> RuleSet:
@@ -244,6 +200,10 @@ class ApprovalPolicy:
         if harmful:
             why = f"asks: destructive command: {harmful}; nothing allows it without a person"
             return PolicyVerdict("ask", why, must_ask=why, kind="destructive")
+        blind = unchecked(parts) if parts else None
+        if blind:
+            why = f"asks: {blind}; nothing allows it without a person"
+            return PolicyVerdict("ask", why, must_ask=why, kind="unchecked")
         asked = self._matching("ask", tool, prepared, parts)
         if asked is not None:  # above --yes and session grants (Decision 26)
             why = f"asks: the ask rule {asked.shown()}"
@@ -260,9 +220,10 @@ class ApprovalPolicy:
         configured: Verdict | None,
     ) -> PolicyVerdict:
         """What allows a call nothing restricts: a session grant, an allow rule, the sandbox,
-        else `approval.tools` or the default (with the rule "Always allow" would save)."""
+        else `approval.tools` or the default (with the rule "Always allow" would save, or why
+        it is withheld)."""
         plan = prepared.command
-        always = self._always_rule(tool, prepared, parts)
+        always, withheld = self._always_rule(tool, prepared, parts)
         if plan is not None:
             if plan.remember in self.session.commands:
                 return PolicyVerdict("allow", "allowed for this session", kind="session")
@@ -305,6 +266,7 @@ class ApprovalPolicy:
             f"approval.tools[{tool.name}]" if configured else "approval.default",
             always=always if verdict == "ask" else None,
             kind="tool_setting" if configured else "default",
+            always_withheld=withheld if verdict == "ask" else None,
         )
 
     def _matching(
@@ -377,13 +339,13 @@ class ApprovalPolicy:
         if not found:
             return None, None
         for part in parts:
-            risky = risky_reason(part.argv, cwd, roots)
+            risky = risky_reason(part.argv, cwd, roots, part.patterns)
             if risky is None:
                 risky = next(
                     (
                         f"it redirects to {t!r}, outside the workspace"
                         for t in part.redirects
-                        if t not in HARMLESS_TARGETS and _outside(t, cwd, roots)
+                        if t not in HARMLESS_TARGETS and outside(t, cwd, roots)
                     ),
                     None,
                 )
@@ -391,24 +353,31 @@ class ApprovalPolicy:
                 return found[0], risky
         return found[0], None
 
-    def _always_rule(self, tool: Tool, prepared: Prepared, parts: list[Part] | None) -> str | None:
+    def _always_rule(
+        self, tool: Tool, prepared: Prepared, parts: list[Part] | None
+    ) -> tuple[str | None, str | None]:
         """The exact rule "Always allow" would save (Decision 27), or None where it is not
         offered: a compound or shell line, a path outside the workspace, a workspace server's
         tool, a settings file that cannot take it, or a rule that would hold invisible
-        characters (what is saved must read as what is shown)."""
+        characters (what is saved must read as what is shown); and why, for the prompt, when
+        only a pattern character kept it (Decision 66)."""
         if not self.can_save_always:
-            return None
+            return None, None
         rule = self._exact_rule(tool, prepared, parts)
         if rule is None or escape_invisible(rule, keep_newlines=False) != rule:
-            return None
-        return rule
+            return None, None
+        if parts and any(c in token for p in parts for token in p.argv for c in "*?["):
+            return None, ALWAYS_WITHHELD
+        return rule, None
 
     def _exact_rule(self, tool: Tool, prepared: Prepared, parts: list[Part] | None) -> str | None:
         if prepared.command is not None:
             if not parts or len(parts) != 1 or parts[0].never_allow or parts[0].redirects:
                 return None
             plan = prepared.command
-            if risky_reason(parts[0].argv, plan.cwd or Path.cwd(), plan.roots):
+            if risky_reason(
+                parts[0].argv, plan.cwd or Path.cwd(), plan.roots, parts[0].patterns
+            ):
                 return None
             return command_rule(parts[0].argv, False)
         if tool.name == "debug_start" and prepared.rule_argv is not None:

@@ -93,5 +93,6 @@ async def load_run_hooks(
         emit,
         transcript,
         sandbox_confinement(runner, transcript.path) if runner.sandboxed else None,
+        transcript.redact,
     )
     return hooks, table.problems

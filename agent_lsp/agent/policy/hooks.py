@@ -8,7 +8,7 @@ import asyncio
 import json
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +19,7 @@ from agent_lsp.agent.policy.hook_config import HookSpec, HookTable
 from agent_lsp.agent.policy.hook_exec import Confine, HookProcess, run_hook
 from agent_lsp.agent.ports import NO_SPAN, EventSink, TraceSpan
 from agent_lsp.agent.state.transcript import Transcript
+from agent_lsp.agent.wellformed import wellformed
 
 log = logging.getLogger(__name__)
 MESSAGE_CHARS = 500
@@ -143,6 +144,9 @@ class RunHooks:
     emit: EventSink
     transcript: Transcript | None
     confine_project: Confine | None = None  # the sandbox, for project hooks when it is on
+    # What a hook prints may reach the model (context, a block's reason, a stop): the same
+    # redaction as a tool's result (the key never reaches the model, whatever printed it).
+    redact: Callable[[str], str] = field(default=lambda text: text)
     processes: set[asyncio.subprocess.Process] = field(default_factory=set)
     background: set[asyncio.Task[Any]] = field(default_factory=set)
 
@@ -174,11 +178,14 @@ class RunHooks:
             **({"agent_id": agent_id} if agent_id != "main" else {}),
             **fields,
         }
-        data = json.dumps(payload, ensure_ascii=False).encode()
+        data = wellformed(json.dumps(payload, ensure_ascii=False)).encode()
         if self.transcript is not None:  # the hook may read it (transcript_path)
             await self.transcript.flush()
         procs = await asyncio.gather(*(self._run(spec, data) for spec in specs.values()))
-        answers = [interpret(spec, proc) for spec, proc in zip(specs.values(), procs, strict=True)]
+        answers = [
+            _redacted(interpret(spec, proc), self.redact)
+            for spec, proc in zip(specs.values(), procs, strict=True)
+        ]
         for answer in answers:
             await self._report(answer, agent_id, turn, span)
         stops = [a.stop for a in answers if a.stop]
@@ -342,6 +349,7 @@ class RunHooks:
             emit or _log_event,
             None,
             self.confine_project,
+            self.redact,
             self.processes,
         )
         try:
@@ -361,6 +369,28 @@ class RunHooks:
             for task in pending:
                 task.cancel()
             await asyncio.gather(*pending, return_exceptions=True)
+
+    def hurry(self) -> None:
+        """A second cancel while the run ends: the background hooks are cancelled (and killed)
+        now instead of being given their grace."""
+        for task in list(self.background):
+            task.cancel()
+
+
+def _redacted(answer: HookAnswer, redact: Callable[[str], str]) -> HookAnswer:
+    """Every text of the answer that the model, the user or a log may read, redacted (the
+    input a hook replaced runs as given: it is not read by the model)."""
+    proc = answer.proc
+    answer.proc = replace(
+        proc,
+        stdout=redact(proc.stdout),
+        stderr=redact(proc.stderr),
+        error=redact(proc.error) if proc.error else proc.error,
+    )
+    answer.reason = redact(answer.reason) if answer.reason else answer.reason
+    answer.context = redact(answer.context) if answer.context else answer.context
+    answer.stop = redact(answer.stop) if answer.stop else answer.stop
+    return answer
 
 
 def _log_event(event: Event) -> None:

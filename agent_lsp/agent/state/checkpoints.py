@@ -11,11 +11,12 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agent_lsp.agent.fs.safeio import private_dir, read_regular_sync, write_private
+from agent_lsp.agent.fs.safeio import open_regular, private_dir, read_regular_sync, write_private
 from agent_lsp.agent.ports import Document, Workspace
 from agent_lsp.agent.state.sessions import workspace_state
 from agent_lsp.agent.state.snapshots import BlobStore, Snapshot, Snapshotter
@@ -25,6 +26,8 @@ log = logging.getLogger(__name__)
 KEEP_RUNS = 100
 MAX_MANIFEST = 50_000_000
 KEEP_DAYS = 30
+Stamp = tuple[int, int, int]  # a file's size, mtime (ns) and inode
+RACY_NS = 100_000_000  # coarser than any filesystem's mtime granularity (ext4: a jiffy)
 
 
 @dataclass
@@ -66,6 +69,8 @@ class Manifest:
                 "finished": self.finished,
                 "kind": self.kind,
                 "rewinds": self.rewinds,
+                # before `files` (always last): a summary is read from the file's head
+                "restorableFiles": sum(1 for f in self.files.values() if f.restorable),
                 "files": [f.to_dict() for f in self.files.values()],
             },
             ensure_ascii=False,
@@ -99,6 +104,62 @@ class Manifest:
         return any(f.restorable for f in self.files.values())
 
 
+@dataclass(frozen=True)
+class RunSummary:
+    """A manifest without its files: what picks the last rewindable run, read from the head
+    of the file (a run that changed 6,000 files has a manifest of a megabyte)."""
+
+    run_id: str
+    session_id: str
+    created: float
+    finished: bool
+    kind: str
+    rewinds: tuple[str, ...]
+    restorable: int  # the files it can restore
+
+    @classmethod
+    def of(cls, manifest: Manifest) -> RunSummary:
+        return cls(
+            manifest.run_id,
+            manifest.session_id,
+            manifest.created,
+            manifest.finished,
+            manifest.kind,
+            tuple(manifest.rewinds),
+            sum(1 for f in manifest.files.values() if f.restorable),
+        )
+
+
+SUMMARY_HEAD = 8192  # bytes read first: the header of any manifest whose `rewinds` list is short
+FILES_KEY = b', "files": ['
+
+
+def read_summary(path: Path) -> RunSummary:
+    """The manifest's summary from its head when it carries `restorableFiles` (written so since
+    issue 32), else from the whole manifest. OSError, ValueError or KeyError when unreadable."""
+    fd, _ = open_regular(path, MAX_MANIFEST)
+    with os.fdopen(fd, "rb") as handle:
+        head = handle.read(SUMMARY_HEAD)
+        cut = head.find(FILES_KEY)
+        if cut >= 0:
+            data = json.loads(head[:cut] + b"}")
+            if isinstance(data, dict) and isinstance(data.get("restorableFiles"), int):
+                return RunSummary(
+                    str(data["runId"]),
+                    str(data.get("sessionId", "")),
+                    float(data.get("created", 0)),
+                    bool(data.get("finished")),
+                    str(data.get("kind", "run")),
+                    tuple(str(r) for r in data.get("rewinds") or []),
+                    int(data["restorableFiles"]),
+                )
+    return RunSummary.of(Manifest.from_json(json.loads(read_regular_sync(path, MAX_MANIFEST))))
+
+
+def _read_manifest(path: Path) -> Manifest:
+    return Manifest.from_json(json.loads(read_regular_sync(path, MAX_MANIFEST)))
+
+
 def content_sha(data: bytes | None) -> str | None:
     return None if data is None else hashlib.sha256(data).hexdigest()
 
@@ -129,8 +190,14 @@ class CheckpointStore:
         # command of one run "changed" that holds exactly another run's edit is that run's
         # change (concurrent runs in one workspace; an editor saving a buffer late).
         self.edit_marks: dict[str, tuple[str | None, str]] = {}
-        self._cache: dict[Path, tuple[tuple[int, int, int], Manifest | None]] = {}
+        # Per reader (whole manifests, summaries): each file's stat and what was read from it,
+        # and the last listing with the runs folder's stat when it was made: while the folder
+        # is unchanged (no manifest added, replaced or removed) the listing stands, with no stat
+        # per manifest (code actions ask on every cursor move, beside streaming runs).
+        self._cache: dict[Callable[[Path], Any], dict[Path, tuple[Stamp, Any]]] = {}
+        self._listing: dict[Callable[[Path], Any], tuple[Stamp, list[Any]]] = {}
         self._cache_lock = threading.Lock()
+        self.saves = 0  # manifests saved or removed by this process (a key for a shared read)
 
     def path(self, run_id: str) -> Path:
         safe = "".join(c for c in run_id if c.isalnum() or c in "-_")
@@ -142,6 +209,7 @@ class CheckpointStore:
         target = self.path(manifest.run_id)
         private_dir(target.parent)
         write_private(target, manifest.to_json())
+        self.saves += 1
 
     def load(self, run_id: str) -> Manifest | None:
         try:
@@ -160,48 +228,79 @@ class CheckpointStore:
             ) from None
 
     def all(self) -> list[Manifest]:
-        """Every manifest, oldest first. Asked on every code-action request: a manifest is read
-        again only when its file changed (size, mtime, inode: saves are atomic renames, so a
-        rewrite by another process is seen too). Blocking I/O: call it off the event loop."""
+        """Every manifest, oldest first. Blocking I/O: call it off the event loop."""
+        return self._listed(_read_manifest)
+
+    def summaries(self) -> list[RunSummary]:
+        """Every manifest's summary, oldest first: asked on every code-action request, so a
+        manifest is read again only when its file changed (size, mtime, inode: saves are atomic
+        renames, so a rewrite by another process is seen too), only its head when it can be,
+        and the folder is listed again only when it changed. Blocking I/O: off the event loop."""
+        return self._listed(read_summary)
+
+    def _listed(self, read: Callable[[Path], Any]) -> list[Any]:
         folder = self.dir / "runs"
+        try:
+            info = os.stat(folder)
+        except OSError:
+            return []
+        stamp = (info.st_size, info.st_mtime_ns, info.st_ino)
+        with self._cache_lock:
+            listing = self._listing.get(read)
+            if listing is not None and listing[0] == stamp:
+                return list(listing[1])
+        # A change within the filesystem's timestamp granularity of the listing could keep the
+        # folder's stamp: a listing made that soon after the last change is not kept (racy).
+        racy = time.time_ns() - info.st_mtime_ns < RACY_NS
         try:
             files = [p for p in folder.iterdir() if p.suffix == ".json"]
         except OSError:
             return []
+        out = self._read_each(files, read)
+        with self._cache_lock:
+            if racy:
+                self._listing.pop(read, None)
+            else:
+                self._listing[read] = (stamp, out)
+        return list(out)
+
+    def _read_each(self, files: list[Path], read: Callable[[Path], Any]) -> list[Any]:
+        """What `read` gives for each of `files`, oldest first, each file read again only when
+        it changed."""
         out = []
         with self._cache_lock:
-            seen: dict[Path, tuple[tuple[int, int, int], Manifest | None]] = {}
+            cache = self._cache.get(read, {})
+            seen: dict[Path, tuple[Stamp, Any]] = {}
             for file in files:
                 try:
                     info = os.lstat(file)
                 except OSError:
                     continue
                 key = (info.st_size, info.st_mtime_ns, info.st_ino)
-                cached = self._cache.get(file)
+                cached = cache.get(file)
                 if cached is not None and cached[0] == key:
-                    manifest = cached[1]
+                    item = cached[1]
                 else:
                     try:
-                        manifest = Manifest.from_json(
-                            json.loads(read_regular_sync(file, MAX_MANIFEST))
-                        )
-                    except (OSError, ValueError, KeyError):
+                        item = read(file)
+                    except (OSError, ValueError, KeyError, TypeError):
                         log.warning("checkpoint %s is unreadable: skipped (kept on disk)", file)
-                        manifest = None
-                seen[file] = (key, manifest)
-                if manifest is not None:
-                    out.append(manifest)
-            self._cache = seen
+                        item = None
+                seen[file] = (key, item)
+                if item is not None:
+                    out.append(item)
+            self._cache[read] = seen
         return sorted(out, key=lambda m: m.created)
 
     def prune(self, keep: int = KEEP_RUNS, days: float = KEEP_DAYS) -> int:
         """Keep the newest `keep` runs younger than `days`; then drop blobs nobody uses."""
-        manifests = self.all()
+        manifests = self.summaries()
         now = time.time()
         dropped = 0
         for index, manifest in enumerate(reversed(manifests)):
             if index >= keep or now - manifest.created > days * 86400:
                 self.path(manifest.run_id).unlink(missing_ok=True)
+                self.saves += 1
                 dropped += 1
         if dropped:
             used = {

@@ -5,6 +5,7 @@ the rewind is itself recorded, so it can be rewound (CONTRACT "Rewind")."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ from agent_lsp.agent.state.checkpoints import (
     FileRecord,
     Manifest,
     RunCheckpoint,
+    RunSummary,
     content_sha,
     current_content,
 )
@@ -36,7 +38,7 @@ class AlreadyRewound(RewindError):
     only report every file as a conflict."""
 
 
-def rewound_by(manifests: list[Manifest]) -> dict[str, str]:
+def rewound_by(manifests: Sequence[Manifest | RunSummary]) -> dict[str, str]:
     """Run (or rewind) id -> the rewind that put its files back and still stands (was not
     itself rewound). `manifests` oldest first, as CheckpointStore.all() gives them; walked
     newest first, since every rewind that could undo a manifest is newer than it."""

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agent_lsp.agent.messages import Outcome
+from agent_lsp.agent.messages import Outcome, history_arguments
 from agent_lsp.agent.model.tokens import TokenEstimator
 from agent_lsp.agent.state.changes import RunChanges
 
@@ -61,7 +61,7 @@ class Entry:
     def from_record(cls, message: dict[str, Any], meta: dict[str, Any]) -> Entry:
         outcome = meta.get("outcome")
         return cls(
-            message,
+            stored_assistant(message),
             str(meta.get("kind", "note")),
             str(meta.get("runId", "")),
             Outcome(str(outcome)) if outcome in Outcome.__members__.values() else None,
@@ -168,6 +168,37 @@ def edited_by(runs: list[RunRecord]) -> dict[Path, None]:
         if record.kind == "run" and not record.rewound
         for path in record.changes
     )
+
+
+def stored_assistant(message: dict[str, Any]) -> dict[str, Any]:
+    """An assistant message as this version stores it, whatever version wrote it: `content`
+    a string (null made llama-cpp-python answer 500 and OpenAI refuse a reply without calls) and
+    each call's arguments a JSON object's text (echoed malformed text made vLLM and Ollama
+    refuse every later request)."""
+    if message.get("role") != "assistant":
+        return message
+    calls = message.get("tool_calls")
+    fixed_calls = calls
+    if isinstance(calls, list):
+        fixed_calls = [_stored_call(call) for call in calls]
+    if message.get("content", "") is not None and fixed_calls == calls:
+        return message
+    content = message.get("content")
+    return {
+        **message,
+        "content": "" if content is None else content,
+        **({"tool_calls": fixed_calls} if calls is not None else {}),
+    }
+
+
+def _stored_call(call: Any) -> Any:
+    function = call.get("function") if isinstance(call, dict) else None
+    if not isinstance(function, dict) or not isinstance(function.get("arguments"), str):
+        return call
+    arguments = history_arguments(function["arguments"])
+    if arguments == function["arguments"]:
+        return call
+    return {**call, "function": {**function, "arguments": arguments}}
 
 
 def apply_history_record(history: list[Entry], record: dict[str, Any]) -> None:

@@ -9,6 +9,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import shutil
 import stat
 import time
@@ -19,6 +20,7 @@ from typing import Any
 from agent_lsp.agent.display import clip
 from agent_lsp.agent.fs.safeio import NotReadable, private_dir, read_regular_sync, write_private
 from agent_lsp.agent.state.session import Entry, RunRecord, Session, apply_history_record
+from agent_lsp.agent.wellformed import wellformed
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +34,28 @@ TRANSCRIPT_MAX_BYTES = 512_000_000
 
 class SessionError(ValueError):
     """An unknown, foreign or unreadable session; the message is for the user."""
+
+
+class InvalidSessionId(SessionError):
+    """A value that cannot be a session id at all (a usage error, -32602): not an unknown
+    session, which a valid id may be."""
+
+
+SESSION_ID_CHARS = 128  # ours are `s-` and 12 hex digits; a file name holds at most 255 bytes
+_SESSION_ID = re.compile(rf"[A-Za-z0-9_-]{{1,{SESSION_ID_CHARS}}}")
+
+
+def check_session_id(value: object) -> str:
+    """`value` when it can be a session id, else InvalidSessionId saying what one looks like:
+    the one check of every place a session id comes in (CLI, LSP, ACP, the store's paths)."""
+    if isinstance(value, str) and _SESSION_ID.fullmatch(value):
+        return value
+    shown = clip(repr(value), 40)
+    size = f" ({len(value)} characters)" if isinstance(value, str) else ""
+    raise InvalidSessionId(
+        f"invalid session id {shown}{size}: a session id is 1-{SESSION_ID_CHARS} letters, "
+        "digits, `-` or `_` (see `agent-lsp sessions`)"
+    )
 
 
 def workspace_key(root: Path) -> str:
@@ -59,10 +83,7 @@ class SessionStore:
         self.spill_root = state / "spill"  # where every run's spill files are written
 
     def _index(self, session_id: str) -> Path:
-        safe = "".join(c for c in session_id if c.isalnum() or c in "-_")
-        if safe != session_id or not safe:
-            raise SessionError(f"unknown sessionId {session_id!r}")
-        return self.dir / f"{safe}.json"
+        return self.dir / f"{check_session_id(session_id)}.json"
 
     async def save(self, session: Session) -> None:
         data = {
@@ -77,7 +98,8 @@ class SessionStore:
         if session.code_intel is not None:  # its tool list, kept when a later process resumes it
             data["codeIntel"] = session.code_intel
         path = self._index(session.id)
-        await asyncio.to_thread(_save, path, json.dumps(data, ensure_ascii=False).encode())
+        text = wellformed(json.dumps(data, ensure_ascii=False))
+        await asyncio.to_thread(_save, path, text.encode())
 
     async def load(self, session_id: str) -> Session:
         """The session with its history rebuilt from its transcripts; SessionError otherwise."""

@@ -14,6 +14,7 @@ from typing import Any
 import aiofiles
 
 from agent_lsp.agent.fs.safeio import open_private
+from agent_lsp.agent.wellformed import wellformed
 
 log = logging.getLogger(__name__)
 
@@ -23,12 +24,14 @@ REDACTED = "[redacted]"
 
 class Redactor:
     """Replaces every secret (the model's API key) with `[redacted]`, in strings and in any
-    structure of them."""
+    structure of them; what it gives is also well-formed (a lone surrogate, which no UTF-8
+    writer can encode, becomes U+FFFD): it stands before every writer of a run."""
 
     def __init__(self, secrets: list[str]):
         self.secrets = [s for s in secrets if s and len(s) >= 6]
 
     def __call__(self, text: str) -> str:
+        text = wellformed(text)
         for secret in self.secrets:
             text = text.replace(secret, REDACTED)
         return text
