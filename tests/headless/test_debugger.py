@@ -340,3 +340,33 @@ async def test_stop_on_entry_stops_at_the_first_line(model, buggy):
     result = last_tool_results(model.requests[1])["s"]
     assert result.startswith("state: stopped (entry)\nlocation: buggy.py:1\n"), result
     assert not (buggy / "pid.txt").exists()  # nothing of the program ran yet
+
+
+def test_sigint_while_the_debugged_program_runs_ends_it_with_the_run(model, workspace):
+    import signal
+    import time
+
+    from tests.headless.test_run_cli import agent_run, report_of
+
+    (workspace / "spin.py").write_text(
+        "import os\nfrom pathlib import Path\nPath('pid.txt').write_text(str(os.getpid()))\nwhile True:\n    pass\n"
+    )
+    model.add([tools_reply(call("debug_start", id="s", program="spin.py", timeout=600)), {"text": "never"}])
+    proc = subprocess.Popen(agent_run(model, workspace, "debug spin"), stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not (workspace / "pid.txt").exists() or not (workspace / "pid.txt").read_text():
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "the program did not start under the debugger"
+            time.sleep(0.05)
+        pid = int((workspace / "pid.txt").read_text())
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, out + err
+    assert report_of(out)["stopReason"] == "cancelled"
+    assert not alive(pid)
+    assert not _processes_in(workspace.resolve())
