@@ -28,7 +28,8 @@ class ApprovalSettings(_Model):
     timeout: float = Field(300, gt=0)
     """Seconds an approval may wait for an answer before it counts as a denial (LSP and ACP)."""
     sandboxed: Literal["ask", "allow"] = "ask"
-    """`allow`: a run_command that runs inside the sandbox needs no yes (a `deny` still denies)."""
+    """`allow`: a run_command (or debug_start) that runs inside the sandbox needs no yes (a `deny`
+    still denies)."""
 
 
 class PermissionSettings(_Model):

@@ -370,3 +370,19 @@ def test_sigint_while_the_debugged_program_runs_ends_it_with_the_run(model, work
     assert report_of(out)["stopReason"] == "cancelled"
     assert not alive(pid)
     assert not _processes_in(workspace.resolve())
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap")
+async def test_approval_sandboxed_allow_covers_a_sandboxed_debug_start_only(model, buggy):
+    script = [tools_reply(call("debug_start", id="s", program="buggy.py")), {"text": "ok"}]
+    model.add(script)
+    boxed = ScriptedApprover(Decision.DENY)
+    await run("debug", model, buggy, approver=boxed, sandbox={"mode": "workspace-write"},
+              approval={"sandboxed": "allow"})
+    assert boxed.requests == []
+    assert last_tool_results(model.requests[-1])["s"].startswith("state: exited (0)")
+
+    model.add(script)
+    unboxed = ScriptedApprover(Decision.DENY)
+    await run("debug", model, buggy, approver=unboxed, approval={"sandboxed": "allow"})
+    assert [r.tool for r in unboxed.requests] == ["debug_start"]

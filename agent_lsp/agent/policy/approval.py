@@ -252,12 +252,9 @@ class ApprovalPolicy:
                     "allow", f"the allow rule {allowed.shown()}", kind="allow_rule"
                 )
         verdict: Verdict = configured or self.settings.default
-        if (
-            verdict == "ask"
-            and plan is not None
-            and plan.sandboxed
-            and self.settings.sandboxed == "allow"
-        ):
+        # a debug session in the sandbox is confined like a command (Decision 87)
+        sandboxed = plan.sandboxed if plan is not None else prepared.sandboxed
+        if verdict == "ask" and sandboxed and self.settings.sandboxed == "allow":
             return PolicyVerdict(
                 "allow", "approval.sandboxed: the command runs in the sandbox", kind="sandboxed"
             )

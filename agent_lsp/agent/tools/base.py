@@ -98,6 +98,7 @@ class Prepared:
     # What a `Tool(specifier)` rule of a tool without paths or a command plan matches, as argv
     # (debug_start: the program or module as given, or its command line; Decision 88).
     rule_argv: list[str] | None = None
+    sandboxed: bool = False  # a call without a command plan that runs in the sandbox (debug_start)
 
 
 class Tool:

@@ -191,7 +191,8 @@ class DebugStart(Tool):
             except DebugFailed as exc:
                 raise _failed(exc) from None
 
-        return Prepared(detail, execute, rule_argv=rule_argv)
+        sandboxed = not editor and ctx.runner is not None and ctx.runner.sandboxed
+        return Prepared(detail, execute, rule_argv=rule_argv, sandboxed=sandboxed)
 
 
 class DebugStep(Tool):
