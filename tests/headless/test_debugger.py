@@ -386,3 +386,13 @@ async def test_approval_sandboxed_allow_covers_a_sandboxed_debug_start_only(mode
     unboxed = ScriptedApprover(Decision.DENY)
     await run("debug", model, buggy, approver=unboxed, approval={"sandboxed": "allow"})
     assert [r.tool for r in unboxed.requests] == ["debug_start"]
+
+
+async def test_a_bare_debug_deny_takes_the_tool_and_the_advice_away(model, buggy):
+    model.add([{"text": "ok"}])
+
+    await run("hello", model, buggy, permissions={"deny": ["Debug"]})
+
+    request = model.requests[-1]
+    assert "debug_start" not in _tool_names(request)
+    assert "instead of adding prints" not in request["messages"][0]["content"]

@@ -191,14 +191,8 @@ async def run_task(
             )
             steer = CODE_INTEL_PROMPT if tool_ctx.code_intel is not None else ""
             debugging = options.mode != "plan" and debugpy_dir() is not None
-            steer += DEBUG_PROMPT if debugging else ""
             found = options.prompt_files
             skills = found.skills if found is not None else {}
-            # The skills block sits before the memory: it changes less often (prompt cache).
-            system = SYSTEM_PROMPT.format(
-                roots=", ".join(paths.names()),
-                memory=steer + skills_block(skills) + memory_text,
-            )
             diagnostics = bool(getattr(workspace, "has_diagnostics", False))
             code_intel = tool_ctx.code_intel is not None
             agents = found.agents if found is not None else None
@@ -219,6 +213,13 @@ async def run_task(
             withheld = [t for t in tools if not policy.offers(t)]  # a bare deny (Decision 28)
             tools = [t for t in tools if policy.offers(t)]
             run.parent_tools = tools  # what a user's agent's tools may narrow (Decision 35)
+            # the debugger's advice only where the model has it (a bare `Debug` deny takes it off)
+            steer += DEBUG_PROMPT if any(t.name == "debug_start" for t in tools) else ""
+            # The skills block sits before the memory: it changes less often (prompt cache).
+            system = SYSTEM_PROMPT.format(
+                roots=", ".join(paths.names()),
+                memory=steer + skills_block(skills) + memory_text,
+            )
             if options.mode == "plan":
                 system += PLAN_PROMPT
             if options.output_schema is not None:
