@@ -33,41 +33,38 @@ _FORMS = "`python[3] FILE args…` or `python[3] -m MODULE args…`"
 
 class BreakpointArg(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    path: str = Field(description="File, relative to the workspace")
-    line: int = Field(ge=1, description="1-based line")
-    condition: str | None = Field(None, description="Stop only when this expression is true")
+    path: str
+    line: int = Field(ge=1)
+    condition: str = Field("", description="stop only when true")
 
 
 class DebugStartArgs(Args):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
-    program: str | None = Field(None, description="A Python file to debug")
-    module: str | None = Field(None, description="A Python module to debug (like python -m)")
-    command: str | None = Field(None, description=f"Instead: a command line, {_FORMS}")
-    args: list[str] = Field(default_factory=list, description="The program's arguments")
-    cwd: str | None = Field(None, description="Working directory, relative to the workspace")
+    program: str = Field("", description="a .py file")
+    module: str = Field("", description="or a module (python -m)")
+    command: str = Field("", description=f"or {_FORMS}")
+    args: list[str] = Field(default_factory=list)
+    cwd: str = ""
     breakpoints: list[BreakpointArg] = Field(default_factory=list)
     stop_on_entry: bool = Field(False, alias="stopOnEntry")
-    timeout: float | None = Field(
-        None,
-        gt=0,
-        description=f"Seconds to the first stop (default {DEFAULT_TIMEOUT}, max "
-        f"{MAX_TIMEOUT}); then the program is paused",
+    timeout: float = Field(
+        0,
+        ge=0,
+        description=f"s to the first stop, then paused ({DEFAULT_TIMEOUT}, max {MAX_TIMEOUT})",
     )
 
 
 class DebugStepArgs(Args):
     action: Literal["continue", "next", "stepIn", "stepOut"]
-    breakpoints: list[BreakpointArg] | None = Field(
-        None, description="Replace the breakpoints of the files named, before stepping"
+    breakpoints: list[BreakpointArg] = Field(
+        default_factory=list, description="replace those files' breakpoints first"
     )
-    timeout: float | None = Field(
-        None, gt=0, description=f"continue: seconds to the next stop (default {DEFAULT_TIMEOUT})"
-    )
+    timeout: float = Field(0, ge=0, description=f"s to the next stop ({DEFAULT_TIMEOUT})")
 
 
 class DebugEvalArgs(Args):
     expression: str
-    frame: int = Field(0, ge=0, description="0: the top frame (as listed under frames:)")
+    frame: int = Field(0, ge=0, description="index in frames:, 0 the top")
 
 
 class DebugStopArgs(Args):
@@ -101,7 +98,7 @@ def _breakpoints(ctx: ToolContext, given: list[BreakpointArg]) -> list[Breakpoin
         path = ctx.paths.resolve(bp.path)
         if not path.is_file():
             raise ToolError(f"breakpoint file {bp.path!r} does not exist")
-        found.append(Breakpoint(str(path), bp.line, bp.condition))
+        found.append(Breakpoint(str(path), bp.line, bp.condition or None))
     return found
 
 
@@ -127,7 +124,7 @@ def _target(args: DebugStartArgs) -> tuple[str | None, str | None, list[str], li
     return argv[1], None, argv[2:] + args.args, argv
 
 
-def _timeout(given: float | None) -> float:
+def _timeout(given: float) -> float:
     return min(given or DEFAULT_TIMEOUT, MAX_TIMEOUT)
 
 
@@ -138,10 +135,8 @@ def _failed(exc: DebugFailed) -> ToolError:
 class DebugStart(Tool):
     name = "debug_start"
     description = (
-        "Run a Python program under a real debugger and return at the first stop (a breakpoint, "
-        "an uncaught exception, or stopOnEntry) or at its end: where it stopped, the stack, the "
-        "top frame's local variables and the output so far. Breakpoints may have a condition. "
-        "Then use debug_step, debug_eval, debug_stop. One debug session at a time."
+        "Run Python under a debugger to the first stop (breakpoint, uncaught exception, entry) "
+        "or the end: location, stack, top frame's locals, output. One session at a time."
     )
     args = DebugStartArgs
     read_only = False
@@ -197,10 +192,7 @@ class DebugStart(Tool):
 
 class DebugStep(Tool):
     name = "debug_step"
-    description = (
-        "Move the stopped program: continue (to the next breakpoint or the end), next (over "
-        "the line), stepIn, stepOut; returns the new stop like debug_start."
-    )
+    description = "Move the stopped program to its next stop (as debug_start shows it)."
     args = DebugStepArgs
     read_only = True  # not asked (Decision 61): debug_start was
 
@@ -209,7 +201,7 @@ class DebugStep(Tool):
 
     async def prepare(self, args: DebugStepArgs, ctx: ToolContext) -> Prepared:
         debugger = _debugger(ctx)
-        breakpoints = _breakpoints(ctx, args.breakpoints or [])
+        breakpoints = _breakpoints(ctx, args.breakpoints)
         timeout = _timeout(args.timeout)
 
         async def execute() -> str:
@@ -223,10 +215,7 @@ class DebugStep(Tool):
 
 class DebugEval(Tool):
     name = "debug_eval"
-    description = (
-        "Evaluate an expression in a frame of the stopped program (0: the top frame) and return "
-        "its value. It may change the program's state."
-    )
+    description = "Evaluate an expression in the stopped program (it may change its state)."
     args = DebugEvalArgs
 
     def __init__(self, settings: DebugSettings | None = None):
