@@ -2,8 +2,8 @@
 command `agentLsp.health` (CONTRACT Decision 47): the settings file, the API key, the endpoint
 (GET /models), the model, ripgrep, the sandbox (bwrap and namespaces, and the seccomp filter
 that keeps unix sockets out with the network off), the MCP servers, the
-language servers agent-lsp would start and, when it is on, telemetry (the `otel` extra
-installed)."""
+language servers agent-lsp would start, the debug sources and, when it is on, telemetry (the
+`otel` extra installed)."""
 
 from __future__ import annotations
 
@@ -63,10 +63,12 @@ async def run_checks(
     host: AgentHost | None = None,
     start_mcp: bool = True,
     endpoint_timeout: float | None = None,
+    editor_debug: bool = False,
 ) -> list[Check]:
     """Every check, in a fixed order. `host`: the server's own (its model client and MCP servers;
     nothing is closed), else a private one. `start_mcp: False` (the LSP command) only reports what
-    the MCP servers are doing, starting none. `endpoint_timeout` bounds GET /models."""
+    the MCP servers are doing, starting none. `endpoint_timeout` bounds GET /models. `editor_debug`:
+    the client advertises its debugger (`agentLsp/debug`)."""
     # The slow checks (the endpoint, the sandbox probe, rg, the MCP servers) go at once.
     offline = settings.model.startswith("replay:")
     models = None if offline else asyncio.ensure_future(_models(settings, host, endpoint_timeout))
@@ -98,7 +100,33 @@ async def run_checks(
         checks += _endpoint_checks(settings, await models)
     rg, sandbox, seccomp, mcp = await others
     servers = _language_servers(settings, roots, host)
-    return [*checks, rg, sandbox, seccomp, *mcp, *servers, *_telemetry(settings)]
+    debug = _debug(settings, editor_debug)
+    return [*checks, rg, sandbox, seccomp, *mcp, *servers, debug, *_telemetry(settings)]
+
+
+def _debug(settings: Settings, editor: bool) -> Check:
+    """The debug sources (CONTRACT "The debugger (turn 4)", Decision 61): the editor's debugger
+    when the client advertises one, and debugpy's adapter agent-lsp starts itself."""
+    from agent_lsp.agent.exec.program_path import find_program
+    from agent_lsp.agent.tools.debugger.sources import debugpy_dir, debugpy_version
+
+    sources = []
+    problems = []
+    if editor:
+        sources.append(
+            "editor" + (" (not used: the sandbox is on)" if settings.sandbox.mode != "off" else "")
+        )
+    if debugpy_dir() is not None:
+        python = settings.debug.python or find_program("python3")
+        where = f"programs run under {python}" if python else "no python3 on PATH"
+        sandboxed = ", sandboxed" if settings.sandbox.mode != "off" else ""
+        sources.append(f"debugpy {debugpy_version() or '?'} ({where}{sandboxed})")
+        if not python:
+            problems.append("no python3 on the PATH: set debug.python")
+    else:
+        problems.append("debugpy is not installed in agent-lsp's environment (pip install debugpy)")
+    detail = ", ".join(sources) or "no debug source"
+    return Check("debug", not problems, "; ".join([detail, *problems]))
 
 
 def _language_servers(settings: Settings, roots: list[Any], host: AgentHost | None) -> list[Check]:

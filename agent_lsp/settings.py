@@ -18,6 +18,7 @@ from pydantic import BaseModel, ValidationError
 from agent_lsp.agent.exec import keyguard
 from agent_lsp.settings_schema import ApprovalSettings as ApprovalSettings
 from agent_lsp.settings_schema import BudgetSettings as BudgetSettings
+from agent_lsp.settings_schema import DebugSettings as DebugSettings
 from agent_lsp.settings_schema import Decision as Decision
 from agent_lsp.settings_schema import LanguageServer as LanguageServer
 from agent_lsp.settings_schema import LanguageServersSettings as LanguageServersSettings
@@ -51,6 +52,7 @@ TRUSTED_FIELDS = frozenset(
         "language_servers",  # they start processes (Decision 25)
         "model_aliases",  # ... nor send the user's commands and agents to another model
         "permissions",  # ... nor allow what the user's rules ask for (Decision 25)
+        "debug",  # ... nor let debug_eval run unasked, nor pick the debugged interpreter
     }
 )
 # Settings whose every allowed source adds to the others rather than replacing them

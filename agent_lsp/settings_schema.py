@@ -28,7 +28,8 @@ class ApprovalSettings(_Model):
     timeout: float = Field(300, gt=0)
     """Seconds an approval may wait for an answer before it counts as a denial (LSP and ACP)."""
     sandboxed: Literal["ask", "allow"] = "ask"
-    """`allow`: a run_command that runs inside the sandbox needs no yes (a `deny` still denies)."""
+    """`allow`: a run_command (or debug_start) that runs inside the sandbox needs no yes (a `deny`
+    still denies)."""
 
 
 class PermissionSettings(_Model):
@@ -73,6 +74,14 @@ class SandboxSettings(_Model):
     """Paths hidden from sandboxed commands (`~` and `$VARIABLES` expanded); None: the secrets
     folders of CONTRACT Decision 22 and the usual credential stores, each ~/.config entry with its
     $XDG_CONFIG_HOME twin."""
+
+
+class DebugSettings(_Model):
+    eval_without_asking: bool = False
+    """`debug_eval` runs without asking (an expression can change the debugged program's
+    state)."""
+    python: str | None = None
+    """The interpreter a debugged Python program runs under; None: `python3` on PATH."""
 
 
 class TelemetrySettings(_Model):
@@ -148,6 +157,8 @@ class Settings(_Model):
     mcp: McpSettings = Field(default_factory=McpSettings)
     sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
     telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings)
+    debug: DebugSettings = Field(default_factory=DebugSettings)
+    """The agent's debugger (trusted: it starts processes and evaluates code)."""
     language_servers: LanguageServersSettings = Field(default_factory=LanguageServersSettings)
     """Language servers agent-lsp starts itself (trusted: they are processes)."""
     model_aliases: dict[str, str] = Field(default_factory=dict)

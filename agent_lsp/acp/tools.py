@@ -25,6 +25,10 @@ KINDS = {
     "remember": "edit",
     "run_command": "execute",
     "delegate": "think",
+    "debug_start": "execute",  # the debugger runs the program and steps it (issue 36)
+    "debug_step": "execute",
+    "debug_eval": "execute",
+    "debug_stop": "execute",
 }
 EDIT_TOOLS = frozenset({"edit_file", "write_file"})
 FETCH_WORDS = ("fetch", "http_get", "get_url", "read_url", "download", "web_get")
@@ -74,6 +78,10 @@ def tool_title(tool: str, arguments: Any, agent_id: str = "main") -> str:
         else "Run a command",
         "delegate": f"Delegate: {arg('task')}",
         "remember": f"Remember: {arg('note')}",
+        "debug_start": "Debug " + (arg("program") or arg("module") or arg("command") or "?"),
+        "debug_step": f"Debugger: {arg('action') or 'step'}",
+        "debug_eval": f"Debugger: evaluate `{arg('expression')}`",
+        "debug_stop": "Debugger: stop",
     }
     title = titles.get(tool)
     if not title:

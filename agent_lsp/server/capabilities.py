@@ -20,6 +20,7 @@ class ClientCaps:
     edit_preview: bool = False  # experimental.agentLsp.editPreview + changeAnnotationSupport
     diagnostics: bool = False  # experimental.agentLsp.diagnostics: answers agentLsp/diagnostics
     code_intel: bool = False  # experimental.agentLsp.codeIntel: answers agentLsp/codeIntel
+    debug: bool = False  # experimental.agentLsp.debug: answers agentLsp/debug (its debugger)
     client_name: str = ""
 
     @classmethod
@@ -47,6 +48,7 @@ class ClientCaps:
             and bool(edit and edit.document_changes),
             diagnostics=bool(ours.get("diagnostics")),
             code_intel=bool(ours.get("codeIntel")),
+            debug=ours.get("debug") is True,
             client_name=client_name or "",
         )
 

@@ -27,7 +27,7 @@ log = logging.getLogger(__name__)
 RAW_METHODS = frozenset({types.WINDOW_SHOW_MESSAGE_REQUEST, "agentLsp/diagnostics"})
 # Answered with JSON kept exactly as it came: pygls turns an untyped result into namedtuples,
 # which renames keys that are not identifiers (a WorkspaceEdit's `changes` is keyed by URI).
-JSON_RESULT_METHODS = frozenset({"agentLsp/codeIntel"})
+JSON_RESULT_METHODS = frozenset({"agentLsp/codeIntel", "agentLsp/debug"})
 
 
 @attrs.define

@@ -270,6 +270,7 @@ def create_server() -> AgentServer:
             host=ls.runs.host,
             start_mcp=False,
             endpoint_timeout=HEALTH_ENDPOINT_TIMEOUT,
+            editor_debug=ls.caps.debug,
         )
         return health.report(checks)
 

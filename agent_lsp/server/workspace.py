@@ -27,6 +27,7 @@ APPLY_EDIT_TIMEOUT = 60.0
 DID_CHANGE_WAIT = 3.0  # after an applied edit, for the editor's didChange (eglot: when idle)
 DIAGNOSTICS_METHOD = "agentLsp/diagnostics"
 DIAGNOSTICS_TIMEOUT = 3.0  # CONTRACT Decision 15: the client answers within ~2 s
+DEBUG_METHOD = "agentLsp/debug"
 
 
 class LspWorkspace:
@@ -46,6 +47,24 @@ class LspWorkspace:
     @property
     def has_diagnostics(self) -> bool:
         return self.caps.diagnostics
+
+    @property
+    def has_debugger(self) -> bool:
+        return self.caps.debug
+
+    async def debug(self, params: dict[str, Any], timeout: float) -> Any:
+        """`agentLsp/debug` (CONTRACT Decision 61): the editor drives its own debugger. Its
+        refusal or silence is a DebugFailed for the model."""
+        from agent_lsp.agent.tools.debugger.session import DebugFailed
+
+        try:
+            return await client_request(self.ls, DEBUG_METHOD, params, timeout)
+        except TimeoutError:
+            raise DebugFailed(
+                f"the editor's debugger did not answer {params.get('action')!r} in {timeout:g}s"
+            ) from None
+        except ClientRequestError as exc:
+            raise DebugFailed(f"the editor's debugger: {exc}") from None
 
     async def diagnostics(
         self, paths: list[Path] | None, after: dict[Path, int] | None

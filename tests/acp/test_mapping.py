@@ -24,7 +24,7 @@ from agent_lsp.agent.messages import RunReport, StopCause, StopReason, Usage  # 
     ("read_file", "read"), ("list_files", "read"), ("diagnostics", "read"), ("search", "search"),
     ("edit_file", "edit"), ("write_file", "edit"), ("remember", "edit"), ("run_command", "execute"),
     ("delegate", "think"), ("github__create_issue", "other"), ("web__fetch", "fetch"), ("web__fetch_url", "fetch"),
-    ("unknown", "other"),
+    ("unknown", "other"), ("debug_start", "execute"), ("debug_step", "execute"), ("debug_eval", "execute"),
 ])
 def test_tool_kinds(tool, kind):
     assert tool_kind(tool) == kind

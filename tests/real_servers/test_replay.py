@@ -106,13 +106,14 @@ def test_llama_cpp_past_its_context_says_it_is_likely_a_context_overflow(model, 
     """llama.cpp past its n_ctx answers HTTP 200 with an empty stream. Before: "the model's
     stream ended without a finish reason", no endpoint, nothing about the context."""
     settings = Path(state_dir).parent / "user-settings.json"
-    settings.write_text(json.dumps({"contextWindow": 2000}))
-    (workspace / "big.py").write_text("x = 1\n" * 900)
+    # the fixed part (system prompt, tool schemas: the debugger's too) fits; with big.py read it is near the window
+    settings.write_text(json.dumps({"contextWindow": 2800}))
+    (workspace / "big.py").write_text("x = 1\n" * 1100)
     model.add([tools_reply(call("read_file", path="big.py")),
                {"raw": load("llama_cpp_context_overflow")["events"], "repeat": 2}])
     proc = agent_run(model, workspace, "read big.py")
     assert proc.returncode == 1, proc.stdout + proc.stderr
     error = json.loads(proc.stdout)["error"]
     assert "empty stream" in error and model.base_url in error
-    assert "likely a context overflow" in error and "contextWindow 2000" in error
+    assert "likely a context overflow" in error and "contextWindow 2800" in error
     assert len(model.requests) == 3

@@ -33,6 +33,8 @@ from agent_lsp.agent.state.transcript import Redactor, Transcript
 from agent_lsp.agent.tools.base import ToolBox, ToolContext
 from agent_lsp.agent.tools.codeintel.offered import CODE_INTEL_PROMPT
 from agent_lsp.agent.tools.codeintel.sources import CodeIntel
+from agent_lsp.agent.tools.debug import DEBUG_PROMPT
+from agent_lsp.agent.tools.debugger.sources import debugpy_dir
 from agent_lsp.agent.tools.paths import PathGuard
 from agent_lsp.agent.tools.runner import CommandRunner
 from agent_lsp.agent.tools.skill import skills_block
@@ -188,24 +190,36 @@ async def run_task(
                 "".join(f"\n\n## Memory: {label}\n{text}" for label, text in memory)
             )
             steer = CODE_INTEL_PROMPT if tool_ctx.code_intel is not None else ""
+            debugging = options.mode != "plan" and debugpy_dir() is not None
             found = options.prompt_files
             skills = found.skills if found is not None else {}
+            diagnostics = bool(getattr(workspace, "has_diagnostics", False))
+            code_intel = tool_ctx.code_intel is not None
+            agents = found.agents if found is not None else None
+            tools = (
+                plan_tools(
+                    options.extra_tools, diagnostics, code_intel, skills=bool(skills), agents=agents
+                )
+                if options.mode == "plan"
+                else main_tools(
+                    options.extra_tools,
+                    diagnostics,
+                    code_intel,
+                    skills=bool(skills),
+                    agents=agents,
+                    debug=settings.debug if debugging else None,
+                )
+            )
+            withheld = [t for t in tools if not policy.offers(t)]  # a bare deny (Decision 28)
+            tools = [t for t in tools if policy.offers(t)]
+            run.parent_tools = tools  # what a user's agent's tools may narrow (Decision 35)
+            # the debugger's advice only where the model has it (a bare `Debug` deny takes it off)
+            steer += DEBUG_PROMPT if any(t.name == "debug_start" for t in tools) else ""
             # The skills block sits before the memory: it changes less often (prompt cache).
             system = SYSTEM_PROMPT.format(
                 roots=", ".join(paths.names()),
                 memory=steer + skills_block(skills) + memory_text,
             )
-            diagnostics = bool(getattr(workspace, "has_diagnostics", False))
-            tools = (plan_tools if options.mode == "plan" else main_tools)(
-                options.extra_tools,
-                diagnostics,
-                tool_ctx.code_intel is not None,
-                skills=bool(skills),
-                agents=found.agents if found is not None else None,
-            )
-            withheld = [t for t in tools if not policy.offers(t)]  # a bare deny (Decision 28)
-            tools = [t for t in tools if policy.offers(t)]
-            run.parent_tools = tools  # what a user's agent's tools may narrow (Decision 35)
             if options.mode == "plan":
                 system += PLAN_PROMPT
             if options.output_schema is not None:
@@ -295,6 +309,11 @@ async def _end_run(
     try:
         for proc in list(run.tool_ctx.processes):  # e.g. an rg a cancel interrupted
             kill_group(proc)
+        if run.tool_ctx.debugger is not None:  # the debug session ends with the run
+            try:
+                await run.tool_ctx.debugger.stop()
+            except Exception:  # runner.stop_all below still ends its processes
+                log.exception("run %s: ending the debug session failed", run.seams.run_id)
         await runner.stop_all()
         hooks = run.seams.hooks
         if hooks is not None:

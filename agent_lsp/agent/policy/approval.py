@@ -244,7 +244,7 @@ class ApprovalPolicy:
                         kind="allow_rule_risky",
                     )
         else:
-            if tool.grant_key in self.session.tools:
+            if _grant_key(tool, prepared) in self.session.tools:
                 return PolicyVerdict("allow", "allowed for this session", kind="session")
             allowed = self._matching("allow", tool, prepared, None)
             if allowed is not None:
@@ -252,12 +252,9 @@ class ApprovalPolicy:
                     "allow", f"the allow rule {allowed.shown()}", kind="allow_rule"
                 )
         verdict: Verdict = configured or self.settings.default
-        if (
-            verdict == "ask"
-            and plan is not None
-            and plan.sandboxed
-            and self.settings.sandboxed == "allow"
-        ):
+        # a debug session in the sandbox is confined like a command (Decision 87)
+        sandboxed = plan.sandboxed if plan is not None else prepared.sandboxed
+        if verdict == "ask" and sandboxed and self.settings.sandboxed == "allow":
             return PolicyVerdict(
                 "allow", "approval.sandboxed: the command runs in the sandbox", kind="sandboxed"
             )
@@ -284,6 +281,10 @@ class ApprovalPolicy:
                 return rule
             if parts is not None:
                 if any(rule.matches_argv(a) for p in parts for a in (p.argv, *unwrap(p.argv))):
+                    return rule
+                continue
+            if prepared.rule_argv is not None:  # `Debug(app.py)`, `Debug(python3 -m x:*)`
+                if rule.matches_argv(prepared.rule_argv):
                     return rule
                 continue
             paths = getattr(prepared, "paths", None) or []
@@ -376,6 +377,8 @@ class ApprovalPolicy:
             ):
                 return None
             return command_rule(parts[0].argv, False)
+        if tool.name == "debug_start" and prepared.rule_argv is not None:
+            return f"Debug({shlex.join(prepared.rule_argv)})"
         if tool.name in ("edit_file", "write_file"):
             paths = getattr(prepared, "paths", None) or []
             shown = getattr(prepared, "shown_path", None)
@@ -392,12 +395,21 @@ class ApprovalPolicy:
         """What "Allow for session" remembers: a command's exact line (with its cwd), any other
         tool by its key."""
         self.session.remember(
-            tool.grant_key, prepared.command.remember if prepared.command is not None else None
+            _grant_key(tool, prepared),
+            prepared.command.remember if prepared.command is not None else None,
         )
 
     def allow_always(self, rule: str) -> None:
         """A rule "Always allow" saved: in force for the rest of this run at once."""
         self.rules.add(Rule.parse(rule, "allow", "always", "user"))
+
+
+def _grant_key(tool: Tool, prepared: Prepared) -> str:
+    """What "Allow for session" remembers for a call without a command plan: the tool, or for
+    debug_start the tool with its program, module or command line (like a command's line)."""
+    if prepared.rule_argv is None:
+        return tool.grant_key
+    return f"{tool.grant_key} {shlex.join(prepared.rule_argv)}"
 
 
 def _allowed_by(rule: Rule) -> str:

@@ -33,8 +33,12 @@ OUR_TOOLS = frozenset(
         "remember",
         "diagnostics",
         "skill",
+        "debug_start",
+        "debug_eval",
     }
 )
+# Rule names of our own beyond Claude Code's (CONTRACT "The debugger (turn 4)").
+RULE_NAMES = {"Debug": "debug_start", "DebugEval": "debug_eval"}
 # A path specifier covers every tool of its class: reads, or every writer.
 READERS = frozenset({"read_file", "search", "list_files"})
 WRITERS = frozenset({"edit_file", "write_file", "remember", "rename_symbol"})
@@ -68,7 +72,8 @@ class Rule:
         if match is None:
             return Rule(str(text), effect, source, scope, base)
         name, spec = match.group(1), match.group(2)
-        tool: str | None = CLAUDE_TOOLS.get(name, name)  # Claude Code's names, and ours
+        # Claude Code's names, ours, and our own rule names (`Debug`)
+        tool: str | None = CLAUDE_TOOLS.get(name) or RULE_NAMES.get(name, name)
         if not any_name and tool not in OUR_TOOLS and "__" not in name:
             tool = None  # WebFetch, NotebookEdit, …: kept for agentLsp.setup, matches nothing
         spec = spec.strip() if spec is not None else None

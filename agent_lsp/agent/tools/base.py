@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from agent_lsp.agent.fs.prompt_files import PromptFiles
     from agent_lsp.agent.state.checkpoints import RunCheckpoint
     from agent_lsp.agent.tools.codeintel.sources import CodeIntel
+    from agent_lsp.agent.tools.debugger.launcher import DebugSource
     from agent_lsp.agent.tools.runner import CommandRunner
 
 
@@ -53,6 +54,8 @@ class ToolContext:
     allow_read: Callable[[Path], None] | None = None
     # files a `Read(…)` deny rule hides from search and list_files results
     hidden: Callable[[Path], bool] | None = None
+    # the run's one debug session (debug_* tools), made at the first debug call
+    debugger: DebugSource | None = None
 
 
 @dataclass
@@ -92,6 +95,10 @@ class Prepared:
     # for path rules (CONTRACT Decision 28); `shown_path` names a writer's file in a rule.
     paths: list[tuple[Path, Path]] = field(default_factory=list)
     shown_path: str | None = None
+    # What a `Tool(specifier)` rule of a tool without paths or a command plan matches, as argv
+    # (debug_start: the program or module as given, or its command line; Decision 88).
+    rule_argv: list[str] | None = None
+    sandboxed: bool = False  # a call without a command plan that runs in the sandbox (debug_start)
 
 
 class Tool:

@@ -95,7 +95,8 @@ def narrow(definition: PromptFile, parent: list[Tool]) -> list[Tool]:
     our or Claude Code's words (`Read`, `mcp__server__tool`, `mcp__server__*`, `mcp__server`);
     unknown names are dropped; no `tools`: the parent's read-only ones. Never wider than the
     parent's."""
-    candidates = [t for t in parent if t.name != "delegate"]
+    # never delegate, never the debugger (one session per run, the main agent's)
+    candidates = [t for t in parent if t.name != "delegate" and not t.name.startswith("debug_")]
     wanted = definition.tools
     if wanted is None:
         return [t for t in candidates if t.read_only]

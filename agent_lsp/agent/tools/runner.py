@@ -56,47 +56,53 @@ class CommandRunner:
     def describe(self) -> str:
         return self.policy().describe() if self.sandboxed else ""
 
+    async def wrap(
+        self, argv: list[str], cwd: Path, what: str = "run_command"
+    ) -> tuple[sandbox.Confined, sandbox.SandboxPolicy | None]:
+        """argv inside the sandbox (with its policy) or under the reaper. ToolError when it
+        cannot start; with the sandbox on and unavailable, nothing runs at all."""
+        if not self.sandboxed:
+            return sandbox.Confined(reaped(argv)), None
+        problem = await sandbox.probe()
+        if problem is not None:
+            raise ToolError(
+                f"refused: {what} is set to run in a sandbox "
+                f"(sandbox.mode={self.settings.mode}) and {problem}. Nothing ran."
+            )
+        policy = self.policy()
+        if "/" not in argv[0]:  # bwrap would search PATH itself, empty entries included
+            program = find_program(argv[0], self.env.get("PATH", ""))
+            if program is None:
+                raise ToolError(
+                    f"cannot start {argv[0]!r}: no such command on the PATH "
+                    "(agent-lsp looks only in its absolute entries). Nothing ran."
+                )
+            argv = [program, *argv[1:]]
+        try:
+            return await sandbox.confine(policy, argv, cwd), policy
+        except sandbox.CannotHide as exc:
+            raise ToolError(
+                f"refused: the sandbox cannot hide what it must ({exc}). Nothing ran."
+            ) from None
+        except sandbox.SandboxUnavailable as exc:
+            raise ToolError(
+                f"refused: {what} is set to run in a sandbox without network "
+                f"(sandbox.mode={self.settings.mode}, sandbox.network=false) and {exc}. "
+                "Nothing ran."
+            ) from None
+
     async def run(
         self, argv: list[str], cwd: Path, timeout: float
     ) -> tuple[ProcessResult, str | None]:
         """(result, a note when the sandbox blocked something). ToolError when it cannot start;
         with the sandbox on and unavailable, nothing runs at all."""
-        if self.sandboxed:
-            problem = await sandbox.probe()
-            if problem is not None:
-                raise ToolError(
-                    "refused: run_command is set to run in a sandbox "
-                    f"(sandbox.mode={self.settings.mode}) and {problem}. Nothing ran."
-                )
-            policy = self.policy()
-            if "/" not in argv[0]:  # bwrap would search PATH itself, empty entries included
-                program = find_program(argv[0], self.env.get("PATH", ""))
-                if program is None:
-                    raise ToolError(
-                        f"cannot start {argv[0]!r}: no such command on the PATH "
-                        "(agent-lsp looks only in its absolute entries). Nothing ran."
-                    )
-                argv = [program, *argv[1:]]
-            try:
-                confined = await sandbox.confine(policy, argv, cwd)
-            except sandbox.CannotHide as exc:
-                raise ToolError(
-                    f"refused: the sandbox cannot hide what it must ({exc}). Nothing ran."
-                ) from None
-            except sandbox.SandboxUnavailable as exc:
-                raise ToolError(
-                    "refused: run_command is set to run in a sandbox without network "
-                    f"(sandbox.mode={self.settings.mode}, sandbox.network=false) and {exc}. "
-                    "Nothing ran."
-                ) from None
-        else:
-            policy, confined = None, sandbox.Confined(reaped(argv))
+        confined, policy = await self.wrap(argv, cwd)
         try:
             result = await run_process(
                 confined.argv,
                 cwd,
                 timeout,
-                env=self._env(),
+                env=self.child_env(),
                 processes=self.processes,
                 pass_fds=confined.fds,
             )
@@ -118,7 +124,7 @@ class CommandRunner:
         )
         return result, note
 
-    def _env(self) -> dict[str, str]:
+    def child_env(self) -> dict[str, str]:
         """The command's environment: with telemetry on, `TRACEPARENT` names its tool call's
         span."""
         span = current_tool_span.get()

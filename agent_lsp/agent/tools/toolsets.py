@@ -6,6 +6,7 @@ from agent_lsp.agent.fs.prompt_files import PromptFile
 from agent_lsp.agent.tools.base import Tool
 from agent_lsp.agent.tools.codeintel.offered import code_intel_edit_tools, code_intel_read_tools
 from agent_lsp.agent.tools.command import RunCommand
+from agent_lsp.agent.tools.debug import debug_tools
 from agent_lsp.agent.tools.delegate import Delegate, DelegateToAgent
 from agent_lsp.agent.tools.diagnostics import Diagnostics
 from agent_lsp.agent.tools.edits import EditFile, WriteFile
@@ -14,6 +15,7 @@ from agent_lsp.agent.tools.list_files import ListFiles
 from agent_lsp.agent.tools.remember import Remember
 from agent_lsp.agent.tools.search import Search
 from agent_lsp.agent.tools.skill import LoadSkill
+from agent_lsp.settings import DebugSettings
 
 
 def read_tools(diagnostics: bool = False, code_intel: bool = False) -> list[Tool]:
@@ -40,8 +42,10 @@ def main_tools(
     *,
     skills: bool = False,
     agents: dict[str, PromptFile] | None = None,
+    debug: DebugSettings | None = None,
 ) -> list[Tool]:
-    """`skills`: the skill tool, when the user has skills; `agents`: the user's agents."""
+    """`skills`: the skill tool, when the user has skills; `agents`: the user's agents; `debug`:
+    the debugger's tools, when a debug source exists (never in plan mode or sub-agents)."""
     return [
         *read_tools(diagnostics, code_intel),
         EditFile(),
@@ -51,6 +55,7 @@ def main_tools(
         delegate_tool(agents),
         Remember(),
         *([LoadSkill()] if skills else []),
+        *(debug_tools(debug) if debug is not None else []),
         *(extra or []),
     ]
 
