@@ -1,4 +1,4 @@
-"""Code actions beside a streaming run (issue 32): 50 `textDocument/codeAction` requests sent at
+"""Code actions beside a streaming run: 50 `textDocument/codeAction` requests sent at
 once while a run streams 20,000 characters, with 100 checkpointed runs (20 files each) in the
 workspace's state. Reported: the longest gap between two `agentLsp/stream` events of the run
 with the code actions, beside the same run without them, and the code actions' answer time.

@@ -1,4 +1,4 @@
-"""Memory a long-lived host keeps for its last finished runs (issue 32): 100 runs, each in its own
+"""Memory a long-lived host keeps for its last finished runs: 100 runs, each in its own
 session whose history holds a ~100 KB prompt, on a host that keeps no idle session; the figure is
 the size of every object reachable from the host's finished-run list (a deep sizeof, stopping at
 modules, classes and functions), against the size of the histories those runs had.

@@ -104,11 +104,15 @@ async def test_a_run_starting_while_the_server_shuts_down_is_cancelled_with_a_re
     await editor.wait_for(lambda: (workspace / "session-ending").exists(), 15, "the shutdown")
     started = await editor.run("late run please")
     report = await editor.wait_stop(started["runId"], 15)
-    end = await editor.wait_progress(started["runId"], types.WorkDoneProgressEnd, 10)
     await asyncio.wait_for(shutting, 15)
 
     assert report["stopReason"] == "cancelled" and report["stopCause"] == "shutdown", report
-    assert end.message.startswith("cancelled")
+    # A progress that began ends, saying so; a run cancelled before the editor answered the
+    # progress token's creation never began one (nothing is left open either way).
+    progress = editor.progress(started["runId"])
+    if any(isinstance(p, types.WorkDoneProgressBegin) for p in progress):
+        end = await editor.wait_progress(started["runId"], types.WorkDoneProgressEnd, 10)
+        assert end.message.startswith("cancelled")
     assert transcript_types(report)[-1] == "stop"
     assert not [r for r in model.requests if "late run" in json.dumps(r)]
 

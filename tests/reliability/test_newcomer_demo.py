@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-PROMPT = b"[a]llow / allow for [s]ession / [d]eny?"
+PROMPT = b"[a]llow / allow for [s]ession / al[w]ays allow / [d]eny (d REASON to say why)?"
 
 
 def _own_terminal() -> None:
