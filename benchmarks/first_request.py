@@ -1,4 +1,4 @@
-"""Start-up to the first model request (issue 33 part 3, Decision 72): `agent-lsp run TASK`
+"""Start-up to the first model request: `agent-lsp run TASK`
 against the bare openai-SDK loop (`bare_loop.py`), each a fresh process, same scripted model
 (in a process of its own), no MCP servers or hooks configured, runs interleaved with the order
 alternating round by round. Measured: from just before `Popen` to the model server having

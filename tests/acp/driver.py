@@ -151,12 +151,18 @@ class AcpClient:
     def schema_problems(self) -> list[str]:
         """What the TypeScript SDK's schema validation changed: a session/update it dropped or
         salvaged (a field it did not accept), or an error it logged."""
-        sent = []
-        for line in self.wire.read_text().splitlines():
-            message = json.loads(line)
-            if message.get("method") == "session/update":
-                sent.append(message["params"])
         got = [e["params"] for e in self.of("update")]
+        # The client writes the wire log as it reads: its last lines may land a moment after
+        # the exit event the test saw.
+        for _ in range(50):
+            sent = []
+            for line in self.wire.read_text().splitlines():
+                message = json.loads(line)
+                if message.get("method") == "session/update":
+                    sent.append(message["params"])
+            if len(sent) >= len(got):
+                break
+            time.sleep(0.1)
         problems = [f"sent {a}\nparsed {b}" for a, b in zip(sent, got, strict=False) if a != b]
         if len(sent) != len(got):
             problems.append(f"{len(sent)} session/update sent, {len(got)} accepted")

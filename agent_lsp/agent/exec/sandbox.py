@@ -83,6 +83,9 @@ class SandboxPolicy:
     runtime: tuple[Path, ...] = field(default_factory=tuple)  # masked with the network off
     # named by the environment; masked with the network off
     sockets: tuple[Path, ...] = field(default_factory=tuple)
+    # agent-lsp's own programs a command needs (the debugger's interpreter and adapter), shown
+    # read-only where the private /tmp would hide them (a checkout or a venv under /tmp)
+    tools: tuple[Path, ...] = field(default_factory=tuple)
 
     @property
     def writable(self) -> tuple[Path, ...]:
@@ -198,6 +201,7 @@ def bwrap_argv(policy: SandboxPolicy, argv: list[str], cwd: Path) -> list[str]:
         hide=policy.hide,
         runtime=policy.runtime,
         sockets=policy.sockets,
+        tools=policy.tools,
     ).args()
     out += ["--setenv", "TMPDIR", "/tmp", "--chdir", str(cwd), "--", *argv]
     return out

@@ -190,6 +190,7 @@ def plan_mounts(
     hide: tuple[Path, ...],
     runtime: tuple[Path, ...],
     sockets: tuple[Path, ...],
+    tools: tuple[Path, ...] = (),
 ) -> MountPlan:
     """The mounts of one sandboxed command. CannotHide when a secret or socket cannot be hidden."""
     plan = MountPlan()
@@ -199,6 +200,10 @@ def plan_mounts(
         for folder in runtime:
             plan.add("tmpfs", folder, BASE)
         _keep_runtime_links(plan, runtime)
+    for tool in tools:  # never over a workspace (its own mount) or into what is hidden
+        inside = any(_within(tool, p) for p in (*roots, *hide))
+        if tool.exists() and not inside:
+            plan.add("ro", tool, BASE)
     for root in roots:
         plan.add("rw" if root in writable else "ro", root, ROOTS)
     for root in writable:

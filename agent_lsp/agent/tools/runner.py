@@ -4,6 +4,7 @@ them, an environment without the model's key, and every process ended with the r
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from pathlib import Path
 
 from agent_lsp.agent.exec import sandbox
@@ -57,7 +58,11 @@ class CommandRunner:
         return self.policy().describe() if self.sandboxed else ""
 
     async def wrap(
-        self, argv: list[str], cwd: Path, what: str = "run_command"
+        self,
+        argv: list[str],
+        cwd: Path,
+        what: str = "run_command",
+        tools: tuple[Path, ...] = (),
     ) -> tuple[sandbox.Confined, sandbox.SandboxPolicy | None]:
         """argv inside the sandbox (with its policy) or under the reaper. ToolError when it
         cannot start; with the sandbox on and unavailable, nothing runs at all."""
@@ -69,7 +74,7 @@ class CommandRunner:
                 f"refused: {what} is set to run in a sandbox "
                 f"(sandbox.mode={self.settings.mode}) and {problem}. Nothing ran."
             )
-        policy = self.policy()
+        policy = replace(self.policy(), tools=tools)
         if "/" not in argv[0]:  # bwrap would search PATH itself, empty entries included
             program = find_program(argv[0], self.env.get("PATH", ""))
             if program is None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
@@ -34,6 +35,24 @@ class DebugSource(Protocol):
     async def stop(self) -> int | None: ...
 
 
+def _own_tools(python: str, adapter: Path) -> tuple[Path, ...]:
+    """What a sandboxed debug session needs to see of the host: each folder the interpreter's
+    symbolic links pass through (a venv's root with its `pyvenv.cfg`) and the folder debugpy is
+    installed in. Already visible on most machines; not under a private /tmp (a checkout or a
+    venv there)."""
+    seen: list[Path] = []
+    path = Path(python)
+    for _ in range(16):  # a chain of links, never a loop
+        seen.append(path.parent)
+        if (path.parent.parent / "pyvenv.cfg").is_file():
+            seen.append(path.parent.parent)
+        if not path.is_symlink():
+            break
+        path = path.parent / os.readlink(path)
+    seen.append(adapter.parent)
+    return tuple(dict.fromkeys(p.resolve() if p.is_symlink() else p for p in seen))
+
+
 class Debugger:
     """The run's one debug session (CONTRACT: one at a time, ended with the run)."""
 
@@ -56,7 +75,10 @@ class Debugger:
         await self.stop()
         cwd = Path(launch.cwd)
         confined, _ = await self.runner.wrap(
-            [launch.python, str(adapter / "adapter")], cwd, "debug_start"
+            [launch.python, str(adapter / "adapter")],
+            cwd,
+            "debug_start",
+            tools=_own_tools(launch.python, adapter),
         )
         try:
             proc = await asyncio.create_subprocess_exec(
