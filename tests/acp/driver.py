@@ -157,8 +157,11 @@ class AcpClient:
         for _ in range(50):
             sent = []
             for line in self.wire.read_text().splitlines():
-                message = json.loads(line)
-                if message.get("method") == "session/update":
+                try:
+                    message = json.loads(line)
+                except ValueError:  # a line still being written
+                    continue
+                if isinstance(message, dict) and message.get("method") == "session/update":
                     sent.append(message["params"])
             if len(sent) >= len(got):
                 break
