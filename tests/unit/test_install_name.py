@@ -41,9 +41,8 @@ def test_the_wrong_name_would_be_caught():
 # given only as the future one ("once published"), beside the install that works from a clone.
 NOT_YET = re.compile(r"(?:pipx?|uv pip|uv tool) install\s+(?:-U\s+|--upgrade\s+)?['\"]?agent-lsp-server")
 FROM_A_CLONE = ("pipx install .", "pip install -e .")
-# The changelog is history. The top-level README is edited by the main session from the notes
-# (issue 32): drop it from here once it is.
-NOT_YET_SKIP = {Path("CHANGELOG.md"), Path("README.md")}
+# The changelog is history.
+NOT_YET_SKIP = {Path("CHANGELOG.md")}
 
 
 def test_the_unpublished_name_is_given_only_as_the_future_install():
