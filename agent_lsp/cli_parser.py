@@ -55,11 +55,26 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"agent-lsp {__version__}")
     sub = parser.add_subparsers(dest="command")
+    _serve(sub)
+    _run(sub)
+    _sessions(sub)
+    _worktrees(sub)
+    _rewind(sub)
+    _doctor(sub)
+    _acp(sub)
+    _demo(sub)
+    return parser
+
+
+def _serve(sub: Any) -> None:
     serve = sub.add_parser("serve", help="run the language server (default: on stdio)")
     mode = serve.add_mutually_exclusive_group()
     mode.add_argument("--stdio", action="store_true", help="talk LSP on stdin/stdout (default)")
     mode.add_argument("--tcp", metavar="HOST:PORT", help="listen on a TCP address, for debugging")
     serve.add_argument("--log-level", default="INFO", help="stderr log level (default INFO)")
+
+
+def _run(sub: Any) -> None:
     run = sub.add_parser("run", help="run the agent headless in this terminal")
     run.add_argument("task", help="what the agent should do; - reads it from stdin")
     _workspace(run)
@@ -111,6 +126,9 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="a JSON Schema the answer must fit: the report's structuredOutput is that JSON",
     )
+
+
+def _sessions(sub: Any) -> None:
     sessions = sub.add_parser(
         "sessions", help="list this workspace's sessions and their runs, newest first"
     )
@@ -133,7 +151,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     # SUPPRESS: the subcommand's own default must not overwrite a --workspace given before `delete`
     delete.add_argument("--workspace", type=Path, default=argparse.SUPPRESS, help=argparse.SUPPRESS)
-    _worktrees(sub)
+
+
+def _rewind(sub: Any) -> None:
     rewind = sub.add_parser(
         "rewind", help="put back the files a run changed, as they were before it"
     )
@@ -148,6 +168,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="first rewind the later runs of the session that touched the same files",
     )
     rewind.add_argument("--json", action="store_true", help="print the result as JSON")
+
+
+def _doctor(sub: Any) -> None:
     doctor = sub.add_parser(
         "doctor",
         help="check the key, the endpoint, the model, rg, bwrap and the MCP servers, and list "
@@ -165,6 +188,9 @@ def build_parser() -> argparse.ArgumentParser:
     doctor.add_argument(
         "--json", action="store_true", help="print the checks (and the setup) as JSON"
     )
+
+
+def _acp(sub: Any) -> None:
     sub.add_parser(
         "acp",
         help="serve the agent over the Agent Client Protocol on stdio "
@@ -173,6 +199,9 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=ACP_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+
+
+def _demo(sub: Any) -> None:
     demo = sub.add_parser(
         "demo", help="a two-minute offline tour: the real server, a recorded session, no API key"
     )
@@ -191,7 +220,6 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="with --serve-model: the port (default: any free one)",
     )
-    return parser
 
 
 def _worktrees(sub: Any) -> None:
