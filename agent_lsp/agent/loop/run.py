@@ -30,7 +30,7 @@ from agent_lsp.agent.ports import Approver, EventSink, NoTelemetry, RunPermissio
 from agent_lsp.agent.state.checkpoints import RunCheckpoint
 from agent_lsp.agent.state.session import Entry, RunRecord, Session, new_id
 from agent_lsp.agent.state.transcript import Redactor, Transcript
-from agent_lsp.agent.tools.base import ToolBox, ToolContext
+from agent_lsp.agent.tools.base import Tool, ToolBox, ToolContext
 from agent_lsp.agent.tools.codeintel.offered import CODE_INTEL_PROMPT
 from agent_lsp.agent.tools.codeintel.sources import CodeIntel
 from agent_lsp.agent.tools.debug import DEBUG_PROMPT
@@ -189,41 +189,10 @@ async def run_task(
             memory_text = redact(
                 "".join(f"\n\n## Memory: {label}\n{text}" for label, text in memory)
             )
-            steer = CODE_INTEL_PROMPT if tool_ctx.code_intel is not None else ""
-            debugging = options.mode != "plan" and debugpy_dir() is not None
-            found = options.prompt_files
-            skills = found.skills if found is not None else {}
-            diagnostics = bool(getattr(workspace, "has_diagnostics", False))
-            code_intel = tool_ctx.code_intel is not None
-            agents = found.agents if found is not None else None
-            tools = (
-                plan_tools(
-                    options.extra_tools, diagnostics, code_intel, skills=bool(skills), agents=agents
-                )
-                if options.mode == "plan"
-                else main_tools(
-                    options.extra_tools,
-                    diagnostics,
-                    code_intel,
-                    skills=bool(skills),
-                    agents=agents,
-                    debug=settings.debug if debugging else None,
-                )
+            tools, withheld, system = _offer(
+                options, settings, policy, tool_ctx, workspace, paths, memory_text
             )
-            withheld = [t for t in tools if not policy.offers(t)]  # a bare deny (Decision 28)
-            tools = [t for t in tools if policy.offers(t)]
             run.parent_tools = tools  # what a user's agent's tools may narrow (Decision 35)
-            # the debugger's advice only where the model has it (a bare `Debug` deny takes it off)
-            steer += DEBUG_PROMPT if any(t.name == "debug_start" for t in tools) else ""
-            # The skills block sits before the memory: it changes less often (prompt cache).
-            system = SYSTEM_PROMPT.format(
-                roots=", ".join(paths.names()),
-                memory=steer + skills_block(skills) + memory_text,
-            )
-            if options.mode == "plan":
-                system += PLAN_PROMPT
-            if options.output_schema is not None:
-                system += options.output_schema.prompt()
             main = AgentLoop(
                 seams,
                 "main",
@@ -326,6 +295,52 @@ async def _end_run(
     finally:
         run.session.running = None
     return await close_run(run, main, outcome, owns_model=owns_model, options=options)
+
+
+def _offer(
+    options: RunOptions,
+    settings: Settings,
+    policy: ApprovalPolicy,
+    tool_ctx: ToolContext,
+    workspace: Workspace,
+    paths: PathGuard,
+    memory_text: str,
+) -> tuple[list[Tool], list[Tool], str]:
+    """What the main agent is offered: its tools, those a bare deny withholds (Decision 28)
+    apart, and its system prompt."""
+    steer = CODE_INTEL_PROMPT if tool_ctx.code_intel is not None else ""
+    debugging = options.mode != "plan" and debugpy_dir() is not None
+    found = options.prompt_files
+    skills = found.skills if found is not None else {}
+    diagnostics = bool(getattr(workspace, "has_diagnostics", False))
+    code_intel = tool_ctx.code_intel is not None
+    agents = found.agents if found is not None else None
+    tools = (
+        plan_tools(options.extra_tools, diagnostics, code_intel, skills=bool(skills), agents=agents)
+        if options.mode == "plan"
+        else main_tools(
+            options.extra_tools,
+            diagnostics,
+            code_intel,
+            skills=bool(skills),
+            agents=agents,
+            debug=settings.debug if debugging else None,
+        )
+    )
+    withheld = [t for t in tools if not policy.offers(t)]  # a bare deny (Decision 28)
+    tools = [t for t in tools if policy.offers(t)]
+    # the debugger's advice only where the model has it (a bare `Debug` deny takes it off)
+    steer += DEBUG_PROMPT if any(t.name == "debug_start" for t in tools) else ""
+    # The skills block sits before the memory: it changes less often (prompt cache).
+    system = SYSTEM_PROMPT.format(
+        roots=", ".join(paths.names()),
+        memory=steer + skills_block(skills) + memory_text,
+    )
+    if options.mode == "plan":
+        system += PLAN_PROMPT
+    if options.output_schema is not None:
+        system += options.output_schema.prompt()
+    return tools, withheld, system
 
 
 def _code_intel(options: RunOptions, session: Session, roots: list[Path]) -> CodeIntel | None:
