@@ -40,7 +40,7 @@ from agent_lsp.acp.updates import Outbox, RunEvents, text_block, thought
 from agent_lsp.acp.workspace import AcpWorkspace
 from agent_lsp.agent.exec import keyguard
 from agent_lsp.agent.fs.prompt_files import PromptFiles
-from agent_lsp.agent.host import HostedRun, RunPorts
+from agent_lsp.agent.host import RunHandle, RunPorts, RunRequest
 from agent_lsp.agent.images import ImagePart
 from agent_lsp.agent.loop.budget import BudgetRefused
 from agent_lsp.agent.loop.prompt_plan import PromptPlan, plan_prompt
@@ -120,7 +120,7 @@ class AcpSession:
     mode: str = "default"
     outbox: Outbox = field(init=False)
     ids: CallIds = field(default_factory=CallIds)
-    run: HostedRun | None = None
+    run: RunHandle | None = None
     approver: AcpApprover | None = None
     cost: float = 0.0  # of this process's finished runs; ACP's usage cost is per session
     files: PromptFiles | None = None  # the user's prompt files, as last announced
@@ -317,19 +317,21 @@ class AcpSession:
         token = CURRENT.set(self)  # copied into the run's task: MCP consent asks here
         try:
             hosted = self.host.start(
-                plan.prompt if plan is not None else text,
-                session=self.core,
-                store=self.store,
-                settings=self.settings,
-                ports=RunPorts(with_diagnostics(self.host, workspace), self.approver, events),
-                run_id=run_id,
-                mode=mode,
-                continue_hint="a follow-up prompt in this session continues from here",
-                before=self.until_warm,
-                mcp_servers=self.mcp,
-                title=text,
-                plan=plan,
-                images=images,
+                RunRequest(
+                    plan.prompt if plan is not None else text,
+                    self.core,
+                    self.store,
+                    self.settings,
+                    RunPorts(with_diagnostics(self.host, workspace), self.approver, events),
+                    run_id=run_id,
+                    mode=mode,
+                    continue_hint="a follow-up prompt in this session continues from here",
+                    before=self.until_warm,
+                    mcp_servers=self.mcp,
+                    title=text,
+                    plan=plan,
+                    images=images,
+                )
             )
         except BudgetRefused as exc:  # Decision 36: an error answer, as for a bad prompt
             raise RequestError(-32602, f"session/prompt: {exc}") from None

@@ -18,6 +18,7 @@ from agent_lsp.agent.host_rewind import HostRewinds
 from agent_lsp.agent.host_sessions import HostSessions
 from agent_lsp.agent.images import ImagePart
 from agent_lsp.agent.loop.budget import check_budget
+from agent_lsp.agent.loop.handle import BY_USER, RunHandle, RunPhase
 from agent_lsp.agent.loop.prompt_plan import PromptPlan
 from agent_lsp.agent.loop.run import RunOptions, run_task
 from agent_lsp.agent.loop.structured import OutputSchema
@@ -32,7 +33,6 @@ from agent_lsp.agent.ports import (
     RunTelemetry,
     Telemetry,
     ToolServers,
-    ToolSet,
     Workspace,
 )
 from agent_lsp.agent.state.checkpoints import CheckpointStore
@@ -43,10 +43,11 @@ from agent_lsp.settings import Settings, state_dir
 
 log = logging.getLogger(__name__)
 
+__all__ = ["AgentHost", "FinishedRun", "RunHandle", "RunPhase", "RunPorts", "RunRequest"]
+
 # A server runs all day: what it keeps in memory is bounded (its idle sessions: host_sessions.py);
 # finished runs are kept for the newest KEEP_FINISHED only.
 KEEP_FINISHED = 100
-BY_USER = CancelCause(StopCause.USER)  # agentLsp.cancel, a progress cancel, session/cancel
 BY_SHUTDOWN = CancelCause(StopCause.SHUTDOWN)  # the server shuts down, the client goes away
 
 
@@ -59,32 +60,32 @@ class RunPorts:
     emit: EventSink
 
 
-@dataclass
-class HostedRun:
-    id: str
+@dataclass(frozen=True)
+class RunRequest:
+    """What a front end asks of a run: its prompt, its session (and store), its settings and
+    ports, and what it may add. `plan` (prompt_plan.py): a slash command's prompt, settings and
+    model, which win over `prompt` and `settings`."""
+
+    prompt: str
     session: Session
     store: SessionStore
-    task: asyncio.Task[Any] | None = None
-    report: RunReport | None = None
-    mcp: ToolSet | None = None  # the tool servers whose tools the run got (kept open while it goes)
-    model: Model | None = None  # the model client it uses (not closed while it goes)
-    # its code-intel sources and its workspace (the language servers they hold stay up)
-    holds: list[Any] = field(default_factory=list)
-    # Who cancelled it (the first cancel wins); none: its event loop ended.
-    cancel_cause: CancelCause | None = None
-    started: bool = False  # its task began: a cancel now reaches run_task, which reports it
+    settings: Settings
+    ports: RunPorts
+    run_id: str | None = None
+    model: str | None = None  # the session's model from this run on
+    mode: str | None = None
+    continue_hint: str = "a follow-up in this session continues from here"
+    before: Callable[[], Awaitable[None]] | None = None  # the front end's own wait (warm-up)
+    after: Callable[[RunHandle], None] | None = None  # once the run is over, before its waiters
+    mcp_servers: list[Any] | None = None
+    title: str | None = None  # the user's own words (the session's title)
+    output_schema: OutputSchema | None = None
+    plan: PromptPlan | None = None
+    images: list[ImagePart] | None = None
 
-    def cancel(self, cause: CancelCause) -> bool:
-        """Cancel the run, `cause` saying who (kept only if it is the first). False if it is
-        over. A run whose task has not begun yet is cancelled as it begins (a task cancelled
-        before its first step would never reach run_task, and so never report)."""
-        if self.task is None or self.task.done():
-            return False
-        if self.cancel_cause is None:
-            self.cancel_cause = cause
-        if self.started:
-            self.task.cancel()
-        return True
+    @property
+    def run_settings(self) -> Settings:
+        return self.plan.settings if self.plan is not None else self.settings
 
 
 @dataclass(frozen=True)
@@ -99,7 +100,7 @@ class FinishedRun:
 
 @dataclass
 class AgentHost(HostSessions):
-    active: dict[str, HostedRun] = field(default_factory=dict)
+    active: dict[str, RunHandle] = field(default_factory=dict)
     models: dict[tuple[Any, ...], Model] = field(default_factory=dict)
     finished: dict[str, FinishedRun] = field(default_factory=dict)  # recent runs: ids, reports
     # MCP and OpenTelemetry, plugged in by the front end (none: no such tools, nothing recorded)
@@ -191,47 +192,100 @@ class AgentHost(HostSessions):
             await self.tool_servers.status(roots, settings) if self.tool_servers is not None else []
         )
 
-    def start(
-        self,
-        prompt: str,
-        *,
-        session: Session,
-        store: SessionStore,
-        settings: Settings,
-        ports: RunPorts,
-        run_id: str | None = None,
-        model: str | None = None,
-        mode: str | None = None,
-        continue_hint: str = "a follow-up in this session continues from here",
-        before: Callable[[], Awaitable[None]] | None = None,
-        after: Callable[[HostedRun], None] | None = None,
-        mcp_servers: list[Any] | None = None,
-        title: str | None = None,
-        output_schema: OutputSchema | None = None,
-        plan: PromptPlan | None = None,
-        images: list[ImagePart] | None = None,
-    ) -> HostedRun:
-        """Start a run in the background (its session claimed at once). BudgetRefused (a
-        ValueError) when its budget could not be kept (Decision 36). `plan`: prompt_plan.py."""
-        run_id = run_id or new_id("r")
-        settings = plan.settings if plan is not None else settings
-        run_model = plan.model if plan is not None else None
-        check_budget(settings, run_model or model or session.model or settings.model)
+    def start(self, request: RunRequest) -> RunHandle:
+        """Start a run in the background (its session claimed at once) and return its handle.
+        BudgetRefused (a ValueError) when its budget could not be kept (Decision 36);
+        SessionError when its session is still running."""
+        run_id = request.run_id or new_id("r")
+        settings, session = request.run_settings, request.session
+        run_model = request.plan.model if request.plan is not None else None
+        check_budget(settings, run_model or request.model or session.model or settings.model)
         # Checked again here, where the claim is made (nothing awaits in between).
         if session.running:
             raise SessionError(
                 f"session {session.id} is still running ({session.running}); "
                 "wait for it or cancel it first"
             )
-        if model is not None:
-            session.model = model  # for this run and the rest of its session
-        # Every cancel a front end makes goes through cancel() or HostedRun.cancel(), which say
+        # Every cancel a front end makes goes through cancel() or RunHandle.cancel(), which say
         # who; a run cancelled without a cause was cancelled by its event loop ending (the editor
         # or the client went away, the process is stopping): a shutdown, not the user.
-        hosted = HostedRun(run_id, session, store, holds=[ports.workspace])
-        self._settings_now = settings
-        session.running = run_id
-        self.active[run_id] = hosted
+        handle = RunHandle(run_id, session, uncaused=BY_SHUTDOWN, holds=[request.ports.workspace])
+        return self._launch(request, handle)
+
+    def _launch(self, request: RunRequest, handle: RunHandle) -> RunHandle:
+        """The run's session claimed and its task started (a host closing cancels it as it
+        begins)."""
+        session = request.session
+        if request.model is not None:
+            session.model = request.model  # for this run and the rest of its session
+        self._settings_now = request.run_settings
+        session.running = handle.id
+        handle.state = RunPhase.RUNNING
+        self.active[handle.id] = handle
+        handle.task = asyncio.ensure_future(self._drive(request, handle))
+        if self.closing is not None:
+            handle.cancel(self.closing)
+        return handle
+
+    async def _drive(self, request: RunRequest, handle: RunHandle) -> None:
+        handle.started = True
+        if handle.cancel_cause is not None:  # cancelled before it began: run_task reports it
+            task = asyncio.current_task()
+            if task is not None:
+                task.cancel()
+        try:
+            handle.report = await self._run(request, handle)
+        finally:
+            self._ended(request, handle)
+
+    async def _run(self, request: RunRequest, handle: RunHandle) -> RunReport:
+        """The run's prelude (host._prelude), its options, its model client, then run_task."""
+        settings, session, plan, ports = (
+            request.run_settings,
+            request.session,
+            request.plan,
+            request.ports,
+        )
+        extra, files, granted = await self._prelude(
+            request.before, ports.workspace.roots, settings, request.mcp_servers, handle, plan
+        )
+        if plan is not None and (line := plan.status()):
+            ports.emit(StatusEvent(line, 0))
+        run_model = plan.model if plan is not None else None
+        options = RunOptions(
+            run_id=handle.id,
+            mode=request.mode,
+            continue_hint=request.continue_hint,
+            on_record=self._saver(request.store),
+            extra_tools=extra,
+            checkpoints=self.checkpoint_store(ports.workspace.roots),
+            title=request.title,
+            output_schema=request.output_schema,
+            images=list(request.images or []),
+            telemetry=self._run_telemetry(settings, handle.id, session),
+            code_intel=self._held_code_intel(handle),
+            prompt_files=files,
+            model_name=run_model,
+            readable=plan.readable if plan is not None else [],
+            permissions=granted,
+        )
+        handle.model = self.model_for(
+            settings, run_model or session.model, session.reasoning_effort
+        )
+        return await run_task(
+            request.prompt,
+            session=session,
+            settings=settings,
+            workspace=ports.workspace,
+            approver=ports.approver,
+            emit=ports.emit,
+            model=handle.model,
+            options=options,
+            handle=handle,
+        )
+
+    def _saver(self, store: SessionStore) -> Callable[[Session, RunRecord], Awaitable[None]]:
+        """How a run's session is saved at its start and its stop."""
 
         async def save(s: Session, record: RunRecord) -> None:
             if record.stop is not None and not any(r.reached for r in s.runs if r.kind == "run"):
@@ -244,67 +298,27 @@ class AgentHost(HostSessions):
                 running = {r.session.id for r in self.active.values()}
                 await self.prune_state(store, running, set(self.active))
 
-        async def drive() -> None:
-            hosted.started = True
-            if hosted.cancel_cause is not None:  # cancelled before it began: run_task reports it
-                task = asyncio.current_task()
-                if task is not None:
-                    task.cancel()
-            try:
-                extra, files, granted = await self._prelude(
-                    before, ports.workspace.roots, settings, mcp_servers, hosted, plan
-                )
-                if plan is not None and (line := plan.status()):
-                    ports.emit(StatusEvent(line, 0))
-                options = RunOptions(
-                    run_id=run_id,
-                    mode=mode,
-                    continue_hint=continue_hint,
-                    on_record=save,
-                    extra_tools=extra,
-                    checkpoints=self.checkpoint_store(ports.workspace.roots),
-                    title=title,
-                    cancelled_by=lambda: hosted.cancel_cause or BY_SHUTDOWN,
-                    output_schema=output_schema,
-                    images=list(images or []),
-                    telemetry=self._run_telemetry(settings, run_id, session),
-                    code_intel=self._held_code_intel(hosted),
-                    prompt_files=files,
-                    model_name=run_model,
-                    readable=plan.readable if plan is not None else [],
-                    permissions=granted,
-                )
-                hosted.model = self.model_for(
-                    settings, run_model or session.model, session.reasoning_effort
-                )
-                hosted.report = await run_task(
-                    prompt,
-                    session=session,
-                    settings=settings,
-                    workspace=ports.workspace,
-                    approver=ports.approver,
-                    emit=ports.emit,
-                    model=hosted.model,
-                    options=options,
-                )
-            finally:
-                session.running = None
-                self.active.pop(run_id, None)
-                self._used[session.id] = time.monotonic()
-                self.finished[run_id] = FinishedRun(run_id, session.id, hosted.report)
-                while len(self.finished) > self.keep_finished:
-                    del self.finished[next(iter(self.finished))]
-                self.evict_idle()
-                self._spawn(self.retire_unused())
-                if after is not None:
-                    after(hosted)
+        return save
 
-        hosted.task = asyncio.ensure_future(drive())
-        if self.closing is not None:
-            hosted.cancel(self.closing)
-        return hosted
+    def _ended(self, request: RunRequest, handle: RunHandle) -> None:
+        """A run's task is over: the host forgets it (keeping its ids and report), then the
+        front end's `after`, then the handle is finished (its waiters wake)."""
+        session = request.session
+        session.running = None
+        self.active.pop(handle.id, None)
+        self._used[session.id] = time.monotonic()
+        self.finished[handle.id] = FinishedRun(handle.id, session.id, handle.report)
+        while len(self.finished) > self.keep_finished:
+            del self.finished[next(iter(self.finished))]
+        self.evict_idle()
+        self._spawn(self.retire_unused())
+        try:
+            if request.after is not None:
+                request.after(handle)
+        finally:
+            handle.finished(handle.report)
 
-    def _held_code_intel(self, hosted: HostedRun) -> CodeIntelSources | None:
+    def _held_code_intel(self, handle: RunHandle) -> CodeIntelSources | None:
         """The host's code-intel sources, those a run got recorded on it (what it holds)."""
         sources = self.code_intel
         if sources is None:
@@ -312,7 +326,7 @@ class AgentHost(HostSessions):
 
         def held(roots: list[Path]) -> list[Any]:
             got = list(sources(roots))
-            hosted.holds.extend(got)
+            handle.holds.extend(got)
             return got
 
         return held
@@ -390,7 +404,7 @@ class AgentHost(HostSessions):
         roots: list[Path],
         settings: Settings,
         mcp_servers: list[Any] | None,
-        hosted: HostedRun,
+        handle: RunHandle,
         plan: PromptPlan | None,
     ) -> tuple[list[Any], PromptFiles | None, Any]:
         """What a run needs before its loop: the front end's own wait, the prompt files, other
@@ -408,8 +422,8 @@ class AgentHost(HostSessions):
                 rules = await self.permissions.for_run(roots, settings)
             if self.tool_servers is None:
                 return [], files, rules
-            hosted.mcp = await self.tool_servers.toolset(roots, settings, mcp_servers)
-            return list(await hosted.mcp.tools()), files, rules
+            handle.mcp = await self.tool_servers.toolset(roots, settings, mcp_servers)
+            return list(await handle.mcp.tools()), files, rules
         except asyncio.CancelledError:
             task = asyncio.current_task()
             if task is not None:

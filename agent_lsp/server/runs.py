@@ -23,7 +23,7 @@ from agent_lsp.agent.events import (
     UsageEvent,
     to_wire,
 )
-from agent_lsp.agent.host import AgentHost, HostedRun, RunPorts
+from agent_lsp.agent.host import AgentHost, RunHandle, RunPorts, RunRequest
 from agent_lsp.agent.loop.prompt_plan import PromptPlan
 from agent_lsp.agent.ports import ApprovalRequest
 from agent_lsp.agent.state.session import new_id
@@ -164,7 +164,7 @@ class RunRegistry:
     warm_up: concurrent.futures.Future[None] | None = None
 
     @property
-    def active(self) -> dict[str, HostedRun]:
+    def active(self) -> dict[str, RunHandle]:
         return self.host.active
 
     async def start(
@@ -179,7 +179,7 @@ class RunRegistry:
         mode: str | None = None,
         request: str | None = None,
         plan: PromptPlan | None = None,
-    ) -> HostedRun:
+    ) -> RunHandle:
         """Start a run in the background; ValueError (shown to the client) if it cannot."""
         roots, names = workspace_folders(self.ls)
         session, store = await self.host.open_session(roots, session_id)
@@ -198,7 +198,7 @@ class RunRegistry:
         )
         stream.progress_task = asyncio.ensure_future(stream.begin_progress())
 
-        def after(run: HostedRun) -> None:
+        def after(run: RunHandle) -> None:
             # The progress ends whatever happened: an editor's progress must never stay open.
             report = run.report
             stream.end(f"{report.stop_reason}: {report.summary}" if report else "stopped")
@@ -208,18 +208,20 @@ class RunRegistry:
 
         try:
             return self.host.start(
-                prompt,
-                session=session,
-                store=store,
-                settings=settings,
-                ports=RunPorts(with_diagnostics(self.host, workspace), approver, stream),
-                run_id=run_id,
-                model=model,
-                mode=mode,
-                before=self._until_warm,
-                after=after,
-                title=request,
-                plan=plan,
+                RunRequest(
+                    prompt,
+                    session,
+                    store,
+                    settings,
+                    RunPorts(with_diagnostics(self.host, workspace), approver, stream),
+                    run_id=run_id,
+                    model=model,
+                    mode=mode,
+                    before=self._until_warm,
+                    after=after,
+                    title=request,
+                    plan=plan,
+                )
             )
         except ValueError:  # the session was claimed meanwhile: this run never starts
             stream.progress_task.cancel()

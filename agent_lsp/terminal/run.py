@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, TextIO
 from agent_lsp.agent.display import escape_invisible, for_terminal
 from agent_lsp.agent.events import Event, StatusEvent
 from agent_lsp.agent.fs.disk_workspace import DiskWorkspace
-from agent_lsp.agent.host import AgentHost, HostedRun, RunPorts
+from agent_lsp.agent.host import AgentHost, RunHandle, RunPorts, RunRequest
 from agent_lsp.agent.loop.budget import BudgetRefused, check_budget
 from agent_lsp.agent.loop.prompt_plan import plan_prompt
 from agent_lsp.agent.loop.structured import OutputSchema
@@ -240,17 +240,19 @@ async def run_headless(
     if worktree is not None:  # the run works in its worktree (Decision 42)
         hint = worktree.continue_hint(session.id)
     hosted = host.start(
-        plan.prompt,
-        session=session,
-        store=store,
-        settings=settings,
-        ports=RunPorts(ws, approver, stream),
-        mode=mode,
-        continue_hint=hint,
-        run_id=run_id,
-        output_schema=output_schema,
-        title=task,
-        plan=plan,
+        RunRequest(
+            plan.prompt,
+            session,
+            store,
+            settings,
+            RunPorts(ws, approver, stream),
+            mode=mode,
+            continue_hint=hint,
+            run_id=run_id,
+            output_schema=output_schema,
+            title=task,
+            plan=plan,
+        )
     )
     task_ = hosted.task
     assert task_ is not None
@@ -333,7 +335,7 @@ def _resume_after_first_call(sink: EventSink) -> EventSink:
     return resume_then
 
 
-def _no_report(hosted: HostedRun) -> RunReport:
+def _no_report(hosted: RunHandle) -> RunReport:
     """The result of a run that ended without its report (it never should): cancelled."""
     cause = hosted.cancel_cause.cause if hosted.cancel_cause is not None else StopCause.SHUTDOWN
     return RunReport(

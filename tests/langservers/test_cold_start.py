@@ -14,7 +14,7 @@ import time
 import pytest
 
 from agent_lsp.agent.fs.disk_workspace import DiskWorkspace
-from agent_lsp.agent.host import AgentHost, RunPorts
+from agent_lsp.agent.host import AgentHost, RunPorts, RunRequest
 from agent_lsp.langservers import readiness
 from tests.langservers.conftest import at, only_on_path, servers, where
 from tests.langservers.test_lifecycle import fake
@@ -87,8 +87,8 @@ async def test_the_model_is_told_when_an_answer_came_before_the_server_read_the_
                                    call("find_definition", "c2", path="app.py", line=5, symbol="greet")), {"text": "done"}])
     try:
         session, store = await host.open_session([project.resolve()], None)
-        hosted = host.start("REFS: who calls greet?", session=session, store=store, settings=make_settings(model),
-                            ports=RunPorts(DiskWorkspace([project.resolve()]), ScriptedApprover(), Events()))
+        hosted = host.start(RunRequest("REFS: who calls greet?", session=session, store=store, settings=make_settings(model),
+                            ports=RunPorts(DiskWorkspace([project.resolve()]), ScriptedApprover(), Events())))
         await asyncio.wait_for(hosted.task, 60)
         results = last_tool_results(model.requests_for("REFS")[1])
     finally:

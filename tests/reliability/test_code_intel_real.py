@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from agent_lsp.agent.fs.disk_workspace import DiskWorkspace
-from agent_lsp.agent.host import AgentHost, RunPorts
+from agent_lsp.agent.host import AgentHost, RunPorts, RunRequest
 from tests.unit.codeintel_kit import LanguageServerSource, make_project
 from tests.unit.kit import (
     Events,
@@ -51,8 +51,8 @@ async def test_references_and_rename_are_exact_where_search_is_not(model, tmp_pa
                              newName="grand_total")),
             {"text": "renamed"},
         ])
-        hosted = host.start("CALLERS of Invoice.total: rename it", session=session, store=store,
-                            settings=make_settings(model), ports=RunPorts(DiskWorkspace([root]), approver, Events()))
+        hosted = host.start(RunRequest("CALLERS of Invoice.total: rename it", session=session, store=store,
+                            settings=make_settings(model), ports=RunPorts(DiskWorkspace([root]), approver, Events())))
         await asyncio.wait_for(hosted.task, 150)
         assert hosted.report is not None and hosted.report.stop_reason == "done", hosted.report
         results = last_tool_results(model.requests_for("CALLERS")[1])
@@ -94,8 +94,8 @@ async def test_an_emoji_line_and_a_library_outside_the_workspace(model, tmp_path
                         call("hover", id="hov", path="a.py", line=8, symbol="here")),
             {"text": "seen"},
         ])
-        hosted = host.start("LIB: where is getcwd", session=session, store=store, settings=make_settings(model),
-                            ports=RunPorts(DiskWorkspace([root]), ScriptedApprover(), Events()))
+        hosted = host.start(RunRequest("LIB: where is getcwd", session=session, store=store, settings=make_settings(model),
+                            ports=RunPorts(DiskWorkspace([root]), ScriptedApprover(), Events())))
         await asyncio.wait_for(hosted.task, 120)
         results = last_tool_results(model.requests_for("LIB")[1])
         assert results["def"] == "a.py:4:5: def here() -> str:"

@@ -9,7 +9,7 @@ import asyncio
 import pytest
 
 from agent_lsp.agent.fs.disk_workspace import DiskWorkspace
-from agent_lsp.agent.host import AgentHost, RunPorts
+from agent_lsp.agent.host import AgentHost, RunPorts, RunRequest
 from tests.unit.kit import Events, ScriptedApprover, call, make_settings, tools_reply
 
 pytestmark = pytest.mark.timeout(90)
@@ -25,8 +25,8 @@ async def test_the_last_rewindable_run_of_the_workspace_and_of_one_session(model
         reports = {}
         for prompt in ("EDIT-A", "EDIT-B"):  # two sessions of one workspace, B's run the newer
             session, store = await host.open_session(roots, None)
-            hosted = host.start(prompt, session=session, store=store, settings=settings,
-                                ports=RunPorts(DiskWorkspace(roots), ScriptedApprover(), Events()))
+            hosted = host.start(RunRequest(prompt, session=session, store=store, settings=settings,
+                                ports=RunPorts(DiskWorkspace(roots), ScriptedApprover(), Events())))
             assert hosted.task is not None
             await asyncio.wait_for(hosted.task, 20)
             assert hosted.report is not None and hosted.report.rewindable

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from agent_lsp.agent.fs.disk_workspace import DiskWorkspace
-from agent_lsp.agent.host import AgentHost, RunPorts
+from agent_lsp.agent.host import AgentHost, RunPorts, RunRequest
 from agent_lsp.agent.messages import CancelCause, StopCause, StopReason
 from tests.unit.kit import Events, ScriptedApprover, make_settings
 
@@ -24,7 +24,7 @@ SHUTDOWN = CancelCause(StopCause.SHUTDOWN)
 
 def start(host: AgentHost, roots: list[Path], settings, prompt: str, session, store, events: Events):
     ports = RunPorts(DiskWorkspace(roots), ScriptedApprover(), events)
-    return host.start(prompt, session=session, store=store, settings=settings, ports=ports)
+    return host.start(RunRequest(prompt, session=session, store=store, settings=settings, ports=ports))
 
 
 def stops(events: Events) -> list:

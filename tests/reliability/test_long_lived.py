@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from agent_lsp.agent.fs.disk_workspace import DiskWorkspace
-from agent_lsp.agent.host import AgentHost, RunPorts
+from agent_lsp.agent.host import AgentHost, RunPorts, RunRequest
 from agent_lsp.agent.ports import Decision
 from agent_lsp.agent.state.checkpoints import CheckpointStore, RunCheckpoint
 from agent_lsp.agent.state.sessions import SessionStore, sweep_orphans
@@ -190,7 +190,7 @@ def host_ports(roots: list[Path], approver: ScriptedApprover) -> RunPorts:
 
 async def run_on(host: AgentHost, roots, settings, prompt: str, session_id: str | None, approver: ScriptedApprover):
     session, store = await host.open_session(roots, session_id)
-    hosted = host.start(prompt, session=session, store=store, settings=settings, ports=host_ports(roots, approver))
+    hosted = host.start(RunRequest(prompt, session=session, store=store, settings=settings, ports=host_ports(roots, approver)))
     await asyncio.wait_for(hosted.task, 20)
     return hosted.report
 
@@ -274,12 +274,12 @@ async def test_a_replaced_set_of_mcp_servers_is_closed(model, workspace, tmp_pat
     try:
         one = make_settings(model, mcpServers={"one": {"command": sys.executable, "args": [str(script)]}})
         session, store = await host.open_session(roots, None)
-        first = host.start("first", session=session, store=store, settings=one, ports=host_ports(roots, ScriptedApprover()))
+        first = host.start(RunRequest("first", session=session, store=store, settings=one, ports=host_ports(roots, ScriptedApprover())))
         await asyncio.wait_for(first.task, 30)
         pid = first.mcp.server_pid("one")
         assert pid is not None and alive(pid)
         two = make_settings(model, mcpServers={"two": {"command": sys.executable, "args": [str(script)]}})
-        second = host.start("second", session=session, store=store, settings=two, ports=host_ports(roots, ScriptedApprover()))
+        second = host.start(RunRequest("second", session=session, store=store, settings=two, ports=host_ports(roots, ScriptedApprover())))
         await asyncio.wait_for(second.task, 30)
         assert second.mcp is not first.mcp
         deadline = time.monotonic() + 10

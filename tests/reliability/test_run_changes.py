@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from agent_lsp.agent.fs.disk_workspace import DiskWorkspace
-from agent_lsp.agent.host import AgentHost, RunPorts
+from agent_lsp.agent.host import AgentHost, RunPorts, RunRequest
 from agent_lsp.agent.state.session import Session
 from agent_lsp.agent.state.sessions import SessionStore
 from tests.unit.kit import Events, ScriptedApprover, call, make_settings, tools_reply
@@ -49,7 +49,7 @@ async def follow_up_compacts(host: AgentHost, session: Session, store: SessionSt
     model.add(REWOUND, [*[tools_reply(call("read_file", path=n), **RAW) for n in logs], {"text": "read", **RAW}])
     model.add("", [{"text": SUMMARY, "repeat": 20}])
     settings = make_settings(model, contextWindow=4000, toolOutputLimit=3000, maxTurns=40)
-    hosted = host.start("now read all the logs", session=session, store=store, settings=settings, ports=ports(roots))
+    hosted = host.start(RunRequest("now read all the logs", session=session, store=store, settings=settings, ports=ports(roots)))
     await finish(hosted)
     return changed_line(model.requests_for(REWOUND)[asked:])
 
@@ -83,9 +83,9 @@ async def test_a_rewound_runs_files_leave_the_session_live_and_reloaded(model, w
     host = AgentHost()
     try:
         session, store = await host.open_session(roots, None)
-        first = host.start("FIRST-EDIT: fix add()", session=session, store=store, settings=settings, ports=ports(roots))
+        first = host.start(RunRequest("FIRST-EDIT: fix add()", session=session, store=store, settings=settings, ports=ports(roots)))
         await finish(first)
-        second = host.start("and the README", session=session, store=store, settings=settings, ports=ports(roots))
+        second = host.start(RunRequest("and the README", session=session, store=store, settings=settings, ports=ports(roots)))
         await finish(second)
         assert list(session.edited) == [calc, readme], "before the rewind, both runs' files are the session's edited files"
 
@@ -122,10 +122,10 @@ async def test_a_run_after_the_rewind_is_listed_live_and_reloaded(model, workspa
     host = AgentHost()
     try:
         session, store = await host.open_session(roots, None)
-        first = host.start("FIRST-EDIT: fix add()", session=session, store=store, settings=settings, ports=ports(roots))
+        first = host.start(RunRequest("FIRST-EDIT: fix add()", session=session, store=store, settings=settings, ports=ports(roots)))
         await finish(first)
         await host.rewind(roots, DiskWorkspace(roots), first.id)
-        later = host.start("edit the README", session=session, store=store, settings=settings, ports=ports(roots))
+        later = host.start(RunRequest("edit the README", session=session, store=store, settings=settings, ports=ports(roots)))
         await finish(later)
         assert later.report.edited_files == [readme.as_uri()]
         assert list(session.edited) == [readme]

@@ -11,7 +11,7 @@ import pytest
 from pygls.exceptions import JsonRpcException
 
 from agent_lsp.agent.fs.disk_workspace import DiskWorkspace
-from agent_lsp.agent.host import AgentHost, RunPorts
+from agent_lsp.agent.host import AgentHost, RunPorts, RunRequest
 from agent_lsp.agent.state.sessions import SessionError, SessionStore
 from agent_lsp.settings import state_dir as current_state_dir
 from tests.e2e.harness import start_editor
@@ -62,7 +62,7 @@ async def test_two_runs_at_once_on_a_resumed_session_in_process(model, workspace
 
     before = AgentHost()
     session, store = await before.open_session(roots, None)
-    first = before.start("FIRST-GOAL: hello", session=session, store=store, settings=settings, ports=ports())
+    first = before.start(RunRequest("FIRST-GOAL: hello", session=session, store=store, settings=settings, ports=ports()))
     await asyncio.wait_for(first.task, 20)
     await before.aclose()
     assert current_state_dir() == state_dir
@@ -71,7 +71,7 @@ async def test_two_runs_at_once_on_a_resumed_session_in_process(model, workspace
 
     async def open_and_start(prompt: str):
         s, st = await host.open_session(roots, session.id)
-        return host.start(prompt, session=s, store=st, settings=settings, ports=ports())
+        return host.start(RunRequest(prompt, session=s, store=st, settings=settings, ports=ports()))
 
     results = await asyncio.gather(open_and_start("one"), open_and_start("two"), return_exceptions=True)
     hosted = [r for r in results if not isinstance(r, BaseException)]

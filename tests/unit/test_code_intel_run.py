@@ -12,7 +12,7 @@ import pytest
 
 from agent_lsp.agent.events import ApprovalEvent
 from agent_lsp.agent.fs.disk_workspace import DiskWorkspace
-from agent_lsp.agent.host import AgentHost, RunPorts
+from agent_lsp.agent.host import AgentHost, RunPorts, RunRequest
 from agent_lsp.agent.ports import EditOutcome, FileChange
 from tests.unit.codeintel_kit import RecordedSource
 from tests.unit.kit import Events, ScriptedApprover, call, make_settings, tools_reply
@@ -54,8 +54,8 @@ async def test_offered_with_a_source_fixed_for_the_session_and_steered_in_the_pr
                             {"text": "1. rename"}])  # the follow-up in plan mode
         model.add("SUB", [{"text": "nobody"}])
         settings = make_settings(model)
-        await finish(host.start("FIRST", session=session, store=store, settings=settings,
-                                ports=RunPorts(DiskWorkspace([root]), ScriptedApprover(), Events())))
+        await finish(host.start(RunRequest("FIRST", session=session, store=store, settings=settings,
+                                ports=RunPorts(DiskWorkspace([root]), ScriptedApprover(), Events()))))
         first = model.requests_for("FIRST")[0]
         assert READ_INTEL | {"rename_symbol"} <= tool_names(first)
         assert "Use these for code symbols" in first["messages"][0]["content"]
@@ -65,16 +65,16 @@ async def test_offered_with_a_source_fixed_for_the_session_and_steered_in_the_pr
         assert "use search for text" in sub["messages"][0]["content"]
 
         sources.clear()  # the source went away: the session keeps its tool list (prompt cache)
-        await finish(host.start("PLAN", session=session, store=store, settings=settings, mode="plan",
-                                ports=RunPorts(DiskWorkspace([root]), ScriptedApprover(), Events())))
+        await finish(host.start(RunRequest("PLAN", session=session, store=store, settings=settings, mode="plan",
+                                ports=RunPorts(DiskWorkspace([root]), ScriptedApprover(), Events()))))
         plan = model.requests_for("FIRST")[-1]
         assert plan["messages"][-1]["content"].startswith("PLAN")
         assert READ_INTEL <= tool_names(plan) and "rename_symbol" not in tool_names(plan)
 
         other, other_store = await host.open_session([root], None)
         model.add("NONE", [{"text": "ok"}])
-        await finish(host.start("NONE", session=other, store=other_store, settings=settings,
-                                ports=RunPorts(DiskWorkspace([root]), ScriptedApprover(), Events())))
+        await finish(host.start(RunRequest("NONE", session=other, store=other_store, settings=settings,
+                                ports=RunPorts(DiskWorkspace([root]), ScriptedApprover(), Events()))))
         none = model.requests_for("NONE")[0]
         assert not (READ_INTEL & tool_names(none)) and "code symbols" not in none["messages"][0]["content"]
     finally:
@@ -85,8 +85,8 @@ async def test_offered_with_a_source_fixed_for_the_session_and_steered_in_the_pr
         resumed, resumed_store = await fresh.open_session([root], session.id)
         assert resumed is not session and resumed.code_intel is True, "the session's tool list is in its index"
         model.add("FIRST", [{"text": "again"}])
-        await finish(fresh.start("AGAIN", session=resumed, store=resumed_store, settings=settings,
-                                 ports=RunPorts(DiskWorkspace([root]), ScriptedApprover(), Events())))
+        await finish(fresh.start(RunRequest("AGAIN", session=resumed, store=resumed_store, settings=settings,
+                                 ports=RunPorts(DiskWorkspace([root]), ScriptedApprover(), Events()))))
         assert READ_INTEL | {"rename_symbol"} <= tool_names(model.requests_for("FIRST")[-1])
     finally:
         await fresh.aclose()
@@ -105,8 +105,8 @@ async def test_rename_is_one_approval_with_every_files_diff_one_apply_and_one_re
         session, store = await host.open_session([root], None)
         model.add("RENAME", [tools_reply(call("rename_symbol", path="pkg/shapes.py", line=8, symbol="area",
                                               newName="surface")), {"text": "renamed"}])
-        hosted = host.start("RENAME Circle.area", session=session, store=store, settings=make_settings(model),
-                            ports=RunPorts(workspace, approver, events))
+        hosted = host.start(RunRequest("RENAME Circle.area", session=session, store=store, settings=make_settings(model),
+                            ports=RunPorts(workspace, approver, events)))
         await finish(hosted)
         assert len(approver.requests) == 1
         request = approver.requests[0]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
-from agent_lsp.agent.host import AgentHost, HostedRun
+from agent_lsp.agent.host import AgentHost, RunHandle
 from agent_lsp.agent.state.session import Session
 from agent_lsp.testing.scripted_model import ScriptedModelServer
 from tests.unit.kit import make_settings
@@ -41,7 +41,7 @@ async def test_a_client_a_run_uses_or_a_live_session_names_stays(model):
     session = Session(model="chosen")
     host.sessions[session.id] = (session, None)  # type: ignore[assignment]
     chosen = host.model_for(old, "chosen")
-    host.active["r-1"] = HostedRun("r-1", Session(), None, model=busy)  # type: ignore[arg-type]
+    host.active["r-1"] = RunHandle("r-1", Session(), model=busy)  # type: ignore[arg-type]
     await host.reconfigure(old.model_copy(update={"model": "other"}))
     assert host.model_for(old, "busy") is busy  # in use by a running run
     assert host.model_for(old, "chosen") is chosen  # a live session's model

@@ -242,7 +242,7 @@ async def test_a_cancel_after_the_stop_is_decided_still_returns_the_report():
     must not lose the report (nor the transcript's stop line, nor the stop event)."""
     import asyncio
 
-    from agent_lsp.agent.loop.run import _uncancellable
+    from agent_lsp.agent.loop.handle import uncancellable as _uncancellable
 
     finished = []
 

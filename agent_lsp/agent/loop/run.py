@@ -5,8 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from agent_lsp.agent.events import Event, StatusEvent, TextDelta, ThinkingDelta, redacted
@@ -14,9 +13,9 @@ from agent_lsp.agent.exec import keyguard
 from agent_lsp.agent.exec.process import kill_group
 from agent_lsp.agent.images import user_content
 from agent_lsp.agent.loop.budget import Budget
+from agent_lsp.agent.loop.handle import RunHandle, uncancellable
 from agent_lsp.agent.loop.loop import AgentLoop
 from agent_lsp.agent.loop.memory import recall_memory
-from agent_lsp.agent.loop.report import close_run
 from agent_lsp.agent.loop.run_state import RunOptions, RunState
 from agent_lsp.agent.loop.services import ApprovalGate, Limits, LoopTools, RunSeams, RunStats, Spill
 from agent_lsp.agent.loop.stops import LoopOutcome
@@ -44,7 +43,7 @@ from agent_lsp.settings import Settings, state_dir
 
 log = logging.getLogger(__name__)
 
-__all__ = ["RunOptions", "Session", "new_id", "run_task"]
+__all__ = ["RunHandle", "RunOptions", "Session", "new_id", "run_task", "uncancellable"]
 
 SYSTEM_PROMPT = (
     "You are agent-lsp, a coding agent working inside the user's editor.\n"
@@ -67,6 +66,21 @@ PLAN_PROMPT = (
 )
 
 
+@dataclass(eq=False)
+class _Built:
+    """What run_task makes for a run before its loop: the run's state and the parts its loop,
+    its drive and its end need."""
+
+    run: RunState
+    runner: CommandRunner
+    policy: ApprovalPolicy
+    granted: RunPermissions
+    env: dict[str, str]
+    model_name: str | None  # this run's model only (a command's), else the session's
+    prompt_entry: Entry
+    main: AgentLoop | None = None  # once made
+
+
 async def run_task(
     prompt: str,
     *,
@@ -79,19 +93,53 @@ async def run_task(
     model: Model | None = None,
     env: dict[str, str] | None = None,
     options: RunOptions | None = None,
+    handle: RunHandle | None = None,
 ) -> RunReport:
-    """Run the agent on one user message. Always returns a report, whatever happens."""
+    """Run the agent on one user message: the run built, its loop driven, then ended by its
+    handle (handle.py), which a host made (none: the run gets its own). Always returns a
+    report, whatever happens."""
     prompt = wellformed(prompt)  # a client's `\\ud800`, argv's undecodable bytes
     options = options or RunOptions()
     run_id = run_id or options.run_id or new_id("r")
-    model = model or options.model
-    env = (
-        env
-        if env is not None
-        else options.env
-        if options.env is not None
-        else keyguard.environment()
+    own = handle is None
+    if handle is None:
+        handle = RunHandle(run_id, session, task=asyncio.current_task(), started=True)
+    if env is None:
+        env = options.env if options.env is not None else keyguard.environment()
+    built = _build(prompt, session, settings, workspace, approver, emit, run_id, env, options)
+    built.run.seams.model = model or options.model  # type: ignore[assignment]  # None: made later
+    try:
+        outcome = await _drive(built, prompt, settings, workspace, options, handle)
+    except BaseException:  # the process is going down (KeyboardInterrupt, SystemExit)
+        for proc in list(built.run.tool_ctx.processes):
+            kill_group(proc)
+        session.running = None
+        raise
+    # The stop is decided, and the first cause fixes it (Decision 73): the handle ends the run.
+    if options.images and outcome.cause == StopCause.MODEL:
+        _forget_unanswered(session, built.prompt_entry)
+    owns_model = (model or options.model) is None
+    report = await handle.end(
+        built.run, built.main, outcome, built.runner, owns_model=owns_model, options=options
     )
+    if own:
+        handle.finished(report)
+    return report
+
+
+def _build(
+    prompt: str,
+    session: Session,
+    settings: Settings,
+    workspace: Workspace,
+    approver: Approver,
+    emit: EventSink,
+    run_id: str,
+    env: dict[str, str],
+    options: RunOptions,
+) -> _Built:
+    """The run's parts (transcript, paths, runner, approval gate, seams), its record claimed
+    in the session and its prompt in the history."""
     redact = Redactor(keyguard.secrets(env, [settings.api_key_env]))
     transcript = Transcript(settings.transcript_path() / f"{run_id}.jsonl", run_id, redact)
     paths = PathGuard(
@@ -112,10 +160,6 @@ async def run_task(
     if options.checkpoints is not None:
         tool_ctx.checkpoint = RunCheckpoint(options.checkpoints, workspace, run_id, session.id)
     tool_ctx.code_intel = _code_intel(options, session, paths.roots)
-    stats = RunStats()
-    # A command's own model is this run's only (Decision 34); `model` is the session's.
-    model_name = options.model_name or session.model
-    pricing = settings.pricing.get(model_name or settings.model)
     granted = options.permissions or RunPermissions()
     policy = ApprovalPolicy(
         settings.approval,
@@ -126,34 +170,20 @@ async def run_task(
     )
     tool_ctx.hidden = policy.hides if policy.read_denials() else None
     gate = ApprovalGate(policy, approver, settings.approval.timeout, granted.save_always)
-    # A result cut to fit names its spill file, which the session's read_file may then read.
-    spill = Spill(
-        state_dir() / "spill" / run_id, settings.tool_output_limit, session.add_spill_file
+    model_name = options.model_name or session.model  # a command's own model (Decision 34)
+    seams = _seams(run_id, _redacting(emit, redact), transcript, session, settings, gate, paths)
+    seams.pricing = settings.pricing.get(model_name or settings.model)
+    seams.telemetry = options.telemetry or NoTelemetry()
+    run = RunState(seams, tool_ctx, session, settings, paths, record)
+    entry = Entry(
+        {"role": "user", "content": user_content(prompt, options.images)}, "prompt", run_id
     )
-    seams = RunSeams(
-        run_id,
-        model,  # type: ignore[arg-type]  # made below, before the first model call, when None
-        _redacting(emit, redact),
-        transcript,
-        redact,
-        session.estimator,
-        Limits(settings.context_window, settings.tool_output_limit, settings.request_timeout),
-        stats,
-        gate,
-        spill,
-        pricing,
-        # this run's record is in session.runs
-        changed_files=lambda: [paths.display(p) for p in session.edited],
-        telemetry=options.telemetry or NoTelemetry(),
-        budget=Budget(settings.budget.max_cost_usd),
-    )
-    main: AgentLoop | None = None
+    built = _Built(run, runner, policy, granted, env, model_name, entry)
     # A tool's own status line (an edit applied late in the editor's preview) carries the turn
     # the main loop is in (or ended in), like every other status line.
     tool_ctx.notify = lambda text: seams.emit(
-        StatusEvent(text, main.turn if main is not None else 0)
+        StatusEvent(text, built.main.turn if built.main is not None else 0)
     )
-    run = RunState(seams, tool_ctx, session, settings, paths, record)
     tool_ctx.spawn_subagent = run.spawn_subagent
     tool_ctx.prompt_files = options.prompt_files
     tool_ctx.allow_read = session.add_spill_file
@@ -162,139 +192,142 @@ async def run_task(
     session.running = run_id
     session.runs.append(record)
     session.title = session.title or " ".join((options.title or prompt).split())
-    prompt_entry = Entry(
-        {"role": "user", "content": user_content(prompt, options.images)}, "prompt", run_id
+    session.history.append(entry)
+    return built
+
+
+def _seams(
+    run_id: str,
+    emit: EventSink,
+    transcript: Transcript,
+    session: Session,
+    settings: Settings,
+    gate: ApprovalGate,
+    paths: PathGuard,
+) -> RunSeams:
+    """What the run hands each of its loops (its model is set by run_task)."""
+    redact = transcript.redact
+    # A result cut to fit names its spill file, which the session's read_file may then read.
+    spill = Spill(
+        state_dir() / "spill" / run_id, settings.tool_output_limit, session.add_spill_file
     )
-    session.history.append(prompt_entry)
-    try:
-        try:
-            if options.on_record is not None:
-                await options.on_record(session, record)
-            if seams.model is None:
-                seams.model = make_model(settings, env, model_name)
-            seams.hooks, problems = await load_run_hooks(
-                settings.hooks,
-                paths.roots,
-                session_id=session.id,
-                transcript=transcript,
-                env=env,
-                runner=runner,
-                emit=seams.emit,
-                consented=options.hook_consent or granted.hook_consent,
-                files=granted.claude_files,
-            )
-            for problem in problems:  # a malformed declaration is named, never skipped silently
-                seams.emit(StatusEvent(f"hooks: {problem}", 0))  # before turn 1
-            memory = await recall_memory(paths.roots, settings.memory_files)
-            memory_text = redact(
-                "".join(f"\n\n## Memory: {label}\n{text}" for label, text in memory)
-            )
-            tools, withheld, system = _offer(
-                options, settings, policy, tool_ctx, workspace, paths, memory_text
-            )
-            run.parent_tools = tools  # what a user's agent's tools may narrow (Decision 35)
-            main = AgentLoop(
-                seams,
-                "main",
-                LoopTools(ToolBox(tools, withheld), tool_ctx),
-                settings.max_turns,
-                session.history,
-                system,
-            )
-            await transcript.write(
-                "main",
-                0,
-                "start",
-                prompt=prompt,
-                sessionId=session.id,
-                model=seams.model.name,
-                mode=options.mode or "default",
-                memory=[label for label, _ in memory],
-            )
-            if warning := seams.limits.schema_warning(main.schema_tokens):
-                seams.emit(StatusEvent(warning, 0))  # before turn 1: why results may be cut
-            if seams.hooks is not None:
-                await session_hooks(seams.hooks, session, options.title or prompt, run_id)
-            outcome = await main.loop()
-            if options.output_schema is not None:
-                outcome, check = await answer_in_schema(
-                    main, outcome, options.output_schema, redact
-                )
-                run.structured = Structured(check.value) if check is not None else None
-        except asyncio.CancelledError:
-            task = asyncio.current_task()
-            if task is not None:
-                task.uncancel()
-            cancel = options.cancelled_by() if options.cancelled_by is not None else None
-            outcome = LoopOutcome(
-                cancel.cause if cancel is not None else StopCause.USER,
-                main.last_text if main else "",
-                main.turn if main else 0,
-                note=cancel.by if cancel else None,
-            )
-        except HookStopped as exc:  # a prompt refused, or `continue: false` before the loop
-            if prompt_entry in session.history:  # a refused prompt is not the conversation's
-                session.history.remove(prompt_entry)
-            outcome = LoopOutcome(StopCause.HOOK, "", main.turn if main else 0, str(exc))
-        except ModelError as exc:  # no model client could be made (no key, a bad endpoint)
-            outcome = LoopOutcome(StopCause.MODEL, "", 0, str(exc))
-        except Exception as exc:  # the loop must explain every stop, even a bug of ours
-            log.exception("run %s failed", run_id)
-            outcome = LoopOutcome(
-                StopCause.INTERNAL,
-                main.last_text if main else "",
-                main.turn if main else 0,
-                f"internal error: {type(exc).__name__}: {exc}",
-            )
-    except BaseException:  # the process is going down (KeyboardInterrupt, SystemExit)
-        for proc in list(tool_ctx.processes):
-            kill_group(proc)
-        session.running = None
-        raise
-    # The stop is decided, and the first cause fixes it (Decision 73): from here on a cancel
-    # (a second Stop while a Notification hook settles) must not lose the report, the
-    # transcript's stop line, the stop event or the progress's end; it only cuts the hooks'
-    # grace short.
-    if options.images and outcome.cause == StopCause.MODEL:
-        _forget_unanswered(session, prompt_entry)
-    hooks = seams.hooks
-    return await _uncancellable(
-        _end_run(run, main, outcome, runner, owns_model=model is None, options=options),
-        hurry=hooks.hurry if hooks is not None else None,
+    return RunSeams(
+        run_id,
+        None,  # type: ignore[arg-type]  # set by run_task, made before the first model call
+        emit,
+        transcript,
+        redact,
+        session.estimator,
+        Limits(settings.context_window, settings.tool_output_limit, settings.request_timeout),
+        RunStats(),
+        gate,
+        spill,
+        # this run's record is in session.runs
+        changed_files=lambda: [paths.display(p) for p in session.edited],
+        budget=Budget(settings.budget.max_cost_usd),
     )
 
 
-async def _end_run(
-    run: RunState,
-    main: AgentLoop | None,
-    outcome: LoopOutcome,
-    runner: CommandRunner,
-    *,
-    owns_model: bool,
+async def _drive(
+    built: _Built,
+    prompt: str,
+    settings: Settings,
+    workspace: Workspace,
     options: RunOptions,
-) -> RunReport:
-    """What every run does once at its end: its processes ended, its background hooks settled,
-    then the report written, saved and sent (close_run)."""
+    handle: RunHandle,
+) -> LoopOutcome:
+    """The run's loop driven to its outcome; every way it can stop becomes one (a cancel says
+    its first cause, the handle's)."""
     try:
-        for proc in list(run.tool_ctx.processes):  # e.g. an rg a cancel interrupted
-            kill_group(proc)
-        if run.tool_ctx.debugger is not None:  # the debug session ends with the run
-            try:
-                await run.tool_ctx.debugger.stop()
-            except Exception:  # runner.stop_all below still ends its processes
-                log.exception("run %s: ending the debug session failed", run.seams.run_id)
-        await runner.stop_all()
-        hooks = run.seams.hooks
-        if hooks is not None:
-            await hooks.settle()
-            for proc in list(hooks.processes):
-                kill_group(proc)
-            run.session.end_hooks = hooks.session_end
-    except Exception:  # the report must still be written and sent
-        log.exception("ending run %s failed", run.seams.run_id)
-    finally:
-        run.session.running = None
-    return await close_run(run, main, outcome, owns_model=owns_model, options=options)
+        return await _main(built, prompt, settings, workspace, options, handle)
+    except asyncio.CancelledError:
+        task = asyncio.current_task()
+        if task is not None:
+            task.uncancel()
+        cancel = handle.cause()
+        return _outcome(built, cancel.cause, note=cancel.by)
+    except HookStopped as exc:  # a prompt refused, or `continue: false` before the loop
+        history = built.run.session.history
+        if built.prompt_entry in history:  # a refused prompt is not the conversation's
+            history.remove(built.prompt_entry)
+        return _outcome(built, StopCause.HOOK, str(exc), text="")
+    except ModelError as exc:  # no model client could be made (no key, a bad endpoint)
+        return LoopOutcome(StopCause.MODEL, "", 0, str(exc))
+    except Exception as exc:  # the loop must explain every stop, even a bug of ours
+        log.exception("run %s failed", built.run.seams.run_id)
+        return _outcome(built, StopCause.INTERNAL, f"internal error: {type(exc).__name__}: {exc}")
+
+
+def _outcome(
+    built: _Built,
+    cause: StopCause,
+    error: str | None = None,
+    *,
+    note: str | None = None,
+    text: str | None = None,
+) -> LoopOutcome:
+    main = built.main
+    last = text if text is not None else main.last_text if main is not None else ""
+    return LoopOutcome(cause, last, main.turn if main is not None else 0, error, note=note)
+
+
+async def _main(
+    built: _Built,
+    prompt: str,
+    settings: Settings,
+    workspace: Workspace,
+    options: RunOptions,
+    handle: RunHandle,
+) -> LoopOutcome:
+    """The main agent's loop: the session saved, the model client and the hooks made, what it
+    is offered, the start record, the SessionStart/UserPromptSubmit hooks, then the loop."""
+    run, session = built.run, built.run.session
+    seams, paths, transcript = run.seams, run.paths, run.seams.transcript
+    if options.on_record is not None:
+        await options.on_record(session, run.record)
+    if seams.model is None:
+        seams.model = make_model(settings, built.env, built.model_name)
+    seams.hooks, problems = await load_run_hooks(
+        settings.hooks,
+        paths.roots,
+        session_id=session.id,
+        transcript=transcript,
+        env=built.env,
+        runner=built.runner,
+        emit=seams.emit,
+        consented=options.hook_consent or built.granted.hook_consent,
+        files=built.granted.claude_files,
+    )
+    for problem in problems:  # a malformed declaration is named, never skipped silently
+        seams.emit(StatusEvent(f"hooks: {problem}", 0))  # before turn 1
+    memory = await recall_memory(paths.roots, settings.memory_files)
+    memory_text = seams.redact("".join(f"\n\n## Memory: {label}\n{text}" for label, text in memory))
+    tool_ctx = run.tool_ctx
+    tools, withheld, system = _offer(
+        options, settings, built.policy, tool_ctx, workspace, paths, memory_text
+    )
+    run.parent_tools = tools  # what a user's agent's tools may narrow (Decision 35)
+    box = LoopTools(ToolBox(tools, withheld), tool_ctx)
+    main = built.main = AgentLoop(seams, "main", box, settings.max_turns, session.history, system)
+    await transcript.write(
+        "main",
+        0,
+        "start",
+        prompt=prompt,
+        sessionId=session.id,
+        model=seams.model.name,
+        mode=options.mode or "default",
+        memory=[label for label, _ in memory],
+    )
+    if warning := seams.limits.schema_warning(main.schema_tokens):
+        seams.emit(StatusEvent(warning, 0))  # before turn 1: why results may be cut
+    if seams.hooks is not None:
+        await session_hooks(seams.hooks, session, options.title or prompt, run.record.run_id)
+    outcome = await main.loop()
+    if options.output_schema is not None:
+        outcome, check = await answer_in_schema(main, outcome, options.output_schema, seams.redact)
+        run.structured = Structured(check.value) if check is not None else None
+    return outcome
 
 
 def _offer(
@@ -380,25 +413,6 @@ def _forget_unanswered(session: Session, prompt_entry: Entry) -> None:
     start = session.history.index(prompt_entry)
     if not any(e.kind == "assistant" for e in session.history[start:]):
         del session.history[start:]
-
-
-async def _uncancellable(
-    coro: Awaitable[RunReport], hurry: Callable[[], None] | None = None
-) -> RunReport:
-    """`coro` run to its end whatever cancels the caller meanwhile (each such cancel calls
-    `hurry`, to cut waits short); the caller's cancel is absorbed, the report returned."""
-    task = asyncio.ensure_future(coro)
-    while True:
-        try:
-            return await asyncio.shield(task)
-        except asyncio.CancelledError:
-            if task.cancelled():
-                raise
-            current = asyncio.current_task()
-            if current is not None:
-                current.uncancel()
-            if hurry is not None:
-                hurry()
 
 
 def _redacting(emit: EventSink, redact: Redactor) -> EventSink:

@@ -14,7 +14,7 @@ from agent_lsp.agent.loop.loop import AgentLoop
 from agent_lsp.agent.loop.services import LoopTools, RunSeams
 from agent_lsp.agent.loop.slash import run_model
 from agent_lsp.agent.loop.structured import OutputSchema
-from agent_lsp.agent.messages import CancelCause, StopCause, StopReason, Structured
+from agent_lsp.agent.messages import StopCause, StopReason, Structured
 from agent_lsp.agent.model.client import Model, make_model
 from agent_lsp.agent.policy.hook_config import HookSpec
 from agent_lsp.agent.ports import CodeIntelSources, RunPermissions, RunTelemetry
@@ -56,8 +56,6 @@ class RunOptions:
     on_record: Callable[[Session, RunRecord], Awaitable[None]] | None = None
     checkpoints: CheckpointStore | None = None  # where the run's checkpoint goes (rewind)
     title: str | None = None  # the user's own words (the prompt may carry a file and a selection)
-    # Who cancelled, when not the user (a signal, a shutdown).
-    cancelled_by: Callable[[], CancelCause | None] | None = None
     # The answer must end with JSON that fits it (--output-schema).
     output_schema: OutputSchema | None = None
     telemetry: RunTelemetry | None = None  # the run's trace and metrics (None: telemetry off)
