@@ -39,6 +39,7 @@ from agent_lsp.agent.events import (
     Event,
     HookEvent,
     StatusEvent,
+    SteerEvent,
     StopEvent,
     TextDelta,
     ThinkingDelta,
@@ -199,6 +200,8 @@ class RunEvents:
                 if event.blocked or event.exit_code != 0:
                     self.outbox.send(thought(f"[hook] {event.text}"))
             case StatusEvent():  # not shown: the tool calls' own updates say what happens
+                pass
+            case SteerEvent():  # ACP has no steering (its prompts queue): never sent here
                 pass
             case StopEvent():
                 self._on_stop()

@@ -125,6 +125,18 @@ class CompactionEvent:
 
 
 @dataclass(frozen=True)
+class SteerEvent:
+    """A user's steer (agentLsp.steer) landed: it is the user message right before this turn's
+    model call."""
+
+    kind: ClassVar[Literal["steer"]] = "steer"
+    text: str
+    turn: int
+    _: KW_ONLY
+    agent_id: str = "main"
+
+
+@dataclass(frozen=True)
 class UsageEvent:
     """The run's totals after a model call; `context_tokens` is the size of the last request."""
 
@@ -176,6 +188,7 @@ Event = (
     | CompactionEvent
     | UsageEvent
     | HookEvent
+    | SteerEvent
     | StopEvent
 )
 EVENT_TYPES: tuple[type[Event], ...] = (
@@ -188,6 +201,7 @@ EVENT_TYPES: tuple[type[Event], ...] = (
     CompactionEvent,
     UsageEvent,
     HookEvent,
+    SteerEvent,
     StopEvent,
 )
 
@@ -233,7 +247,7 @@ def wire_fields(event: Event) -> dict[str, Any]:
             if event.mcp_server is not None:
                 out.update(mcpServer=event.mcp_server, state=event.mcp_state)
             return out
-        case CompactionEvent():
+        case CompactionEvent() | SteerEvent():
             return {"turn": event.turn}
         case UsageEvent():
             out = {

@@ -11,14 +11,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agent_lsp.agent.events import StatusEvent
+from agent_lsp.agent.events import StatusEvent, StopEvent
 from agent_lsp.agent.exec import keyguard
 from agent_lsp.agent.fs.prompt_files import PromptFiles, discover_shared
 from agent_lsp.agent.host_rewind import HostRewinds
 from agent_lsp.agent.host_sessions import HostSessions
 from agent_lsp.agent.images import ImagePart
 from agent_lsp.agent.loop.budget import check_budget
-from agent_lsp.agent.loop.handle import BY_USER, RunHandle, RunPhase
+from agent_lsp.agent.loop.handle import BY_USER, RunHandle, RunPhase, unstarted_report
 from agent_lsp.agent.loop.prompt_plan import PromptPlan
 from agent_lsp.agent.loop.run import RunOptions, run_task
 from agent_lsp.agent.loop.structured import OutputSchema
@@ -82,6 +82,8 @@ class RunRequest:
     output_schema: OutputSchema | None = None
     plan: PromptPlan | None = None
     images: list[ImagePart] | None = None
+    # On a session whose run runs: wait for it to end (any stop) instead of being refused.
+    queue: bool = False
 
     @property
     def run_settings(self) -> Settings:
@@ -101,6 +103,8 @@ class FinishedRun:
 @dataclass
 class AgentHost(HostSessions):
     active: dict[str, RunHandle] = field(default_factory=dict)
+    # session id -> its queued runs, oldest first (agentLsp.run {queue: true})
+    queued: dict[str, list[tuple[RunRequest, RunHandle]]] = field(default_factory=dict)
     models: dict[tuple[Any, ...], Model] = field(default_factory=dict)
     finished: dict[str, FinishedRun] = field(default_factory=dict)  # recent runs: ids, reports
     # MCP and OpenTelemetry, plugged in by the front end (none: no such tools, nothing recorded)
@@ -201,6 +205,8 @@ class AgentHost(HostSessions):
         run_model = request.plan.model if request.plan is not None else None
         check_budget(settings, run_model or request.model or session.model or settings.model)
         # Checked again here, where the claim is made (nothing awaits in between).
+        if session.running and request.queue and self.closing is None:
+            return self._enqueue(request, run_id)
         if session.running:
             raise SessionError(
                 f"session {session.id} is still running ({session.running}); "
@@ -211,6 +217,49 @@ class AgentHost(HostSessions):
         # or the client went away, the process is stopping): a shutdown, not the user.
         handle = RunHandle(run_id, session, uncaused=BY_SHUTDOWN, holds=[request.ports.workspace])
         return self._launch(request, handle)
+
+    def _enqueue(self, request: RunRequest, run_id: str) -> RunHandle:
+        """A run that starts when its session's running run ends; until then its handle is
+        `queued` (a cancel takes it out: one `stop` event, and its session never sees it)."""
+        handle = RunHandle(
+            run_id,
+            request.session,
+            state=RunPhase.QUEUED,
+            uncaused=BY_SHUTDOWN,
+            holds=[request.ports.workspace],
+            unqueue=self._unqueue,
+        )
+        self.queued.setdefault(request.session.id, []).append((request, handle))
+        return handle
+
+    def _unqueue(self, handle: RunHandle, cause: CancelCause) -> None:
+        waiting = self.queued.get(handle.session.id, [])
+        found = [(r, h) for r, h in waiting if h is handle]
+        if not found:
+            return
+        waiting.remove(found[0])
+        if not waiting:
+            self.queued.pop(handle.session.id, None)
+        request = found[0][0]
+        report = unstarted_report(handle, cause, request.run_settings)
+        handle.report = report
+        request.ports.emit(StopEvent(report.summary, report))
+        self.finished[handle.id] = FinishedRun(handle.id, handle.session.id, report)
+        try:
+            if request.after is not None:
+                request.after(handle)
+        finally:
+            handle.finished(report)
+
+    def _next_queued(self, session_id: str) -> None:
+        """The session's oldest queued run starts (its run just ended)."""
+        waiting = self.queued.get(session_id)
+        if not waiting:
+            return
+        request, handle = waiting.pop(0)
+        if not waiting:
+            self.queued.pop(session_id, None)
+        self._launch(request, handle)
 
     def _launch(self, request: RunRequest, handle: RunHandle) -> RunHandle:
         """The run's session claimed and its task started (a host closing cancels it as it
@@ -306,6 +355,7 @@ class AgentHost(HostSessions):
         session = request.session
         session.running = None
         self.active.pop(handle.id, None)
+        self._next_queued(session.id)
         self._used[session.id] = time.monotonic()
         self.finished[handle.id] = FinishedRun(handle.id, session.id, handle.report)
         while len(self.finished) > self.keep_finished:
@@ -433,14 +483,30 @@ class AgentHost(HostSessions):
             log.warning("MCP tools (or rule files) are unavailable for this run: %s", exc)
         return [], files, rules
 
+    def handle(self, run_id: str) -> RunHandle | None:
+        """A run's handle while it is queued or running."""
+        found = self.active.get(run_id)
+        if found is None:
+            waiting = (h for q in self.queued.values() for _, h in q if h.id == run_id)
+            found = next(waiting, None)
+        return found
+
     def cancel(self, run_id: str, cause: CancelCause = BY_USER) -> bool:
-        run = self.active.get(run_id)
+        run = self.handle(run_id)
         return run is not None and run.cancel(cause)
+
+    def steer(self, run_id: str, text: str) -> bool:
+        """A user message for a running run's next model call (agentLsp.steer); False for an
+        unknown, queued or finished run, or one whose stop began."""
+        run = self.active.get(run_id)
+        return run is not None and run.steer(text)
 
     def cancel_every(self, cause: CancelCause) -> list[asyncio.Task[Any]]:
         """Cancel every run now (the server or the client is going away), and every run that
         starts from now on; returns their tasks."""
         self.closing = self.closing or cause
+        for _, waiting in reversed([h for q in self.queued.values() for h in q]):
+            waiting.cancel(cause)  # queued runs first, newest first (Decision 74)
         runs = [r for r in self.active.values() if r.task is not None and not r.task.done()]
         for run in runs:
             run.cancel(cause)

@@ -47,10 +47,11 @@ class HostSessions:
         return SessionStore(state_dir(), roots[0])
 
     async def open_session(
-        self, roots: list[Path], session_id: str | None
+        self, roots: list[Path], session_id: str | None, *, busy_ok: bool = False
     ) -> tuple[Session, SessionStore]:
         """A new session, a live one, or one of an earlier process rebuilt from its transcripts.
-        SessionError (a ValueError) for an unknown, foreign, corrupt or busy session. One session
+        SessionError (a ValueError) for an unknown, foreign, corrupt or busy session (`busy_ok`:
+        a running one is fine, for a run queued after its run). One session
         id has at most one Session object: concurrent opens of a persisted session share its
         load."""
         store = self.store(roots)
@@ -67,7 +68,7 @@ class HostSessions:
                 f"session {session_id} belongs to another workspace ({live[1].root})"
             )
         session = live[0]
-        if session.running:
+        if session.running and not busy_ok:
             raise SessionError(
                 f"session {session_id} is still running ({session.running}); "
                 "wait for it or cancel it first"

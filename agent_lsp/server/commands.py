@@ -66,6 +66,8 @@ class RunArgs(_Args):
     mode: Literal["plan"] | None = None
     # our code actions' prompts hold it
     selection_in_prompt: bool = Field(False, alias="selectionInPrompt")
+    # on a session whose run runs: start when it ends (CONTRACT Conversation, Decision 49)
+    queue: StrictBool = False
 
     @field_validator("prompt", "question")
     @classmethod
@@ -129,6 +131,18 @@ class CancelArgs(_Args):
     run_id: str = Field(alias="runId")
 
 
+class SteerArgs(_Args):
+    run_id: str = Field(alias="runId")
+    text: str = Field(min_length=1, max_length=MAX_PROMPT)
+
+    @field_validator("text")
+    @classmethod
+    def _not_blank(cls, text: str) -> str:
+        if not text.strip():
+            raise ValueError("it is blank; say what the agent should hear")
+        return text
+
+
 class ApproveArgs(_Args):
     run_id: str = Field(alias="runId")
     call_id: str = Field(alias="callId")
@@ -184,6 +198,7 @@ def example(command: str) -> str:
     return {
         "agentLsp.run": '{"prompt": "fix the failing test"}',
         "agentLsp.cancel": '{"runId": "r-..."}',
+        "agentLsp.steer": '{"runId": "r-...", "text": "use the other file"}',
         "agentLsp.approve": '{"runId": "r-...", "callId": "call_...", "decision": "allow"}',
         "agentLsp.rewind": '{"runId": "r-..."}',
         "agentLsp.showApproval": '{"runId": "r-...", "callId": "call_..."}',

@@ -179,10 +179,12 @@ class RunRegistry:
         mode: str | None = None,
         request: str | None = None,
         plan: PromptPlan | None = None,
+        queue: bool = False,
     ) -> RunHandle:
-        """Start a run in the background; ValueError (shown to the client) if it cannot."""
+        """Start a run in the background (`queue`: or after its session's running run); a
+        ValueError (shown to the client) if it cannot."""
         roots, names = workspace_folders(self.ls)
-        session, store = await self.host.open_session(roots, session_id)
+        session, store = await self.host.open_session(roots, session_id, busy_ok=queue)
         run_id = new_id("r")
         stream = RunStream(self.ls, caps, run_id, title)
         self.streams[run_id] = stream
@@ -221,6 +223,7 @@ class RunRegistry:
                     after=after,
                     title=request,
                     plan=plan,
+                    queue=queue,
                 )
             )
         except ValueError:  # the session was claimed meanwhile: this run never starts

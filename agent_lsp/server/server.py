@@ -172,7 +172,7 @@ def create_server() -> AgentServer:
             ls.settings_replaced()
 
     @server.command("agentLsp.run")
-    async def run(ls: AgentServer, *args: Any) -> dict[str, str]:
+    async def run(ls: AgentServer, *args: Any) -> dict[str, Any]:
         from agent_lsp.server import commands
         from agent_lsp.server.folders import workspace_roots
         from agent_lsp.server.prompt_files import plan_run
@@ -197,9 +197,12 @@ def create_server() -> AgentServer:
                 mode=parsed.mode,
                 request=parsed.typed,
                 plan=plan,
+                queue=parsed.queue,
             )
         except ValueError as exc:
             raise commands.JsonRpcInvalidParams(str(exc)) from None
+        if started.state == "queued":  # its session's run runs: it starts when that one ends
+            return {"runId": started.id, "sessionId": started.session.id, "queued": True}
         return {"runId": started.id, "sessionId": started.session.id}
 
     @server.command("agentLsp.sessions")
@@ -305,6 +308,13 @@ def create_server() -> AgentServer:
         return ls.runs.cancel(
             commands.parse_args(commands.CancelArgs, "agentLsp.cancel", args).run_id
         )
+
+    @server.command("agentLsp.steer")
+    def steer(ls: AgentServer, *args: Any) -> bool:
+        from agent_lsp.server import commands
+
+        parsed = commands.parse_args(commands.SteerArgs, "agentLsp.steer", args)
+        return ls.runs.host.steer(parsed.run_id, parsed.text)
 
     @server.command("agentLsp.approve")
     def approve(ls: AgentServer, *args: Any) -> bool:

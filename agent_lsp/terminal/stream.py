@@ -11,6 +11,7 @@ from agent_lsp.agent.events import (
     Event,
     HookEvent,
     StatusEvent,
+    SteerEvent,
     StopEvent,
     TextDelta,
     ThinkingDelta,
@@ -113,6 +114,8 @@ class TerminalStream:
                 return f"{mark} {text}{extra}"
             case CompactionEvent():
                 return s.dim(f"⋯ {text}")
+            case SteerEvent():  # the user's own words, as the model gets them
+                return f"{s('36', '»')} {text}"
             case HookEvent():  # a hook that blocked or failed stands out; one that passed is quiet
                 if event.blocked or event.exit_code != 0:
                     return f"{s('35', '⚑')} {text}"

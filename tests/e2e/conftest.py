@@ -38,6 +38,7 @@ IN_PROCESS_FILES = frozenset({
     "e2e/test_rules_lsp.py",
     "e2e/test_setup_lsp.py",
     "e2e/test_smoke_lsp.py",
+    "e2e/test_steer_queue.py",
     "e2e/test_tools_editor.py",
     "e2e/test_wording_health.py",
     "reliability/test_endpoints_thinking.py",

@@ -22,6 +22,7 @@ from agent_lsp.agent.events import (
     Event,
     HookEvent,
     StatusEvent,
+    SteerEvent,
     StopEvent,
     TextDelta,
     ThinkingDelta,
@@ -75,6 +76,7 @@ CASES: list[tuple[Event, dict[str, Any]]] = [
     (StatusEvent("MCP server `x` failed", None, mcp_server="x", mcp_state="failed"),
      {"turn": None, "mcpServer": "x", "state": "failed"}),
     (CompactionEvent("compacted 9 messages", 4), {"turn": 4}),
+    (SteerEvent("use python3", 2), {"turn": 2}),  # Conversation (turn 4): where a steer landed
     (UsageEvent("ctx 0k/0k · $0.001", Usage(10, 5, 2, 0.0012345678), 12, 128),
      {"promptTokens": 10, "completionTokens": 5, "cachedTokens": 2, "costUsd": 0.001235, "contextTokens": 12, "contextWindow": 128}),
     (UsageEvent("ctx 0k/0k", Usage(10, 5), 12, 128),
@@ -99,6 +101,7 @@ CONTRACT_KEYS = {  # required keys | optional keys, per kind (CONTRACT agentLsp/
     "compaction": (set(), set()),
     "usage": ({"promptTokens", "completionTokens", "cachedTokens", "contextTokens", "contextWindow"}, {"costUsd", "budgetUsd"}),
     "hook": ({"event", "command", "exitCode", "blocked"}, {"message"}),
+    "steer": ({"turn"}, set()),
     "stop": ({"report"}, set()),
 }
 BEYOND_CONTRACT = {"toolResult": {"outcome", "tail"}, "status": {"waiting", "mcpServer", "state"}, "compaction": {"turn"}}

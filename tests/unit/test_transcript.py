@@ -173,3 +173,17 @@ async def test_the_transcript_holds_every_calls_outcome_even_cancelled_ones(mode
     assert approvals["r"] == ("allow", True) and approvals["slow"] == ("allow", True)
     outcomes = {r["callId"]: r.get("outcome") for r in records if r["type"] == "toolResult"}
     assert outcomes == {"r": "ok", "slow": "cancelled", "w": "cancelled"}
+
+
+async def test_nothing_is_recorded_after_the_stop_record(tmp_path):
+    """Decision 73: the stop record is a transcript's last; a late writer (a hook still settling
+    when a second cancel cut the run's end short) must not reopen the file and append."""
+    from agent_lsp.agent.state.transcript import Redactor, Transcript
+
+    transcript = Transcript(tmp_path / "r-1.jsonl", "r-1", Redactor([]))
+    await transcript.write("main", 1, "stop", report={})
+    await transcript.close()
+    await transcript.write("main", 1, "hook", event="Notification")
+    await transcript.flush()
+    lines = (tmp_path / "r-1.jsonl").read_text().splitlines()
+    assert [json.loads(line)["type"] for line in lines] == ["stop"]

@@ -15,8 +15,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from agent_lsp.agent.exec.process import kill_group
-from agent_lsp.agent.messages import CancelCause, RunReport, StopCause
+from agent_lsp.agent.loop.report import CANCELLED_BY, close_run
+from agent_lsp.agent.messages import CancelCause, RunReport, StopCause, Usage
 from agent_lsp.agent.state.session import Session
+from agent_lsp.settings import Settings
 
 if TYPE_CHECKING:
     from agent_lsp.agent.loop.loop import AgentLoop
@@ -100,8 +102,8 @@ class RunHandle:
         steers, self._steers = self._steers, []
         return steers
 
-    def has_steers(self) -> bool:
-        return bool(self._steers)
+    def waiting_steers(self) -> list[str]:
+        return list(self._steers)
 
     async def wait(self) -> RunReport | None:
         """The run's report once it is finished (None only if it ended without one)."""
@@ -152,8 +154,6 @@ class RunHandle:
         owns_model: bool,
         options: RunOptions,
     ) -> RunReport:
-        from agent_lsp.agent.loop.report import close_run
-
         try:
             await stop_tools(run, runner)
             await settle_hooks(run)
@@ -162,6 +162,26 @@ class RunHandle:
         finally:
             run.session.running = None
         return await close_run(run, main, outcome, owns_model=owns_model, options=options)
+
+
+def unstarted_report(handle: RunHandle, cause: CancelCause, settings: Settings) -> RunReport:
+    """The report of a run cancelled before it started (a queued one): nothing was done."""
+    who = CANCELLED_BY[cause.cause].format(by=cause.by or "a signal")
+    return RunReport(
+        run_id=handle.id,
+        session_id=handle.session.id,
+        stop_reason=cause.cause.reason,
+        stop_cause=cause.cause,
+        turns=0,
+        final_text="",
+        summary=f"{who} before it started (it was queued). Done so far: nothing.",
+        edited_files=[],
+        tool_calls=0,
+        denied=0,
+        usage=Usage(),
+        transcript="",
+        context_window=settings.context_window,
+    )
 
 
 async def stop_tools(run: RunState, runner: CommandRunner) -> None:

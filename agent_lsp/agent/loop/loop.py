@@ -6,9 +6,9 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from typing import Any
+from typing import Any, Protocol
 
-from agent_lsp.agent.events import CompactionEvent, StatusEvent
+from agent_lsp.agent.events import CompactionEvent, StatusEvent, SteerEvent
 from agent_lsp.agent.loop.budget import NOT_RUN as OVER_BUDGET
 from agent_lsp.agent.loop.compaction import (
     COMPACTION_PROMPT,
@@ -41,6 +41,14 @@ from agent_lsp.agent.state.session import Entry
 log = logging.getLogger(__name__)
 
 FIT_MARGIN = 400  # characters: a cut result's notes (where the rest is) and the estimate's slack
+
+
+class Steering(Protocol):
+    """Where the main loop finds the user's steers (the run's handle)."""
+
+    def take_steers(self) -> list[str]: ...
+
+    def waiting_steers(self) -> list[str]: ...
 
 
 class AgentLoop(ModelCallNode):
@@ -94,6 +102,7 @@ class AgentLoop(ModelCallNode):
         self.schemas = tools.schemas()  # the same every turn: built once (and cache-friendly)
         self.tool_names = tools.names()
         self._schema_chars = len(json.dumps(self.schemas, ensure_ascii=False))
+        self.steering: Steering | None = None  # the main loop's: its run's handle
 
     async def loop(self) -> LoopOutcome:
         """The loop, as one span of the run's trace (a sub-agent's under its delegate call)."""
@@ -125,8 +134,11 @@ class AgentLoop(ModelCallNode):
                 if over := self.over_budget():  # a sub-agent's call reached it
                     return over
                 if self.turn >= self.max_turns:  # append, then check the turn budget
-                    return LoopOutcome(StopCause.TURNS, self.last_text, self.turn)
+                    return LoopOutcome(
+                        StopCause.TURNS, self.last_text, self.turn, note=self.unheard_steer()
+                    )
                 self.turn += 1
+                self.take_steers()  # the user's steers, right before the call (Decision 50)
                 messages = await self.build_context()  # node 1 (+ compaction)
                 if over := self.over_budget():  # the compaction's call reached it
                     return over
@@ -136,7 +148,7 @@ class AgentLoop(ModelCallNode):
                     self.refuse_cut_reply(reply)
                     continue
                 if not reply.tool_calls:  # node 3: the only fork
-                    if await self.stop_hook_goes_on():
+                    if await self.stop_hook_goes_on() or self.steered():
                         continue
                     return LoopOutcome(StopCause.ANSWER, reply.text, self.turn)  # node 4
                 if over := self.over_budget():  # this call reached it: none of its calls run
@@ -176,6 +188,27 @@ class AgentLoop(ModelCallNode):
         self.stop_hook_active = True
         self.append(Entry({"role": "user", "content": reason}, "note", self.run_id))
         return True
+
+    def take_steers(self) -> None:
+        """The steers waiting, each its own user message (meta kind `steer`), each announced."""
+        for text in self.steering.take_steers() if self.steering is not None else []:
+            self.append(Entry({"role": "user", "content": text}, "steer", self.run_id))
+            self.emit(SteerEvent(text, self.turn, agent_id=self.agent_id))
+
+    def steered(self) -> bool:
+        """A steer waits at the model's final answer: one more model call (a turn) hears it."""
+        return self.steering is not None and bool(self.steering.waiting_steers())
+
+    def unheard_steer(self) -> str | None:
+        """Why a max_turns stop left a steer unheard, quoting it (Decision 76)."""
+        waiting = self.steering.waiting_steers() if self.steering is not None else []
+        if not waiting:
+            return None
+        quoted = waiting[-1] if len(waiting[-1]) <= 200 else waiting[-1][:200] + "…"
+        return (
+            f"the turn limit ({self.max_turns} turns, setting maxTurns) came before the model "
+            f'could hear the steer "{quoted}"'
+        )
 
     def over_budget(self) -> LoopOutcome | None:
         """CONTRACT Decision 36: the stop right after the model call that reached the run's

@@ -8,7 +8,14 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from agent_lsp.agent.events import Event, StatusEvent, TextDelta, ThinkingDelta, redacted
+from agent_lsp.agent.events import (
+    Event,
+    StatusEvent,
+    StopEvent,
+    TextDelta,
+    ThinkingDelta,
+    redacted,
+)
 from agent_lsp.agent.exec import keyguard
 from agent_lsp.agent.exec.process import kill_group
 from agent_lsp.agent.images import user_content
@@ -171,7 +178,8 @@ def _build(
     tool_ctx.hidden = policy.hides if policy.read_denials() else None
     gate = ApprovalGate(policy, approver, settings.approval.timeout, granted.save_always)
     model_name = options.model_name or session.model  # a command's own model (Decision 34)
-    seams = _seams(run_id, _redacting(emit, redact), transcript, session, settings, gate, paths)
+    sink = _until_stop(_redacting(emit, redact))
+    seams = _seams(run_id, sink, transcript, session, settings, gate, paths)
     seams.pricing = settings.pricing.get(model_name or settings.model)
     seams.telemetry = options.telemetry or NoTelemetry()
     run = RunState(seams, tool_ctx, session, settings, paths, record)
@@ -309,6 +317,7 @@ async def _main(
     run.parent_tools = tools  # what a user's agent's tools may narrow (Decision 35)
     box = LoopTools(ToolBox(tools, withheld), tool_ctx)
     main = built.main = AgentLoop(seams, "main", box, settings.max_turns, session.history, system)
+    main.steering = handle  # steers go to the main agent only
     await transcript.write(
         "main",
         0,
@@ -413,6 +422,22 @@ def _forget_unanswered(session: Session, prompt_entry: Entry) -> None:
     start = session.history.index(prompt_entry)
     if not any(e.kind == "assistant" for e in session.history[start:]):
         del session.history[start:]
+
+
+def _until_stop(emit: EventSink) -> EventSink:
+    """The run's stream ends with its `stop` event: nothing follows it (Decision 73), e.g. a
+    tool's late status line or a hook still settling when a second cancel cut the end short."""
+    stopped = False
+
+    def sink(event: Event) -> None:
+        nonlocal stopped
+        if stopped:
+            log.debug("dropped a %s event after the run's stop", event.kind)
+            return
+        stopped = isinstance(event, StopEvent) and event.agent_id == "main"
+        emit(event)
+
+    return sink
 
 
 def _redacting(emit: EventSink, redact: Redactor) -> EventSink:

@@ -81,9 +81,10 @@ class Transcript:
         self._failed = False
         self._pending: list[str] = []
         self._writer: asyncio.Task[None] | None = None
+        self._closed = False  # its stop record is the last: nothing is written after close()
 
     async def write(self, agent_id: str, turn: int, type: str, **fields: Any) -> None:
-        if self._failed:
+        if self._failed or self._closed:
             return
         record = {
             "ts": round(time.time(), 3),
@@ -119,6 +120,7 @@ class Transcript:
             await asyncio.shield(writer)
 
     async def close(self) -> None:
+        self._closed = True
         await self.flush()
         if self._handle is not None:
             try:
