@@ -87,7 +87,7 @@ def test_sessions_past_one_hundred_are_pruned_oldest_first_and_protected_ones_ke
 
 
 async def test_runs_ending_together_prune_a_workspace_once_and_a_later_run_prunes_again(workspace, state_dir, monkeypatch):
-    from agent_lsp.agent import host_sessions
+    from agent_lsp.agent import host as host_sessions
 
     host, store = AgentHost(), SessionStore(state_dir, workspace)
     first = fake_session(state_dir, workspace, "s-first", "r-first", OLD)

@@ -4,7 +4,6 @@ execute -> append -> again, until one of the four explained stops."""
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from typing import Any, Protocol
 
@@ -19,7 +18,7 @@ from agent_lsp.agent.loop.compaction import (
     render_for_summary,
     summary_entry,
 )
-from agent_lsp.agent.loop.model_call import ModelCallNode
+from agent_lsp.agent.loop.model_call import ModelCall
 from agent_lsp.agent.loop.services import LoopTools, RunSeams
 from agent_lsp.agent.loop.stops import (
     CAP_NOTES,
@@ -51,7 +50,7 @@ class Steering(Protocol):
     def waiting_steers(self) -> list[str]: ...
 
 
-class AgentLoop(ModelCallNode):
+class AgentLoop:
     def __init__(
         self,
         seams: RunSeams,
@@ -68,7 +67,6 @@ class AgentLoop(ModelCallNode):
         self.estimator = seams.estimator
         self.limits = seams.limits
         self.stats = seams.stats
-        self.pricing = seams.pricing
         self.changed_files = seams.changed_files
         self.telemetry = seams.telemetry
         self.budget = seams.budget
@@ -93,20 +91,29 @@ class AgentLoop(ModelCallNode):
         self.history = history
         self.system_prompt = system_prompt
         self.turn = 0
-        self.model_calls = 0  # model calls that answered (the report's `turns`)
-        self.last_text = ""
         self.logged = 0  # history[:logged] is already in the transcript
         self._cuts = 0
         # Synthetic results given on cancel (written by the run's close).
         self.closed: list[Entry] = []
-        self.schemas = tools.schemas()  # the same every turn: built once (and cache-friendly)
         self.tool_names = tools.names()
-        self._schema_chars = len(json.dumps(self.schemas, ensure_ascii=False))
+        self.node = ModelCall(seams, agent_id, tools.schemas(), max_turns)  # node 2
         self.steering: Steering | None = None  # the main loop's: its run's handle
+
+    @property
+    def model_calls(self) -> int:
+        """The model calls that answered (the report's `turns`)."""
+        return self.node.answered
+
+    @property
+    def last_text(self) -> str:
+        return self.node.last_text
+
+    def _tokens(self, messages: list[dict[str, Any]]) -> int:
+        return self.node.tokens(messages)
 
     async def loop(self) -> LoopOutcome:
         """The loop, as one span of the run's trace (a sub-agent's under its delegate call)."""
-        self.span = self.calls.agent_span = self.telemetry.agent_started(
+        self.span = self.node.span = self.calls.agent_span = self.telemetry.agent_started(
             self.agent_id, current_tool_span.get()
         )
         try:
@@ -142,7 +149,7 @@ class AgentLoop(ModelCallNode):
                 messages = await self.build_context()  # node 1 (+ compaction)
                 if over := self.over_budget():  # the compaction's call reached it
                     return over
-                reply = await self.call_model(messages)  # node 2 (streamed)
+                reply = await self.node.call(messages, self.turn, self.span)  # node 2 (streamed)
                 self.append(Entry(reply.to_message(), "assistant", self.run_id))
                 if reply.cut is not None:  # a cut reply is not executed
                     self.refuse_cut_reply(reply)
@@ -336,7 +343,7 @@ class AgentLoop(ModelCallNode):
     @property
     def schema_tokens(self) -> int:
         """What the tool schemas alone take of every request."""
-        return self.estimator.estimate([], self._schema_chars)
+        return self.estimator.estimate([], self.node.schema_chars)
 
     def _messages(self) -> list[dict[str, Any]]:
         return [
@@ -357,7 +364,7 @@ class AgentLoop(ModelCallNode):
             {"role": "user", "content": render_for_summary(summarised)},
         ]
         try:
-            reply = await self._traced(
+            reply = await self.node.traced(
                 prompt,
                 lambda: self.model.complete(
                     prompt,
@@ -369,7 +376,7 @@ class AgentLoop(ModelCallNode):
                     timeout=self.limits.request_timeout,
                 ),
             )
-            self._count_usage(reply, prompt, main_request=False, schema_chars=0)
+            self.node.count_usage(reply, prompt, main_request=False, schema_chars=0)
             summary = reply.text.strip() or render_for_summary(summarised, clip=200)
             await self.transcript.write(
                 self.agent_id, self.turn, "reply", purpose="compaction", reply=reply.to_record()

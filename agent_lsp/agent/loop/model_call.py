@@ -1,60 +1,63 @@
 """Node 2 of shared/LOOP.md, the streamed model call: sent again within one deadline when the
 stream failed before it began, traced as a `chat` span, its tool call ids made unique and its
-usage counted (ModelCallNode, a part of AgentLoop)."""
+usage counted (ModelCall, a part each AgentLoop holds)."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import Any
 
 from agent_lsp.agent.events import StatusEvent, TextDelta, ThinkingDelta, UsageEvent
-from agent_lsp.agent.loop.budget import Budget, usd
-from agent_lsp.agent.loop.services import Limits, RunStats, call_cost
+from agent_lsp.agent.loop.budget import usd
+from agent_lsp.agent.loop.services import RunSeams, call_cost
 from agent_lsp.agent.loop.stops import StopRun
 from agent_lsp.agent.messages import Reply, StopCause, ToolCall
-from agent_lsp.agent.model.client import Model, ModelError
-from agent_lsp.agent.model.tokens import TokenEstimator
-from agent_lsp.agent.ports import EventSink, RunTelemetry, TraceSpan
-from agent_lsp.agent.state.transcript import Transcript
-from agent_lsp.settings import Pricing
+from agent_lsp.agent.model.client import ModelError
+from agent_lsp.agent.ports import NO_SPAN, TraceSpan
 
 MODEL_ATTEMPTS = 3  # a stream cut before anything reached the user is sent again
 EMPTY_RETRIES = 1  # an empty answer (no text, no calls) is asked again once (Decision 68)
 NEAR_WINDOW = 0.5  # a request past this share of contextWindow is "near the window"
 
 
-class ModelCallNode:
-    """The model call of AgentLoop, which sets these parts in its __init__."""
+class ModelCall:
+    """The model call of one agent's loop (AgentLoop holds one): its parts are the run's seams,
+    its tool schemas and turn limit; `turn` and `span` are those of the call in flight."""
 
-    agent_id: str
-    model: Model
-    emit: EventSink
-    transcript: Transcript
-    estimator: TokenEstimator
-    limits: Limits
-    stats: RunStats
-    pricing: Pricing | None
-    telemetry: RunTelemetry
-    budget: Budget
-    span: TraceSpan
-    max_turns: int
-    turn: int
-    model_calls: int
-    last_text: str
-    schemas: list[dict[str, Any]]
-    _schema_chars: int
+    def __init__(
+        self, seams: RunSeams, agent_id: str, schemas: list[dict[str, Any]], max_turns: int
+    ):
+        self.agent_id = agent_id
+        self.model = seams.model
+        self.emit = seams.emit
+        self.transcript = seams.transcript
+        self.estimator = seams.estimator
+        self.limits = seams.limits
+        self.stats = seams.stats
+        self.pricing = seams.pricing
+        self.telemetry = seams.telemetry
+        self.budget = seams.budget
+        self.schemas = schemas  # the same every turn: built once (and cache-friendly)
+        self.schema_chars = len(json.dumps(schemas, ensure_ascii=False))
+        self.max_turns = max_turns
+        self.answered = 0  # model calls that answered (the report's `turns`)
+        self.last_text = ""  # the newest reply's text (none: the one before)
+        self.turn = 0
+        self.span: TraceSpan = NO_SPAN
 
     @property
     def is_main(self) -> bool:
         return self.agent_id == "main"
 
-    def _tokens(self, messages: list[dict[str, Any]]) -> int:
-        return self.estimator.estimate(messages, self._schema_chars)
+    def tokens(self, messages: list[dict[str, Any]]) -> int:
+        return self.estimator.estimate(messages, self.schema_chars)
 
     # -- node 2: the streamed LLM call -------------------------------------------------------
-    async def call_model(self, messages: list[dict[str, Any]]) -> Reply:
+    async def call(self, messages: list[dict[str, Any]], turn: int, span: TraceSpan) -> Reply:
+        self.turn, self.span = turn, span
         # `waiting: model` is the typed form of the text: a front end shows its waiting line
         # from it.
         self.emit(
@@ -76,10 +79,10 @@ class ModelCallNode:
             return on_delta
 
         on_thinking = delta_of(ThinkingDelta) if self.is_main else None
-        reply = await self._traced(
+        reply = await self.traced(
             messages, lambda: self._complete(messages, delta_of(TextDelta), on_thinking)
         )
-        self.model_calls += 1
+        self.answered += 1
         stats.reached_model = True
         if reply.refusal:  # the model declined: its words are the stop's (Decision 68)
             raise StopRun(reply.refusal, StopCause.CONTENT_FILTER)
@@ -88,14 +91,12 @@ class ModelCallNode:
                 "the endpoint's content filter stopped the model's reply", StopCause.CONTENT_FILTER
             )
         self._unique_ids(reply.tool_calls)
-        self._count_usage(
-            reply, messages, main_request=self.is_main, schema_chars=self._schema_chars
-        )
+        self.count_usage(reply, messages, main_request=self.is_main, schema_chars=self.schema_chars)
         self.last_text = reply.text or self.last_text
         await self.transcript.write(self.agent_id, self.turn, "reply", reply=reply.to_record())
         return reply
 
-    async def _traced(
+    async def traced(
         self, messages: list[dict[str, Any]], call: Callable[[], Awaitable[Reply]]
     ) -> Reply:
         """A model call as a `chat` span of this agent's (telemetry)."""
@@ -191,7 +192,7 @@ class ModelCallNode:
     def _overflow_hint(self, messages: list[dict[str, Any]]) -> str:
         """An empty answer to a request near the window is most likely a context overflow that
         the server did not report (llama.cpp past its n_ctx answers an empty stream)."""
-        tokens, window = self._tokens(messages), self.limits.context_window
+        tokens, window = self.tokens(messages), self.limits.context_window
         if tokens < window * NEAR_WINDOW:
             return ""
         return (
@@ -208,7 +209,7 @@ class ModelCallNode:
             if chosen != call.id:
                 call.model_id, call.id = call.id or None, chosen
 
-    def _count_usage(
+    def count_usage(
         self, reply: Reply, messages: list[dict[str, Any]], *, main_request: bool, schema_chars: int
     ) -> None:
         stats = self.stats
@@ -222,7 +223,7 @@ class ModelCallNode:
             stats.context_tokens = (
                 reply.usage.prompt_tokens
                 if reply.usage and reply.usage.prompt_tokens
-                else self._tokens(messages)
+                else self.tokens(messages)
             )
         self.budget.after_call(stats.usage, reply.usage, self.agent_id)
         data = stats.usage_data(self.limits.context_window)
