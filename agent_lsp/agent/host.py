@@ -644,7 +644,7 @@ class AgentHost:
             log.warning("MCP tools (or rule files) are unavailable for this run: %s", exc)
         return [], files, rules
 
-    def handle(self, run_id: str) -> RunHandle | None:
+    def run_handle(self, run_id: str) -> RunHandle | None:
         """A run's handle while it is queued or running."""
         found = self.active.get(run_id)
         if found is None:
@@ -653,7 +653,7 @@ class AgentHost:
         return found
 
     def cancel(self, run_id: str, cause: CancelCause = BY_USER) -> bool:
-        run = self.handle(run_id)
+        run = self.run_handle(run_id)
         return run is not None and run.cancel(cause)
 
     def steer(self, run_id: str, text: str) -> bool:
