@@ -11,6 +11,7 @@ from pygls.lsp.server import LanguageServer
 
 from agent_lsp import __version__
 from agent_lsp.frontend import WarmUp, leave_after, shut_down, stop_runs
+from agent_lsp.server import conversation
 from agent_lsp.server.capabilities import ClientCaps
 from agent_lsp.server.rpc import AgentProtocol, client_request, safe_notify
 
@@ -201,6 +202,8 @@ def create_server() -> AgentServer:
         except ValueError as exc:
             raise commands.JsonRpcInvalidParams(str(exc)) from None
         return {"runId": started.id, "sessionId": started.session.id}
+
+    conversation.register(server)  # agentLsp.fork, agentLsp.history
 
     @server.command("agentLsp.sessions")
     async def sessions(ls: AgentServer, *args: Any) -> list[dict[str, Any]]:

@@ -28,6 +28,7 @@ from agent_lsp.agent.policy.hook_setup import load_run_hooks
 from agent_lsp.agent.policy.hooks import HookStopped, RunHooks
 from agent_lsp.agent.ports import Approver, EventSink, NoTelemetry, RunPermissions, Workspace
 from agent_lsp.agent.state.checkpoints import RunCheckpoint
+from agent_lsp.agent.state.history import RunEvents
 from agent_lsp.agent.state.session import Entry, RunRecord, Session, new_id
 from agent_lsp.agent.state.transcript import Redactor, Transcript
 from agent_lsp.agent.tools.base import Tool, ToolBox, ToolContext
@@ -106,6 +107,7 @@ async def run_task(
         hidden=[state_dir(), settings.transcript_path()],
     )
     record = RunRecord(run_id, str(transcript.path), time.time(), prompt)
+    record.events = RunEvents(run_id, transcript, options.images)  # agentLsp.history's
     # The tools write into the record's own changes: the report, the session index and the
     # session's edited files all read that one record.
     tool_ctx = ToolContext(workspace=workspace, paths=paths, changes=record.changes, runner=runner)
@@ -133,7 +135,7 @@ async def run_task(
     seams = RunSeams(
         run_id,
         model,  # type: ignore[arg-type]  # made below, before the first model call, when None
-        _redacting(emit, redact),
+        _redacting(record.events.tee(emit), redact),
         transcript,
         redact,
         session.estimator,

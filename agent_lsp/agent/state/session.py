@@ -9,11 +9,14 @@ import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agent_lsp.agent.messages import Outcome, history_arguments
 from agent_lsp.agent.model.tokens import TokenEstimator
 from agent_lsp.agent.state.changes import RunChanges
+
+if TYPE_CHECKING:
+    from agent_lsp.agent.state.history import RunEvents
 
 
 def new_id(prefix: str) -> str:
@@ -85,6 +88,12 @@ class RunRecord:
     kind: str = "run"  # run | rewind
     # False: the run ended before the model ever answered (not persisted: saved runs reached it)
     reached: bool = True
+    # A fork lists its parent's earlier runs: the session that ran this one (read-only here: the
+    # run's transcript, checkpoint and rewind stay the parent's).
+    forked_from: str | None = None
+    # What agentLsp.history shows of it (history.py): in memory only, read from the transcript
+    # when this process did not run it.
+    events: RunEvents | None = field(default=None, compare=False, repr=False)
 
     @property
     def edited(self) -> list[str]:
@@ -101,6 +110,7 @@ class RunRecord:
             "edited": self.edited,
             "rewound": self.rewound,
             "kind": self.kind,
+            **({"forkedFrom": self.forked_from} if self.forked_from is not None else {}),
         }
 
     @classmethod
@@ -114,6 +124,7 @@ class RunRecord:
             RunChanges.from_uris(data.get("edited") or []),
             bool(data.get("rewound")),
             str(data.get("kind", "run")),
+            forked_from=str(data["forkedFrom"]) if data.get("forkedFrom") else None,
         )
 
 

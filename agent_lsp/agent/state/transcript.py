@@ -83,6 +83,11 @@ class Transcript:
         self._writer: asyncio.Task[None] | None = None
 
     async def write(self, agent_id: str, turn: int, type: str, **fields: Any) -> None:
+        self.put(agent_id, turn, type, **fields)
+
+    def put(self, agent_id: str, turn: int, type: str, **fields: Any) -> None:
+        """`write` for a caller that cannot await (an event sink): queued the same way, in
+        order with every other record."""
         if self._failed:
             return
         record = {
