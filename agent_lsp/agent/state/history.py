@@ -137,7 +137,7 @@ class RunEvents:
                 _plain(stop_item(self.run_id, event.report.to_dict(), len(self.events)))
             )
             return
-        if self._sealed:
+        if self._sealed or event.kind in LEFT_OUT:  # a usage line does not end a turn's text
             return
         if isinstance(event, TextDelta | ThinkingDelta):
             pending = self._pending
