@@ -3,15 +3,12 @@ agent/state/fork.py and agent/state/history.py."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any
 
 from pygls.lsp.server import LanguageServer
 
-if TYPE_CHECKING:
-    from agent_lsp.server.server import AgentServer
 
-
-def register(server: AgentServer) -> None:
+def register(server: LanguageServer) -> None:
     """Register the two commands on the server."""
 
     @server.command("agentLsp.fork")
@@ -22,7 +19,7 @@ def register(server: AgentServer) -> None:
         from agent_lsp.server.conversation_args import ForkArgs
         from agent_lsp.server.folders import workspace_roots
 
-        ls = cast("AgentServer", client)  # pygls reads the annotation: no import cycle there
+        ls: Any = client  # the AgentServer (server.py imports this module)
         parsed = commands.parse_args(ForkArgs, "agentLsp.fork", args)
         await ls.settings_ready()  # its base record goes where the runs' transcripts go
         try:
@@ -44,7 +41,7 @@ def register(server: AgentServer) -> None:
         from agent_lsp.server.conversation_args import HistoryArgs
         from agent_lsp.server.folders import workspace_roots
 
-        ls = cast("AgentServer", client)
+        ls: Any = client
         parsed = commands.parse_args(HistoryArgs, "agentLsp.history", args)
         try:
             session, _ = await ls.runs.host.session_to_read(workspace_roots(ls), parsed.session_id)

@@ -107,7 +107,7 @@ async def run_task(
         hidden=[state_dir(), settings.transcript_path()],
     )
     record = RunRecord(run_id, str(transcript.path), time.time(), prompt)
-    record.events = RunEvents(run_id, transcript, options.images)  # agentLsp.history's
+    record.events = shown = RunEvents(run_id, transcript, options.images)  # agentLsp.history
     # The tools write into the record's own changes: the report, the session index and the
     # session's edited files all read that one record.
     tool_ctx = ToolContext(workspace=workspace, paths=paths, changes=record.changes, runner=runner)
@@ -135,7 +135,7 @@ async def run_task(
     seams = RunSeams(
         run_id,
         model,  # type: ignore[arg-type]  # made below, before the first model call, when None
-        _redacting(record.events.tee(emit), redact),
+        _redacting(shown.tee(emit), redact),
         transcript,
         redact,
         session.estimator,

@@ -9,14 +9,11 @@ import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from agent_lsp.agent.messages import Outcome, history_arguments
 from agent_lsp.agent.model.tokens import TokenEstimator
 from agent_lsp.agent.state.changes import RunChanges
-
-if TYPE_CHECKING:
-    from agent_lsp.agent.state.history import RunEvents
 
 
 def new_id(prefix: str) -> str:
@@ -91,9 +88,9 @@ class RunRecord:
     # A fork lists its parent's earlier runs: the session that ran this one (read-only here: the
     # run's transcript, checkpoint and rewind stay the parent's).
     forked_from: str | None = None
-    # What agentLsp.history shows of it (history.py): in memory only, read from the transcript
-    # when this process did not run it.
-    events: RunEvents | None = field(default=None, compare=False, repr=False)
+    # What agentLsp.history shows of it (a history.RunEvents, which imports this module): in
+    # memory only, read from the transcript when this process did not run it.
+    events: Any = field(default=None, compare=False, repr=False)
 
     @property
     def edited(self) -> list[str]:
