@@ -73,9 +73,14 @@ async def test_history_of_two_runs_is_the_stream_and_the_same_after_a_restart(mo
     assert [e["kind"] for e in live["runs"][1]["events"]] == ["toolCall", "toolResult", "text", "stop"]
     assert "def add" in live["runs"][1]["events"][1]["text"]
 
+    forked = await editor.execute("agentLsp.fork", {"sessionId": first["sessionId"], "runId": second["runId"]})
+    fork_live = await history_of(editor, forked["sessionId"])
+    assert fork_live["runs"] == [{**live["runs"][0], "forkedFrom": first["sessionId"]}]
+
     restarted = await restart(editor, model, workspace)
     try:
         assert await history_of(restarted, first["sessionId"]) == live
+        assert await history_of(restarted, forked["sessionId"]) == fork_live
     finally:
         await restarted.quit()
 
@@ -159,3 +164,24 @@ async def test_a_rewound_run_is_not_in_the_history(open_editor, model, workspace
     await editor.execute("agentLsp.rewind", {"runId": b["runId"]})
     history = await history_of(editor, a["sessionId"])
     assert [r["runId"] for r in history["runs"]] == [a["runId"]]
+
+
+async def test_a_running_session_has_its_history_so_far_and_can_be_forked(open_editor, model, workspace):
+    model.add("RUNNING", [{"text": "first answer"}, {"tool_calls": [{"id": "c-cmd", "name": "run_command",
+                                                                      "arguments": {"command": "echo hi"}}]},
+                          {"text": "never reached"}])
+    editor = await open_editor()
+    a = await stop(editor, "RUNNING: one")
+    editor.approval_answers = ["ignore"]  # the second run waits for its approval
+    b = await editor.run("two", sessionId=a["sessionId"])
+    await editor.wait_for(lambda: [e for e in editor.events(b["runId"], "approval") if e["state"] == "pending"],
+                          what="the pending approval")
+    running = (await history_of(editor, a["sessionId"]))["runs"][1]
+    assert running["runId"] == b["runId"] and running["stop"] is None and running["report"] is None
+    assert [e["kind"] for e in running["events"]] == ["toolCall", "approval"]
+
+    forked = await editor.execute("agentLsp.fork", {"sessionId": a["sessionId"], "runId": b["runId"]})
+    assert [r["runId"] for r in (await history_of(editor, forked["sessionId"]))["runs"]] == [a["runId"]]
+    assert await editor.execute("agentLsp.cancel", {"runId": b["runId"]}) is True
+    assert (await editor.wait_stop(b["runId"]))["stopReason"] == "cancelled"
+    assert (await history_of(editor, a["sessionId"]))["runs"][1]["stop"] == "cancelled"
