@@ -111,7 +111,10 @@ class RunEvents:
         self.events: list[dict[str, Any]] = []
         self.images = image_placeholders(images)
         self._transcript = transcript
+        # the text or thinking being coalesced: its first delta's wire form, and every delta's
+        # text (joined once: a long answer streams in thousands of deltas)
         self._pending: dict[str, Any] | None = None
+        self._parts: list[str] = []
         self._sealed = False
         if self.images and transcript is not None:
             transcript.put("main", 0, IMAGES_RECORD, images=self.images)
@@ -142,10 +145,10 @@ class RunEvents:
         if isinstance(event, TextDelta | ThinkingDelta):
             pending = self._pending
             if pending and (pending["kind"], pending["agentId"]) == (event.kind, event.agent_id):
-                pending["text"] += event.text
+                self._parts.append(event.text)
                 return
             self._flush()
-            self._pending = to_wire(event, self.run_id, 0)
+            self._pending, self._parts = to_wire(event, self.run_id, 0), [event.text]
             return
         self._flush()
         self._keep(to_wire(event, self.run_id, 0))
@@ -160,12 +163,15 @@ class RunEvents:
         """The events so far (a running run's text still coalescing included)."""
         if self._pending is None:
             return list(self.events)
-        return [*self.events, _plain({**self._pending, "seq": len(self.events)})]
+        text = "".join(self._parts)
+        return [*self.events, _plain({**self._pending, "text": text, "seq": len(self.events)})]
 
     def _flush(self) -> None:
         pending, self._pending = self._pending, None
-        if pending is not None and pending["text"]:
-            self._keep(pending)
+        text = "".join(self._parts)
+        self._parts = []
+        if pending is not None and text:
+            self._keep({**pending, "text": text})
 
     def _keep(self, wire: dict[str, Any]) -> None:
         item = history_event(wire)
