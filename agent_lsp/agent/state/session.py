@@ -82,7 +82,7 @@ class RunRecord:
     # A rewind keeps it (the run did change those files) and sets `rewound` instead.
     changes: RunChanges = field(default_factory=RunChanges)
     rewound: bool = False
-    kind: str = "run"  # run | rewind
+    kind: str = "run"  # run | rewind | base (a fork's history before its own runs, fork.py)
     # False: the run ended before the model ever answered (not persisted: saved runs reached it)
     reached: bool = True
     # A fork lists its parent's earlier runs: the session that ran this one (read-only here: the
