@@ -228,8 +228,8 @@ async def session_history(session: Session) -> dict[str, Any]:
     for record in list(session.runs):
         if record.kind != "run" or record.rewound:
             continue
-        log_ = await run_events(record)
-        events = log_.snapshot()
+        shown = await run_events(record)
+        events = shown.snapshot()
         stop = events[-1] if events and events[-1].get("kind") == "stop" else None
         item: dict[str, Any] = {
             "runId": record.run_id,
@@ -239,8 +239,8 @@ async def session_history(session: Session) -> dict[str, Any]:
             "report": stop.get("report") if stop is not None else None,
             "events": events,
         }
-        if log_.images:
-            item["images"] = log_.images
+        if shown.images:
+            item["images"] = shown.images
         if record.forked_from is not None:
             item["forkedFrom"] = record.forked_from
         runs.append(item)
