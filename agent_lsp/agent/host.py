@@ -191,6 +191,19 @@ class AgentHost:
         self._keep(session, store)
         return session, store
 
+    async def session_to_read(
+        self, roots: list[Path], session_id: str
+    ) -> tuple[Session, SessionStore]:
+        """A session to read (its history, a fork of it), running or not: the live object, else
+        loaded once. SessionError for an unknown, foreign or unreadable one."""
+        store = self.store(roots)
+        live = self.live(session_id) or await self._load_once(store, session_id)
+        if live[1].dir != store.dir:
+            raise SessionError(
+                f"session {session_id} belongs to another workspace ({live[1].root})"
+            )
+        return live
+
     def live(self, session_id: str) -> tuple[Session, SessionStore] | None:
         """The session's object in this process, if any (kept, or evicted but still held)."""
         kept = self.sessions.get(session_id)

@@ -11,6 +11,7 @@ from pygls.lsp.server import LanguageServer
 
 from agent_lsp import __version__
 from agent_lsp.frontend import WarmUp, leave_after, shut_down, stop_runs
+from agent_lsp.server import conversation
 from agent_lsp.server.capabilities import ClientCaps
 from agent_lsp.server.rpc import AgentProtocol, client_request, safe_notify
 
@@ -204,6 +205,8 @@ def create_server() -> AgentServer:
         if started.state == "queued":  # its session's run runs: it starts when that one ends
             return {"runId": started.id, "sessionId": started.session.id, "queued": True}
         return {"runId": started.id, "sessionId": started.session.id}
+
+    conversation.register(server)  # agentLsp.fork, agentLsp.history
 
     @server.command("agentLsp.sessions")
     async def sessions(ls: AgentServer, *args: Any) -> list[dict[str, Any]]:

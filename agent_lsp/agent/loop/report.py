@@ -56,6 +56,8 @@ async def close_run(
     checkpoint = run.tool_ctx.checkpoint
     if checkpoint is not None:
         report.rewindable = await checkpoint.close()
+    if run.record.events is not None:  # its coalesced text before the stop, nothing after
+        run.record.events.seal()
     await transcript.write("main", turns, "stop", report=report.to_dict())
     await transcript.close()
     run.record.stop = str(outcome.reason)

@@ -34,6 +34,7 @@ from agent_lsp.agent.policy.hook_setup import load_run_hooks
 from agent_lsp.agent.policy.hooks import HookStopped, RunHooks
 from agent_lsp.agent.ports import Approver, EventSink, NoTelemetry, RunPermissions, Workspace
 from agent_lsp.agent.state.checkpoints import RunCheckpoint
+from agent_lsp.agent.state.history import RunEvents
 from agent_lsp.agent.state.session import Entry, RunRecord, Session, new_id
 from agent_lsp.agent.state.transcript import Redactor, Transcript
 from agent_lsp.agent.tools.base import Tool, ToolBox, ToolContext
@@ -161,6 +162,7 @@ def _build(
         hidden=[state_dir(), settings.transcript_path()],
     )
     record = RunRecord(run_id, str(transcript.path), time.time(), prompt)
+    record.events = shown = RunEvents(run_id, transcript, options.images)  # agentLsp.history
     # The tools write into the record's own changes: the report, the session index and the
     # session's edited files all read that one record.
     tool_ctx = ToolContext(workspace=workspace, paths=paths, changes=record.changes, runner=runner)
@@ -178,7 +180,7 @@ def _build(
     tool_ctx.hidden = policy.hides if policy.read_denials() else None
     gate = ApprovalGate(policy, approver, settings.approval.timeout, granted.save_always)
     model_name = options.model_name or session.model  # a command's own model (Decision 34)
-    sink = _until_stop(_redacting(emit, redact))
+    sink = _until_stop(_redacting(shown.tee(emit), redact))
     seams = _seams(run_id, sink, transcript, session, settings, gate, paths)
     seams.pricing = settings.pricing.get(model_name or settings.model)
     seams.telemetry = options.telemetry or NoTelemetry()

@@ -82,9 +82,15 @@ class RunRecord:
     # A rewind keeps it (the run did change those files) and sets `rewound` instead.
     changes: RunChanges = field(default_factory=RunChanges)
     rewound: bool = False
-    kind: str = "run"  # run | rewind
+    kind: str = "run"  # run | rewind | base (a fork's history before its own runs, fork.py)
     # False: the run ended before the model ever answered (not persisted: saved runs reached it)
     reached: bool = True
+    # A fork lists its parent's earlier runs: the session that ran this one (read-only here: the
+    # run's transcript, checkpoint and rewind stay the parent's).
+    forked_from: str | None = None
+    # What agentLsp.history shows of it (a history.RunEvents, which imports this module): in
+    # memory only, read from the transcript when this process did not run it.
+    events: Any = field(default=None, compare=False, repr=False)
 
     @property
     def edited(self) -> list[str]:
@@ -101,6 +107,7 @@ class RunRecord:
             "edited": self.edited,
             "rewound": self.rewound,
             "kind": self.kind,
+            **({"forkedFrom": self.forked_from} if self.forked_from is not None else {}),
         }
 
     @classmethod
@@ -114,6 +121,7 @@ class RunRecord:
             RunChanges.from_uris(data.get("edited") or []),
             bool(data.get("rewound")),
             str(data.get("kind", "run")),
+            forked_from=str(data["forkedFrom"]) if data.get("forkedFrom") else None,
         )
 
 

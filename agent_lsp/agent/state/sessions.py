@@ -140,10 +140,21 @@ class SessionStore:
         for record in session.runs:
             if record.stop is None:  # the process ended while it ran
                 record.stop = "cancelled"
-            session.spill_files |= self._own_spills(
-                _replay(Path(record.transcript), session.history)
-            )
+        session.history, spills = self.rebuild(session.runs)
+        session.spill_files |= spills
         return session
+
+    def rebuild(self, runs: builtins.list[RunRecord]) -> tuple[builtins.list[Entry], set[Path]]:
+        """The history these runs (a session's, or its first ones) leave, replayed from their
+        transcripts, and the spill files read_file may read again. A fork's base record holds
+        the history of every run before it (its parent's, which a fork lists but never replays:
+        their transcripts are the parent's), so the replay starts at the last one."""
+        start = max((i for i, r in enumerate(runs) if r.kind == "base"), default=0)
+        history: builtins.list[Entry] = []
+        spills: set[Path] = set()
+        for record in runs[start:]:
+            spills |= self._own_spills(_replay(Path(record.transcript), history))
+        return history, spills
 
     def _own_spills(self, named: set[Path]) -> set[Path]:
         """The spill files a transcript names that read_file may read again: only regular files
@@ -197,6 +208,7 @@ class SessionStore:
                     "started": iso(float(r.get("started", 0))),
                     "stopReason": r.get("stop"),
                     "editedFiles": list(r.get("edited") or []),
+                    **({"forkedFrom": r["forkedFrom"]} if r.get("forkedFrom") else {}),
                 }
                 for r in runs
             ]
@@ -297,6 +309,8 @@ class SessionStore:
             try:
                 data = json.loads(_read_state_file(path, INDEX_MAX_BYTES))
                 for run in data.get("runs", []):
+                    if run.get("forkedFrom"):  # a fork's copy of its parent's run: not its files
+                        continue
                     # resolved: no `..` out of the state dir
                     _remove_run_files(
                         state, str(run.get("runId", "")), Path(run.get("transcript", "")).resolve()
@@ -425,6 +439,8 @@ def _replay(transcript: Path, history: list[Entry]) -> set[Path]:
         if isinstance(record, dict) and record.get("agentId", "main") == "main":
             if record.get("type") == "toolResult" and record.get("spillPath"):
                 spills.add(Path(record["spillPath"]))
+            elif record.get("type") == "fork" and isinstance(record.get("spills"), list):
+                spills |= {Path(str(p)) for p in record["spills"]}  # a fork's base: its parent's
             try:
                 apply_history_record(history, record)
             except (KeyError, TypeError, ValueError, IndexError) as exc:

@@ -84,6 +84,11 @@ class Transcript:
         self._closed = False  # its stop record is the last: nothing is written after close()
 
     async def write(self, agent_id: str, turn: int, type: str, **fields: Any) -> None:
+        self.put(agent_id, turn, type, **fields)
+
+    def put(self, agent_id: str, turn: int, type: str, **fields: Any) -> None:
+        """`write` for a caller that cannot await (an event sink): queued the same way, in
+        order with every other record."""
         if self._failed or self._closed:
             return
         record = {
