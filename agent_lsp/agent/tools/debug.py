@@ -15,8 +15,9 @@ from agent_lsp.agent.tools.base import Args, Prepared, Tool, ToolContext, ToolEr
 from agent_lsp.agent.tools.command import split_command
 from agent_lsp.agent.tools.debugger.editor import EditorDebugger
 from agent_lsp.agent.tools.debugger.launcher import Debugger, DebugSource
-from agent_lsp.agent.tools.debugger.session import Breakpoint, DebugFailed, Launch
+from agent_lsp.agent.tools.debugger.session import Adapter, Breakpoint, DebugFailed, Launch
 from agent_lsp.settings import DebugSettings
+from agent_lsp.settings_schema import DebugAdapter
 
 DEFAULT_TIMEOUT = 60
 MAX_TIMEOUT = 600
@@ -124,6 +125,50 @@ def _target(args: DebugStartArgs) -> tuple[str | None, str | None, list[str], li
     return argv[1], None, argv[2:] + args.args, argv
 
 
+# a program's language by its extension, as `debugAdapters.*.languages` names it
+LANGUAGES = {
+    **dict.fromkeys((".py", ".pyw"), "python"),
+    **dict.fromkeys((".js", ".mjs", ".cjs"), "javascript"),
+    **dict.fromkeys((".ts", ".mts", ".cts"), "typescript"),
+    **dict.fromkeys((".cc", ".cpp", ".cxx"), "cpp"),
+    **{".go": "go", ".rs": "rust", ".rb": "ruby", ".c": "c", ".java": "java", ".php": "php"},
+    **{".lua": "lua", ".sh": "bash", ".dart": "dart", ".cs": "csharp", ".swift": "swift"},
+}
+
+
+def _language(program: str | None) -> tuple[str, str]:
+    """(language, extension without the dot) of what is debugged; a module is Python."""
+    if program is None:
+        return "python", "py"
+    ext = os.path.splitext(program)[1].lower()
+    return LANGUAGES.get(ext, ext.lstrip(".")), ext.lstrip(".")
+
+
+def _pick_adapter(
+    adapters: dict[str, DebugAdapter], program: str | None, path: str
+) -> Adapter | None:
+    """The `debugAdapters` entry for the program's language (its argv's program found on PATH's
+    absolute entries), or None for debugpy; a language debugpy cannot run and no adapter for
+    it is a ToolError."""
+    language, ext = _language(program)
+    for name, adapter in adapters.items():
+        if {language, ext} & {x.lower().lstrip(".") for x in adapter.languages}:
+            found = find_program(adapter.command[0], path)
+            if found is None:
+                raise ToolError(
+                    f"cannot debug: debugAdapters.{name}: {adapter.command[0]!r} is not an "
+                    "executable program"
+                )
+            return Adapter(name, [found, *adapter.command[1:]])
+    if language != "python" and language in LANGUAGES.values():
+        raise ToolError(
+            f"cannot debug {language} programs: debugpy runs Python; name an adapter for "
+            f'{language} in the setting debugAdapters ({{"name": {{"command": [...], '
+            f'"languages": ["{language}"]}}}})'
+        )
+    return None
+
+
 def _timeout(given: float) -> float:
     return min(given or DEFAULT_TIMEOUT, MAX_TIMEOUT)
 
@@ -156,18 +201,11 @@ class DebugStart(Tool):
                 raise ToolError(f"program {program!r} does not exist")
             program = str(resolved)
         editor = isinstance(debugger, EditorDebugger)
-        python = self.settings.python or "python3"
-        if not editor and ctx.runner is not None:  # PATH's absolute entries only (Decision 62)
-            found = find_program(python, ctx.runner.env.get("PATH", ""))
-            if found is None:
-                raise ToolError(
-                    f"cannot debug: debug.python {python!r} is not an executable program"
-                    if self.settings.python
-                    else "cannot debug: no python3 on the PATH (or set debug.python)"
-                )
-            python = found
+        path = ctx.runner.env.get("PATH", "") if ctx.runner is not None else ""
+        adapter = None if editor else _pick_adapter(self.settings.adapters, program, path)
+        python = self._python(path) if not editor and adapter is None else "python3"
         breakpoints = _breakpoints(ctx, args.breakpoints)
-        launch = Launch(python, program, module, argv, str(cwd), args.stop_on_entry)
+        launch = Launch(python, program, module, argv, str(cwd), args.stop_on_entry, adapter)
         shown = (
             args.command
             or f"python3 {'-m ' + module if module else args.program} {shlex.join(argv)}".strip()
@@ -176,6 +214,8 @@ class DebugStart(Tool):
         detail = f"debug: $ {show_command(shown)}" + (f"   (in {where})" if where != "." else "")
         if editor:
             detail += "\nruns in the editor's debugger"
+        elif adapter is not None:
+            detail += f"\ndebug adapter {adapter.name}: $ {show_command(shlex.join(adapter.argv))}"
         elif ctx.runner is not None and ctx.runner.sandboxed:
             detail += f"\n{ctx.runner.describe()}"
         timeout = _timeout(args.timeout)
@@ -188,6 +228,18 @@ class DebugStart(Tool):
 
         sandboxed = not editor and ctx.runner is not None and ctx.runner.sandboxed
         return Prepared(detail, execute, rule_argv=rule_argv, sandboxed=sandboxed)
+
+    def _python(self, path: str) -> str:
+        """The debugged interpreter: PATH's absolute entries only (Decision 62)."""
+        python = self.settings.python or "python3"
+        found = find_program(python, path)
+        if found is None:
+            raise ToolError(
+                f"cannot debug: debug.python {python!r} is not an executable program"
+                if self.settings.python
+                else "cannot debug: no python3 on the PATH (or set debug.python)"
+            )
+        return found
 
 
 class DebugStep(Tool):
