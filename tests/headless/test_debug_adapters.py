@@ -94,3 +94,21 @@ def test_doctor_lists_the_configured_adapters(workspace: Path, tmp_path: Path):
     assert "gone (go: dap-adapter-nowhere)" in check["detail"], check
     assert "debugAdapters.gone: 'dap-adapter-nowhere' is not on the PATH" in check["detail"], check
     assert not check["ok"]
+
+
+async def test_the_sandbox_holds_a_named_adapter_and_its_program(model, workspace: Path):
+    """With the sandbox on, the user's adapter runs inside it like debugpy's (Decision 87)."""
+    outside = Path("/var/tmp") / f"agent-lsp-adapter-escape-{os.getpid()}-{id(workspace)}.txt"
+    (workspace / "escape.py").write_text(f"open({str(outside)!r}, 'w').write('x')\n")
+    model.add([tools_reply(call("debug_start", id="s", program="escape.py")), {"text": "ok"}])
+    approver = ScriptedApprover()
+
+    await run("debug", model, workspace, approver=approver, sandbox={"mode": "workspace-write"},
+              debugAdapters={"mypy": MYPY})
+
+    assert "debug adapter mypy:" in approver.requests[0].detail
+    result = last_tool_results(model.requests[1])["s"]
+    assert result.startswith("state: stopped (exception)"), result
+    assert "read-only" in result.lower(), result
+    assert not outside.exists()
+    assert not _processes_in(workspace)

@@ -1,0 +1,56 @@
+// The debugger through VS Code (CONTRACT "The debugger (turn 4)", Source 1): the agent's
+// debug_start runs in VS Code's own JavaScript debugger (js-debug, shipped with code-server),
+// so the Run and Debug view shows the session. Played only when named in AGENT_LSP_SCENARIOS
+// (test_vscode_debug.py).
+import fs from 'node:fs';
+import path from 'node:path';
+import { outputChannelLog, step, t, waitFor } from './harness.mjs';
+import { answerInputBox, clickToastButton, palette, plain, toastWithButton } from './workbench.mjs';
+
+export const AVG_JS = [
+  'function average(values) {',
+  '  let total = 0;',
+  '  for (const v of values) {',
+  '    total += v;',
+  '  }',
+  '  const count = values.length - 1;',
+  '  return total / count;',
+  '}',
+  "console.log('average', average([4, 6, 8]));",
+  '',
+].join('\n');
+
+const agentLog = (dirs) => outputChannelLog(dirs, 'Agent');
+const toolbar = (page) => page.locator('.debug-toolbar');
+
+/** Run Task: debug_start (allowed) stops at the breakpoint in VS Code's debugger; while the
+ * debug_eval approval waits, the debug view shows the paused session; the run's end leaves no
+ * debug session. */
+export async function debugInVsCode({ page, dirs, tasks }) {
+  const r = {};
+  fs.writeFileSync(path.join(dirs.workspace, 'avg.js'), AVG_JS);
+  const before = agentLog(dirs);
+  await palette(page, 'Agent: Run Task…');
+  await answerInputBox(page, tasks.debug);
+  const start = await step('debug_start approval', () => toastWithButton(page, 'debug_start', 'Allow', 120_000));
+  r.startApproval = plain(await start.innerText()).slice(0, 1000);
+  await clickToastButton(start, 'Allow');
+  const evalApproval = await step('debug_eval approval', () => toastWithButton(page, 'debug_eval', 'Allow', 120_000));
+  // The program is paused at the breakpoint now: VS Code shows it.
+  await step('the debug toolbar', () => toolbar(page).first().waitFor({ state: 'visible', timeout: t(30_000) }));
+  const callStack = page.locator('.debug-call-stack, .pane:has(.title:text-is("Call Stack"))').first();
+  await step('CALL STACK says paused', () =>
+    waitFor('"Paused on breakpoint" in the call stack', async () =>
+      /Paused on breakpoint/i.test(plain(await callStack.innerText().catch(() => ''))), t(30_000)));
+  r.callStack = plain(await callStack.innerText()).slice(0, 2000);
+  r.debugViewText = plain(await page.locator('.sidebar').first().innerText().catch(() => '')).slice(0, 3000);
+  await page.screenshot({ path: path.join(dirs.shots, 'debug-paused.png') });
+  await clickToastButton(evalApproval, 'Allow');
+  await step('run stopped', () => waitFor('the stop event in the Agent output',
+    () => /■/.test(agentLog(dirs).slice(before.length)), t(120_000)));
+  await step('no debug session left', () => waitFor('the debug toolbar to go', async () =>
+    !(await toolbar(page).first().isVisible().catch(() => false)), t(30_000)));
+  r.toolbarAfter = await toolbar(page).first().isVisible().catch(() => false);
+  r.agentOutput = agentLog(dirs).slice(before.length);
+  return r;
+}
