@@ -35,7 +35,8 @@ def test_vscode_debugs_with_its_own_debugger_and_the_agent_reads_the_locals(tmp_
     """debug_start on avg.js with a breakpoint on `return total / count`: VS Code's CALL STACK
     shows the session paused on the breakpoint (while the debug_eval approval waits), the
     model's next request holds `count = 2` and `total = 18` (values only the debugger knows),
-    debug_eval and a continue to the end work, and the run's end leaves no debug session."""
+    debug_eval, next and a continue to the end work; a second session still paused when the run
+    ends is ended with it (no debug session left in VS Code)."""
     from agent_lsp.testing.scripted_model import ScriptedModelServer
 
     tmp = tmp_path_factory.mktemp("vscode-ci-debug")
@@ -48,8 +49,11 @@ def test_vscode_debugs_with_its_own_debugger_and_the_agent_reads_the_locals(tmp_
                 "program": "avg.js", "breakpoints": [{"path": "avg.js", "line": 7}]}}]},
             {"tool_calls": [{"id": "eval", "name": "debug_eval",
                              "arguments": {"expression": "total * 2 + count"}}]},
+            {"tool_calls": [{"id": "next", "name": "debug_step", "arguments": {"action": "next"}}]},
             {"tool_calls": [{"id": "cont", "name": "debug_step", "arguments": {"action": "continue"}}]},
-            {"text": "count is one short: values.length - 1."},
+            {"tool_calls": [{"id": "again", "name": "debug_start", "arguments": {
+                "program": "avg.js", "breakpoints": [{"path": "avg.js", "line": 7}]}}]},
+            {"text": "count is one short: values.length - 1."},  # the run ends while paused
         ])
         marker = f"agent-lsp-vscode-ci-debug-{os.getpid()}-{tmp.name}"
         env = {**os.environ, **tools, "AGENT_LSP_E2E_MARKER": marker, "AGENT_LSP_SERVER": str(wrapper),
@@ -81,7 +85,15 @@ def test_vscode_debugs_with_its_own_debugger_and_the_agent_reads_the_locals(tmp_
     assert re.search(r"^avg\.js:7 \S*average$", start, re.M), start
     assert tool_result(requests, "eval").endswith("= 38"), tool_result(requests, "eval")
     cont = tool_result(requests, "cont")
+    nxt = tool_result(requests, "next")
+    # js-debug stops at the end of the return statement and shows what it returns
+    assert nxt.startswith("state: stopped (step)\nlocation: avg.js:7"), nxt
+    assert re.search(r"^Return value \(.*\) = 9$", nxt, re.M), nxt
     # js-debug sends no DAP `exited` event: VS Code's session ends without an exit code
     assert cont.startswith("state: exited (unknown)") and "average 9" in cont, cont
-    # the run's end left no debug session in VS Code
-    assert scenario["toolbarAfter"] is False
+    again = tool_result(requests, "again")
+    assert again.startswith("state: stopped (breakpoint)\nlocation: avg.js:7"), again
+    # the session is the agent's, by name, in VS Code's debug view
+    assert "Agent: debug avg.js" in scenario["callStack"], scenario["callStack"]
+    # the run ended while the second session was paused: it ended with the run
+    assert scenario["toolbarAfter"] is False and scenario["debuggeesAfter"] == []

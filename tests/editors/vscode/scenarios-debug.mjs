@@ -20,6 +20,17 @@ export const AVG_JS = [
   '',
 ].join('\n');
 
+/** Processes running avg.js (the program the agent debugs). */
+function debuggees() {
+  return fs.readdirSync('/proc').filter((p) => /^\d+$/.test(p)).filter((p) => {
+    try {
+      return fs.readFileSync(`/proc/${p}/cmdline`, 'latin1').split('\0').some((a) => a.endsWith('avg.js'));
+    } catch {
+      return false;
+    }
+  });
+}
+
 const agentLog = (dirs) => outputChannelLog(dirs, 'Agent');
 const toolbar = (page) => page.locator('.debug-toolbar');
 
@@ -46,11 +57,16 @@ export async function debugInVsCode({ page, dirs, tasks }) {
   r.debugViewText = plain(await page.locator('.sidebar').first().innerText().catch(() => '')).slice(0, 3000);
   await page.screenshot({ path: path.join(dirs.shots, 'debug-paused.png') });
   await clickToastButton(evalApproval, 'Allow');
+  // next, continue to the end, then a second debug_start (asked again): paused when the run ends
+  const again = await step('second debug_start approval', () => toastWithButton(page, 'debug_start', 'Allow', 120_000));
+  await clickToastButton(again, 'Allow');
   await step('run stopped', () => waitFor('the stop event in the Agent output',
     () => /■/.test(agentLog(dirs).slice(before.length)), t(120_000)));
   await step('no debug session left', () => waitFor('the debug toolbar to go', async () =>
     !(await toolbar(page).first().isVisible().catch(() => false)), t(30_000)));
   r.toolbarAfter = await toolbar(page).first().isVisible().catch(() => false);
+  await waitFor('the debugged node process to end', () => debuggees().length === 0, t(30_000)).catch(() => {});
+  r.debuggeesAfter = debuggees();
   r.agentOutput = agentLog(dirs).slice(before.length);
   return r;
 }
