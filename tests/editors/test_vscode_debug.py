@@ -9,6 +9,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -33,7 +34,8 @@ def tool_result(requests: list[dict[str, Any]], call_id: str) -> str:
 
 def test_vscode_debugs_with_its_own_debugger_and_the_agent_reads_the_locals(tmp_path_factory, tools):  # noqa: F811
     """debug_start on avg.js with a breakpoint on `return total / count`: VS Code's CALL STACK
-    shows the session paused on the breakpoint (while the debug_eval approval waits), the
+    shows the session paused on the breakpoint (while the debug_eval approval waits; screenshot
+    debug.png), the
     model's next request holds `count = 2` and `total = 18` (values only the debugger knows),
     debug_eval, next and a continue to the end work; a second session still paused when the run
     ends is ended with it (no debug session left in VS Code)."""
@@ -97,3 +99,7 @@ def test_vscode_debugs_with_its_own_debugger_and_the_agent_reads_the_locals(tmp_
     assert "Agent: debug avg.js" in scenario["callStack"], scenario["callStack"]
     # the run ended while the second session was paused: it ended with the run
     assert scenario["toolbarAfter"] is False and scenario["debuggeesAfter"] == []
+    if os.environ.get("AGENT_LSP_UPDATE_SCREENSHOT") == "1":
+        shot = tmp / "screenshots" / "debug-paused.png"
+        if shot.is_file():
+            shutil.copy(shot, vs.EXTENSION / "debug.png")
