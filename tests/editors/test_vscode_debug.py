@@ -37,7 +37,8 @@ def test_vscode_debugs_with_its_own_debugger_and_the_agent_reads_the_locals(tmp_
     shows the session paused on the breakpoint (while the debug_eval approval waits; screenshot
     debug.png), the
     model's next request holds `count = 2` and `total = 18` (values only the debugger knows),
-    debug_eval, next and a continue to the end work; a second session still paused when the run
+    debug_eval, next and a continue to the end work; an uncaught exception stops (crash.js); a
+    last session still paused when the run
     ends is ended with it (no debug session left in VS Code)."""
     from agent_lsp.testing.scripted_model import ScriptedModelServer
 
@@ -53,6 +54,7 @@ def test_vscode_debugs_with_its_own_debugger_and_the_agent_reads_the_locals(tmp_
                              "arguments": {"expression": "total * 2 + count"}}]},
             {"tool_calls": [{"id": "next", "name": "debug_step", "arguments": {"action": "next"}}]},
             {"tool_calls": [{"id": "cont", "name": "debug_step", "arguments": {"action": "continue"}}]},
+            {"tool_calls": [{"id": "crash", "name": "debug_start", "arguments": {"program": "crash.js"}}]},
             {"tool_calls": [{"id": "again", "name": "debug_start", "arguments": {
                 "program": "avg.js", "breakpoints": [{"path": "avg.js", "line": 7}]}}]},
             {"text": "count is one short: values.length - 1."},  # the run ends while paused
@@ -93,6 +95,10 @@ def test_vscode_debugs_with_its_own_debugger_and_the_agent_reads_the_locals(tmp_
     assert re.search(r"^Return value \(.*\) = 9$", nxt, re.M), nxt
     # js-debug sends no DAP `exited` event: VS Code's session ends without an exit code
     assert cont.startswith("state: exited (unknown)") and "average 9" in cont, cont
+    # an uncaught exception stops there, though the user's Breakpoints view has it unticked
+    crash = tool_result(requests, "crash")
+    assert crash.startswith("state: stopped (exception)\nlocation: crash.js:3"), crash
+    assert re.search(r"^xs \(.*\) = .*\[1, 2, 3\]$", crash, re.M), crash
     again = tool_result(requests, "again")
     assert again.startswith("state: stopped (breakpoint)\nlocation: avg.js:7"), again
     # the session is the agent's, by name, in VS Code's debug view

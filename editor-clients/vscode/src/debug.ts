@@ -119,6 +119,17 @@ class AgentDebugSession {
     }
     this.ours.set(session.id, session);
     return {
+      onWillReceiveMessage: (message: Json) => {
+        // The agent's session stops on an uncaught exception, as debugpy's does (Decision 61),
+        // whatever the user's own Breakpoints view has ticked: js-debug and debugpy both name
+        // that filter `uncaught`. The tracker sees the request before the adapter does.
+        if (message?.type === 'request' && message.command === 'setExceptionBreakpoints') {
+          const filters: string[] = message.arguments?.filters ?? [];
+          if (!filters.includes('uncaught') && !filters.includes('all')) {
+            message.arguments = { ...message.arguments, filters: [...filters, 'uncaught'] };
+          }
+        }
+      },
       onDidSendMessage: (message: Json) => {
         if (message?.type !== 'event') {
           return;

@@ -31,6 +31,15 @@ function debuggees() {
   });
 }
 
+export const CRASH_JS = [
+  'const items = [1, 2, 3];',
+  'function last(xs) {',
+  '  return xs[xs.length].toFixed(2);',
+  '}',
+  'console.log(last(items));',
+  '',
+].join('\n');
+
 const agentLog = (dirs) => outputChannelLog(dirs, 'Agent');
 const toolbar = (page) => page.locator('.debug-toolbar');
 
@@ -40,6 +49,7 @@ const toolbar = (page) => page.locator('.debug-toolbar');
 export async function debugInVsCode({ page, dirs, tasks }) {
   const r = {};
   fs.writeFileSync(path.join(dirs.workspace, 'avg.js'), AVG_JS);
+  fs.writeFileSync(path.join(dirs.workspace, 'crash.js'), CRASH_JS);
   const before = agentLog(dirs);
   await palette(page, 'Agent: Run Task…');
   await answerInputBox(page, tasks.debug);
@@ -57,8 +67,10 @@ export async function debugInVsCode({ page, dirs, tasks }) {
   r.debugViewText = plain(await page.locator('.sidebar').first().innerText().catch(() => '')).slice(0, 3000);
   await page.screenshot({ path: path.join(dirs.shots, 'debug-paused.png') });
   await clickToastButton(evalApproval, 'Allow');
-  // next, continue to the end, then a second debug_start (asked again): paused when the run ends
-  const again = await step('second debug_start approval', () => toastWithButton(page, 'debug_start', 'Allow', 120_000));
+  // next, continue to the end, crash.js (asked), then avg.js again (asked): paused at the run's end
+  const crash = await step('crash.js debug_start approval', () => toastWithButton(page, 'crash.js', 'Allow', 120_000));
+  await clickToastButton(crash, 'Allow');
+  const again = await step('second avg.js debug_start approval', () => toastWithButton(page, 'debug_start', 'Allow', 120_000));
   await clickToastButton(again, 'Allow');
   await step('run stopped', () => waitFor('the stop event in the Agent output',
     () => /■/.test(agentLog(dirs).slice(before.length)), t(120_000)));
