@@ -44,7 +44,10 @@ def test_vscode_debugs_with_its_own_debugger_and_the_agent_reads_the_locals(tmp_
 
     tmp = tmp_path_factory.mktemp("vscode-ci-debug")
     wrapper = tmp / "agent-lsp"
-    wrapper.write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} -m agent_lsp "$@"\n')
+    # this checkout's server, whatever agent-lsp the interpreter has installed (code-server
+    # passes on no PYTHONPATH)
+    wrapper.write_text(f'#!/bin/sh\nPYTHONPATH={shlex.quote(str(vs.REPO))} exec {shlex.quote(sys.executable)} '
+                       '-m agent_lsp "$@"\n')
     wrapper.chmod(0o755)
     with ScriptedModelServer() as model:
         model.add(TASK, [
@@ -78,6 +81,7 @@ def test_vscode_debugs_with_its_own_debugger_and_the_agent_reads_the_locals(tmp_
     assert leftovers == [] and result["orphans"] == []
     # the approval said where it runs
     assert "runs in the editor's debugger" in scenario["startApproval"], scenario["startApproval"]
+    assert "debug: $ avg.js" in scenario["startApproval"], scenario["startApproval"]  # not `python3 avg.js`
     # (a) VS Code's own debug view showed the agent's session paused at the breakpoint
     assert re.search(r"Paused on breakpoint", scenario["callStack"], re.I), scenario["callStack"]
     assert "average" in scenario["callStack"] and "avg.js" in scenario["callStack"], scenario["callStack"]

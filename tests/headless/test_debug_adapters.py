@@ -37,6 +37,7 @@ async def test_an_adapter_named_in_debug_adapters_debugs_the_program(model, work
 
     assert report.stop_reason == "done", report
     detail = approver.requests[0].detail
+    assert detail.startswith("debug: $ buggy.py"), detail  # the adapter runs it, not `python3`
     assert f"debug adapter mypy: $ {sys.executable} -m debugpy.adapter" in detail, detail
     start = last_tool_results(model.requests[1])["start"]
     assert start.startswith(f"state: stopped (breakpoint)\nlocation: buggy.py:{RETURN_LINE}"), start

@@ -206,10 +206,10 @@ class DebugStart(Tool):
         python = self._python(path) if not editor and adapter is None else "python3"
         breakpoints = _breakpoints(ctx, args.breakpoints)
         launch = Launch(python, program, module, argv, str(cwd), args.stop_on_entry, adapter)
-        shown = (
-            args.command
-            or f"python3 {'-m ' + module if module else args.program} {shlex.join(argv)}".strip()
-        )
+        # what the user approves: `python3` only where Python runs it (not node in the editor)
+        python_runs = adapter is None and _language(program)[0] == "python"
+        target = f"{'python3 ' if python_runs else ''}{'-m ' + module if module else args.program}"
+        shown = args.command or f"{target} {shlex.join(argv)}".strip()
         where = ctx.paths.display(cwd)
         detail = f"debug: $ {show_command(shown)}" + (f"   (in {where})" if where != "." else "")
         if editor:
