@@ -41,7 +41,7 @@ class BreakpointArg(BaseModel):
 
 class DebugStartArgs(Args):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
-    program: str = Field("", description="a .py file")
+    program: str = Field("", description="a file (.py; .js in VS Code; any in debugAdapters)")
     module: str = Field("", description="or a module (python -m)")
     command: str = Field("", description=f"or {_FORMS}")
     args: list[str] = Field(default_factory=list)
@@ -180,7 +180,7 @@ def _failed(exc: DebugFailed) -> ToolError:
 class DebugStart(Tool):
     name = "debug_start"
     description = (
-        "Run Python under a debugger to the first stop (breakpoint, uncaught exception, entry) "
+        "Run a program under a debugger to the first stop (breakpoint, uncaught exception, entry) "
         "or the end: location, stack, top frame's locals, output. One session at a time."
     )
     args = DebugStartArgs
