@@ -67,9 +67,12 @@ export async function debugInVsCode({ page, dirs, tasks }) {
   r.debugViewText = plain(await page.locator('.sidebar').first().innerText().catch(() => '')).slice(0, 3000);
   await page.screenshot({ path: path.join(dirs.shots, 'debug-paused.png') });
   await clickToastButton(evalApproval, 'Allow');
-  // next, continue to the end, crash.js (asked), then avg.js again (asked): paused at the run's end
+  // next, continue to the end, crash.js (asked), calc.py (asked), then avg.js again (asked): paused at the run's end
   const crash = await step('crash.js debug_start approval', () => toastWithButton(page, 'crash.js', 'Allow', 120_000));
   await clickToastButton(crash, 'Allow');
+  // calc.py: code-server has no Python Debugger extension, so VS Code says so
+  const py = await step('calc.py debug_start approval', () => toastWithButton(page, 'calc.py', 'Allow', 120_000));
+  await clickToastButton(py, 'Allow');
   const again = await step('second avg.js debug_start approval', () => toastWithButton(page, 'debug_start', 'Allow', 120_000));
   await clickToastButton(again, 'Allow');
   await step('run stopped', () => waitFor('the stop event in the Agent output',
