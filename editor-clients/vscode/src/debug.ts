@@ -131,7 +131,8 @@ class AgentDebugSession {
         }
       },
       onDidSendMessage: (message: Json) => {
-        if (message?.type !== 'event') {
+        // a session the agent already stopped may still talk: not the current one's events
+        if (message?.type !== 'event' || !this.ours.has(session.id)) {
           return;
         }
         const body = message.body ?? {};
