@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from agent_lsp.agent.ports import Decision
 from tests.headless.test_debugger import BUGGY, RETURN_LINE, _processes_in
 from tests.unit.kit import ScriptedApprover, call, last_tool_results, run, tools_reply
 
@@ -81,6 +83,25 @@ async def test_a_program_debugpy_cannot_run_names_the_setting(model, workspace: 
 
     result = last_tool_results(model.requests[1])["js"]
     assert "cannot debug javascript programs" in result and "debugAdapters" in result, result
+
+
+async def test_a_compiled_program_goes_to_an_adapter_for_native_code(model, workspace: Path):
+    """An ELF program has no extension: it is `native`, debugged by an adapter listing `native`,
+    `c`, `cpp` or `rust` (lldb-dap's languages), never handed to debugpy as Python."""
+    shutil.copy("/bin/true", workspace / "app")
+    (workspace / "lldb-dap").write_text("#!/bin/sh\nexit 0\n")
+    (workspace / "lldb-dap").chmod(0o755)
+    model.add([tools_reply(call("debug_start", id="bare", program="app")), {"text": "ok"}])
+    await run("debug", model, workspace)
+    bare = last_tool_results(model.requests[-1])["bare"]
+    assert "cannot debug native programs" in bare and "debugAdapters" in bare, bare
+
+    model.add([tools_reply(call("debug_start", id="lldb", program="app")), {"text": "ok"}])
+    approver = ScriptedApprover(Decision.DENY)
+    lldb = {"command": [str(workspace / "lldb-dap")], "languages": ["c", "cpp", "rust"]}
+    await run("debug it", model, workspace, approver=approver, debugAdapters={"lldb": lldb})
+    assert f"debug adapter lldb: $ {workspace / 'lldb-dap'}" in approver.requests[0].detail
+    assert approver.requests[0].detail.startswith("debug: $ app"), approver.requests[0].detail
 
 
 def test_doctor_lists_the_configured_adapters(workspace: Path, tmp_path: Path):

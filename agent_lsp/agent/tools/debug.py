@@ -136,12 +136,32 @@ LANGUAGES = {
 }
 
 
+# a compiled program (an ELF file): what an adapter listing any of these debugs (lldb-dap, gdb)
+NATIVE = frozenset({"native", "c", "cpp", "rust"})
+
+
 def _language(program: str | None) -> tuple[str, str]:
-    """(language, extension without the dot) of what is debugged; a module is Python."""
+    """(language, extension without the dot) of what is debugged; a module is Python, an ELF
+    file `native`."""
     if program is None:
         return "python", "py"
     ext = os.path.splitext(program)[1].lower()
+    if not ext and _is_elf(program):
+        return "native", ""
     return LANGUAGES.get(ext, ext.lstrip(".")), ext.lstrip(".")
+
+
+def _is_elf(path: str) -> bool:
+    try:
+        with open(path, "rb") as f:
+            return f.read(4) == b"\x7fELF"
+    except OSError:
+        return False
+
+
+def _speaks(adapter: DebugAdapter, language: str, ext: str) -> bool:
+    named = {x.lower().lstrip(".") for x in adapter.languages}
+    return bool({language, ext} & named) or (language == "native" and bool(NATIVE & named))
 
 
 def _pick_adapter(
@@ -152,7 +172,7 @@ def _pick_adapter(
     it is a ToolError."""
     language, ext = _language(program)
     for name, adapter in adapters.items():
-        if {language, ext} & {x.lower().lstrip(".") for x in adapter.languages}:
+        if _speaks(adapter, language, ext):
             found = find_program(adapter.command[0], path)
             if found is None:
                 raise ToolError(
@@ -160,7 +180,7 @@ def _pick_adapter(
                     "executable program"
                 )
             return Adapter(name, [found, *adapter.command[1:]])
-    if language != "python" and language in LANGUAGES.values():
+    if language != "python" and (language in LANGUAGES.values() or language == "native"):
         raise ToolError(
             f"cannot debug {language} programs: debugpy runs Python; name an adapter for "
             f'{language} in the setting debugAdapters ({{"name": {{"command": [...], '
