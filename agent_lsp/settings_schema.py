@@ -79,7 +79,7 @@ class SandboxSettings(_Model):
 
 class DebugAdapter(BaseModel):
     """A Debug Adapter Protocol server agent-lsp may start for a language (CONTRACT "The debugger
-    (turn 4)", source 2): DAP over its stdio."""
+    (turn 4)", source 2): DAP over its stdin/stdout (not a TCP port)."""
 
     model_config = ConfigDict(extra="ignore")
     command: list[str] = Field(min_length=1)
@@ -87,7 +87,8 @@ class DebugAdapter(BaseModel):
     split like a shell would."""
     languages: list[str] = Field(min_length=1)
     """The languages it debugs, by program extension: `python`, `javascript`, `typescript`, `go`,
-    `rust`, `ruby`, `c`, `cpp`, ... (the file's extension itself, e.g. `lua`, works too)."""
+    `rust`, `ruby`, `c`, `cpp`, ... (the file's extension itself, e.g. `lua`, works too); a
+    compiled (ELF) program is `native`, also matched by `c`, `cpp` and `rust`."""
 
     @field_validator("command", mode="before")
     @classmethod
