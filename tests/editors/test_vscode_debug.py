@@ -38,7 +38,8 @@ def test_vscode_debugs_with_its_own_debugger_and_the_agent_reads_the_locals(tmp_
     debug.png), the
     model's next request holds `count = 2` and `total = 18` (values only the debugger knows),
     debug_eval, next and a continue to the end work; an uncaught exception stops (crash.js); a
-    Python program without the Python Debugger extension is a clear tool error; a
+    Python program without the Python Debugger extension is a clear tool error; an endless one
+    is paused at its timeout; a
     last session still paused when the run
     ends is ended with it (no debug session left in VS Code)."""
     from agent_lsp.testing.scripted_model import ScriptedModelServer
@@ -60,6 +61,7 @@ def test_vscode_debugs_with_its_own_debugger_and_the_agent_reads_the_locals(tmp_
             {"tool_calls": [{"id": "cont", "name": "debug_step", "arguments": {"action": "continue"}}]},
             {"tool_calls": [{"id": "crash", "name": "debug_start", "arguments": {"program": "crash.js"}}]},
             {"tool_calls": [{"id": "py", "name": "debug_start", "arguments": {"program": "calc.py"}}]},
+            {"tool_calls": [{"id": "spin", "name": "debug_start", "arguments": {"program": "spin.js", "timeout": 2}}]},
             {"tool_calls": [{"id": "again", "name": "debug_start", "arguments": {
                 "program": "avg.js", "breakpoints": [{"path": "avg.js", "line": 7}]}}]},
             {"text": "count is one short: values.length - 1."},  # the run ends while paused
@@ -108,6 +110,9 @@ def test_vscode_debugs_with_its_own_debugger_and_the_agent_reads_the_locals(tmp_
     # no Python debugger in this VS Code: a clear tool error, and the run goes on
     py = tool_result(requests, "py")
     assert "VS Code has no Python debugger: install the Python Debugger extension" in py, py
+    # a program that never stops is paused at the timeout, where it is (Decision 88)
+    spin = tool_result(requests, "spin")
+    assert re.match(r"state: stopped \(pause\)\nlocation: spin\.js:[1-4]\n", spin), spin
     again = tool_result(requests, "again")
     assert again.startswith("state: stopped (breakpoint)\nlocation: avg.js:7"), again
     # the session is the agent's, by name, in VS Code's debug view

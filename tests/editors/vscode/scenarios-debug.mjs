@@ -50,6 +50,7 @@ export async function debugInVsCode({ page, dirs, tasks }) {
   const r = {};
   fs.writeFileSync(path.join(dirs.workspace, 'avg.js'), AVG_JS);
   fs.writeFileSync(path.join(dirs.workspace, 'crash.js'), CRASH_JS);
+  fs.writeFileSync(path.join(dirs.workspace, 'spin.js'), 'let n = 0;\nwhile (true) {\n  n += 1;\n}\n');
   const before = agentLog(dirs);
   await palette(page, 'Agent: Run Task…');
   await answerInputBox(page, tasks.debug);
@@ -67,12 +68,15 @@ export async function debugInVsCode({ page, dirs, tasks }) {
   r.debugViewText = plain(await page.locator('.sidebar').first().innerText().catch(() => '')).slice(0, 3000);
   await page.screenshot({ path: path.join(dirs.shots, 'debug-paused.png') });
   await clickToastButton(evalApproval, 'Allow');
-  // next, continue to the end, crash.js (asked), calc.py (asked), then avg.js again (asked): paused at the run's end
+  // next, continue to the end, crash.js, calc.py, spin.js (each asked), then avg.js again (asked): paused at the run's end
   const crash = await step('crash.js debug_start approval', () => toastWithButton(page, 'crash.js', 'Allow', 120_000));
   await clickToastButton(crash, 'Allow');
   // calc.py: code-server has no Python Debugger extension, so VS Code says so
   const py = await step('calc.py debug_start approval', () => toastWithButton(page, 'calc.py', 'Allow', 120_000));
   await clickToastButton(py, 'Allow');
+  // spin.js never stops by itself: paused at the request's timeout
+  const spin = await step('spin.js debug_start approval', () => toastWithButton(page, 'spin.js', 'Allow', 120_000));
+  await clickToastButton(spin, 'Allow');
   const again = await step('second avg.js debug_start approval', () => toastWithButton(page, 'debug_start', 'Allow', 120_000));
   await clickToastButton(again, 'Allow');
   await step('run stopped', () => waitFor('the stop event in the Agent output',
