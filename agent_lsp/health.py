@@ -125,6 +125,11 @@ def _debug(settings: Settings, editor: bool) -> Check:
             problems.append("no python3 on the PATH: set debug.python")
     else:
         problems.append("debugpy is not installed in agent-lsp's environment (pip install debugpy)")
+    for name, adapter in settings.debug_adapters.items():
+        found = find_program(adapter.command[0])
+        sources.append(f"{name} ({', '.join(adapter.languages)}: {found or adapter.command[0]})")
+        if found is None:
+            problems.append(f"debugAdapters.{name}: {adapter.command[0]!r} is not on the PATH")
     detail = ", ".join(sources) or "no debug source"
     return Check("debug", not problems, "; ".join([detail, *problems]))
 

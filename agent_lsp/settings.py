@@ -53,6 +53,7 @@ TRUSTED_FIELDS = frozenset(
         "model_aliases",  # ... nor send the user's commands and agents to another model
         "permissions",  # ... nor allow what the user's rules ask for (Decision 25)
         "debug",  # ... nor let debug_eval run unasked, nor pick the debugged interpreter
+        "debug_adapters",  # ... nor name a program to start as a debug adapter
     }
 )
 # Settings whose every allowed source adds to the others rather than replacing them

@@ -4,10 +4,11 @@ send, and where the server keeps its own files."""
 from __future__ import annotations
 
 import os
+import shlex
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
 Decision = Literal["allow", "ask", "deny"]
@@ -76,12 +77,37 @@ class SandboxSettings(_Model):
     $XDG_CONFIG_HOME twin."""
 
 
+class DebugAdapter(BaseModel):
+    """A Debug Adapter Protocol server agent-lsp may start for a language (CONTRACT "The debugger
+    (turn 4)", source 2): DAP over its stdin/stdout (not a TCP port)."""
+
+    model_config = ConfigDict(extra="ignore")
+    command: list[str] = Field(min_length=1)
+    """The program and its arguments, e.g. `["python3", "-m", "debugpy.adapter"]`; a string is
+    split like a shell would."""
+    languages: list[str] = Field(min_length=1)
+    """The languages it debugs, by program extension: `python`, `javascript`, `typescript`, `go`,
+    `rust`, `ruby`, `c`, `cpp`, ... (the file's extension itself, e.g. `lua`, works too); a
+    compiled (ELF) program is `native`, also matched by `c`, `cpp` and `rust`."""
+
+    @field_validator("command", mode="before")
+    @classmethod
+    def _split(cls, value: Any) -> Any:
+        return shlex.split(value) if isinstance(value, str) else value
+
+
 class DebugSettings(_Model):
     eval_without_asking: bool = False
     """`debug_eval` runs without asking (an expression can change the debugged program's
     state)."""
     python: str | None = None
     """The interpreter a debugged Python program runs under; None: `python3` on PATH."""
+    _adapters: dict[str, DebugAdapter] = PrivateAttr(default_factory=dict)
+
+    @property
+    def adapters(self) -> dict[str, DebugAdapter]:
+        """The top-level `debugAdapters` setting, carried here for the debug tools."""
+        return self._adapters
 
 
 class TelemetrySettings(_Model):
@@ -159,11 +185,19 @@ class Settings(_Model):
     telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings)
     debug: DebugSettings = Field(default_factory=DebugSettings)
     """The agent's debugger (trusted: it starts processes and evaluates code)."""
+    debug_adapters: dict[str, DebugAdapter] = Field(default_factory=dict)
+    """Debug adapters agent-lsp starts itself, `{name: {command, languages}}` (trusted: they are
+    processes); one whose languages match the program wins over debugpy."""
     language_servers: LanguageServersSettings = Field(default_factory=LanguageServersSettings)
     """Language servers agent-lsp starts itself (trusted: they are processes)."""
     model_aliases: dict[str, str] = Field(default_factory=dict)
     """Model names in agent and command files (`sonnet`, `claude-opus-4-1`) mapped to models of
     this endpoint; unmapped Claude names run on the run's own model (Decision 35)."""
+
+    @model_validator(mode="after")
+    def _hand_adapters_to_debug(self) -> Settings:
+        self.debug._adapters = dict(self.debug_adapters)
+        return self
 
     def transcript_path(self) -> Path:
         return (

@@ -15,8 +15,9 @@ from agent_lsp.agent.tools.base import Args, Prepared, Tool, ToolContext, ToolEr
 from agent_lsp.agent.tools.command import split_command
 from agent_lsp.agent.tools.debugger.editor import EditorDebugger
 from agent_lsp.agent.tools.debugger.launcher import Debugger, DebugSource
-from agent_lsp.agent.tools.debugger.session import Breakpoint, DebugFailed, Launch
+from agent_lsp.agent.tools.debugger.session import Adapter, Breakpoint, DebugFailed, Launch
 from agent_lsp.settings import DebugSettings
+from agent_lsp.settings_schema import DebugAdapter
 
 DEFAULT_TIMEOUT = 60
 MAX_TIMEOUT = 600
@@ -40,7 +41,7 @@ class BreakpointArg(BaseModel):
 
 class DebugStartArgs(Args):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
-    program: str = Field("", description="a .py file")
+    program: str = Field("", description="a file (.py; .js in VS Code; any in debugAdapters)")
     module: str = Field("", description="or a module (python -m)")
     command: str = Field("", description=f"or {_FORMS}")
     args: list[str] = Field(default_factory=list)
@@ -124,6 +125,70 @@ def _target(args: DebugStartArgs) -> tuple[str | None, str | None, list[str], li
     return argv[1], None, argv[2:] + args.args, argv
 
 
+# a program's language by its extension, as `debugAdapters.*.languages` names it
+LANGUAGES = {
+    **dict.fromkeys((".py", ".pyw"), "python"),
+    **dict.fromkeys((".js", ".mjs", ".cjs"), "javascript"),
+    **dict.fromkeys((".ts", ".mts", ".cts"), "typescript"),
+    **dict.fromkeys((".cc", ".cpp", ".cxx"), "cpp"),
+    **{".go": "go", ".rs": "rust", ".rb": "ruby", ".c": "c", ".java": "java", ".php": "php"},
+    **{".lua": "lua", ".sh": "bash", ".dart": "dart", ".cs": "csharp", ".swift": "swift"},
+}
+
+
+# a compiled program (an ELF file): what an adapter listing any of these debugs (lldb-dap, gdb)
+NATIVE = frozenset({"native", "c", "cpp", "rust"})
+
+
+def _language(program: str | None) -> tuple[str, str]:
+    """(language, extension without the dot) of what is debugged; a module is Python, an ELF
+    file `native`."""
+    if program is None:
+        return "python", "py"
+    ext = os.path.splitext(program)[1].lower()
+    if not ext and _is_elf(program):
+        return "native", ""
+    return LANGUAGES.get(ext, ext.lstrip(".")), ext.lstrip(".")
+
+
+def _is_elf(path: str) -> bool:
+    try:
+        with open(path, "rb") as f:
+            return f.read(4) == b"\x7fELF"
+    except OSError:
+        return False
+
+
+def _speaks(adapter: DebugAdapter, language: str, ext: str) -> bool:
+    named = {x.lower().lstrip(".") for x in adapter.languages}
+    return bool({language, ext} & named) or (language == "native" and bool(NATIVE & named))
+
+
+def _pick_adapter(
+    adapters: dict[str, DebugAdapter], program: str | None, path: str
+) -> Adapter | None:
+    """The `debugAdapters` entry for the program's language (its argv's program found on PATH's
+    absolute entries), or None for debugpy; a language debugpy cannot run and no adapter for
+    it is a ToolError."""
+    language, ext = _language(program)
+    for name, adapter in adapters.items():
+        if _speaks(adapter, language, ext):
+            found = find_program(adapter.command[0], path)
+            if found is None:
+                raise ToolError(
+                    f"cannot debug: debugAdapters.{name}: {adapter.command[0]!r} is not an "
+                    "executable program"
+                )
+            return Adapter(name, [found, *adapter.command[1:]])
+    if language != "python" and (language in LANGUAGES.values() or language == "native"):
+        raise ToolError(
+            f"cannot debug {language} programs: debugpy runs Python; name an adapter for "
+            f'{language} in the setting debugAdapters ({{"name": {{"command": [...], '
+            f'"languages": ["{language}"]}}}})'
+        )
+    return None
+
+
 def _timeout(given: float) -> float:
     return min(given or DEFAULT_TIMEOUT, MAX_TIMEOUT)
 
@@ -135,7 +200,7 @@ def _failed(exc: DebugFailed) -> ToolError:
 class DebugStart(Tool):
     name = "debug_start"
     description = (
-        "Run Python under a debugger to the first stop (breakpoint, uncaught exception, entry) "
+        "Run a program under a debugger to the first stop (breakpoint, uncaught exception, entry) "
         "or the end: location, stack, top frame's locals, output. One session at a time."
     )
     args = DebugStartArgs
@@ -156,26 +221,21 @@ class DebugStart(Tool):
                 raise ToolError(f"program {program!r} does not exist")
             program = str(resolved)
         editor = isinstance(debugger, EditorDebugger)
-        python = self.settings.python or "python3"
-        if not editor and ctx.runner is not None:  # PATH's absolute entries only (Decision 62)
-            found = find_program(python, ctx.runner.env.get("PATH", ""))
-            if found is None:
-                raise ToolError(
-                    f"cannot debug: debug.python {python!r} is not an executable program"
-                    if self.settings.python
-                    else "cannot debug: no python3 on the PATH (or set debug.python)"
-                )
-            python = found
+        path = ctx.runner.env.get("PATH", "") if ctx.runner is not None else ""
+        adapter = None if editor else _pick_adapter(self.settings.adapters, program, path)
+        python = self._python(path) if not editor and adapter is None else "python3"
         breakpoints = _breakpoints(ctx, args.breakpoints)
-        launch = Launch(python, program, module, argv, str(cwd), args.stop_on_entry)
-        shown = (
-            args.command
-            or f"python3 {'-m ' + module if module else args.program} {shlex.join(argv)}".strip()
-        )
+        launch = Launch(python, program, module, argv, str(cwd), args.stop_on_entry, adapter)
+        # what the user approves: `python3` only where Python runs it (not node in the editor)
+        python_runs = adapter is None and _language(program)[0] == "python"
+        target = f"{'python3 ' if python_runs else ''}{'-m ' + module if module else args.program}"
+        shown = args.command or f"{target} {shlex.join(argv)}".strip()
         where = ctx.paths.display(cwd)
         detail = f"debug: $ {show_command(shown)}" + (f"   (in {where})" if where != "." else "")
         if editor:
             detail += "\nruns in the editor's debugger"
+        elif adapter is not None:
+            detail += f"\ndebug adapter {adapter.name}: $ {show_command(shlex.join(adapter.argv))}"
         elif ctx.runner is not None and ctx.runner.sandboxed:
             detail += f"\n{ctx.runner.describe()}"
         timeout = _timeout(args.timeout)
@@ -188,6 +248,18 @@ class DebugStart(Tool):
 
         sandboxed = not editor and ctx.runner is not None and ctx.runner.sandboxed
         return Prepared(detail, execute, rule_argv=rule_argv, sandboxed=sandboxed)
+
+    def _python(self, path: str) -> str:
+        """The debugged interpreter: PATH's absolute entries only (Decision 62)."""
+        python = self.settings.python or "python3"
+        found = find_program(python, path)
+        if found is None:
+            raise ToolError(
+                f"cannot debug: debug.python {python!r} is not an executable program"
+                if self.settings.python
+                else "cannot debug: no python3 on the PATH (or set debug.python)"
+            )
+        return found
 
 
 class DebugStep(Tool):

@@ -12,6 +12,7 @@ import {
 } from 'vscode-languageclient/node';
 import { ApprovalView, SHOW_MESSAGE_REQUEST } from './approvals';
 import { answerCodeIntel, CODE_INTEL_REQUEST } from './codeIntel';
+import { answerDebug, DEBUG_REQUEST } from './debug';
 import { answerDiagnostics, DIAGNOSTICS_REQUEST } from './diagnostics';
 import { applyEditAndSave } from './edits';
 import { describeError, log } from './logger';
@@ -31,7 +32,8 @@ export interface ServerHooks {
 
 /**
  * Our experimental client capabilities (CONTRACT "Editor diagnostics", "Edit review", "Code
- * intelligence"): we answer `agentLsp/diagnostics` and `agentLsp/codeIntel`, and, when the user
+ * intelligence", "The debugger"): we answer `agentLsp/diagnostics`, `agentLsp/codeIntel` and
+ * `agentLsp/debug` (VS Code's own debugger), and, when the user
  * wants it, review edits in the Refactor Preview (vscode-languageclient already advertises
  * changeAnnotationSupport).
  */
@@ -39,7 +41,7 @@ function agentCapabilities(editPreview: boolean): StaticFeature {
   return {
     fillClientCapabilities(capabilities: ClientCapabilities): void {
       const experimental = (capabilities.experimental ?? {}) as Record<string, unknown>;
-      capabilities.experimental = { ...experimental, agentLsp: { diagnostics: true, codeIntel: true, editPreview } };
+      capabilities.experimental = { ...experimental, agentLsp: { diagnostics: true, codeIntel: true, debug: true, editPreview } };
     },
     initialize(): void {},
     getState: () => ({ kind: 'static' }),
@@ -130,6 +132,7 @@ export class AgentServer implements vscode.Disposable {
     client.onRequest(SHOW_MESSAGE_REQUEST, (params, token) => this.hooks.approvals.handle(client, params, token));
     client.onRequest(DIAGNOSTICS_REQUEST, (params, token) => answerDiagnostics(client, params, token));
     client.onRequest(CODE_INTEL_REQUEST, (params) => answerCodeIntel(params));
+    client.onRequest(DEBUG_REQUEST, (params) => answerDebug(params));
     this.current = client;
     log.info(`starting ${command} serve --stdio`);
     try {

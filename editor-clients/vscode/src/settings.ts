@@ -28,6 +28,9 @@ const TRUSTED_KEYS = [
   'pricing',
   'hooks',
   'languageServers',
+  'debug.evalWithoutAsking',
+  'debug.python',
+  'debugAdapters',
   'modelAliases',
   'permissions',
 ] as const;

@@ -29,6 +29,7 @@ import {
 } from './harness.mjs';
 import * as codeIntel from './scenarios-codeintel.mjs';
 import * as core from './scenarios-core.mjs';
+import * as debug from './scenarios-debug.mjs';
 import * as features from './scenarios-features.mjs';
 
 const T_START = Date.now();
@@ -62,6 +63,7 @@ const NAMED_ONLY = [
   ['codeIntelProbe', codeIntel.codeIntelProbe],
   ['codeIntelTools', codeIntel.codeIntelTools],
   ['codeIntelRenamePreview', codeIntel.codeIntelRenamePreview],
+  ['debugInVsCode', debug.debugInVsCode],
 ];
 
 function writeWorkspace(dirs) {

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import shlex
 from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
@@ -68,18 +69,21 @@ class Debugger:
     def active(self) -> bool:
         return self.session is not None and not self.session.ended
 
-    async def start(self, launch: Launch, breakpoints: list[Breakpoint], timeout: float) -> Stop:
+    def _adapter_argv(self, launch: Launch) -> tuple[list[str], tuple[Path, ...]]:
+        """The adapter's argv and the host folders a sandboxed session needs to see."""
+        if launch.adapter is not None:  # debugAdapters: the user's own adapter
+            program = launch.adapter.argv[0]
+            return launch.adapter.argv, _own_tools(program, Path(program))
         adapter = debugpy_dir()
         if adapter is None:
             raise DebugFailed("debugpy is not installed in agent-lsp's environment")
+        return [launch.python, str(adapter / "adapter")], _own_tools(launch.python, adapter)
+
+    async def start(self, launch: Launch, breakpoints: list[Breakpoint], timeout: float) -> Stop:
+        argv, tools = self._adapter_argv(launch)
         await self.stop()
         cwd = Path(launch.cwd)
-        confined, _ = await self.runner.wrap(
-            [launch.python, str(adapter / "adapter")],
-            cwd,
-            "debug_start",
-            tools=_own_tools(launch.python, adapter),
-        )
+        confined, _ = await self.runner.wrap(argv, cwd, "debug_start", tools=tools)
         try:
             proc = await asyncio.create_subprocess_exec(
                 *confined.argv,
@@ -108,6 +112,8 @@ class Debugger:
             await self.stop()
             said = self._stderr.strip().splitlines()
             why = f" (the adapter said: {said[-1]})" if said else ""
+            if launch.adapter is not None:
+                why += f" [debugAdapters.{launch.adapter.name}: {shlex.join(launch.adapter.argv)}]"
             raise DebugFailed(f"{exc}{why}") from None
 
     async def _read_stderr(self, stream: asyncio.StreamReader) -> None:

@@ -36,8 +36,18 @@ class Breakpoint:
 
 
 @dataclass
+class Adapter:
+    """A debug adapter named in `debugAdapters`: its name (the launch `type`) and its argv, the
+    program resolved to a path."""
+
+    name: str
+    argv: list[str]
+
+
+@dataclass
 class Launch:
-    """What to debug: `program` (a file, absolute) or `module`, with the interpreter to use."""
+    """What to debug: `program` (a file, absolute) or `module`, with the interpreter to use;
+    `adapter` None is debugpy's own adapter."""
 
     python: str
     program: str | None
@@ -45,6 +55,28 @@ class Launch:
     args: list[str]
     cwd: str
     stop_on_entry: bool = False
+    adapter: Adapter | None = None
+
+    def arguments(self) -> dict[str, Any]:
+        """The DAP `launch` arguments: debugpy's own, or the generic ones any adapter reads."""
+        target = {"program": self.program} if self.program else {"module": self.module}
+        common = {"request": "launch", **target, "args": self.args, "cwd": self.cwd}
+        if self.adapter is not None:
+            return {
+                "name": "agent-lsp",
+                "type": self.adapter.name,
+                **common,
+                "stopOnEntry": self.stop_on_entry,
+            }
+        return {
+            "name": "agent-lsp",
+            "type": "python",
+            **common,
+            "python": [self.python],
+            "console": "internalConsole",
+            "justMyCode": True,
+            "stopOnEntry": self.stop_on_entry,
+        }
 
 
 @dataclass
@@ -111,28 +143,13 @@ class DapSession:
             "initialize",
             {
                 "clientID": "agent-lsp",
-                "adapterID": "debugpy",
+                "adapterID": launch.adapter.name if launch.adapter else "debugpy",
                 "linesStartAt1": True,
                 "columnsStartAt1": True,
                 "pathFormat": "path",
             },
         )
-        target = {"program": launch.program} if launch.program else {"module": launch.module}
-        launched = self.client.send(
-            "launch",
-            {
-                "name": "agent-lsp",
-                "type": "python",
-                "request": "launch",
-                **target,
-                "args": launch.args,
-                "cwd": launch.cwd,
-                "python": [launch.python],
-                "console": "internalConsole",
-                "justMyCode": True,
-                "stopOnEntry": launch.stop_on_entry,
-            },
-        )
+        launched = self.client.send("launch", launch.arguments())
         try:
             await self._until_initialized(launched)
             notes = await self.set_breakpoints(breakpoints)
