@@ -21,7 +21,8 @@ EXIT_BROKEN_PIPE = 128 + 13  # as if ended by SIGPIPE, like `git log | head -1`
 TTY_HINT = (
     "agent-lsp speaks the Language Server Protocol on stdin/stdout "
     "and is meant to be started by an editor "
-    '(see README.md). In a terminal, try `agent-lsp run "TASK"` or `agent-lsp demo`. Ctrl-C exits.'
+    '(see README.md). In a terminal, try `agent-lsp run "TASK"` or `agent-lsp demo`, '
+    "or `agent-lsp chat` to talk to it here. Ctrl-C exits."
 )
 
 
@@ -98,6 +99,8 @@ def _terminal_command(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     if args.command == "run":
         return _run(args)
+    if args.command == "chat":
+        return _chat(args)
     if args.command == "sessions":
         from agent_lsp.terminal.sessions import sessions_cli
 
@@ -243,6 +246,28 @@ def _run(args: argparse.Namespace) -> int:
             output_schema=schema,
             prompt_from_stdin=args.task == "-",
         )
+    )
+
+
+def _chat(args: argparse.Namespace) -> int:
+    from agent_lsp.terminal.chat import chat_in_terminal
+
+    if args.session is not None:
+        from agent_lsp.agent.state.sessions import InvalidSessionId, check_session_id
+
+        try:
+            check_session_id(args.session)
+        except InvalidSessionId as exc:
+            print(f"agent-lsp chat: --session: {_shown(str(exc))}", file=sys.stderr)
+            return EXIT_USAGE
+    flags = {
+        k: v for k, v in {"model": args.model, "baseUrl": args.base_url}.items() if v is not None
+    }
+    settings, code = _settings(args, flags)
+    if settings is None:
+        return code
+    return _interruptible(
+        chat_in_terminal(args.workspace, settings, session_id=args.session, mode=args.mode)
     )
 
 

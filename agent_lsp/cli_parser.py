@@ -57,6 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command")
     _serve(sub)
     _run(sub)
+    _chat(sub)
     _sessions(sub)
     _worktrees(sub)
     _rewind(sub)
@@ -125,6 +126,29 @@ def _run(sub: Any) -> None:
         type=Path,
         metavar="FILE",
         help="a JSON Schema the answer must fit: the report's structuredOutput is that JSON",
+    )
+
+
+def _chat(sub: Any) -> None:
+    chat = sub.add_parser(
+        "chat", help="talk with the agent in this terminal: each line a run of one session"
+    )
+    _workspace(chat)
+    chat.add_argument(
+        "--session",
+        metavar="ID",
+        help="continue this session: its id or a unique prefix (see `agent-lsp sessions`)",
+    )
+    chat.add_argument("--model", help="model name")
+    chat.add_argument(
+        "--base-url", help="OpenAI-compatible endpoint, e.g. http://localhost:11434/v1"
+    )
+    chat.add_argument("--mode", choices=["plan"], help="plan: read-only tools, answers are plans")
+    chat.add_argument(
+        "--settings",
+        type=Path,
+        metavar="FILE",
+        help="your settings file for this chat (instead of the default one)",
     )
 
 

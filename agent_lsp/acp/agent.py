@@ -47,6 +47,8 @@ CORE_MODULES = (
     "agent_lsp.acp.replay",
 )
 MODELS_TTL = 60.0  # the model picker's list is asked again after this long
+# session/new waits this long for the endpoint's list; a slower one is announced when it lands
+MODELS_WAIT = 3.0
 STABLE_DELETE = "session/delete"  # a stable method the pinned SDK routes as an extension
 WARM_UP_DELAY = 0.02  # let the initialize answer go out before the import thread takes the GIL
 
@@ -84,6 +86,7 @@ class AcpAgent:
         self.parked: dict[str, Parked] = {}
         self._reopening: dict[str, asyncio.Task[AcpSession]] = {}
         self._listing: dict[tuple[Any, ...], tuple[float, list[str]]] = {}
+        self._asking: dict[tuple[Any, ...], asyncio.Task[list[str]]] = {}  # GET /models going
         self.warm = WarmUp(CORE_MODULES, name="agent-lsp-acp-warm-up")
         self._host: AgentHost | None = None
 
@@ -227,6 +230,7 @@ class AcpAgent:
             # ACP's "resource not found"
             raise RequestError(-32002, f"session/load: {exc}", {"sessionId": session_id}) from None
         previous = self.sessions.get(core.id) or self.parked.pop(core.id, None)
+        models, late = await self._models(settings)
         session = AcpSession(
             core.id,
             self.host,
@@ -241,8 +245,10 @@ class AcpAgent:
             mode=previous.mode if previous else "default",
             cost=previous.cost if previous else 0.0,
             thought_level=previous.thought_level if previous else None,
-            models=await self._models(settings),
+            models=models,
         )
+        if late is not None:
+            late.add_done_callback(session.models_listed)
         self.sessions[core.id] = session
         self._park_idle()
         from agent_lsp.agent.fs.prompt_files import discover_shared
@@ -330,13 +336,26 @@ class AcpAgent:
             -32002, f"session/delete: unknown sessionId {session_id!r}", {"sessionId": session_id}
         )
 
-    async def _models(self, settings: Any) -> list[str]:
-        """The endpoint's models for the model picker, asked at most once a minute."""
+    async def _models(self, settings: Any) -> tuple[list[str], asyncio.Task[list[str]] | None]:
+        """The endpoint's models for the model picker, asked at most once a minute. A listing
+        slower than MODELS_WAIT does not hold the session up: the current model is offered
+        alone, and the task still going is returned, to announce the list when it lands."""
         key = (settings.base_url, settings.api_key_env)
         cached = self._listing.get(key)
         if cached is not None and time.monotonic() - cached[0] < MODELS_TTL:
-            return cached[1]
-        listing = await self.host.list_models(settings)
+            return cached[1], None
+        await self.warm.wait_sdk()  # the clock is the endpoint's, not this machine's imports
+        asking = self._asking.get(key)
+        if asking is None:
+            asking = self._asking[key] = asyncio.ensure_future(self._ask_models(key, settings))
+        done, _ = await asyncio.wait([asking], timeout=MODELS_WAIT)
+        return (asking.result(), None) if done else ([], asking)
+
+    async def _ask_models(self, key: tuple[Any, ...], settings: Any) -> list[str]:
+        try:
+            listing = await self.host.list_models(settings)
+        finally:
+            self._asking.pop(key, None)
         if listing.get("error"):
             log.info("the model picker offers the current model alone: %s", listing["error"])
         models = list(listing.get("models") or [])

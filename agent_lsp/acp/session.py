@@ -184,6 +184,13 @@ class AcpSession:
             self.core.reasoning_effort = THOUGHT_LEVELS[value][1]
         return self.options()
 
+    def models_listed(self, listing: asyncio.Task[list[str]]) -> None:
+        """The endpoint's models arrived after session/new answered: the picker gets them."""
+        if listing.cancelled() or listing.exception() is not None:
+            return
+        self.models = listing.result()
+        self.announce_options()
+
     def announce_options(self) -> None:
         self.outbox.send(
             ConfigOptionUpdate(session_update="config_option_update", config_options=self.options())

@@ -227,7 +227,7 @@ async def run_headless(
         (err or sys.stderr).write(f"agent-lsp run: {for_terminal(str(exc))}\n")
         return EXIT_USAGE
     ws = with_diagnostics(host, DiskWorkspace(roots))
-    await _mcp_on_the_terminal(host, roots, settings, stream_out, interactive)
+    await mcp_on_the_terminal(host, roots, settings, stream_out, interactive)
     approver = TerminalApprover(yes, stream_out, interactive=interactive)
     run_id = worktree.run_id if worktree is not None else new_id("r")
     extra = {"worktree": worktree.to_dict()} if worktree is not None else None
@@ -354,7 +354,7 @@ def _no_report(hosted: RunHandle) -> RunReport:
     )
 
 
-async def _mcp_on_the_terminal(
+async def mcp_on_the_terminal(
     host: AgentHost, roots: list[Path], settings: Settings, out: TextIO, interactive: bool
 ) -> None:
     """Workspace MCP servers ask consent on the terminal (none without one, and it says so);

@@ -70,6 +70,13 @@ class TerminalStream:
                 self.out.write(f"      {s.dim('│ ' + tail)}\n")
         self.out.flush()
 
+    def write_rendered(self, text: str) -> None:
+        """Text already made safe for a terminal (chat.py's rendered Markdown), written as is."""
+        self._clear_waiting()
+        self._end_text()
+        self.out.write(text)
+        self.out.flush()
+
     def _end_text(self) -> None:
         if self.in_text:
             self.out.write("\n")

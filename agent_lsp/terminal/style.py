@@ -8,7 +8,14 @@ import asyncio
 import os
 import sys
 import threading
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from typing import TextIO
+
+LineReader = Callable[[str, TextIO], Awaitable[str | None]]
+# Who reads the lines that answer the terminal's questions: none, stdin in a thread; in
+# `agent-lsp chat`, its input line (chat.py), which owns the terminal meanwhile.
+_reader: LineReader | None = None
 
 
 class Style:
@@ -42,8 +49,22 @@ def isatty(out: TextIO) -> bool:
         return False
 
 
+@contextmanager
+def lines_from(reader: LineReader) -> Iterator[None]:
+    """Every question asked with read_line_async is answered by `reader` inside the block."""
+    global _reader
+    before, _reader = _reader, reader
+    try:
+        yield
+    finally:
+        _reader = before
+
+
 def read_line_async(prompt: str, out: TextIO) -> asyncio.Future[str | None]:
-    """input() in a daemon thread, so a Ctrl-C never waits on a blocked read."""
+    """input() in a daemon thread, so a Ctrl-C never waits on a blocked read (or the reader
+    lines_from installed)."""
+    if _reader is not None:
+        return asyncio.ensure_future(_reader(prompt, out))
     loop = asyncio.get_running_loop()
     future: asyncio.Future[str | None] = loop.create_future()
 

@@ -112,6 +112,7 @@ class ScriptedModelServer(ThreadedHttpServer):
         self._authorizations: list[str] = []
         self._log: list[LogEntry] = []
         self._models: dict[str, None] = {"scripted": None}
+        self.models_delay = 0.0  # seconds GET /v1/models takes (a slow endpoint's listing)
         self._by_turn: list[Reply] | None = None
 
     # -- scripting ---------------------------------------------------------------------
@@ -198,6 +199,7 @@ class ScriptedModelServer(ThreadedHttpServer):
                 return
             await self._chat(body, resp, reader, req.headers.get("host", ""))
         elif req.method == "GET" and path == "/v1/models":
+            await asyncio.sleep(self.models_delay)
             with self._lock:
                 names = list(self._models)
             data = [

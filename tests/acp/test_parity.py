@@ -145,3 +145,23 @@ def test_an_image_reaches_the_model_and_bad_ones_are_refused(connect, model, wor
     follow_up = model.requests_for("vision")[-1]["messages"]
     assert [m["content"] for m in follow_up if m["role"] == "user"] == ["vision: then read calc.py"]
     client.close()
+
+
+def test_a_slow_model_listing_does_not_hold_up_a_new_session(connect, model, workspace: Path):
+    """session/new answers with the current model alone when GET /models is slow (ACP's
+    `session/new` waited up to the request timeout), and the picker gets the list when it lands."""
+    model.add_model("big-model")
+    model.models_delay = 10.0  # the agent waits MODELS_WAIT (3 s) at most
+    client = connect(model_settings(model))
+    client.initialize()
+    answer = client.request("session/new", {"cwd": str(workspace), "mcpServers": []})
+    offered = [o["value"] for o in _options(answer)["model"]["options"]]
+    assert offered == ["m"]  # answered before the listing came
+    session_id = answer["sessionId"]
+    client.wait_for(
+        lambda e: e["type"] == "update"
+        and e["params"]["sessionId"] == session_id
+        and "big-model" in str(e["params"]["update"].get("configOptions")),
+        timeout=30,
+    )
+    client.close()

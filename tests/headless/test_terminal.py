@@ -29,6 +29,7 @@ def test_bare_agent_lsp_on_a_tty_prints_a_hint_and_one_ctrl_c_exits_130():
             if ready:
                 err += os.read(proc.stderr.fileno(), 4096)
         assert b"Language Server Protocol" in err and b"agent-lsp run" in err and b"agent-lsp demo" in err
+        assert b"agent-lsp chat" in err  # Decision 90
         proc.send_signal(signal.SIGINT)
         proc.wait(timeout=10)
         err += proc.stderr.read()
