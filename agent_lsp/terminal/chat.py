@@ -15,8 +15,9 @@ from typing import Any, TextIO
 from agent_lsp.agent.display import for_terminal
 from agent_lsp.agent.events import Event, TextDelta
 from agent_lsp.agent.fs.disk_workspace import DiskWorkspace
-from agent_lsp.agent.host import BY_USER, AgentHost, HostedRun, RunPorts
+from agent_lsp.agent.host import AgentHost, RunPorts, RunRequest
 from agent_lsp.agent.loop.budget import BudgetRefused, check_budget
+from agent_lsp.agent.loop.handle import BY_USER, RunHandle
 from agent_lsp.agent.loop.prompt_plan import plan_prompt
 from agent_lsp.agent.state.session import Session
 from agent_lsp.agent.state.sessions import SessionError, SessionStore
@@ -63,7 +64,7 @@ class Chat:
     store: SessionStore
     out: TextIO
     mode: str | None = None
-    running: HostedRun | None = None
+    running: RunHandle | None = None
     questions: list[Question] = field(default_factory=list)
     finishing: set[asyncio.Task[Any]] = field(default_factory=set)
     prompt: Any = None  # the PromptSession (prompt_toolkit), made in talk()
@@ -118,10 +119,9 @@ class Chat:
             return
         if not line.strip():
             return
-        if self.running is not None:
-            self.say(
-                "a run is going: this line was not sent (Ctrl-C cancels the run)",
-            )
+        if self.running is not None:  # the run takes it before its next model call
+            if not self.running.steer(line):
+                self.say("the run is ending: this line was not sent; send it again")
             return
         await self.start(line)
 
@@ -148,15 +148,17 @@ class Chat:
         workspace = with_diagnostics(self.host, DiskWorkspace(self.roots))
         try:
             hosted = self.host.start(
-                plan.prompt,
-                session=self.session,
-                store=self.store,
-                settings=self.settings,
-                ports=RunPorts(workspace, approver, stream),
-                mode=self.mode,
-                continue_hint="type a follow-up to continue",
-                title=text,
-                plan=plan,
+                RunRequest(
+                    plan.prompt,
+                    self.session,
+                    self.store,
+                    self.settings,
+                    RunPorts(workspace, approver, stream),
+                    mode=self.mode,
+                    continue_hint="type a follow-up to continue",
+                    title=text,
+                    plan=plan,
+                )
             )
         except (SessionError, BudgetRefused) as exc:
             self.say(str(exc))
@@ -167,11 +169,9 @@ class Chat:
         self.finishing.add(finish)
         finish.add_done_callback(self.finishing.discard)
 
-    async def _finish(self, hosted: HostedRun) -> None:
-        task = hosted.task
+    async def _finish(self, hosted: RunHandle) -> None:
         try:
-            if task is not None:
-                await asyncio.wait([task])
+            await hosted.wait()
         finally:
             self.running = None
             if hosted.report is not None:

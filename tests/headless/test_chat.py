@@ -187,3 +187,25 @@ def test_run_loads_neither_prompt_toolkit_nor_rich():
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == "[]", out.stdout + out.stderr
+
+
+def test_a_line_typed_while_the_run_runs_steers_it(chat, model):
+    model.add("look at calc", [
+        tools_reply(call("read_file", path="calc.py"), ttft=8),  # the user types meanwhile
+        {"text": "Steered."},
+    ])
+    term = chat()
+    term.type("look at calc\r")
+    term.expect(r"asking the model")
+    deadline = time.monotonic() + WAIT
+    while not model.log and time.monotonic() < deadline:
+        time.sleep(0.05)
+    term.type("and mind the sign\r")
+    at = term.expect(r"» and mind the sign")  # where it landed: after the tool's result
+    term.expect(r"Steered\.", at)
+    second = model.requests_for("look at calc")[1]["messages"]
+    assert second[-1]["role"] == "user" and "and mind the sign" in str(second[-1]["content"])
+    assert second[-2]["role"] == "tool"  # never between a tool call and its result
+    assert len(model.requests_for("look at calc")) == 2  # no model call added
+    term.type("\x04")
+    assert term.wait() == 0
