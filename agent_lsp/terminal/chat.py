@@ -250,6 +250,43 @@ def render_markdown(text: str, colour: bool) -> str:
     return buffer.getvalue()
 
 
+def show_history(history: dict[str, Any], out: TextIO) -> None:
+    """A session's earlier runs (`agentLsp.history`'s shape) the way the chat showed them: the
+    prompt, the Markdown, each tool call and result, steers, and how the run ended."""
+    s = style.Style.for_stream(out)
+    for run in history.get("runs", []):
+        out.write(f"{PROMPT}{for_terminal(str(run.get('prompt', '')))}\n")
+        for event in run.get("events", []):
+            line = _history_line(event, s)
+            if line is not None:
+                out.write(line)
+        report = run.get("report") or {}
+        if report.get("summary"):
+            mark = s.ok() if run.get("stop") == "done" else s.bad()
+            out.write(f"{mark} {for_terminal(str(report['summary']))}\n\n")
+    out.flush()
+
+
+def _history_line(event: dict[str, Any], s: style.Style) -> str | None:
+    kind, text = event.get("kind"), str(event.get("text") or "")
+    shown = for_terminal(text)
+    if kind == "text":
+        return render_markdown(text, s.enabled)
+    if kind == "thinking":
+        return s.dim(shown) + "\n"
+    marks = {"toolCall": s("33", "▸"), "steer": s("36", "»"), "compaction": s.dim("⋯")}
+    if kind in marks:
+        return f"  {marks[kind]} {shown}\n"
+    if kind == "toolResult":
+        tail = "".join(
+            f"      {s.dim('│ ' + t)}\n" for t in for_terminal(event.get("tail") or "").splitlines()
+        )
+        return f"  {s.ok() if event.get('ok') else s.bad()} {shown}\n{tail}"
+    if kind == "hook":
+        return f"  {s.dim('· ' + shown)}\n"
+    return None  # approvals were asked, the stop is the report's line, unknown kinds skipped
+
+
 def _prompt_session(chat: Chat) -> Any:
     """prompt_toolkit's line editor: history, Alt+Enter for a new line, Ctrl-C clears a typed
     line (and with nothing typed ends the chat, or the running run)."""
@@ -299,6 +336,10 @@ async def chat_in_terminal(
         return EXIT_USAGE
     out = sys.stdout
     chat = Chat(host, roots, settings, session, store, out, mode=mode)
+    if session.runs:  # a resumed session: its past as it was shown live
+        from agent_lsp.agent.state.history import session_history
+
+        show_history(await session_history(session), out)
     plug_permissions(host, out, True)  # their questions are asked on the chat's input line
     await mcp_on_the_terminal(host, roots, settings, out, True)
     out.write(

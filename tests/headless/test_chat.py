@@ -209,3 +209,27 @@ def test_a_line_typed_while_the_run_runs_steers_it(chat, model):
     assert len(model.requests_for("look at calc")) == 2  # no model call added
     term.type("\x04")
     assert term.wait() == 0
+
+
+def test_a_resumed_session_shows_its_past_as_it_was_shown(chat, model, state_dir):
+    model.add("first question", [
+        tools_reply(call("read_file", path="calc.py")),
+        {"text": "Read it:\n\n- calc has add\n"},
+        {"text": "Continued."},
+    ])
+    term = chat()
+    term.type("first question\r")
+    term.expect(r"Done: 2 turns")
+    session_id = re.search(r"session (s-[0-9a-f]+)", term.text).group(1)
+    term.type("\x04")
+    assert term.wait() == 0
+
+    again = chat("--session", session_id)
+    shown = again.text
+    past = shown.index("first question")
+    assert re.search(r"▸ .*calc\.py", shown[past:]) and "• calc has add" in shown[past:]
+    assert "Done: 2 turns" in shown[past:]
+    again.type("and then\r")
+    again.expect(r"Continued\.")
+    again.type("\x04")
+    assert again.wait() == 0
