@@ -195,11 +195,7 @@ class ToolCallRunner:
             # A hook's allow skips the prompt only: not a deny, a must-ask (an ask rule, a
             # hook's ask), the destructive list (Decision 26).
             policy = PolicyVerdict("allow", "a PreToolUse hook allows it", kind="hook")
-        if (
-            policy.verdict == "ask"
-            and policy.why.startswith("asks: ")
-            and policy.why not in prepared.detail
-        ):
+        if policy.verdict == "ask" and policy.says_why and policy.why not in prepared.detail:
             # why a rule or the destructive list asks: said where the user decides
             prepared.detail += f"\n{policy.why}"
         if policy.verdict == "ask" and policy.always_withheld:
@@ -321,7 +317,9 @@ class ToolCallRunner:
                 text = await run()
             finally:
                 current_tool_span.reset(traced)
-            await self._finish(call, Outcome.OK, await self._after_hooks(call, True, text))
+            await self._finish(
+                call, Outcome.OK, await self._after_hooks(call, True, text, prepared)
+            )
         except EditRejected as exc:
             await self._deny(
                 call,
@@ -329,7 +327,9 @@ class ToolCallRunner:
                 Answer(Decision.DENY, why=str(exc) or "the user rejected the edit in the preview"),
             )
         except (ToolError, PathRefused) as exc:
-            await self._finish(call, Outcome.ERROR, await self._after_hooks(call, False, str(exc)))
+            await self._finish(
+                call, Outcome.ERROR, await self._after_hooks(call, False, str(exc), prepared)
+            )
         except (asyncio.CancelledError, HookStopped):
             raise
         except Exception as exc:  # a failing tool is a result for the model, never fatal
@@ -338,12 +338,13 @@ class ToolCallRunner:
                 call, Outcome.ERROR, f"internal error in {call.name}: {type(exc).__name__}: {exc}"
             )
 
-    async def _after_hooks(self, call: ToolCall, ok: bool, text: str) -> str:
+    async def _after_hooks(self, call: ToolCall, ok: bool, text: str, prepared: Prepared) -> str:
         """PostToolUse: what the hooks say is added to the result the model reads."""
         if not self.hooks.any:
             return text
         span = self._spans.get(call.id, (NO_SPAN, None))[0]
-        note = await self.hooks.after(call, ok, text, self.turn, span)
+        ended = prepared.command.ended if prepared.command is not None else None
+        note = await self.hooks.after(call, ok, text, self.turn, span, ended)
         return f"{text}\n\n{note}" if note else text
 
     async def _finish(self, call: ToolCall, outcome: Outcome, text: str) -> None:

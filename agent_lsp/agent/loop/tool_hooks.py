@@ -16,7 +16,7 @@ from agent_lsp.agent.policy.hook_payload import (
 )
 from agent_lsp.agent.policy.hooks import PreToolVerdict, RunHooks
 from agent_lsp.agent.ports import TraceSpan
-from agent_lsp.agent.tools.base import Tool
+from agent_lsp.agent.tools.base import CommandExit, Tool
 
 
 def _raw_mcp(tool: Tool | None) -> str | None:
@@ -80,7 +80,15 @@ class ToolHooks:
         """A hook replaced the input: PostToolUse sees the one that ran."""
         self._fields(call, tool, args)
 
-    async def after(self, call: ToolCall, ok: bool, text: str, turn: int, span: TraceSpan) -> str:
+    async def after(
+        self,
+        call: ToolCall,
+        ok: bool,
+        text: str,
+        turn: int,
+        span: TraceSpan,
+        ended: CommandExit | None = None,
+    ) -> str:
         """What the PostToolUse hooks tell the model about the call that ran ("" for nothing)."""
         known = self._calls.pop(call.id, None)
         if known is None or not self.wants("PostToolUse"):
@@ -90,7 +98,7 @@ class ToolHooks:
         fields = {
             "tool_name": name,
             "tool_input": given,
-            "tool_response": tool_response(call.name, given, ok, text),
+            "tool_response": tool_response(call.name, given, ok, text, ended),
             "tool_use_id": call.id,
         }
         return await self.hooks.post_tool_use(

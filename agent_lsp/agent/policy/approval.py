@@ -46,6 +46,8 @@ class PolicyVerdict:
     kind: str = "default"
     # ask only: why "Always allow" is not offered, for the prompt (Decision 66)
     always_withheld: str | None = None
+    # ask only: `why` is said where the user decides (a rule, the destructive list, a .git file)
+    says_why: bool = False
 
 
 def parse_entry(entry: str) -> tuple[list[str], bool] | None:
@@ -193,21 +195,24 @@ class ApprovalPolicy:
                 f"a name that may mean {tool.name}",
                 kind="tool_setting",
             )
-        must_ask = prepared.must_ask or self._edits_git_dir(tool, prepared)
-        if must_ask:  # above every allow: rules, the sandbox, session grants, --yes, the Action
-            return PolicyVerdict("ask", must_ask, must_ask=must_ask, kind="must_ask")
+        if prepared.must_ask:  # above every allow: rules, the sandbox, grants, --yes, the Action
+            why = prepared.must_ask
+            return PolicyVerdict("ask", why, must_ask=why, kind="must_ask")
+        git_dir = self._edits_git_dir(tool, prepared)
+        if git_dir:
+            return PolicyVerdict("ask", git_dir, must_ask=git_dir, kind="must_ask", says_why=True)
         harmful = destructive(parts) if parts else None
         if harmful:
             why = f"asks: destructive command: {harmful}; nothing allows it without a person"
-            return PolicyVerdict("ask", why, must_ask=why, kind="destructive")
+            return PolicyVerdict("ask", why, must_ask=why, kind="destructive", says_why=True)
         blind = unchecked(parts) if parts else None
         if blind:
             why = f"asks: {blind}; nothing allows it without a person"
-            return PolicyVerdict("ask", why, must_ask=why, kind="unchecked")
+            return PolicyVerdict("ask", why, must_ask=why, kind="unchecked", says_why=True)
         asked = self._matching("ask", tool, prepared, parts)
         if asked is not None:  # above --yes and session grants (Decision 26)
             why = f"asks: the ask rule {asked.shown()}"
-            return PolicyVerdict("ask", why, must_ask=why, kind="ask_rule")
+            return PolicyVerdict("ask", why, must_ask=why, kind="ask_rule", says_why=True)
         if tool.read_only:
             return PolicyVerdict(configured or "allow", "read-only tool", kind="read_only")
         return self._permission(tool, prepared, parts, configured)

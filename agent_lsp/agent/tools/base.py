@@ -58,6 +58,15 @@ class ToolContext:
     debugger: DebugSource | None = None
 
 
+@dataclass(frozen=True)
+class CommandExit:
+    """How a command that ran ended (PostToolUse's `exit_code`/`interrupted`): its exit code, or
+    None when it was killed at its timeout."""
+
+    code: int | None
+    timed_out: bool = False
+
+
 @dataclass
 class CommandPlan:
     """What a command call would run: what the policy matches (argv, not through a shell, in
@@ -70,6 +79,7 @@ class CommandPlan:
     roots: list[Path] = field(default_factory=list)
     remember: str | None = None
     sandboxed: bool = False
+    ended: CommandExit | None = None  # set once the command ran
 
 
 @dataclass
