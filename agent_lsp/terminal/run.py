@@ -358,7 +358,7 @@ async def _mcp_on_the_terminal(
     """Workspace MCP servers ask consent on the terminal (none without one, and it says so);
     those already denied are named before the run."""
     from agent_lsp.mcp.hub import McpHooks, McpHub
-    from agent_lsp.mcp.terminal import TerminalMcpHooks
+    from agent_lsp.terminal.mcp_consent import TerminalMcpHooks
 
     hooks = TerminalMcpHooks(out, interactive)
     host.tool_servers = McpHub(McpHooks(ask_consent=hooks.ask_consent, on_status=hooks.on_status))

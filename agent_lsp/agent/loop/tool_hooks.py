@@ -16,15 +16,13 @@ from agent_lsp.agent.policy.hook_payload import (
 )
 from agent_lsp.agent.policy.hooks import PreToolVerdict, RunHooks
 from agent_lsp.agent.ports import TraceSpan
-from agent_lsp.agent.tools.base import CommandExit, Tool
+from agent_lsp.agent.tools.base import CommandExit, Tool, served
 
 
 def _raw_mcp(tool: Tool | None) -> str | None:
     """`<server>__<tool>` of an MCP tool (for the `mcp__…` names), else None."""
-    if tool is None or not hasattr(tool, "server"):
-        return None
-    raw = getattr(tool, "raw_name", None)
-    return raw if isinstance(raw, str) else None
+    mcp = served(tool)
+    return mcp.raw_name if mcp is not None else None
 
 
 class ToolHooks:

@@ -15,6 +15,7 @@ from agent_lsp.agent.policy.outside import outside, risky_reason
 from agent_lsp.agent.policy.rules import Rule, RuleSet
 from agent_lsp.agent.policy.shell import HARMLESS_TARGETS, Part, split_line, unchecked, unwrap
 from agent_lsp.agent.state.session import SessionApprovals
+from agent_lsp.agent.tools.base import served
 from agent_lsp.agent.tools.paths import in_git_dir
 from agent_lsp.settings import ApprovalSettings, Settings
 
@@ -148,23 +149,17 @@ class ApprovalPolicy:
         is the rule `x` in `deny` (Decision 26). The call-time denial stays (`decide`)."""
         names = (
             tool.name,
-            *getattr(tool, "aliases", ()),
-            *getattr(tool, "contested_aliases", ()),
+            *tool.aliases,
+            *tool.contested_aliases,
         )
         if any(self.settings.tools.get(n) == "deny" for n in names):
             return False
-        return not self.rules.bare_denied(
-            tool.name, tuple(getattr(tool, "aliases", ())), getattr(tool, "server", None)
-        )
+        return not self.rules.bare_denied(tool.name, tool.aliases, _server(tool))
 
     def decide(self, tool: Tool, prepared: Prepared) -> PolicyVerdict:
         """The policy's answer for a prepared call; `ask` goes to the user."""
         configured = self.settings.tools.get(tool.name) or next(
-            (
-                self.settings.tools[a]
-                for a in getattr(tool, "aliases", ())
-                if a in self.settings.tools
-            ),
+            (self.settings.tools[a] for a in tool.aliases if a in self.settings.tools),
             None,
         )
         if configured == "deny":
@@ -172,9 +167,7 @@ class ApprovalPolicy:
         # A name that may mean this tool or another (two MCP servers' names sanitise alike) only
         # ever restricts: its deny or ask applies, its allow is for nobody.
         cautious = {
-            a: self.settings.tools[a]
-            for a in getattr(tool, "contested_aliases", ())
-            if a in self.settings.tools
+            a: self.settings.tools[a] for a in tool.contested_aliases if a in self.settings.tools
         }
         for alias, rule in cautious.items():
             if rule == "deny":
@@ -276,8 +269,7 @@ class ApprovalPolicy:
     ) -> Rule | None:
         """The first rule of `effect` about this call: a command rule on any part (looked through
         wrappers), a path rule on the given or the resolved path."""
-        aliases = tuple(getattr(tool, "aliases", ()))
-        server = getattr(tool, "server", None)
+        aliases, server = tool.aliases, _server(tool)
         roots = prepared.command.roots if prepared.command is not None else self._roots(prepared)
         for rule in self.rules.of(effect):
             if not rule.names_tool(tool.name, aliases, server):
@@ -292,7 +284,7 @@ class ApprovalPolicy:
                 if rule.matches_argv(prepared.rule_argv):
                     return rule
                 continue
-            paths = getattr(prepared, "paths", None) or []
+            paths = prepared.paths
             if not paths:
                 continue
             if effect == "allow":
@@ -377,23 +369,20 @@ class ApprovalPolicy:
             if not parts or len(parts) != 1 or parts[0].never_allow or parts[0].redirects:
                 return None
             plan = prepared.command
-            if risky_reason(
-                parts[0].argv, plan.cwd or Path.cwd(), plan.roots, parts[0].patterns
-            ):
+            if risky_reason(parts[0].argv, plan.cwd or Path.cwd(), plan.roots, parts[0].patterns):
                 return None
             return command_rule(parts[0].argv, False)
         if tool.name == "debug_start" and prepared.rule_argv is not None:
             return f"Debug({shlex.join(prepared.rule_argv)})"
         if tool.name in ("edit_file", "write_file"):
-            paths = getattr(prepared, "paths", None) or []
-            shown = getattr(prepared, "shown_path", None)
-            if len(paths) != 1 or not shown:
+            shown = prepared.shown_path
+            if len(prepared.paths) != 1 or not shown:
                 return None
             kind = "Edit" if tool.name == "edit_file" else "Write"
             return f"{kind}({_path_pattern(shown)})"
-        server = getattr(tool, "server", None)
-        if server is not None and getattr(tool, "source", "user") in ("user", "acp"):
-            return f"mcp__{getattr(tool, 'raw_name', tool.name)}"
+        mcp = served(tool)
+        if mcp is not None and mcp.source in ("user", "acp"):
+            return f"mcp__{mcp.raw_name}"
         return None
 
     def remember(self, tool: Tool, prepared: Prepared) -> None:
@@ -407,6 +396,11 @@ class ApprovalPolicy:
     def allow_always(self, rule: str) -> None:
         """A rule "Always allow" saved: in force for the rest of this run at once."""
         self.rules.add(Rule.parse(rule, "allow", "always", "user"))
+
+
+def _server(tool: Tool) -> str | None:
+    mcp = served(tool)
+    return mcp.server if mcp is not None else None
 
 
 def _grant_key(tool: Tool, prepared: Prepared) -> str:
