@@ -145,6 +145,41 @@ class ToolCallRunner:
             arguments=call.arguments,
             **({"modelCallId": call.model_id} if call.model_id else {}),
         )
+        ready = await self._prepare(call)
+        if ready is None:
+            return None
+        tool, prepared = ready
+        hooked = PreToolVerdict()
+        if self.hooks.any:  # PreToolUse: before the user is asked (Decision 31)
+            hooked = await self.hooks.before(call, tool, self.turn, span)
+            admitted = await self._apply_pre_hook(call, tool, prepared, hooked)
+            if admitted is None:
+                return None
+            tool, prepared = admitted
+        policy = self._verdict(tool, prepared, hooked)
+        answer = await self._answer(call, tool, prepared, policy)
+        await self._write_approval(call, prepared, answer, policy.why, policy.verdict != "ask")
+        self._spans[call.id] = (span, str(answer.decision))
+        span.event(
+            "agent_lsp.approval",
+            {
+                "agent_lsp.approval.decision": str(answer.decision),
+                "agent_lsp.approval.by_policy": policy.verdict != "ask",
+                # the kind always; the rule's text (a command, a path) is content: telemetry
+                # exports it only with `logContent`
+                "agent_lsp.approval.rule_kind": policy.kind,
+                **({"agent_lsp.approval.rule": policy.why} if policy.why else {}),
+            },
+        )
+        if answer.decision in ALLOWING:
+            await self._granted(call, tool, prepared, answer, policy)
+            return prepared, answer
+        await self._deny(call, prepared, answer)
+        return None
+
+    async def _prepare(self, call: ToolCall) -> tuple[Tool, Prepared] | None:
+        """The call checked and prepared (its detail escaped and redacted); None when it cannot
+        be (the call's result then says why)."""
         try:
             tool, prepared = await self.tools.prepare(call)
         except (ToolError, PathRefused, ValueError) as exc:
@@ -167,24 +202,33 @@ class ToolCallRunner:
             )
             return None
         prepared.detail = self.redact(escape_invisible(prepared.detail))
-        hooked = PreToolVerdict()
-        if self.hooks.any:  # PreToolUse: before the user is asked (Decision 31)
-            hooked = await self.hooks.before(call, tool, self.turn, span)
-            if hooked.updated_input is not None:
-                again = await self._prepare_updated(call, hooked.updated_input)
-                if again is None:
-                    return None
-                tool, prepared = again
-            if hooked.permission == "deny":
-                why = f"a PreToolUse hook denied it: {hooked.reason or 'no reason given'}"
-                self.asker.approval_event(call, prepared, ApprovalState.DENIED, "by a hook")
-                await self._write_approval(call, prepared, Answer(Decision.DENY, why=why), why)
-                await self._deny(call, prepared, Answer(Decision.DENY, why=why))
+        return tool, prepared
+
+    async def _apply_pre_hook(
+        self, call: ToolCall, tool: Tool, prepared: Prepared, hooked: PreToolVerdict
+    ) -> tuple[Tool, Prepared] | None:
+        """A PreToolUse verdict applied: its replaced input prepared again, its deny made the
+        call's result (None), its ask made a must-ask."""
+        if hooked.updated_input is not None:
+            again = await self._prepare_updated(call, hooked.updated_input)
+            if again is None:
                 return None
-            if hooked.permission == "ask":  # above every allow, below a deny
-                prepared.must_ask = prepared.must_ask or (
-                    f"a PreToolUse hook asks: {hooked.reason or 'no reason given'}"
-                )
+            tool, prepared = again
+        if hooked.permission == "deny":
+            why = f"a PreToolUse hook denied it: {hooked.reason or 'no reason given'}"
+            self.asker.approval_event(call, prepared, ApprovalState.DENIED, "by a hook")
+            await self._write_approval(call, prepared, Answer(Decision.DENY, why=why), why)
+            await self._deny(call, prepared, Answer(Decision.DENY, why=why))
+            return None
+        if hooked.permission == "ask":  # above every allow, below a deny
+            prepared.must_ask = prepared.must_ask or (
+                f"a PreToolUse hook asks: {hooked.reason or 'no reason given'}"
+            )
+        return tool, prepared
+
+    def _verdict(self, tool: Tool, prepared: Prepared, hooked: PreToolVerdict) -> PolicyVerdict:
+        """The policy's verdict (a hook's allow skipping the prompt only), and why it asks
+        said in the detail the user decides on."""
         policy = self.gate.decide(tool, prepared)
         if (
             hooked.permission == "allow"
@@ -200,38 +244,30 @@ class ToolCallRunner:
             prepared.detail += f"\n{policy.why}"
         if policy.verdict == "ask" and policy.always_withheld:
             prepared.detail += f"\n{policy.always_withheld}"  # Decision 66: the prompt says why
+        return policy
+
+    async def _answer(
+        self, call: ToolCall, tool: Tool, prepared: Prepared, policy: PolicyVerdict
+    ) -> Answer:
         if policy.verdict == "allow":
-            answer = Answer(Decision.ALLOW)
-        elif policy.verdict == "deny":
-            answer = Answer(Decision.DENY, why="the policy denies it")
+            return Answer(Decision.ALLOW)
+        if policy.verdict == "deny":
             self.asker.approval_event(call, prepared, ApprovalState.DENIED, "by policy")
-        else:
-            answer = await self.asker.ask(call, tool, prepared, policy)
-        await self._write_approval(call, prepared, answer, policy.why, policy.verdict != "ask")
-        self._spans[call.id] = (span, str(answer.decision))
-        span.event(
-            "agent_lsp.approval",
-            {
-                "agent_lsp.approval.decision": str(answer.decision),
-                "agent_lsp.approval.by_policy": policy.verdict != "ask",
-                # the kind always; the rule's text (a command, a path) is content: telemetry
-                # exports it only with `logContent`
-                "agent_lsp.approval.rule_kind": policy.kind,
-                **({"agent_lsp.approval.rule": policy.why} if policy.why else {}),
-            },
-        )
-        if answer.decision in ALLOWING:
-            if answer.decision == Decision.ALLOW_SESSION:
-                self.gate.remember(tool, prepared)
-            if answer.decision == Decision.ALLOW_ALWAYS and (rule := policy.always) is not None:
-                text, saved = await self.gate.always(tool, prepared, rule)
-                self.emit(StatusEvent(text, self.turn, agent_id=self.agent_id))
-                await self.transcript.write(
-                    self.agent_id, self.turn, "allowAlways", callId=call.id, rule=rule, saved=saved
-                )
-            return prepared, answer
-        await self._deny(call, prepared, answer)
-        return None
+            return Answer(Decision.DENY, why="the policy denies it")
+        return await self.asker.ask(call, tool, prepared, policy)
+
+    async def _granted(
+        self, call: ToolCall, tool: Tool, prepared: Prepared, answer: Answer, policy: PolicyVerdict
+    ) -> None:
+        """What an allowing answer keeps: a session grant, or the "Always allow" rule saved."""
+        if answer.decision == Decision.ALLOW_SESSION:
+            self.gate.remember(tool, prepared)
+        if answer.decision == Decision.ALLOW_ALWAYS and (rule := policy.always) is not None:
+            text, saved = await self.gate.always(tool, prepared, rule)
+            self.emit(StatusEvent(text, self.turn, agent_id=self.agent_id))
+            await self.transcript.write(
+                self.agent_id, self.turn, "allowAlways", callId=call.id, rule=rule, saved=saved
+            )
 
     async def _write_approval(
         self, call: ToolCall, prepared: Prepared, answer: Answer, rule: str, by_policy: bool = True
