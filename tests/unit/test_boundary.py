@@ -4,6 +4,7 @@ and importing the run module does not import openai."""
 from __future__ import annotations
 
 import ast
+import functools
 import gc
 import subprocess
 import sys
@@ -122,6 +123,12 @@ def import_graph(root: Path) -> dict[str, set[str]]:
     return graph
 
 
+@functools.cache
+def package_graph() -> dict[str, set[str]]:
+    """The package's graph, read once for every test of this file (each parse is slow)."""
+    return import_graph(PACKAGE)
+
+
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     """The strongly connected components of more than one module (Tarjan)."""
     index: dict[str, int] = {}
@@ -157,11 +164,11 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 
 def test_no_import_cycle_anywhere_in_the_package():
-    assert cycles(import_graph(PACKAGE)) == []
+    assert cycles(package_graph()) == []
 
 
 def test_the_core_imports_no_front_end_and_no_integration():
-    graph = import_graph(PACKAGE)
+    graph = package_graph()
     outside = tuple(f"{PACKAGE.name}.{name}" for name in OUTSIDE_THE_CORE)
     core = f"{PACKAGE.name}.{CORE.name}"
     offenders = {m: sorted(d for d in deps if d.startswith(outside)) for m, deps in graph.items()
@@ -215,7 +222,7 @@ def upward_imports(graph: dict[str, set[str]]) -> list[str]:
 
 
 def test_every_core_module_sits_in_a_layer_and_imports_only_downwards():
-    graph = import_graph(PACKAGE)
+    graph = package_graph()
     assert upward_imports(graph) == []
     layers = {core_layer(m) for m in graph} - {None}
     assert layers == set(CORE_LAYERS), layers
@@ -269,7 +276,7 @@ def upward_floor_imports(graph: dict[str, set[str]], package: str = PACKAGE.name
 
 
 def test_every_module_sits_on_a_floor_and_imports_none_above_it():
-    graph = import_graph(PACKAGE)
+    graph = package_graph()
     assert upward_floor_imports(graph) == []
     tops = {m.split(".")[1] if "." in m else "__init__" for m in graph}
     placed = {name for _, names in FLOORS for name in names}
