@@ -8,14 +8,13 @@ import difflib
 import json
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from agent_lsp.agent.exec import keyguard
 from agent_lsp.settings_schema import ApprovalSettings as ApprovalSettings
 from agent_lsp.settings_schema import BudgetSettings as BudgetSettings
 from agent_lsp.settings_schema import DebugSettings as DebugSettings
@@ -354,8 +353,19 @@ def resolve(*layers: dict[str, Any] | None) -> tuple[Settings, list[str]]:
     problems += [unknown_key_problem(u, settings) for u in dict.fromkeys(unknown)]
     # Every front end's settings pass here: once a source names the key's variable, a sealed
     # process takes it out of its environment block (a no-op in a test or library process).
-    keyguard.protect(settings.api_key_env)
+    for watcher in _KEY_ENV_WATCHERS:
+        watcher(settings.api_key_env)
     return settings, problems
+
+
+# Told each resolved settings' `apiKeyEnv`: the key guard of a sealed process registers itself
+# (`keyguard.seal_process`), so settings, the bottom floor, imports nothing above it.
+_KEY_ENV_WATCHERS: list[Callable[[str], None]] = []
+
+
+def watch_key_env(watcher: Callable[[str], None]) -> None:
+    if watcher not in _KEY_ENV_WATCHERS:
+        _KEY_ENV_WATCHERS.append(watcher)
 
 
 def _united(merged: dict[str, Any], layer: dict[str, Any]) -> dict[str, Any]:

@@ -140,9 +140,7 @@ def rule_rows(
     for file in files:
         path = str(file.path)
         if file.error:
-            error = file.error.removeprefix(path + ": ").removeprefix(path + " ")
-            error = error.removeprefix("is ")  # "<path> is not valid JSON: …"
-            problems.append({"path": path, "error": error})
+            problems.append({"path": path, "error": file.problem or file.error})
         ignored += [{"path": path, "key": k} for k in file.ignored]
         for effect in effects:
             for text in file.permissions.get(effect, []):

@@ -53,15 +53,9 @@ class AcpWorkspace:
         text = response.content
         return Document(path, text, exact="\x00" not in text)
 
-    async def apply(
-        self,
-        path: Path,
-        before: Document | None,
-        after: str,
-        *,
-        preview: str | None = None,
-        late: Any = None,
-    ) -> EditOutcome:
+    async def apply(self, path: Path, before: Document | None, after: str, **_: Any) -> EditOutcome:
+        """Written as it comes (the client reviews an ACP session's edits in its own way: no
+        preview here, so nothing is ever applied late)."""
         if not self.caps.write:
             outcome = await self.disk.apply(path, before, after)
         else:
@@ -75,8 +69,7 @@ class AcpWorkspace:
         changes: list[FileChange],
         *,
         label: str,
-        preview: str | None = None,
-        late: Any = None,
+        **_: Any,  # no preview (see `apply`)
     ) -> EditOutcome:
         """Each file written as an edit is (ACP has no one change for several files); the tool
         call's result lists the files (no per-file diff content is kept for it)."""

@@ -7,7 +7,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from agent_lsp.agent.events import Event
 from agent_lsp.agent.messages import Reply, ToolCall
@@ -90,6 +90,64 @@ class Workspace(Protocol):
         ...
 
 
+# -- a workspace's optional features: each a Protocol, checked here once -------------------------
+
+
+@runtime_checkable
+class NamedFolders(Protocol):
+    """A workspace whose roots have the editor's folder names (shown instead of paths)."""
+
+    names: list[str] | None
+
+
+@runtime_checkable
+class WorkspaceDiagnostics(Protocol):
+    """A workspace that can say what the editor (or a started language server) shows."""
+
+    @property
+    def has_diagnostics(self) -> bool:
+        """Whether `diagnostics` answers (the client's capability)."""
+        ...
+
+    async def diagnostics(
+        self, paths: list[Path] | None, after: dict[Path, int] | None
+    ) -> list[dict[str, Any]] | None:
+        """The problems shown for those files (all when None); with `after`, once the editor
+        has them for that version. None when nobody answers in time."""
+        ...
+
+
+@runtime_checkable
+class WorkspaceDebugger(Protocol):
+    """A workspace whose editor drives its own debugger (`agentLsp/debug`, Decision 61)."""
+
+    @property
+    def has_debugger(self) -> bool: ...
+
+    async def debug(self, params: dict[str, Any], timeout: float) -> Any: ...
+
+
+def folder_names(workspace: Workspace) -> list[str] | None:
+    return workspace.names if isinstance(workspace, NamedFolders) else None
+
+
+def diagnostics_of(workspace: Workspace) -> WorkspaceDiagnostics | None:
+    """The workspace's diagnostics, when it has the feature at all."""
+    return workspace if isinstance(workspace, WorkspaceDiagnostics) else None
+
+
+def answers_diagnostics(workspace: Workspace) -> bool:
+    """Whether the workspace's diagnostics answer (the diagnostics tool is offered)."""
+    found = diagnostics_of(workspace)
+    return found is not None and found.has_diagnostics
+
+
+def debugger_of(workspace: Workspace) -> WorkspaceDebugger | None:
+    """The editor's own debugger, when the client has one."""
+    found = workspace if isinstance(workspace, WorkspaceDebugger) else None
+    return found if found is not None and found.has_debugger else None
+
+
 class Decision(enum.StrEnum):
     ALLOW = "allow"
     ALLOW_SESSION = "allowSession"
@@ -145,11 +203,6 @@ class SubAgentSpawner(Protocol):
     """`agent`: the user's agent definition the sub-agent follows (its prompt, tools, model)."""
 
     def __call__(self, task: str, agent: Any = None) -> Callable[[], Awaitable[str]]: ...
-
-
-DiagnosticsSource = Callable[
-    [list[Path] | None, dict[Path, int] | None], Awaitable[list[dict[str, Any]] | None]
-]
 
 
 class ToolSet(Protocol):

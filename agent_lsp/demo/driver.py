@@ -33,77 +33,14 @@ _server_pids: list[int] = []  # killed by run_demo if a second Ctrl-C cuts the c
 
 
 async def _demo(yes: bool) -> int:
-    from lsprotocol import types
-    from pygls.lsp.client import LanguageClient
-
     with tempfile.TemporaryDirectory(prefix="agent-lsp-demo-") as tmp:
         root = Path(tmp) / "sample"
         shutil.copytree(HERE / "sample", root)
         original = {p.name: p.read_text(encoding="utf-8") for p in root.iterdir() if p.is_file()}
         editor = DemoEditor(root, yes)
         s = editor.style
-        editor.line(
-            s.bold("agent-lsp demo")
-            + s.dim("  — the real language server, driven by a tiny terminal editor")
-        )
-        editor.line(f"  workspace: {s.dim(str(root))} (a copy of the bundled sample)")
-        editor.line(f"  model:     {s.dim('replay of a recorded session (offline, no API key)')}")
-        editor.line(
-            f"  server:    {s.dim(f'{Path(sys.executable).name} -m agent_lsp serve --stdio')}"
-        )
-        editor.line(f"  task:      {s.bold(TASK)}")
-        editor.line("")
-
-        client = LanguageClient("agent-lsp-demo", "1")
-
-        @client.feature("agentLsp/stream")
-        def on_stream(ls, params):
-            editor.on_stream(plain(params))
-
-        @client.feature(types.PROGRESS)
-        def on_progress(ls, params):
-            editor.on_progress(plain(params.value))
-
-        @client.feature(types.WINDOW_WORK_DONE_PROGRESS_CREATE)
-        def on_create(ls, params):
-            return None
-
-        @client.feature(types.WINDOW_SHOW_MESSAGE_REQUEST)
-        async def on_request(ls, params):
-            offered = [a.title for a in params.actions or []]
-            answer = await editor.approve(params.message, offered)
-            if isinstance(answer, dict):  # Deny with a reason: the item's extra property
-                return answer
-            return types.MessageActionItem(title=answer) if answer else None
-
-        @client.feature(types.WORKSPACE_APPLY_EDIT)
-        def on_edit(ls, params):
-            applied, reason = editor.apply(params.edit)
-            for uri, version, text in editor.changed:
-                ls.text_document_did_change(
-                    types.DidChangeTextDocumentParams(
-                        text_document=types.VersionedTextDocumentIdentifier(
-                            uri=uri, version=version
-                        ),
-                        content_changes=[types.TextDocumentContentChangeWholeDocument(text=text)],
-                    )
-                )
-                ls.text_document_did_save(
-                    types.DidSaveTextDocumentParams(
-                        text_document=types.TextDocumentIdentifier(uri=uri)
-                    )
-                )
-            editor.changed.clear()
-            return types.ApplyWorkspaceEditResult(applied=applied, failure_reason=reason)
-
-        @client.feature(types.WINDOW_SHOW_MESSAGE)
-        def on_message(ls, params):
-            editor.line(s("33", f"  server says: {params.message}"))
-
-        @client.feature(types.WINDOW_LOG_MESSAGE)
-        def on_log(ls, params):
-            pass
-
+        _banner(editor, root)
+        client = _client(editor)
         # a replayed demo needs no key
         env = {**child_env(), "AGENT_LSP_STATE_DIR": str(Path(tmp) / "state")}
         # Its own session: the terminal's Ctrl-C goes to the demo alone, which then ends the
@@ -114,64 +51,10 @@ async def _demo(yes: bool) -> int:
         if client._server is not None:
             _server_pids.append(client._server.pid)
         drain = asyncio.ensure_future(_drain_stderr(client, editor))
-        capabilities = types.ClientCapabilities(
-            window=types.WindowClientCapabilities(
-                work_done_progress=True, show_message=types.ShowMessageRequestClientCapabilities()
-            ),
-            workspace=types.WorkspaceClientCapabilities(
-                apply_edit=True,
-                workspace_edit=types.WorkspaceEditClientCapabilities(
-                    document_changes=True, resource_operations=[types.ResourceOperationKind.Create]
-                ),
-            ),
-        )
         started: dict[str, Any] = {}
         try:
-            await asyncio.wait_for(
-                client.initialize_async(
-                    types.InitializeParams(
-                        capabilities=capabilities,
-                        root_uri=root.as_uri(),
-                        workspace_folders=[
-                            types.WorkspaceFolder(uri=root.as_uri(), name=root.name)
-                        ],
-                        # A person thinking over an approval in the terminal has no time limit
-                        # (Decision 10).
-                        initialization_options={
-                            "model": f"replay:{HERE / 'session.jsonl'}",
-                            "approval": {"default": "ask", "timeout": TERMINAL_APPROVAL_TIMEOUT},
-                        },
-                    )
-                ),
-                30,
-            )
-            client.initialized(types.InitializedParams())
-            stats = root / "stats.py"
-            uri = stats.as_uri()
-            editor.buffers[uri] = [1, stats.read_text(encoding="utf-8")]
-            client.text_document_did_open(
-                types.DidOpenTextDocumentParams(
-                    text_document=types.TextDocumentItem(
-                        uri=uri, language_id="python", version=1, text=editor.buffers[uri][1]
-                    )
-                )
-            )
-            answer = await asyncio.wait_for(
-                client.workspace_execute_command_async(
-                    types.ExecuteCommandParams(
-                        command="agentLsp.run",
-                        arguments=[{"prompt": TASK, "textDocument": {"uri": uri}}],
-                    )
-                ),
-                30,
-            )
-            started = answer or {}
-            editor.line(
-                s.dim(
-                    f"[agentLsp.run] → runId {started['runId']}, "
-                    f"sessionId {started['sessionId']} (answered at once; the run streams)"
-                )
-            )
+            await _initialize(client, root)
+            started = await _open_and_run(client, editor, root)
             # the run ends itself (maxTurns, requestTimeout); approvals wait for the user
             await editor.stopped.wait()
         except asyncio.CancelledError:  # Ctrl-C (asyncio.run cancels this task on the first SIGINT)
@@ -187,6 +70,144 @@ async def _demo(yes: bool) -> int:
         await _end_server(client, drain, None)
         _show_diff(editor, root, original)
         return _show_report(editor)
+
+
+def _banner(editor: DemoEditor, root: Path) -> None:
+    s = editor.style
+    editor.line(
+        s.bold("agent-lsp demo")
+        + s.dim("  — the real language server, driven by a tiny terminal editor")
+    )
+    editor.line(f"  workspace: {s.dim(str(root))} (a copy of the bundled sample)")
+    editor.line(f"  model:     {s.dim('replay of a recorded session (offline, no API key)')}")
+    editor.line(f"  server:    {s.dim(f'{Path(sys.executable).name} -m agent_lsp serve --stdio')}")
+    editor.line(f"  task:      {s.bold(TASK)}")
+    editor.line("")
+
+
+def _client(editor: DemoEditor) -> Any:
+    """The tiny editor's LSP client: what it shows of the stream, the progress and the
+    server's messages, how it asks approvals and applies edits (telling the server)."""
+    from lsprotocol import types
+    from pygls.lsp.client import LanguageClient
+
+    client = LanguageClient("agent-lsp-demo", "1")
+    s = editor.style
+
+    @client.feature("agentLsp/stream")
+    def on_stream(ls, params):
+        editor.on_stream(plain(params))
+
+    @client.feature(types.PROGRESS)
+    def on_progress(ls, params):
+        editor.on_progress(plain(params.value))
+
+    @client.feature(types.WINDOW_WORK_DONE_PROGRESS_CREATE)
+    def on_create(ls, params):
+        return None
+
+    @client.feature(types.WINDOW_SHOW_MESSAGE_REQUEST)
+    async def on_request(ls, params):
+        offered = [a.title for a in params.actions or []]
+        answer = await editor.approve(params.message, offered)
+        if isinstance(answer, dict):  # Deny with a reason: the item's extra property
+            return answer
+        return types.MessageActionItem(title=answer) if answer else None
+
+    @client.feature(types.WORKSPACE_APPLY_EDIT)
+    def on_edit(ls, params):
+        applied, reason = editor.apply(params.edit)
+        for uri, version, text in editor.changed:
+            ls.text_document_did_change(
+                types.DidChangeTextDocumentParams(
+                    text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=version),
+                    content_changes=[types.TextDocumentContentChangeWholeDocument(text=text)],
+                )
+            )
+            ls.text_document_did_save(
+                types.DidSaveTextDocumentParams(text_document=types.TextDocumentIdentifier(uri=uri))
+            )
+        editor.changed.clear()
+        return types.ApplyWorkspaceEditResult(applied=applied, failure_reason=reason)
+
+    @client.feature(types.WINDOW_SHOW_MESSAGE)
+    def on_message(ls, params):
+        editor.line(s("33", f"  server says: {params.message}"))
+
+    @client.feature(types.WINDOW_LOG_MESSAGE)
+    def on_log(ls, params):
+        pass
+
+    return client
+
+
+async def _initialize(client: Any, root: Path) -> None:
+    """`initialize` as an editor with progress, approvals and edits, the workspace the sample's
+    copy, the model the recorded session."""
+    from lsprotocol import types
+
+    capabilities = types.ClientCapabilities(
+        window=types.WindowClientCapabilities(
+            work_done_progress=True, show_message=types.ShowMessageRequestClientCapabilities()
+        ),
+        workspace=types.WorkspaceClientCapabilities(
+            apply_edit=True,
+            workspace_edit=types.WorkspaceEditClientCapabilities(
+                document_changes=True, resource_operations=[types.ResourceOperationKind.Create]
+            ),
+        ),
+    )
+    await asyncio.wait_for(
+        client.initialize_async(
+            types.InitializeParams(
+                capabilities=capabilities,
+                root_uri=root.as_uri(),
+                workspace_folders=[types.WorkspaceFolder(uri=root.as_uri(), name=root.name)],
+                # A person thinking over an approval in the terminal has no time limit
+                # (Decision 10).
+                initialization_options={
+                    "model": f"replay:{HERE / 'session.jsonl'}",
+                    "approval": {"default": "ask", "timeout": TERMINAL_APPROVAL_TIMEOUT},
+                },
+            )
+        ),
+        30,
+    )
+    client.initialized(types.InitializedParams())
+
+
+async def _open_and_run(client: Any, editor: DemoEditor, root: Path) -> dict[str, Any]:
+    """The sample's file opened and the task run on it: `agentLsp.run`'s answer (its ids)."""
+    from lsprotocol import types
+
+    s = editor.style
+    stats = root / "stats.py"
+    uri = stats.as_uri()
+    editor.buffers[uri] = [1, stats.read_text(encoding="utf-8")]
+    client.text_document_did_open(
+        types.DidOpenTextDocumentParams(
+            text_document=types.TextDocumentItem(
+                uri=uri, language_id="python", version=1, text=editor.buffers[uri][1]
+            )
+        )
+    )
+    answer = await asyncio.wait_for(
+        client.workspace_execute_command_async(
+            types.ExecuteCommandParams(
+                command="agentLsp.run",
+                arguments=[{"prompt": TASK, "textDocument": {"uri": uri}}],
+            )
+        ),
+        30,
+    )
+    started: dict[str, Any] = answer or {}
+    editor.line(
+        s.dim(
+            f"[agentLsp.run] → runId {started['runId']}, "
+            f"sessionId {started['sessionId']} (answered at once; the run streams)"
+        )
+    )
+    return started
 
 
 def _stop_problem(what: str, exc: BaseException) -> None:

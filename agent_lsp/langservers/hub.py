@@ -11,7 +11,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from agent_lsp.agent.ports import CodeIntelSource, CodeIntelSources, Document, Workspace
+from agent_lsp.agent.ports import (
+    CodeIntelSource,
+    CodeIntelSources,
+    Document,
+    Workspace,
+    answers_diagnostics,
+)
 from agent_lsp.langservers.manager import LanguageServers, ServerSource
 from agent_lsp.settings_schema import Settings
 
@@ -145,7 +151,7 @@ def with_diagnostics(host: Any, workspace: Any) -> Any:
     """`workspace` itself when its client answers diagnostics or no server may start for its
     roots; else the same workspace with the started servers' diagnostics."""
     hub = getattr(host, "code_intel", None)
-    if not isinstance(hub, LanguageServerHub) or getattr(workspace, "has_diagnostics", False):
+    if not isinstance(hub, LanguageServerHub) or answers_diagnostics(workspace):
         return workspace
     try:
         manager = hub.manager(list(workspace.roots))

@@ -61,6 +61,44 @@ def _check_variable(
         raise _refused(decl, key, f"asks for ${{env:{arg}}}, which holds {TELEMETRY}", TELEMETRY)
 
 
+def _variable(
+    match: re.Match[str],
+    key: str,
+    decl: McpDeclaration,
+    first: Path | None,
+    env: Mapping[str, str],
+    secrets: tuple[Sequence[str], Sequence[str]],
+) -> str:
+    """The value of one `${...}` (VS Code's variables) in the field `key`; `secrets`: the key's
+    variable names and values."""
+    key_names, keys = secrets
+    token = match.group(1)
+    kind, _, arg = token.partition(":")
+    if token == "workspaceFolder" or token == "workspaceRoot":
+        if first is None:
+            raise LaunchError(f"`{key}` uses ${{{token}}} but there is no workspace folder")
+        return str(first)
+    if token == "workspaceFolderBasename":
+        if first is None:
+            raise LaunchError(f"`{key}` uses ${{{token}}} but there is no workspace folder")
+        return first.name
+    if token == "userHome":
+        return env.get("HOME") or os.path.expanduser("~")
+    if token in ("pathSeparator", "/"):
+        return os.sep
+    if kind == "env":
+        value = env.get(arg, "")
+        _check_variable(decl, key, arg, value, key_names, keys)
+        return value
+    if kind == "input":
+        raise LaunchError(
+            f"`{key}` needs the input `{arg}` (${{input:{arg}}}), "
+            "which agent-lsp cannot ask for; "
+            "put the value in your own settings' mcpServers instead"
+        )
+    return match.group(0)  # unknown variables stay as written, as in VS Code
+
+
 def resolve_launch(
     decl: McpDeclaration, *, roots: Sequence[Path], env: Mapping[str, str], api_key_env: str
 ) -> Launch:
@@ -83,31 +121,7 @@ def resolve_launch(
 
     def expand(text: str, key: str) -> str:
         def one(match: re.Match[str]) -> str:
-            token = match.group(1)
-            kind, _, arg = token.partition(":")
-            if token == "workspaceFolder" or token == "workspaceRoot":
-                if first is None:
-                    raise LaunchError(f"`{key}` uses ${{{token}}} but there is no workspace folder")
-                return str(first)
-            if token == "workspaceFolderBasename":
-                if first is None:
-                    raise LaunchError(f"`{key}` uses ${{{token}}} but there is no workspace folder")
-                return first.name
-            if token == "userHome":
-                return env.get("HOME") or os.path.expanduser("~")
-            if token in ("pathSeparator", "/"):
-                return os.sep
-            if kind == "env":
-                value = env.get(arg, "")
-                _check_variable(decl, key, arg, value, key_names, keys)
-                return value
-            if kind == "input":
-                raise LaunchError(
-                    f"`{key}` needs the input `{arg}` (${{input:{arg}}}), "
-                    "which agent-lsp cannot ask for; "
-                    "put the value in your own settings' mcpServers instead"
-                )
-            return match.group(0)  # unknown variables stay as written, as in VS Code
+            return _variable(match, key, decl, first, env, (key_names, keys))
 
         expanded = _VARIABLE.sub(one, text)
         if not decl.trusted and keyguard.holds_key(expanded, keys):

@@ -32,6 +32,51 @@ async def apply_all(
     stale = _stale(ws, changes)
     if stale:
         return EditOutcome(False, f"{stale}; nothing was changed")
+    workspace_edit, expected = _workspace_edit(ws, changes, preview)
+    gate = preview_gate(ws.ls) if preview else None
+    if gate is not None:
+        if gate.locked() and ws.on_waiting:
+            ws.on_waiting("waiting for the edit preview already open in the editor")
+        await gate.acquire()  # one preview at a time per server (CONTRACT "Edit review")
+        stale = _stale(ws, changes)
+        if stale:
+            gate.release()
+            return EditOutcome(False, f"{stale} while the edit waited for another preview")
+    try:
+        result = await client_request(
+            ws.ls,
+            types.WORKSPACE_APPLY_EDIT,
+            types.ApplyWorkspaceEditParams(edit=workspace_edit, label=preview or label),
+            None if preview else timeout,  # a previewed edit waits for the user
+            late=(
+                (lambda answer: late() if getattr(answer, "applied", False) else None)
+                if preview and late
+                else None
+            ),
+            settled=gate.release if gate is not None else None,
+        )
+    except TimeoutError:
+        return EditOutcome(False, f"the editor did not answer the edit within {timeout:g}s")
+    except ClientRequestError as exc:
+        return EditOutcome(False, f"the editor refused the edit: {exc}")
+    if not getattr(result, "applied", False):
+        reason = getattr(result, "failure_reason", None)
+        return EditOutcome(
+            False,
+            reason
+            or "the editor refused the edit (a document may have changed since the agent read it)",
+            rejected=preview is not None and not reason,
+        )
+    for path, version in expected.items():
+        await ws._until_version(path, version)
+    return EditOutcome(True)
+
+
+def _workspace_edit(
+    ws: Any, changes: list[FileChange], preview: str | None
+) -> tuple[types.WorkspaceEdit, dict[Any, int]]:
+    """The one edit of every file (annotated for the editor's preview when asked), and the
+    version each open buffer has once it is in."""
     annotated = preview is not None and ws.caps.has_document_changes
     document_changes: list[Any] = []
     plain: dict[str, list[types.TextEdit]] = {}
@@ -79,43 +124,7 @@ async def apply_all(
         if ws.caps.has_document_changes
         else types.WorkspaceEdit(changes=plain)
     )
-    gate = preview_gate(ws.ls) if preview else None
-    if gate is not None:
-        if gate.locked() and ws.on_waiting:
-            ws.on_waiting("waiting for the edit preview already open in the editor")
-        await gate.acquire()  # one preview at a time per server (CONTRACT "Edit review")
-        stale = _stale(ws, changes)
-        if stale:
-            gate.release()
-            return EditOutcome(False, f"{stale} while the edit waited for another preview")
-    try:
-        result = await client_request(
-            ws.ls,
-            types.WORKSPACE_APPLY_EDIT,
-            types.ApplyWorkspaceEditParams(edit=workspace_edit, label=preview or label),
-            None if preview else timeout,  # a previewed edit waits for the user
-            late=(
-                (lambda answer: late() if getattr(answer, "applied", False) else None)
-                if preview and late
-                else None
-            ),
-            settled=gate.release if gate is not None else None,
-        )
-    except TimeoutError:
-        return EditOutcome(False, f"the editor did not answer the edit within {timeout:g}s")
-    except ClientRequestError as exc:
-        return EditOutcome(False, f"the editor refused the edit: {exc}")
-    if not getattr(result, "applied", False):
-        reason = getattr(result, "failure_reason", None)
-        return EditOutcome(
-            False,
-            reason
-            or "the editor refused the edit (a document may have changed since the agent read it)",
-            rejected=preview is not None and not reason,
-        )
-    for path, version in expected.items():
-        await ws._until_version(path, version)
-    return EditOutcome(True)
+    return workspace_edit, expected
 
 
 def _hunk_edits(ls: Any, before: str, after: str) -> list[types.TextEdit]:

@@ -153,24 +153,11 @@ class LspWorkspace:
         expected = (open_doc.version or 0) + 1 if open_doc is not None else 1
         label = preview or f"agent-lsp: {'create' if before is None else 'edit'} {path.name}"
         gate = preview_gate(self.ls) if preview else None
-        if gate is not None:
-            if gate.locked() and self.on_waiting:
-                self.on_waiting(
-                    "waiting for the edit preview already open in the editor "
-                    f"before showing {path.name}"
-                )
-            await gate.acquire()  # one preview at a time per server (CONTRACT "Edit review")
-            if (
-                open_doc is not None
-                and (now := self._open_document(path)) is not None
-                and now.source != open_doc.source
-            ):
-                gate.release()
-                return EditOutcome(
-                    False,
-                    f"{path.name} was changed in the editor "
-                    "while the edit waited for another preview",
-                )
+        if gate is not None and not await self._take_preview_turn(gate, path, open_doc):
+            return EditOutcome(
+                False,
+                f"{path.name} was changed in the editor while the edit waited for another preview",
+            )
         try:
             waiting = self.on_waiting
             notify = (
@@ -215,6 +202,24 @@ class LspWorkspace:
             await self._until_version(path, expected)
         return EditOutcome(True, version=expected)
 
+    async def _take_preview_turn(self, gate: asyncio.Lock, path: Path, open_doc: Any) -> bool:
+        """One preview at a time per server (CONTRACT "Edit review"): the gate taken; False
+        (and the gate given back) when the buffer changed meanwhile."""
+        if gate.locked() and self.on_waiting:
+            self.on_waiting(
+                "waiting for the edit preview already open in the editor "
+                f"before showing {path.name}"
+            )
+        await gate.acquire()
+        if (
+            open_doc is not None
+            and (now := self._open_document(path)) is not None
+            and now.source != open_doc.source
+        ):
+            gate.release()
+            return False
+        return True
+
     async def apply_all(
         self,
         changes: list[FileChange],
@@ -254,6 +259,31 @@ class LspWorkspace:
                 (r.path, "this editor does not support workspace/applyEdit") for r in restores
             ]
             return outcome
+        edit, emptied = self._rewind_edit(restores)
+        try:
+            result = await client_request(
+                self.ls,
+                types.WORKSPACE_APPLY_EDIT,
+                types.ApplyWorkspaceEditParams(edit=edit, label="agent-lsp: rewind"),
+                APPLY_EDIT_TIMEOUT,
+            )
+            applied = bool(getattr(result, "applied", False))
+            reason = getattr(result, "failure_reason", None) or "the editor refused the rewind"
+        except TimeoutError:
+            applied, reason = False, f"the editor did not answer within {APPLY_EDIT_TIMEOUT:g}s"
+        except ClientRequestError as exc:
+            applied, reason = False, f"the editor refused the rewind: {exc}"
+        for item in restores:
+            if not applied:
+                outcome.failed.append((item.path, reason))
+            elif item.path in emptied:
+                outcome.failed.append((item.path, "emptied: the editor cannot delete files"))
+            else:
+                outcome.restored.append(item.path)
+        return outcome
+
+    def _rewind_edit(self, restores: list[Any]) -> tuple[types.WorkspaceEdit, list[Path]]:
+        """The rewind's one edit, and the files it can only empty (the client cannot delete)."""
         document_changes: list[Any] = []
         changes: dict[str, list[types.TextEdit]] = {}
         emptied: list[Path] = []
@@ -310,27 +340,7 @@ class LspWorkspace:
             if self.caps.has_document_changes
             else types.WorkspaceEdit(changes=changes)
         )
-        try:
-            result = await client_request(
-                self.ls,
-                types.WORKSPACE_APPLY_EDIT,
-                types.ApplyWorkspaceEditParams(edit=edit, label="agent-lsp: rewind"),
-                APPLY_EDIT_TIMEOUT,
-            )
-            applied = bool(getattr(result, "applied", False))
-            reason = getattr(result, "failure_reason", None) or "the editor refused the rewind"
-        except TimeoutError:
-            applied, reason = False, f"the editor did not answer within {APPLY_EDIT_TIMEOUT:g}s"
-        except ClientRequestError as exc:
-            applied, reason = False, f"the editor refused the rewind: {exc}"
-        for item in restores:
-            if not applied:
-                outcome.failed.append((item.path, reason))
-            elif item.path in emptied:
-                outcome.failed.append((item.path, "emptied: the editor cannot delete files"))
-            else:
-                outcome.restored.append(item.path)
-        return outcome
+        return edit, emptied
 
     def _workspace_edit(
         self, path: Path, before: Document | None, after: str, preview: str | None

@@ -17,13 +17,13 @@ from agent_lsp.agent.events import Event, StatusEvent
 from agent_lsp.agent.fs.disk_workspace import DiskWorkspace
 from agent_lsp.agent.host import AgentHost, RunHandle, RunPorts, RunRequest
 from agent_lsp.agent.loop.budget import BudgetRefused, check_budget
-from agent_lsp.agent.loop.prompt_plan import plan_prompt
+from agent_lsp.agent.loop.prompt_plan import PromptPlan, plan_prompt
 from agent_lsp.agent.loop.structured import OutputSchema
 from agent_lsp.agent.messages import CancelCause, RunReport, StopCause, StopReason, Usage
 from agent_lsp.agent.ports import Answer, ApprovalRequest, Decision, EventSink
 from agent_lsp.agent.state.checkpoints import CheckpointStore
-from agent_lsp.agent.state.session import new_id
-from agent_lsp.agent.state.sessions import SessionError
+from agent_lsp.agent.state.session import Session, new_id
+from agent_lsp.agent.state.sessions import SessionError, SessionStore
 from agent_lsp.agent.tools.paths import PathGuard
 from agent_lsp.frontend import allowed_tools_consent, model_lister, on_signals, shut_down
 from agent_lsp.langservers.hub import plug as plug_language_servers
@@ -203,39 +203,25 @@ async def run_headless(
     host = AgentHost(telemetry=OtelTelemetry())
     plug_language_servers(host, lambda: settings)
     roots = [workspace.resolve()]
-    try:
-        if session_id is not None:  # a unique prefix names its session, as `rewind` takes a run's
-            known = await asyncio.to_thread(host.store(roots).ids)
-            session_id = expand_prefix(session_id, known, "session")
-        session, store = await host.open_session(roots, session_id)
-    except (SessionError, Ambiguous) as exc:
-        (err or sys.stderr).write(f"agent-lsp run: {for_terminal(str(exc))}\n")
+    opened = await _open_session(host, roots, session_id, err or sys.stderr)
+    if opened is None:
         return EXIT_USAGE
-    # a `/name args` task runs that prompt file (Decision 34); the session's title keeps it as typed
+    session, store = opened
     interactive = sys.stdin.isatty() and not prompt_from_stdin
     plug_permissions(host, stream_out, interactive)  # before the plan: its consent asks here
-    plan = await plan_prompt(
-        task,
-        roots,
-        settings,
-        lister=model_lister(host, settings),
-        consent=allowed_tools_consent(host, roots),
-    )
-    try:  # before any MCP server starts: a budget that could not be kept is a usage error
-        check_budget(plan.settings, plan.model or session.model or settings.model)
-    except BudgetRefused as exc:
-        (err or sys.stderr).write(f"agent-lsp run: {for_terminal(str(exc))}\n")
+    plan = await _plan(task, roots, settings, host, session, err or sys.stderr)
+    if plan is None:
         return EXIT_USAGE
     ws = with_diagnostics(host, DiskWorkspace(roots))
     await mcp_on_the_terminal(host, roots, settings, stream_out, interactive)
     approver = TerminalApprover(yes, stream_out, interactive=interactive)
     run_id = worktree.run_id if worktree is not None else new_id("r")
-    extra = {"worktree": worktree.to_dict()} if worktree is not None else None
     shown = TerminalStream(stream_out, endpoint_of(settings, session.model))
-    machine = StreamJson(stdout, run_id, extra) if fmt == "stream-json" else None
+    machine = _machine(fmt, stdout, run_id, worktree)
     # A CI log shows the run on stderr.
-    both = shown if machine is None else _both(machine, shown)
-    stream: EventSink = _resume_after_first_call(both)
+    stream: EventSink = _resume_after_first_call(
+        shown if machine is None else _both(machine, shown)
+    )
     hint = f'run `agent-lsp run --session {session.id} "..."` in {workspace} to continue'
     if worktree is not None:  # the run works in its worktree (Decision 42)
         hint = worktree.continue_hint(session.id)
@@ -256,6 +242,30 @@ async def run_headless(
     )
     task_ = hosted.task
     assert task_ is not None
+    await _until_ended(hosted, task_, host, machine, worktree, task)
+    return await _outcome(hosted.report, fmt, stdout, stream_out, host, session, worktree, roots)
+
+
+def _machine(
+    fmt: str, stdout: TextIO, run_id: str, worktree: WorktreeRun | None
+) -> StreamJson | None:
+    """stream-json's writer (its lines name the run's worktree), None for the other formats."""
+    if fmt != "stream-json":
+        return None
+    extra = {"worktree": worktree.to_dict()} if worktree is not None else None
+    return StreamJson(stdout, run_id, extra)
+
+
+async def _until_ended(
+    hosted: RunHandle,
+    task_: asyncio.Task[None],
+    host: AgentHost,
+    machine: StreamJson | None,
+    worktree: WorktreeRun | None,
+    task: str,
+) -> None:
+    """Wait for the run, the signals cancelling it; then the host shut down and, once every
+    process of the run has ended, its worktree's files final."""
     # The report's stopCause says which: `user` for Ctrl-C, `signal` for the others.
     try:
         with on_signals(
@@ -278,7 +288,61 @@ async def run_headless(
         await shut_down(host, deadline=None)
         if worktree is not None:  # every process of the run has ended: its files are final
             await asyncio.to_thread(worktree.finish, task)
-    report = hosted.report
+
+
+async def _open_session(
+    host: AgentHost, roots: list[Path], session_id: str | None, err: TextIO
+) -> tuple[Session, SessionStore] | None:
+    """The run's session: new, or the one `--session` names (a unique prefix names it, as
+    `rewind` takes a run's); None (said on `err`) when there is none such."""
+    try:
+        if session_id is not None:
+            known = await asyncio.to_thread(host.store(roots).ids)
+            session_id = expand_prefix(session_id, known, "session")
+        return await host.open_session(roots, session_id)
+    except (SessionError, Ambiguous) as exc:
+        err.write(f"agent-lsp run: {for_terminal(str(exc))}\n")
+        return None
+
+
+async def _plan(
+    task: str,
+    roots: list[Path],
+    settings: Settings,
+    host: AgentHost,
+    session: Session,
+    err: TextIO,
+) -> PromptPlan | None:
+    """What the task runs: a `/name args` task runs that prompt file (Decision 34; the
+    session's title keeps it as typed). None (said on `err`) for a budget that could not be
+    kept: a usage error, before any MCP server starts."""
+    plan = await plan_prompt(
+        task,
+        roots,
+        settings,
+        lister=model_lister(host, settings),
+        consent=allowed_tools_consent(host, roots),
+    )
+    try:
+        check_budget(plan.settings, plan.model or session.model or settings.model)
+    except BudgetRefused as exc:
+        err.write(f"agent-lsp run: {for_terminal(str(exc))}\n")
+        return None
+    return plan
+
+
+async def _outcome(
+    report: RunReport | None,
+    fmt: str,
+    stdout: TextIO,
+    stream_out: TextIO,
+    host: AgentHost,
+    session: Session,
+    worktree: WorktreeRun | None,
+    roots: list[Path],
+) -> int:
+    """The run's report as `--output-format` asks (text, json; stream-json wrote its result
+    line already), the worktree's line, and the exit code."""
     if report is None:
         stream_out.write("\ncancelled\n")
         _worktree_line(worktree, stream_out)
@@ -360,7 +424,7 @@ async def mcp_on_the_terminal(
     """Workspace MCP servers ask consent on the terminal (none without one, and it says so);
     those already denied are named before the run."""
     from agent_lsp.mcp.hub import McpHooks, McpHub
-    from agent_lsp.mcp.terminal import TerminalMcpHooks
+    from agent_lsp.terminal.mcp_consent import TerminalMcpHooks
 
     hooks = TerminalMcpHooks(out, interactive)
     host.tool_servers = McpHub(McpHooks(ask_consent=hooks.ask_consent, on_status=hooks.on_status))

@@ -4,21 +4,8 @@ from __future__ import annotations
 
 from typing import TextIO, assert_never
 
+from agent_lsp.agent import events as ev
 from agent_lsp.agent.display import for_terminal
-from agent_lsp.agent.events import (
-    ApprovalEvent,
-    CompactionEvent,
-    Event,
-    HookEvent,
-    StatusEvent,
-    SteerEvent,
-    StopEvent,
-    TextDelta,
-    ThinkingDelta,
-    ToolCallEvent,
-    ToolResultEvent,
-    UsageEvent,
-)
 from agent_lsp.terminal.style import Style, isatty
 
 
@@ -39,21 +26,25 @@ class TerminalStream:
         # Without a TTY the wait is said once, as a line (nothing can erase it).
         self.said_waiting = False
 
-    def __call__(self, event: Event) -> None:
+    def __call__(self, event: ev.Event) -> None:
         s = self.style
         # The model's reasoning dimmed, its answer plain.
-        if isinstance(event, TextDelta | ThinkingDelta):
+        if isinstance(event, ev.TextDelta | ev.ThinkingDelta):
             self._clear_waiting()
             text = for_terminal(event.text)
-            self.out.write(text if isinstance(event, TextDelta) else s.dim(text))
+            self.out.write(text if isinstance(event, ev.TextDelta) else s.dim(text))
             self.in_text = True
             self.out.flush()
             return
-        if isinstance(event, StatusEvent) and event.agent_id == "main" and event.waiting == "model":
+        if (
+            isinstance(event, ev.StatusEvent)
+            and event.agent_id == "main"
+            and event.waiting == "model"
+        ):
             self._show_waiting()
             return
         # The last streamed text ends its line (with --json, stderr's last line).
-        if isinstance(event, StopEvent):
+        if isinstance(event, ev.StopEvent):
             self._clear_waiting()
             self._end_text()
             self.out.flush()
@@ -65,7 +56,7 @@ class TerminalStream:
         self._end_text()
         who = "" if event.agent_id == "main" else s.dim(f"[{for_terminal(event.agent_id)}] ")
         self.out.write(f"  {who}{line}\n")
-        if isinstance(event, ToolResultEvent) and event.tail:
+        if isinstance(event, ev.ToolResultEvent) and event.tail:
             for tail in for_terminal(event.tail).splitlines():
                 self.out.write(f"      {s.dim('│ ' + tail)}\n")
         self.out.flush()
@@ -103,15 +94,15 @@ class TerminalStream:
             self.out.write("\r\033[K")
             self.waiting = False
 
-    def _line(self, event: Event) -> str | None:
+    def _line(self, event: ev.Event) -> str | None:
         """The line an event shows, or None. Every kind is decided here: mypy checks that none
         is missing, and so does a unit test."""
         s = self.style
         text = for_terminal(event.text)
         match event:
-            case ToolCallEvent():
+            case ev.ToolCallEvent():
                 return f"{s('33', '▸')} {text}"
-            case ToolResultEvent():
+            case ev.ToolResultEvent():
                 mark = s.ok() if event.ok else s.bad()
                 extra = (
                     s.dim(" (truncated; the whole result is in a spill file)")
@@ -119,20 +110,20 @@ class TerminalStream:
                     else ""
                 )
                 return f"{mark} {text}{extra}"
-            case CompactionEvent():
+            case ev.CompactionEvent():
                 return s.dim(f"⋯ {text}")
-            case SteerEvent():  # the user's own words, as the model gets them
+            case ev.SteerEvent():  # the user's own words, as the model gets them
                 return f"{s('36', '»')} {text}"
-            case HookEvent():  # a hook that blocked or failed stands out; one that passed is quiet
+            case ev.HookEvent():  # a hook that blocked or failed stands out; one passed is quiet
                 if event.blocked or event.exit_code != 0:
                     return f"{s('35', '⚑')} {text}"
                 return s.dim(f"· {text}")
-            case StatusEvent():  # the wait for the model is the transient waiting line instead
+            case ev.StatusEvent():  # the wait for the model is the transient waiting line instead
                 return None if event.waiting == "model" else s.dim(f"· {text}")
             # Approvals are asked and answered here; the usage is in the report.
-            case ApprovalEvent() | UsageEvent():
+            case ev.ApprovalEvent() | ev.UsageEvent():
                 return None
-            case TextDelta() | ThinkingDelta() | StopEvent():  # written as they come (__call__)
+            case ev.TextDelta() | ev.ThinkingDelta() | ev.StopEvent():  # written as they come
                 return None
             case _:
                 assert_never(event)

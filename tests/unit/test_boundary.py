@@ -4,6 +4,7 @@ and importing the run module does not import openai."""
 from __future__ import annotations
 
 import ast
+import functools
 import gc
 import subprocess
 import sys
@@ -122,6 +123,12 @@ def import_graph(root: Path) -> dict[str, set[str]]:
     return graph
 
 
+@functools.cache
+def package_graph() -> dict[str, set[str]]:
+    """The package's graph, read once for every test of this file (each parse is slow)."""
+    return import_graph(PACKAGE)
+
+
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     """The strongly connected components of more than one module (Tarjan)."""
     index: dict[str, int] = {}
@@ -157,11 +164,11 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 
 def test_no_import_cycle_anywhere_in_the_package():
-    assert cycles(import_graph(PACKAGE)) == []
+    assert cycles(package_graph()) == []
 
 
 def test_the_core_imports_no_front_end_and_no_integration():
-    graph = import_graph(PACKAGE)
+    graph = package_graph()
     outside = tuple(f"{PACKAGE.name}.{name}" for name in OUTSIDE_THE_CORE)
     core = f"{PACKAGE.name}.{CORE.name}"
     offenders = {m: sorted(d for d in deps if d.startswith(outside)) for m, deps in graph.items()
@@ -215,7 +222,7 @@ def upward_imports(graph: dict[str, set[str]]) -> list[str]:
 
 
 def test_every_core_module_sits_in_a_layer_and_imports_only_downwards():
-    graph = import_graph(PACKAGE)
+    graph = package_graph()
     assert upward_imports(graph) == []
     layers = {core_layer(m) for m in graph} - {None}
     assert layers == set(CORE_LAYERS), layers
@@ -226,3 +233,72 @@ def test_the_layer_checker_catches_an_upward_import_and_an_unplaced_module():
     graph = {f"{core}.state.session": {f"{core}.loop.context", f"{core}.fs.safeio", f"{core}.messages", f"{core}.loop"},
              f"{core}.misc": {f"{core}.messages"}}
     assert upward_imports(graph) == [f"{core}.misc -> {core}.messages", f"{core}.state.session -> {core}.loop.context"]
+
+
+# -- the package's floors: nothing imports a floor above its own (issue 33) ---------------------
+# Settings (and the scripted model server, which imports nothing of ours) at the bottom; the agent
+# core on them; the integrations the core knows only through its ports; the services the front
+# ends share (the run's composition, `doctor`'s checks, `agentLsp.setup`'s view); the front ends;
+# and the entry points that pick one. A module may import its own floor and the ones below.
+FLOORS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("base", ("__init__", "settings_schema", "settings", "testing")),
+    ("core", ("agent",)),
+    ("integrations", ("telemetry", "langservers", "mcp", "permissions")),
+    ("shared by the front ends", ("frontend", "health", "setup_view")),
+    ("front ends", ("server", "acp", "terminal", "action")),
+    ("entry points", ("cli", "cli_parser", "demo", "__main__")),
+)
+
+
+def floor_of(module: str, package: str = PACKAGE.name) -> int | None:
+    """The floor's index (0 at the bottom); None outside the package; -1 for an unplaced one."""
+    parts = module.split(".")
+    if parts[0] != package:
+        return None
+    top = parts[1] if len(parts) > 1 else "__init__"
+    return next((i for i, (_, names) in enumerate(FLOORS) if top in names), -1)
+
+
+def upward_floor_imports(graph: dict[str, set[str]], package: str = PACKAGE.name) -> list[str]:
+    found = []
+    for module, deps in sorted(graph.items()):
+        here = floor_of(module, package)
+        if here is None:
+            continue
+        if here == -1:
+            found.append(f"{module}: on no floor")
+            continue
+        for dep in sorted(deps):
+            there = floor_of(dep, package)
+            if there is not None and (there == -1 or there > here):
+                found.append(f"{module} -> {dep}")
+    return found
+
+
+def test_every_module_sits_on_a_floor_and_imports_none_above_it():
+    graph = package_graph()
+    assert upward_floor_imports(graph) == []
+    tops = {m.split(".")[1] if "." in m else "__init__" for m in graph}
+    placed = {name for _, names in FLOORS for name in names}
+    assert tops == placed, tops ^ placed  # a floor naming a module that is gone is stale
+
+
+def test_the_floor_checker_catches_an_upward_import_and_an_unplaced_module(tmp_path):
+    pkg = tmp_path / "agent_lsp"
+    (pkg / "agent" / "exec").mkdir(parents=True)
+    (pkg / "mcp").mkdir()
+    for init in ("__init__.py", "agent/__init__.py", "agent/exec/__init__.py", "mcp/__init__.py"):
+        (pkg / init).write_text("")
+    (pkg / "settings.py").write_text("def f():\n    from agent_lsp.agent.exec import keyguard\n")
+    (pkg / "agent" / "exec" / "keyguard.py").write_text("from agent_lsp import settings\n")
+    (pkg / "mcp" / "terminal.py").write_text("from agent_lsp.terminal.style import Style\n")
+    (pkg / "terminal.py").write_text("")
+    (pkg / "extra.py").write_text("import agent_lsp.settings\n")
+    found = upward_floor_imports(import_graph(pkg), "agent_lsp")
+    assert found == [
+        "agent_lsp.extra: on no floor",
+        "agent_lsp.mcp.terminal -> agent_lsp.terminal",
+        "agent_lsp.settings -> agent_lsp.agent",
+        "agent_lsp.settings -> agent_lsp.agent.exec",
+        "agent_lsp.settings -> agent_lsp.agent.exec.keyguard",
+    ]

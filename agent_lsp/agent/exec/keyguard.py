@@ -131,9 +131,12 @@ def seal_process(names: Iterable[str] = ()) -> None:
     of `protect` (a settings source naming another `apiKeyEnv`) take that variable out too.
     The one switch of the process-wide effects (CONTRACT Decision 71): the entry points turn it
     on; a server built in a test's own process leaves it off (see `sealed`)."""
+    from agent_lsp.settings import watch_key_env  # each `apiKeyEnv` a settings source names
+
     global _sealed
     _sealed = True
     _set_non_dumpable()
+    watch_key_env(protect)
     protect(*names)
 
 

@@ -9,9 +9,13 @@ import contextlib
 import os
 import signal
 import sys
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from agent_lsp.agent.exec.sandbox import Confined
 
 REAPER = Path(__file__).with_name("reaper.py")
 HEAD_BYTES = 1_000_000
@@ -74,28 +78,20 @@ def reaped(argv: list[str]) -> list[str]:
 
 
 async def run_process(
-    argv: list[str],
+    confined: Confined,
     cwd: Path,
     timeout: float,
     *,
     env: dict[str, str],
     processes: set[asyncio.subprocess.Process],
     on_output: Callable[[bytes], None] | None = None,
-    pass_fds: tuple[int, ...] = (),
 ) -> ProcessResult:
-    """Run argv (already wrapped by the reaper or the sandbox) in its own session; a timeout
-    or a cancel ends it and everything it started. `pass_fds`: descriptors the wrapper reads
-    (the sandbox's seccomp filter)."""
+    """Run a command (already wrapped by the reaper or the sandbox) in its own session; a
+    timeout or a cancel ends it and everything it started."""
+    argv = confined.argv
     try:
-        proc = await asyncio.create_subprocess_exec(
-            *argv,
-            cwd=cwd,
-            env=env,
-            pass_fds=pass_fds,
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.STDOUT,
-            start_new_session=True,
+        proc = await confined.start(
+            cwd, env, stdin=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.STDOUT
         )
     except (FileNotFoundError, PermissionError, NotADirectoryError) as exc:
         raise CommandNotStarted(f"cannot start {argv[0]!r}: {exc.strerror or exc}") from None
@@ -110,10 +106,23 @@ async def run_process(
                 on_output(data)
         await proc.wait()
 
+    timed_out = await supervise(proc, finish(), timeout, processes)
+    return ProcessResult(proc.returncode, capture.text(), timed_out, capture.total, capture.dropped)
+
+
+async def supervise(
+    proc: asyncio.subprocess.Process,
+    work: Awaitable[None],
+    timeout: float,
+    processes: set[asyncio.subprocess.Process],
+) -> bool:
+    """`work` (reading the process to its end) within `timeout`; whatever happens (a timeout, a
+    cancel, an error) the process and everything it started end and it leaves `processes`.
+    True when the timeout ended it."""
     timed_out = False
     try:
         try:
-            await asyncio.wait_for(finish(), timeout)
+            await asyncio.wait_for(work, timeout)
         except TimeoutError:
             timed_out = True
     finally:
@@ -121,7 +130,7 @@ async def run_process(
             await end_process(proc)
         finally:
             processes.discard(proc)
-    return ProcessResult(proc.returncode, capture.text(), timed_out, capture.total, capture.dropped)
+    return timed_out
 
 
 def stop_process(proc: asyncio.subprocess.Process) -> None:

@@ -73,6 +73,25 @@ class Confined:
                 os.close(fd)
         self.fds = ()
 
+    async def start(
+        self, cwd: Path, env: dict[str, str], *, stdin: int, stderr: int
+    ) -> asyncio.subprocess.Process:
+        """The command, leading a session (a group) of its own, its stdout a pipe; the
+        descriptors are closed here once it has them (or could not start: OSError)."""
+        try:
+            return await asyncio.create_subprocess_exec(
+                *self.argv,
+                cwd=cwd,
+                env=env,
+                pass_fds=self.fds,
+                stdin=stdin,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=stderr,
+                start_new_session=True,
+            )
+        finally:
+            self.close()
+
 
 @dataclass(frozen=True)
 class SandboxPolicy:

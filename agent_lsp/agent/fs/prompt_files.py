@@ -87,6 +87,7 @@ class Listed:
     scope: Scope
     error: str | None = None
     notes: tuple[str, ...] = ()
+    shadowed_by: Path | None = None  # the file of the same name that is used instead (`error`)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -122,7 +123,7 @@ class PromptFiles:
         return [
             {"path": str(row.path), "error": row.error}
             for row in self.listed
-            if row.error is not None and not row.error.startswith("shadowed by ")
+            if row.error is not None and row.shadowed_by is None
         ]
 
 
@@ -263,6 +264,7 @@ def _take(
                     entry.path,
                     scope,
                     f"shadowed by {claimed.path} ({claimed.scope})",
+                    shadowed_by=claimed.path,
                 )
             )
         return

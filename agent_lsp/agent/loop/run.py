@@ -32,7 +32,15 @@ from agent_lsp.agent.model.client import Model, ModelError, make_model
 from agent_lsp.agent.policy.approval import ApprovalPolicy, permission_rules
 from agent_lsp.agent.policy.hook_setup import load_run_hooks
 from agent_lsp.agent.policy.hooks import HookStopped, RunHooks
-from agent_lsp.agent.ports import Approver, EventSink, NoTelemetry, RunPermissions, Workspace
+from agent_lsp.agent.ports import (
+    Approver,
+    EventSink,
+    NoTelemetry,
+    RunPermissions,
+    Workspace,
+    answers_diagnostics,
+    folder_names,
+)
 from agent_lsp.agent.state.checkpoints import RunCheckpoint
 from agent_lsp.agent.state.history import RunEvents
 from agent_lsp.agent.state.session import Entry, RunRecord, Session, new_id
@@ -151,7 +159,7 @@ def _build(
     redact = Redactor(keyguard.secrets(env, [settings.api_key_env]))
     transcript = Transcript(settings.transcript_path() / f"{run_id}.jsonl", run_id, redact)
     paths = PathGuard(
-        workspace.roots, getattr(workspace, "names", None), extra_readable=session.spill_files
+        workspace.roots, folder_names(workspace), extra_readable=session.spill_files
     )
     runner = CommandRunner(
         env=env,
@@ -356,7 +364,7 @@ def _offer(
     debugging = options.mode != "plan" and debugpy_dir() is not None
     found = options.prompt_files
     skills = found.skills if found is not None else {}
-    diagnostics = bool(getattr(workspace, "has_diagnostics", False))
+    diagnostics = answers_diagnostics(workspace)
     code_intel = tool_ctx.code_intel is not None
     agents = found.agents if found is not None else None
     tools = (

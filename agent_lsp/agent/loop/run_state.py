@@ -17,7 +17,12 @@ from agent_lsp.agent.loop.structured import OutputSchema
 from agent_lsp.agent.messages import StopCause, StopReason, Structured
 from agent_lsp.agent.model.client import Model, make_model
 from agent_lsp.agent.policy.hook_config import HookSpec
-from agent_lsp.agent.ports import CodeIntelSources, RunPermissions, RunTelemetry
+from agent_lsp.agent.ports import (
+    CodeIntelSources,
+    RunPermissions,
+    RunTelemetry,
+    answers_diagnostics,
+)
 from agent_lsp.agent.state.checkpoints import CheckpointStore
 from agent_lsp.agent.state.session import Entry, RunRecord, Session
 from agent_lsp.agent.tools.base import Tool, ToolBox, ToolContext, ToolError
@@ -100,7 +105,7 @@ class RunState:
             self.seams.emit(
                 StatusEvent(f"[{agent_id}] {who} started: {task[:120]}", 0, agent_id=agent_id)
             )
-            diagnostics = bool(getattr(self.tool_ctx.workspace, "has_diagnostics", False))
+            diagnostics = answers_diagnostics(self.tool_ctx.workspace)
             code_intel = self.tool_ctx.code_intel is not None
             steer = SUBAGENT_CODE_INTEL_PROMPT if code_intel else ""
             seams, prompt = self.seams, SUBAGENT_PROMPT.format(roots=roots) + steer

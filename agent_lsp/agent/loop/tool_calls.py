@@ -145,6 +145,41 @@ class ToolCallRunner:
             arguments=call.arguments,
             **({"modelCallId": call.model_id} if call.model_id else {}),
         )
+        ready = await self._prepare(call)
+        if ready is None:
+            return None
+        tool, prepared = ready
+        hooked = PreToolVerdict()
+        if self.hooks.any:  # PreToolUse: before the user is asked (Decision 31)
+            hooked = await self.hooks.before(call, tool, self.turn, span)
+            admitted = await self._apply_pre_hook(call, tool, prepared, hooked)
+            if admitted is None:
+                return None
+            tool, prepared = admitted
+        policy = self._verdict(tool, prepared, hooked)
+        answer = await self._answer(call, tool, prepared, policy)
+        await self._write_approval(call, prepared, answer, policy.why, policy.verdict != "ask")
+        self._spans[call.id] = (span, str(answer.decision))
+        span.event(
+            "agent_lsp.approval",
+            {
+                "agent_lsp.approval.decision": str(answer.decision),
+                "agent_lsp.approval.by_policy": policy.verdict != "ask",
+                # the kind always; the rule's text (a command, a path) is content: telemetry
+                # exports it only with `logContent`
+                "agent_lsp.approval.rule_kind": policy.kind,
+                **({"agent_lsp.approval.rule": policy.why} if policy.why else {}),
+            },
+        )
+        if answer.decision in ALLOWING:
+            await self._granted(call, tool, prepared, answer, policy)
+            return prepared, answer
+        await self._deny(call, prepared, answer)
+        return None
+
+    async def _prepare(self, call: ToolCall) -> tuple[Tool, Prepared] | None:
+        """The call checked and prepared (its detail escaped and redacted); None when it cannot
+        be (the call's result then says why)."""
         try:
             tool, prepared = await self.tools.prepare(call)
         except (ToolError, PathRefused, ValueError) as exc:
@@ -167,24 +202,33 @@ class ToolCallRunner:
             )
             return None
         prepared.detail = self.redact(escape_invisible(prepared.detail))
-        hooked = PreToolVerdict()
-        if self.hooks.any:  # PreToolUse: before the user is asked (Decision 31)
-            hooked = await self.hooks.before(call, tool, self.turn, span)
-            if hooked.updated_input is not None:
-                again = await self._prepare_updated(call, hooked.updated_input)
-                if again is None:
-                    return None
-                tool, prepared = again
-            if hooked.permission == "deny":
-                why = f"a PreToolUse hook denied it: {hooked.reason or 'no reason given'}"
-                self.asker.approval_event(call, prepared, ApprovalState.DENIED, "by a hook")
-                await self._write_approval(call, prepared, Answer(Decision.DENY, why=why), why)
-                await self._deny(call, prepared, Answer(Decision.DENY, why=why))
+        return tool, prepared
+
+    async def _apply_pre_hook(
+        self, call: ToolCall, tool: Tool, prepared: Prepared, hooked: PreToolVerdict
+    ) -> tuple[Tool, Prepared] | None:
+        """A PreToolUse verdict applied: its replaced input prepared again, its deny made the
+        call's result (None), its ask made a must-ask."""
+        if hooked.updated_input is not None:
+            again = await self._prepare_updated(call, hooked.updated_input)
+            if again is None:
                 return None
-            if hooked.permission == "ask":  # above every allow, below a deny
-                prepared.must_ask = prepared.must_ask or (
-                    f"a PreToolUse hook asks: {hooked.reason or 'no reason given'}"
-                )
+            tool, prepared = again
+        if hooked.permission == "deny":
+            why = f"a PreToolUse hook denied it: {hooked.reason or 'no reason given'}"
+            self.asker.approval_event(call, prepared, ApprovalState.DENIED, "by a hook")
+            await self._write_approval(call, prepared, Answer(Decision.DENY, why=why), why)
+            await self._deny(call, prepared, Answer(Decision.DENY, why=why))
+            return None
+        if hooked.permission == "ask":  # above every allow, below a deny
+            prepared.must_ask = prepared.must_ask or (
+                f"a PreToolUse hook asks: {hooked.reason or 'no reason given'}"
+            )
+        return tool, prepared
+
+    def _verdict(self, tool: Tool, prepared: Prepared, hooked: PreToolVerdict) -> PolicyVerdict:
+        """The policy's verdict (a hook's allow skipping the prompt only), and why it asks
+        said in the detail the user decides on."""
         policy = self.gate.decide(tool, prepared)
         if (
             hooked.permission == "allow"
@@ -195,47 +239,35 @@ class ToolCallRunner:
             # A hook's allow skips the prompt only: not a deny, a must-ask (an ask rule, a
             # hook's ask), the destructive list (Decision 26).
             policy = PolicyVerdict("allow", "a PreToolUse hook allows it", kind="hook")
-        if (
-            policy.verdict == "ask"
-            and policy.why.startswith("asks: ")
-            and policy.why not in prepared.detail
-        ):
+        if policy.verdict == "ask" and policy.says_why and policy.why not in prepared.detail:
             # why a rule or the destructive list asks: said where the user decides
             prepared.detail += f"\n{policy.why}"
         if policy.verdict == "ask" and policy.always_withheld:
             prepared.detail += f"\n{policy.always_withheld}"  # Decision 66: the prompt says why
+        return policy
+
+    async def _answer(
+        self, call: ToolCall, tool: Tool, prepared: Prepared, policy: PolicyVerdict
+    ) -> Answer:
         if policy.verdict == "allow":
-            answer = Answer(Decision.ALLOW)
-        elif policy.verdict == "deny":
-            answer = Answer(Decision.DENY, why="the policy denies it")
+            return Answer(Decision.ALLOW)
+        if policy.verdict == "deny":
             self.asker.approval_event(call, prepared, ApprovalState.DENIED, "by policy")
-        else:
-            answer = await self.asker.ask(call, tool, prepared, policy)
-        await self._write_approval(call, prepared, answer, policy.why, policy.verdict != "ask")
-        self._spans[call.id] = (span, str(answer.decision))
-        span.event(
-            "agent_lsp.approval",
-            {
-                "agent_lsp.approval.decision": str(answer.decision),
-                "agent_lsp.approval.by_policy": policy.verdict != "ask",
-                # the kind always; the rule's text (a command, a path) is content: telemetry
-                # exports it only with `logContent`
-                "agent_lsp.approval.rule_kind": policy.kind,
-                **({"agent_lsp.approval.rule": policy.why} if policy.why else {}),
-            },
-        )
-        if answer.decision in ALLOWING:
-            if answer.decision == Decision.ALLOW_SESSION:
-                self.gate.remember(tool, prepared)
-            if answer.decision == Decision.ALLOW_ALWAYS and (rule := policy.always) is not None:
-                text, saved = await self.gate.always(tool, prepared, rule)
-                self.emit(StatusEvent(text, self.turn, agent_id=self.agent_id))
-                await self.transcript.write(
-                    self.agent_id, self.turn, "allowAlways", callId=call.id, rule=rule, saved=saved
-                )
-            return prepared, answer
-        await self._deny(call, prepared, answer)
-        return None
+            return Answer(Decision.DENY, why="the policy denies it")
+        return await self.asker.ask(call, tool, prepared, policy)
+
+    async def _granted(
+        self, call: ToolCall, tool: Tool, prepared: Prepared, answer: Answer, policy: PolicyVerdict
+    ) -> None:
+        """What an allowing answer keeps: a session grant, or the "Always allow" rule saved."""
+        if answer.decision == Decision.ALLOW_SESSION:
+            self.gate.remember(tool, prepared)
+        if answer.decision == Decision.ALLOW_ALWAYS and (rule := policy.always) is not None:
+            text, saved = await self.gate.always(tool, prepared, rule)
+            self.emit(StatusEvent(text, self.turn, agent_id=self.agent_id))
+            await self.transcript.write(
+                self.agent_id, self.turn, "allowAlways", callId=call.id, rule=rule, saved=saved
+            )
 
     async def _write_approval(
         self, call: ToolCall, prepared: Prepared, answer: Answer, rule: str, by_policy: bool = True
@@ -321,7 +353,9 @@ class ToolCallRunner:
                 text = await run()
             finally:
                 current_tool_span.reset(traced)
-            await self._finish(call, Outcome.OK, await self._after_hooks(call, True, text))
+            await self._finish(
+                call, Outcome.OK, await self._after_hooks(call, True, text, prepared)
+            )
         except EditRejected as exc:
             await self._deny(
                 call,
@@ -329,7 +363,9 @@ class ToolCallRunner:
                 Answer(Decision.DENY, why=str(exc) or "the user rejected the edit in the preview"),
             )
         except (ToolError, PathRefused) as exc:
-            await self._finish(call, Outcome.ERROR, await self._after_hooks(call, False, str(exc)))
+            await self._finish(
+                call, Outcome.ERROR, await self._after_hooks(call, False, str(exc), prepared)
+            )
         except (asyncio.CancelledError, HookStopped):
             raise
         except Exception as exc:  # a failing tool is a result for the model, never fatal
@@ -338,12 +374,13 @@ class ToolCallRunner:
                 call, Outcome.ERROR, f"internal error in {call.name}: {type(exc).__name__}: {exc}"
             )
 
-    async def _after_hooks(self, call: ToolCall, ok: bool, text: str) -> str:
+    async def _after_hooks(self, call: ToolCall, ok: bool, text: str, prepared: Prepared) -> str:
         """PostToolUse: what the hooks say is added to the result the model reads."""
         if not self.hooks.any:
             return text
         span = self._spans.get(call.id, (NO_SPAN, None))[0]
-        note = await self.hooks.after(call, ok, text, self.turn, span)
+        ended = prepared.command.ended if prepared.command is not None else None
+        note = await self.hooks.after(call, ok, text, self.turn, span, ended)
         return f"{text}\n\n{note}" if note else text
 
     async def _finish(self, call: ToolCall, outcome: Outcome, text: str) -> None:

@@ -16,15 +16,13 @@ from agent_lsp.agent.policy.hook_payload import (
 )
 from agent_lsp.agent.policy.hooks import PreToolVerdict, RunHooks
 from agent_lsp.agent.ports import TraceSpan
-from agent_lsp.agent.tools.base import Tool
+from agent_lsp.agent.tools.base import CommandExit, Tool, served
 
 
 def _raw_mcp(tool: Tool | None) -> str | None:
     """`<server>__<tool>` of an MCP tool (for the `mcp__…` names), else None."""
-    if tool is None or not hasattr(tool, "server"):
-        return None
-    raw = getattr(tool, "raw_name", None)
-    return raw if isinstance(raw, str) else None
+    mcp = served(tool)
+    return mcp.raw_name if mcp is not None else None
 
 
 class ToolHooks:
@@ -80,7 +78,15 @@ class ToolHooks:
         """A hook replaced the input: PostToolUse sees the one that ran."""
         self._fields(call, tool, args)
 
-    async def after(self, call: ToolCall, ok: bool, text: str, turn: int, span: TraceSpan) -> str:
+    async def after(
+        self,
+        call: ToolCall,
+        ok: bool,
+        text: str,
+        turn: int,
+        span: TraceSpan,
+        ended: CommandExit | None = None,
+    ) -> str:
         """What the PostToolUse hooks tell the model about the call that ran ("" for nothing)."""
         known = self._calls.pop(call.id, None)
         if known is None or not self.wants("PostToolUse"):
@@ -90,7 +96,7 @@ class ToolHooks:
         fields = {
             "tool_name": name,
             "tool_input": given,
-            "tool_response": tool_response(call.name, given, ok, text),
+            "tool_response": tool_response(call.name, given, ok, text, ended),
             "tool_use_id": call.id,
         }
         return await self.hooks.post_tool_use(

@@ -377,9 +377,7 @@ class ReplayModel:
         agent_id: str,
         turn: int,
         purpose: str = "turn",
-        timeout: float | None = None,
-        on_thinking: TextSink | None = None,
-        on_status: TextSink | None = None,
+        **_: Any,  # a recorded reply has no timeout, thinking or status to report
     ) -> Reply:
         if self._replies is None:  # read once, off the event loop
             self._replies = await asyncio.to_thread(self._load)

@@ -15,6 +15,7 @@ from agent_lsp.agent.policy.outside import outside, risky_reason
 from agent_lsp.agent.policy.rules import Rule, RuleSet
 from agent_lsp.agent.policy.shell import HARMLESS_TARGETS, Part, split_line, unchecked, unwrap
 from agent_lsp.agent.state.session import SessionApprovals
+from agent_lsp.agent.tools.base import served
 from agent_lsp.agent.tools.paths import in_git_dir
 from agent_lsp.settings import ApprovalSettings, Settings
 
@@ -46,6 +47,8 @@ class PolicyVerdict:
     kind: str = "default"
     # ask only: why "Always allow" is not offered, for the prompt (Decision 66)
     always_withheld: str | None = None
+    # ask only: `why` is said where the user decides (a rule, the destructive list, a .git file)
+    says_why: bool = False
 
 
 def parse_entry(entry: str) -> tuple[list[str], bool] | None:
@@ -146,23 +149,17 @@ class ApprovalPolicy:
         is the rule `x` in `deny` (Decision 26). The call-time denial stays (`decide`)."""
         names = (
             tool.name,
-            *getattr(tool, "aliases", ()),
-            *getattr(tool, "contested_aliases", ()),
+            *tool.aliases,
+            *tool.contested_aliases,
         )
         if any(self.settings.tools.get(n) == "deny" for n in names):
             return False
-        return not self.rules.bare_denied(
-            tool.name, tuple(getattr(tool, "aliases", ())), getattr(tool, "server", None)
-        )
+        return not self.rules.bare_denied(tool.name, tool.aliases, _server(tool))
 
     def decide(self, tool: Tool, prepared: Prepared) -> PolicyVerdict:
         """The policy's answer for a prepared call; `ask` goes to the user."""
         configured = self.settings.tools.get(tool.name) or next(
-            (
-                self.settings.tools[a]
-                for a in getattr(tool, "aliases", ())
-                if a in self.settings.tools
-            ),
+            (self.settings.tools[a] for a in tool.aliases if a in self.settings.tools),
             None,
         )
         if configured == "deny":
@@ -170,9 +167,7 @@ class ApprovalPolicy:
         # A name that may mean this tool or another (two MCP servers' names sanitise alike) only
         # ever restricts: its deny or ask applies, its allow is for nobody.
         cautious = {
-            a: self.settings.tools[a]
-            for a in getattr(tool, "contested_aliases", ())
-            if a in self.settings.tools
+            a: self.settings.tools[a] for a in tool.contested_aliases if a in self.settings.tools
         }
         for alias, rule in cautious.items():
             if rule == "deny":
@@ -193,21 +188,24 @@ class ApprovalPolicy:
                 f"a name that may mean {tool.name}",
                 kind="tool_setting",
             )
-        must_ask = prepared.must_ask or self._edits_git_dir(tool, prepared)
-        if must_ask:  # above every allow: rules, the sandbox, session grants, --yes, the Action
-            return PolicyVerdict("ask", must_ask, must_ask=must_ask, kind="must_ask")
+        if prepared.must_ask:  # above every allow: rules, the sandbox, grants, --yes, the Action
+            why = prepared.must_ask
+            return PolicyVerdict("ask", why, must_ask=why, kind="must_ask")
+        git_dir = self._edits_git_dir(tool, prepared)
+        if git_dir:
+            return PolicyVerdict("ask", git_dir, must_ask=git_dir, kind="must_ask", says_why=True)
         harmful = destructive(parts) if parts else None
         if harmful:
             why = f"asks: destructive command: {harmful}; nothing allows it without a person"
-            return PolicyVerdict("ask", why, must_ask=why, kind="destructive")
+            return PolicyVerdict("ask", why, must_ask=why, kind="destructive", says_why=True)
         blind = unchecked(parts) if parts else None
         if blind:
             why = f"asks: {blind}; nothing allows it without a person"
-            return PolicyVerdict("ask", why, must_ask=why, kind="unchecked")
+            return PolicyVerdict("ask", why, must_ask=why, kind="unchecked", says_why=True)
         asked = self._matching("ask", tool, prepared, parts)
         if asked is not None:  # above --yes and session grants (Decision 26)
             why = f"asks: the ask rule {asked.shown()}"
-            return PolicyVerdict("ask", why, must_ask=why, kind="ask_rule")
+            return PolicyVerdict("ask", why, must_ask=why, kind="ask_rule", says_why=True)
         if tool.read_only:
             return PolicyVerdict(configured or "allow", "read-only tool", kind="read_only")
         return self._permission(tool, prepared, parts, configured)
@@ -271,8 +269,7 @@ class ApprovalPolicy:
     ) -> Rule | None:
         """The first rule of `effect` about this call: a command rule on any part (looked through
         wrappers), a path rule on the given or the resolved path."""
-        aliases = tuple(getattr(tool, "aliases", ()))
-        server = getattr(tool, "server", None)
+        aliases, server = tool.aliases, _server(tool)
         roots = prepared.command.roots if prepared.command is not None else self._roots(prepared)
         for rule in self.rules.of(effect):
             if not rule.names_tool(tool.name, aliases, server):
@@ -287,7 +284,7 @@ class ApprovalPolicy:
                 if rule.matches_argv(prepared.rule_argv):
                     return rule
                 continue
-            paths = getattr(prepared, "paths", None) or []
+            paths = prepared.paths
             if not paths:
                 continue
             if effect == "allow":
@@ -372,23 +369,20 @@ class ApprovalPolicy:
             if not parts or len(parts) != 1 or parts[0].never_allow or parts[0].redirects:
                 return None
             plan = prepared.command
-            if risky_reason(
-                parts[0].argv, plan.cwd or Path.cwd(), plan.roots, parts[0].patterns
-            ):
+            if risky_reason(parts[0].argv, plan.cwd or Path.cwd(), plan.roots, parts[0].patterns):
                 return None
             return command_rule(parts[0].argv, False)
         if tool.name == "debug_start" and prepared.rule_argv is not None:
             return f"Debug({shlex.join(prepared.rule_argv)})"
         if tool.name in ("edit_file", "write_file"):
-            paths = getattr(prepared, "paths", None) or []
-            shown = getattr(prepared, "shown_path", None)
-            if len(paths) != 1 or not shown:
+            shown = prepared.shown_path
+            if len(prepared.paths) != 1 or not shown:
                 return None
             kind = "Edit" if tool.name == "edit_file" else "Write"
             return f"{kind}({_path_pattern(shown)})"
-        server = getattr(tool, "server", None)
-        if server is not None and getattr(tool, "source", "user") in ("user", "acp"):
-            return f"mcp__{getattr(tool, 'raw_name', tool.name)}"
+        mcp = served(tool)
+        if mcp is not None and mcp.source in ("user", "acp"):
+            return f"mcp__{mcp.raw_name}"
         return None
 
     def remember(self, tool: Tool, prepared: Prepared) -> None:
@@ -402,6 +396,11 @@ class ApprovalPolicy:
     def allow_always(self, rule: str) -> None:
         """A rule "Always allow" saved: in force for the rest of this run at once."""
         self.rules.add(Rule.parse(rule, "allow", "always", "user"))
+
+
+def _server(tool: Tool) -> str | None:
+    mcp = served(tool)
+    return mcp.server if mcp is not None else None
 
 
 def _grant_key(tool: Tool, prepared: Prepared) -> str:

@@ -34,6 +34,7 @@ class ClaudeFile:
     disable_all_hooks: bool = False
     ignored: list[str] = field(default_factory=list)  # keys as dotted paths: `apiKeyHelper`
     error: str | None = None  # why the file (or a part of it) could not be used
+    problem: str | None = None  # the same without the file's name (the setup view's column)
     hooks_error: str | None = None  # the error, when it stops the file's hooks (all or `hooks`)
 
 
@@ -69,28 +70,27 @@ def read_file(path: Path, scope: Scope, folder: Path | None = None) -> ClaudeFil
         if not path.exists():
             return None
         if not path.is_file():
-            out.error = f"{path} is not a regular file: ignored"
-            out.hooks_error = out.error
+            out.problem = "not a regular file: ignored"
+            out.error = out.hooks_error = f"{path} is {out.problem}"
             return out
         if path.stat().st_size > MAX_FILE:
-            out.error = f"{path} is larger than {MAX_FILE} bytes: ignored"
-            out.hooks_error = out.error
+            out.problem = f"larger than {MAX_FILE} bytes: ignored"
+            out.error = out.hooks_error = f"{path} is {out.problem}"
             return out
         data = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
-        out.error = (
-            f"{path} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}; "
+        out.problem = (
+            f"not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}; "
             "none of its rules or hooks apply"
         )
-        out.hooks_error = out.error
+        out.error = out.hooks_error = f"{path} is {out.problem}"
         return out
     except (OSError, UnicodeDecodeError) as exc:
-        out.error = f"cannot read {path}: {exc}"
-        out.hooks_error = out.error
+        out.error = out.hooks_error = out.problem = f"cannot read {path}: {exc}"
         return out
     if not isinstance(data, dict):
-        out.error = f"{path} must hold a JSON object, got {type(data).__name__}: ignored"
-        out.hooks_error = out.error
+        out.problem = f"must hold a JSON object, got {type(data).__name__}: ignored"
+        out.error = out.hooks_error = f"{path} {out.problem}"
         return out
     problems: list[str] = []
     for key, value in data.items():
@@ -107,7 +107,8 @@ def read_file(path: Path, scope: Scope, folder: Path | None = None) -> ClaudeFil
         else:
             out.ignored.append(str(key))
     if problems:
-        out.error = f"{path}: " + "; ".join(problems)
+        out.problem = "; ".join(problems)
+        out.error = f"{path}: {out.problem}"
     return out
 
 

@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from agent_lsp.agent.exec.process import OutputTail, end_process, kill_group
+from agent_lsp.agent.exec.process import OutputTail, kill_group, supervise
 from agent_lsp.agent.exec.program_path import find_program
 from agent_lsp.agent.exec.sandbox import Confined
 
@@ -50,24 +50,6 @@ def shell_argv(command: str) -> list[str]:
     return [shell, "-c", command]
 
 
-async def _start(confined: Confined, cwd: Path, env: dict[str, str]) -> asyncio.subprocess.Process:
-    """The hook's process, leading a group of its own; the sandbox's descriptors are closed
-    here once it has them."""
-    try:
-        return await asyncio.create_subprocess_exec(
-            *confined.argv,
-            cwd=cwd,
-            env=env,
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            start_new_session=True,
-            pass_fds=confined.fds,
-        )
-    finally:
-        confined.close()
-
-
 async def run_hook(
     command: str,
     payload: bytes,
@@ -87,7 +69,8 @@ async def run_hook(
     except HookRefused as exc:
         return HookProcess(None, "", "", error=str(exc))
     try:
-        proc = await _start(confined, cwd, env)
+        pipe = asyncio.subprocess.PIPE
+        proc = await confined.start(cwd, env, stdin=pipe, stderr=pipe)
     except OSError as exc:
         return HookProcess(None, "", "", error=f"cannot start the hook: {exc.strerror or exc}")
     processes.add(proc)
@@ -120,19 +103,11 @@ async def run_hook(
                 io.cancel()
                 await asyncio.gather(io, return_exceptions=True)
 
-    timed_out = False
-    try:
-        try:
-            await asyncio.wait_for(finish(), timeout)
-        except TimeoutError:
-            timed_out = True
+    try:  # the whole group, whatever it started, ends with it
+        timed_out = await supervise(proc, finish(), timeout, processes)
     finally:
-        try:
-            await end_process(proc)  # the whole group, whatever it started, ends with it
-        finally:
-            processes.discard(proc)
-            if proc.stdin is not None and not proc.stdin.is_closing():
-                proc.stdin.close()
+        if proc.stdin is not None and not proc.stdin.is_closing():
+            proc.stdin.close()
     return HookProcess(
         None if timed_out else proc.returncode,
         out.text(),

@@ -3,11 +3,11 @@
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any
 
 from agent_lsp.agent.policy.hook_config import CLAUDE_NAMES, MATCH_ALIASES
+from agent_lsp.agent.tools.base import CommandExit
 
 DEFAULT_COMMAND_TIMEOUT_MS = 120_000
 
@@ -145,21 +145,20 @@ def our_arguments(name: str, updated: dict[str, Any], root: Path) -> dict[str, A
     return dict(updated)
 
 
-_EXIT = re.compile(r"^exit code (-?\d+)")
-
-
-def tool_response(name: str, tool_in: dict[str, Any], ok: bool, text: str) -> dict[str, Any]:
+def tool_response(
+    name: str, tool_in: dict[str, Any], ok: bool, text: str, ended: CommandExit | None = None
+) -> dict[str, Any]:
     """`{success, output}`, plus Bash's `{stdout, stderr, exit_code, interrupted}` and a writer's
-    `{filePath, success}` (Decision 32)."""
+    `{filePath, success}` (Decision 32). `ended`: how the command ended, when it ran (its result's
+    first line is then the status line, which `stdout` leaves out)."""
     out: dict[str, Any] = {"success": ok, "output": text}
     if name == "run_command":
-        first, _, rest = text.partition("\n")
-        found = _EXIT.match(first)
+        exited = ended is not None and ended.code is not None
         out.update(
-            stdout=rest if found else text,
+            stdout=text.partition("\n")[2] if exited else text,
             stderr="",
-            exit_code=int(found.group(1)) if found else (0 if ok else None),
-            interrupted=first.startswith("timed out"),
+            exit_code=ended.code if ended is not None and exited else (0 if ok else None),
+            interrupted=ended is not None and ended.timed_out,
         )
     elif name in ("edit_file", "write_file"):
         out["filePath"] = tool_in.get("file_path")

@@ -152,6 +152,51 @@ async def rewind(
     binary_ok: bool = True,
 ) -> RewindResult:
     manifests = await asyncio.to_thread(runs_to_rewind, store, run_id, include_later)
+    plan, conflicts, not_restorable = await _plan(store, workspace, manifests, force, binary_ok)
+    conflicted = {p for p, _ in conflicts}
+    restores = [r for p, r in plan.items() if p not in conflicted and r.content != r.current]
+    rewind_id = new_id("w")
+    undo = RunCheckpoint(store, workspace, rewind_id, manifests[0].session_id, kind="rewind")
+    undo.manifest.rewinds = [m.run_id for m in manifests]
+    for item in restores:  # the rewind's own checkpoint: what it overwrote, so it can be undone
+        sha = (
+            await asyncio.to_thread(store.blobs.put, item.current)
+            if item.current is not None
+            else None
+        )
+        undo.manifest.files[str(item.path)] = FileRecord(str(item.path), sha, via="rewind")
+    outcome = await restorer.restore(restores) if restores else RestoreOutcome()
+    for path, reason in outcome.failed:
+        undo.manifest.files.pop(str(path), None)
+        _once(not_restorable, path, reason)
+    restored = outcome.restored + [
+        p for p, r in plan.items() if p not in conflicted and r.content == r.current
+    ]
+    await undo.close()
+    later = (
+        set()
+        if include_later or not conflicts
+        else {Path(p) for p in await asyncio.to_thread(later_touched, store, run_id)}
+    )
+    return RewindResult(
+        rewind_id,
+        restored,
+        conflicts,
+        not_restorable,
+        [m.run_id for m in manifests],
+        later & {p for p, _ in conflicts},
+    )
+
+
+async def _plan(
+    store: CheckpointStore,
+    workspace: Workspace,
+    manifests: list[Manifest],
+    force: bool,
+    binary_ok: bool,
+) -> tuple[dict[Path, Restore], list[tuple[Path, str]], list[tuple[Path, str]]]:
+    """What each file of the rewound runs goes back to (the oldest run's "before"), and the
+    files that conflict (changed since) or cannot be restored, with why."""
     plan: dict[Path, Restore] = {}
     conflicts: list[tuple[Path, str]] = []
     not_restorable: list[tuple[Path, str]] = []
@@ -195,39 +240,7 @@ async def rewind(
                 )
                 continue
             plan[path] = Restore(path, content, current)
-    conflicted = {p for p, _ in conflicts}
-    restores = [r for p, r in plan.items() if p not in conflicted and r.content != r.current]
-    rewind_id = new_id("w")
-    undo = RunCheckpoint(store, workspace, rewind_id, manifests[0].session_id, kind="rewind")
-    undo.manifest.rewinds = [m.run_id for m in manifests]
-    for item in restores:  # the rewind's own checkpoint: what it overwrote, so it can be undone
-        sha = (
-            await asyncio.to_thread(store.blobs.put, item.current)
-            if item.current is not None
-            else None
-        )
-        undo.manifest.files[str(item.path)] = FileRecord(str(item.path), sha, via="rewind")
-    outcome = await restorer.restore(restores) if restores else RestoreOutcome()
-    for path, reason in outcome.failed:
-        undo.manifest.files.pop(str(path), None)
-        _once(not_restorable, path, reason)
-    restored = outcome.restored + [
-        p for p, r in plan.items() if p not in conflicted and r.content == r.current
-    ]
-    await undo.close()
-    later = (
-        set()
-        if include_later or not conflicts
-        else {Path(p) for p in await asyncio.to_thread(later_touched, store, run_id)}
-    )
-    return RewindResult(
-        rewind_id,
-        restored,
-        conflicts,
-        not_restorable,
-        [m.run_id for m in manifests],
-        later & {p for p, _ in conflicts},
-    )
+    return plan, conflicts, not_restorable
 
 
 def _once(items: list[tuple[Path, str]], path: Path, reason: str) -> None:

@@ -6,7 +6,7 @@ import functools
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -58,6 +58,15 @@ class ToolContext:
     debugger: DebugSource | None = None
 
 
+@dataclass(frozen=True)
+class CommandExit:
+    """How a command that ran ended (PostToolUse's `exit_code`/`interrupted`): its exit code, or
+    None when it was killed at its timeout."""
+
+    code: int | None
+    timed_out: bool = False
+
+
 @dataclass
 class CommandPlan:
     """What a command call would run: what the policy matches (argv, not through a shell, in
@@ -70,6 +79,7 @@ class CommandPlan:
     roots: list[Path] = field(default_factory=list)
     remember: str | None = None
     sandboxed: bool = False
+    ended: CommandExit | None = None  # set once the command ran
 
 
 @dataclass
@@ -136,6 +146,22 @@ class Tool:
         """Whether this call has side effects (it then runs alone, in order); `parent`: the
         calling loop's tools."""
         return not self.read_only
+
+
+@runtime_checkable
+class ServedTool(Protocol):
+    """A tool another server serves (an MCP server's): rules and hooks name it
+    `mcp__<server>__<tool>`, and "Always allow" saves that name for a user's or ACP's server."""
+
+    name: str
+    server: str
+    raw_name: str  # `<server>__<tool>`
+    source: str  # where the server is declared: user, acp, project
+
+
+def served(tool: Tool | None) -> ServedTool | None:
+    """The tool as a served one, when it is (checked here once)."""
+    return tool if isinstance(tool, ServedTool) else None
 
 
 @functools.cache

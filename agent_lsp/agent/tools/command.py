@@ -11,7 +11,15 @@ from pydantic import Field
 from agent_lsp.agent.display import show_command
 from agent_lsp.agent.exec.program_path import find_program
 from agent_lsp.agent.state.gitsafe import executing_config, mentions_git
-from agent_lsp.agent.tools.base import Args, CommandPlan, Prepared, Tool, ToolContext, ToolError
+from agent_lsp.agent.tools.base import (
+    Args,
+    CommandExit,
+    CommandPlan,
+    Prepared,
+    Tool,
+    ToolContext,
+    ToolError,
+)
 
 DEFAULT_TIMEOUT = 120
 MAX_TIMEOUT = 600
@@ -97,6 +105,7 @@ class RunCommand(Tool):
                 if checkpoint is not None and before is not None:
                     for path in await checkpoint.after_command(before):
                         ctx.changes.add(path)
+            plan.ended = CommandExit(None if result.timed_out else result.code, result.timed_out)
             status = (
                 f"timed out after {timeout:g}s (killed, with every process it started)"
                 if result.timed_out

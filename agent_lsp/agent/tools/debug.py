@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from agent_lsp.agent.display import show_command
 from agent_lsp.agent.exec.program_path import find_program
+from agent_lsp.agent.ports import debugger_of
 from agent_lsp.agent.tools.base import Args, Prepared, Tool, ToolContext, ToolError
 from agent_lsp.agent.tools.command import split_command
 from agent_lsp.agent.tools.debugger.editor import EditorDebugger
@@ -78,9 +79,9 @@ def _debugger(ctx: ToolContext) -> DebugSource:
     if ctx.runner is None:
         raise ToolError("the debugger is not available here")
     if ctx.debugger is None:
-        ask = getattr(ctx.workspace, "debug", None)
-        if getattr(ctx.workspace, "has_debugger", False) and ask and not ctx.runner.sandboxed:
-            ctx.debugger = EditorDebugger(ask, lambda p: _shown(ctx, p))
+        editor = debugger_of(ctx.workspace)
+        if editor is not None and not ctx.runner.sandboxed:
+            ctx.debugger = EditorDebugger(editor.debug, lambda p: _shown(ctx, p))
         else:
             ctx.debugger = Debugger(ctx.runner, lambda p: _shown(ctx, p))
     return ctx.debugger

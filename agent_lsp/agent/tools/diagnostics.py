@@ -9,6 +9,7 @@ from typing import Any
 
 from pydantic import Field
 
+from agent_lsp.agent.ports import diagnostics_of
 from agent_lsp.agent.tools.base import Args, Prepared, Tool, ToolContext, ToolError
 from agent_lsp.agent.tools.paths import PathGuard, path_of_uri
 
@@ -49,10 +50,10 @@ def format_diagnostics(
 async def problems_after_edit(ctx: ToolContext, path: Path, version: int | None) -> str:
     """What an applied edit left: the file's errors and warnings once the editor's language
     servers have caught up (the client waits for `afterVersion`, at most ~2 s)."""
-    ask = getattr(ctx.workspace, "diagnostics", None)
-    if ask is None or not getattr(ctx.workspace, "has_diagnostics", False):
+    source = diagnostics_of(ctx.workspace)
+    if source is None or not source.has_diagnostics:
         return ""
-    items = await ask([path], {path: version} if version is not None else None)
+    items = await source.diagnostics([path], {path: version} if version is not None else None)
     if items is None:
         return ""
     lines = format_diagnostics(items, ctx.paths, severe_only=True)
@@ -82,15 +83,15 @@ class Diagnostics(Tool):
 
     async def prepare(self, args: DiagnosticsArgs, ctx: ToolContext) -> Prepared:
         target = ctx.paths.resolve(args.path) if args.path else None
-        ask = getattr(ctx.workspace, "diagnostics", None)
-        if ask is None:
+        source = diagnostics_of(ctx.workspace)
+        if source is None:
             raise ToolError(
                 "diagnostics are not available: the editor does not answer agentLsp/diagnostics"
             )
 
         async def execute() -> str:
             files = [target] if target is not None and not target.is_dir() else None
-            items = await ask(files, None)
+            items = await source.diagnostics(files, None)
             if items is None:
                 raise ToolError("the editor did not answer the diagnostics request in time")
             if target is not None and target.is_dir():

@@ -104,12 +104,7 @@ class CommandRunner:
         confined, policy = await self.wrap(argv, cwd)
         try:
             result = await run_process(
-                confined.argv,
-                cwd,
-                timeout,
-                env=self.child_env(),
-                processes=self.processes,
-                pass_fds=confined.fds,
+                confined, cwd, timeout, env=self.child_env(), processes=self.processes
             )
         except CommandNotStarted as exc:
             raise ToolError(str(exc)) from None

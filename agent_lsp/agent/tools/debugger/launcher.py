@@ -85,20 +85,10 @@ class Debugger:
         cwd = Path(launch.cwd)
         confined, _ = await self.runner.wrap(argv, cwd, "debug_start", tools=tools)
         try:
-            proc = await asyncio.create_subprocess_exec(
-                *confined.argv,
-                cwd=cwd,
-                env=self.runner.child_env(),
-                pass_fds=confined.fds,
-                stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
-                start_new_session=True,
-            )
+            pipe = asyncio.subprocess.PIPE
+            proc = await confined.start(cwd, self.runner.child_env(), stdin=pipe, stderr=pipe)
         except OSError as exc:
             raise DebugFailed(f"cannot start the debug adapter: {exc.strerror or exc}") from None
-        finally:
-            confined.close()
         self.proc = proc
         self.runner.processes.add(proc)  # the run's end ends it, whatever happens here
         assert proc.stdout is not None and proc.stdin is not None and proc.stderr is not None
