@@ -142,6 +142,18 @@ def answers_diagnostics(workspace: Workspace) -> bool:
     return found is not None and found.has_diagnostics
 
 
+@runtime_checkable
+class WorkspaceAnnouncer(Protocol):
+    """A workspace whose editor can show the user a line outside any run's stream (an edit
+    applied in the preview after its run stopped: Decision 73)."""
+
+    def announce(self, text: str) -> None: ...
+
+
+def announcer_of(workspace: Workspace) -> WorkspaceAnnouncer | None:
+    return workspace if isinstance(workspace, WorkspaceAnnouncer) else None
+
+
 def debugger_of(workspace: Workspace) -> WorkspaceDebugger | None:
     """The editor's own debugger, when the client has one."""
     found = workspace if isinstance(workspace, WorkspaceDebugger) else None

@@ -19,7 +19,7 @@ from agent_lsp.server.capabilities import ClientCaps
 from agent_lsp.server.folders import uri_to_path
 from agent_lsp.server.positions import minimal_edit, start_insert, whole_edit
 from agent_lsp.server.preview_gate import PREVIEW_ANNOTATION, preview_gate
-from agent_lsp.server.rpc import ClientRequestError, client_request
+from agent_lsp.server.rpc import ClientRequestError, client_request, safe_notify
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +43,14 @@ class LspWorkspace:
         self.roots = roots
         self.names = names
         self.on_waiting: Callable[[str], None] | None = None  # a write right after a request
+
+    def announce(self, text: str) -> None:
+        """A line for the user outside the run's stream (window/showMessage)."""
+        safe_notify(
+            self.ls,
+            types.WINDOW_SHOW_MESSAGE,
+            types.ShowMessageParams(type=types.MessageType.Info, message=f"agent-lsp: {text}"),
+        )
 
     @property
     def has_diagnostics(self) -> bool:

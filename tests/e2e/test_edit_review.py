@@ -110,8 +110,10 @@ async def test_a_preview_applied_after_a_cancel_is_recorded_and_announced(open_e
     await editor.execute("agentLsp.cancel", {"runId": started["runId"]})
     report = await editor.wait_stop(started["runId"])
     assert report["stopReason"] == "cancelled"
-    await editor.wait_for(lambda: [e for e in editor.events(started["runId"], "status") if "after the run was cancelled" in e["text"]],
+    # nothing follows the run's stop event (Decision 73): the editor is told with showMessage
+    await editor.wait_for(lambda: [m for m in editor.client.messages if "after the run was cancelled" in m.message],
                           15, "the announcement")
+    assert not [e for e in editor.events(started["runId"], "status") if "after the run was cancelled" in e["text"]]
     assert "a + b" in (workspace / "calc.py").read_text()
     result = await editor.execute("agentLsp.rewind", {"runId": started["runId"]})
     assert len(result["restored"]) == 1 and (workspace / "calc.py").read_text() == original

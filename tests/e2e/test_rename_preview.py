@@ -84,9 +84,10 @@ async def test_a_rename_preview_applied_after_a_cancel_is_in_the_checkpoint(open
     await editor.wait_for(lambda: editor.edits, 120, "the previewed rename")
     await editor.execute("agentLsp.cancel", {"runId": started["runId"]})
     assert (await editor.wait_stop(started["runId"]))["stopReason"] == "cancelled"
-    said = await editor.wait_for(lambda: [e for e in editor.events(started["runId"], "status")
-                                          if "after the run was cancelled" in e["text"]], 15, "the announcement")
-    assert "rename of `total` to `grand_total`" in said[0]["text"] and "rewind can take it back" in said[0]["text"]
+    # nothing follows the run's stop event (Decision 73): the editor is told with showMessage
+    said = await editor.wait_for(lambda: [m.message for m in editor.client.messages
+                                          if "after the run was cancelled" in m.message], 15, "the announcement")
+    assert "rename of `total` to `grand_total`" in said[0] and "rewind can take it back" in said[0]
     assert "invoice.grand_total()" in (root / "pkg/mod_0000.py").read_text()
     result = await editor.execute("agentLsp.rewind", {"runId": started["runId"]})
     assert sorted(result["restored"]) == sorted((root / r).as_uri() for r in files), result

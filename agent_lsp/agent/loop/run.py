@@ -38,6 +38,7 @@ from agent_lsp.agent.ports import (
     NoTelemetry,
     RunPermissions,
     Workspace,
+    announcer_of,
     answers_diagnostics,
     folder_names,
 )
@@ -188,7 +189,7 @@ def _build(
     tool_ctx.hidden = policy.hides if policy.read_denials() else None
     gate = ApprovalGate(policy, approver, settings.approval.timeout, granted.save_always)
     model_name = options.model_name or session.model  # a command's own model (Decision 34)
-    sink = _until_stop(_redacting(shown.tee(emit), redact))
+    sink = _UntilStop(_redacting(shown.tee(emit), redact))
     seams = _seams(run_id, sink, transcript, session, settings, gate, paths)
     seams.pricing = settings.pricing.get(model_name or settings.model)
     seams.telemetry = options.telemetry or NoTelemetry()
@@ -199,9 +200,18 @@ def _build(
     built = _Built(run, runner, policy, granted, env, model_name, entry)
     # A tool's own status line (an edit applied late in the editor's preview) carries the turn
     # the main loop is in (or ended in), like every other status line.
-    tool_ctx.notify = lambda text: seams.emit(
-        StatusEvent(text, built.main.turn if built.main is not None else 0)
-    )
+    # After the run's stop (an edit the user applied in the preview after a cancel), the
+    # stream is over: the editor says it and the log keeps it (Decision 73).
+    def notify(text: str) -> None:
+        if not sink.stopped:
+            seams.emit(StatusEvent(text, built.main.turn if built.main is not None else 0))
+            return
+        log.info("%s", text)
+        announce = announcer_of(workspace)
+        if announce is not None:
+            announce.announce(text)
+
+    tool_ctx.notify = notify
     tool_ctx.spawn_subagent = run.spawn_subagent
     tool_ctx.prompt_files = options.prompt_files
     tool_ctx.allow_read = session.add_spill_file
@@ -434,20 +444,20 @@ def _forget_unanswered(session: Session, prompt_entry: Entry) -> None:
         del session.history[start:]
 
 
-def _until_stop(emit: EventSink) -> EventSink:
+class _UntilStop:
     """The run's stream ends with its `stop` event: nothing follows it (Decision 73), e.g. a
     tool's late status line or a hook still settling when a second cancel cut the end short."""
-    stopped = False
 
-    def sink(event: Event) -> None:
-        nonlocal stopped
-        if stopped:
+    def __init__(self, emit: EventSink):
+        self.emit = emit
+        self.stopped = False
+
+    def __call__(self, event: Event) -> None:
+        if self.stopped:
             log.debug("dropped a %s event after the run's stop", event.kind)
             return
-        stopped = isinstance(event, StopEvent) and event.agent_id == "main"
-        emit(event)
-
-    return sink
+        self.stopped = isinstance(event, StopEvent) and event.agent_id == "main"
+        self.emit(event)
 
 
 def _redacting(emit: EventSink, redact: Redactor) -> EventSink:
