@@ -120,8 +120,9 @@ async def test_a_preview_applied_after_a_cancel_is_recorded_and_announced(open_e
 
 
 async def test_the_late_edits_status_line_carries_the_turn_it_belongs_to(open_editor, model, workspace):
-    """Issue 21.18: a tool's own status line (the preview applied after a cancel) carries the
-    turn of the loop it came from, like every status line, not `turn: null`."""
+    """Issue 21.18: a tool's own status line carries the turn of the loop it came from, like
+    every status line, not `turn: null`; the preview applied after the cancel is no status line
+    at all any more (nothing follows the stop, Decision 73) but the editor's message."""
     read = {"id": "call_r", "name": "read_file", "arguments": {"path": "calc.py"}}
     model.add("fix", [{"tool_calls": [read]}, {"tool_calls": [EDIT]}, {"text": "never"}])
     editor = await open_editor(preview_caps())
@@ -130,11 +131,11 @@ async def test_the_late_edits_status_line_carries_the_turn_it_belongs_to(open_ed
     await editor.wait_for(lambda: editor.edits, 15, "the previewed edit")
     await editor.execute("agentLsp.cancel", {"runId": started["runId"]})
     assert (await editor.wait_stop(started["runId"]))["stopReason"] == "cancelled"
-    said = await editor.wait_for(lambda: [e for e in editor.events(started["runId"], "status")
-                                          if "after the run was cancelled" in e["text"]], 15, "the announcement")
+    await editor.wait_for(lambda: [m for m in editor.client.messages if "after the run was cancelled" in m.message],
+                          15, "the announcement")
     [edit_line] = [e for e in editor.events(started["runId"], "status") if e["text"].startswith("turn 2: edit calc.py")]
-    assert said[0]["turn"] == edit_line["turn"] == 2
-    assert said[0]["agentId"] == "main"
+    assert edit_line["turn"] == 2 and edit_line["agentId"] == "main"
+    assert editor.events(started["runId"])[-1]["kind"] == "stop"
 
 
 async def test_one_preview_at_a_time_even_after_the_run_that_opened_it_was_cancelled(open_editor, model, workspace):

@@ -158,6 +158,7 @@ class RunEvents:
         if not self._sealed:
             self._flush()
             self._sealed = True
+            self._transcript = None  # nothing more is written: the run's records are let go
 
     def snapshot(self) -> list[dict[str, Any]]:
         """The events so far (a running run's text still coalescing included)."""
