@@ -314,27 +314,11 @@ class AgentHost:
         return self.checkpoints[key]
 
     async def rewind(
-        self,
-        roots: list[Path],
-        workspace: Any,
-        run_id: str,
-        *,
-        force: bool = False,
-        include_later: bool = False,
-        binary_ok: bool = True,
-        settings: Settings | None = None,
+        self, roots: list[Path], workspace: Any, run_id: str, **options: Any
     ) -> RewindResult:
-        """A run's files put back and the session's history cut there (host_rewind.py); its
-        transcript goes to the settings' transcriptDir."""
-        return await self.rewinds.rewind(
-            roots,
-            workspace,
-            run_id,
-            force=force,
-            include_later=include_later,
-            binary_ok=binary_ok,
-            settings=settings,
-        )
+        """A run's files put back and the session's history cut there (host_rewind.py, whose
+        keyword options it takes); its transcript goes to the settings' transcriptDir."""
+        return await self.rewinds.rewind(roots, workspace, run_id, **options)
 
     async def last_rewindable(
         self, roots: list[Path], session_id: str | None = None

@@ -77,8 +77,8 @@ async def test_search_says_when_open_buffers_could_not_be_read(model, workspace,
 
 
 async def test_a_late_edit_that_cannot_be_recorded_is_said_not_lost(open_editor, model, workspace, state_dir):
-    """A preview applied after a cancel, when the checkpoint store cannot keep it: the status
-    says rewind cannot take it back (not that it is in the checkpoint), and the server logs why."""
+    """A preview applied after a cancel, when the checkpoint store cannot keep it: the editor's
+    message says rewind cannot take it back (not that it is in the checkpoint), and the server logs why."""
     blobs = workspace_state(state_dir, workspace) / "checkpoints" / "blobs"
     blobs.parent.mkdir(parents=True)
     blobs.write_text("not a folder")  # every blob write fails
@@ -89,10 +89,11 @@ async def test_a_late_edit_that_cannot_be_recorded_is_said_not_lost(open_editor,
     await editor.wait_for(lambda: editor.edits, 15, "the previewed edit")
     await editor.execute("agentLsp.cancel", {"runId": started["runId"]})
     assert (await editor.wait_stop(started["runId"]))["stopReason"] == "cancelled"
-    said = await editor.wait_for(lambda: [e for e in editor.events(started["runId"], "status")
-                                          if "after the run was cancelled" in e["text"]], 15, "the announcement")
-    assert "could not be added to the run's checkpoint" in said[0]["text"] and "rewind cannot take it back" in said[0]["text"]
-    assert "rewind can take it back" not in said[0]["text"]
+    # nothing follows the run's stop event (Decision 73): the editor's message says it
+    said = await editor.wait_for(lambda: [m.message for m in editor.client.messages
+                                          if "after the run was cancelled" in m.message], 15, "the announcement")
+    assert "could not be added to the run's checkpoint" in said[0] and "rewind cannot take it back" in said[0]
+    assert "rewind can take it back" not in said[0]
     await editor.wait_for(lambda: any("late edit" in line for line in editor.stderr), 10, "the cause in the server's log")
 
 
