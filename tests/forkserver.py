@@ -299,6 +299,21 @@ def _socket() -> str:
     return str(_state["path"])
 
 
+def server_pid() -> int:
+    """The server's pid (started if it was not)."""
+    _socket()
+    return int(_state["server"].pid)  # type: ignore[attr-defined]
+
+
+def children_of(pid: int) -> list[int]:
+    """The live children a process forked (Linux's /proc children list)."""
+    try:
+        found = (open(f"/proc/{pid}/task/{pid}/children").read()).split()  # noqa: SIM115
+    except OSError:
+        return []
+    return [int(child) for child in found]
+
+
 def stop() -> None:
     """The server and its folder (at the end of the pytest process)."""
     import shutil
