@@ -194,20 +194,24 @@ def _child(fds: list[int], request: dict) -> None:
         os.chdir(request["cwd"])
         os.environ.clear()
         os.environ.update(request["env"])
-        _reopen_stdio()
+        _reopen_stdio(bool(request["env"].get("PYTHONUNBUFFERED")))
         code = _run_main(request["argv"])
     finally:
         os._exit(code)
 
 
-def _reopen_stdio() -> None:
+def _reopen_stdio(unbuffered: bool) -> None:
+    """sys.std* on the caller's fds, made as the interpreter makes them (PYTHONUNBUFFERED: stdout
+    and stderr write through, so a write to a pipe whose reader left fails at once)."""
     import io
 
     for fd, name in ((0, "stdin"), (1, "stdout"), (2, "stderr")):
         old = getattr(sys, name)
-        raw = open(fd, "rb" if fd == 0 else "wb", closefd=False)
-        new = io.TextIOWrapper(raw, encoding=old.encoding, errors=old.errors,
-                               line_buffering=fd == 2 or (fd == 1 and os.isatty(1)))
+        raw = open(fd, "rb" if fd == 0 else "wb", buffering=0 if unbuffered and fd else -1,
+                   closefd=False)
+        new = io.TextIOWrapper(raw, encoding=old.encoding, errors=old.errors,  # type: ignore[arg-type]
+                               line_buffering=fd == 2 or (fd == 1 and os.isatty(1)),
+                               write_through=unbuffered and fd != 0)
         setattr(sys, name, new)
         setattr(sys, f"__{name}__", new)
 
@@ -297,6 +301,12 @@ def _socket() -> str:
             time.sleep(0.02)
         _state.update(server=server, folder=folder, path=path)
     return str(_state["path"])
+
+
+def running_pid() -> int | None:
+    """The server's pid if this pytest process started one (test infrastructure, not a leak)."""
+    server = _state["server"]
+    return None if server is None else int(server.pid)  # type: ignore[attr-defined]
 
 
 def server_pid() -> int:
