@@ -123,7 +123,8 @@ def model():
 # from a server that imported agent_lsp once, instead of a new interpreter importing it all again.
 # Tests that check start-up, the environment block, signals, argv, a process's pid or cmdline, a
 # terminal, or the key scrub keep a real process: the files in PROCESS_FILES and the tests in
-# PROCESS_TESTS. AGENT_LSP_TEST_SUBPROCESS=1 gives every test a real process again.
+# PROCESS_TESTS. AGENT_LSP_TEST_SUBPROCESS=1 gives every test a real process again;
+# AGENT_LSP_TEST_NO_FORK=1 only these (to compare, or to bisect).
 FORK_FOLDERS = frozenset({"acp", "headless", "reliability"})
 FORK_PROCESS_FILES = frozenset({
     "headless/test_telemetry_credentials.py",  # what a child's environment holds
@@ -189,7 +190,7 @@ def fork_agent_lsp(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPat
         name = ""
     forked = (name.split("/")[0] in FORK_FOLDERS and name not in FORK_PROCESS_FILES
               and f"{name}::{request.node.originalname}" not in FORK_PROCESS_TESTS
-              and not os.environ.get("AGENT_LSP_TEST_SUBPROCESS"))
+              and not os.environ.get("AGENT_LSP_TEST_SUBPROCESS") and not os.environ.get("AGENT_LSP_TEST_NO_FORK"))
     if not forked:
         yield False
         return
