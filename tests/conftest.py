@@ -4,11 +4,14 @@ PATH without the language servers agent-lsp would auto-detect."""
 from __future__ import annotations
 
 import os
+import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from agent_lsp.testing.scripted_model import ScriptedModelServer
+from tests import forkserver
 
 SAMPLE = {
     "calc.py": "def add(a, b):\n    return a - b\n\n\ndef mul(a, b):\n    return a * b\n",
@@ -113,3 +116,93 @@ def model():
     server = ScriptedModelServer()
     with server:
         yield server
+
+
+# The pre-imported parent (tests/forkserver.py, CONTRACT Decision 71): in these folders a test's
+# `python -m agent_lsp ...` (a CLI run, the ACP agent its node client spawns) is a child forked
+# from a server that imported agent_lsp once, instead of a new interpreter importing it all again.
+# Tests that check start-up, the environment block, signals, argv, a process's pid or cmdline, a
+# terminal, or the key scrub keep a real process: the files in PROCESS_FILES and the tests in
+# PROCESS_TESTS. AGENT_LSP_TEST_SUBPROCESS=1 gives every test a real process again;
+# AGENT_LSP_TEST_NO_FORK=1 only these (to compare, or to bisect).
+FORK_FOLDERS = frozenset({"acp", "headless", "reliability"})
+FORK_PROCESS_FILES = frozenset({
+    "headless/test_telemetry_credentials.py",  # what a child's environment holds
+    "headless/test_terminal.py",  # a terminal, Ctrl-C
+    "reliability/test_key_children.py",  # the key scrub, /proc/<pid>/environ, non-dumpable
+    "reliability/test_sandbox_host.py",  # /proc of the run's children
+    "reliability/test_sandbox_seccomp.py",  # which modules a process imported
+    "reliability/test_newcomer_demo.py",  # signals, a terminal, /proc
+})
+FORK_PROCESS_TESTS = frozenset({  # "file::test" without parameters
+    # signals
+    "acp/test_stop_cause.py::test_the_agent_going_away_mid_turn_says_why",
+    "headless/test_debugger.py::test_sigint_while_the_debugged_program_runs_ends_it_with_the_run",
+    "headless/test_hooks.py::test_a_hook_is_killed_when_the_run_is_cancelled",
+    "headless/test_langservers_run.py::test_sigterm_mid_run_leaves_no_language_server",
+    "headless/test_run_cli.py::test_sigint_mid_run_exits_130_and_keeps_the_edit",
+    "headless/test_worktrees.py::test_a_running_worktree_is_neither_removed_nor_reused",
+    "reliability/test_cli_frictions.py::test_the_printed_sample_copy_can_be_run_twice_without_nesting",
+    "reliability/test_cli_newcomer.py::test_sigterm_is_reported_as_a_signal_not_as_the_user",
+    "reliability/test_cli_output_schema_hostile.py::test_sigterm_ends_the_run_while_the_answer_is_checked",
+    "reliability/test_cli_stream_json.py::test_a_signal_mid_run_ends_with_the_cancelled_result_line",
+    "reliability/test_hostile_commands.py::test_headless_signals_cancel_kill_the_tree_and_flush",
+    "reliability/test_mcp_hostile.py::test_agent_lsp_run_ends_a_stubborn_server_and_its_setsid_helper",
+    "reliability/test_mcp_hostile.py::test_sigkill_of_agent_lsp_ends_a_stubborn_server_and_its_setsid_helper",
+    "reliability/test_stop_cause.py::test_who_cancelled_the_terminal_run_is_its_cause",
+    # a terminal (the process's controlling tty)
+    "headless/test_hooks.py::test_the_consent_for_project_hooks_names_hooks_and_offers_always",
+    "headless/test_rules_cli.py::test_a_destructive_command_asks_on_a_terminal_even_with_yes",
+    "headless/test_rules_cli.py::test_always_allow_on_the_terminal_is_saved_and_the_next_run_does_not_ask",
+    "headless/test_rules_cli.py::test_project_allow_rules_are_not_used_without_a_terminal_and_asked_on_one",
+    "headless/test_rules_cli.py::test_always_allow_is_not_offered_on_the_terminal_for_a_pattern_and_the_prompt_says_why",
+    "headless/test_rules_prompt_files.py::test_a_project_commands_allowed_tools_apply_after_consent_on_the_terminal",
+    "headless/test_rules_prompt_files.py::test_a_denied_project_commands_allowed_tools_are_not_applied_and_the_run_says_so",
+    "headless/test_run_cli.py::test_approvals_are_asked_on_the_tty",
+    "reliability/test_cli_newcomer.py::test_on_a_tty_the_waiting_line_is_erased_when_the_text_comes",
+    "reliability/test_cli_stream_json.py::test_a_prompt_from_a_terminal_leaves_no_terminal_to_ask_on",
+    "reliability/test_cli_stream_json.py::test_on_a_terminal_stdout_still_holds_only_json_lines",
+    "reliability/test_hostile_display.py::test_every_variant_is_escaped_in_the_terminal_approval_prompt",
+    "reliability/test_newcomer_cli.py::test_agent_lsp_acp_on_a_tty_prints_a_hint_takes_typing_and_one_ctrl_c_exits_130",
+    # the key out of what children get (the environment block)
+    "reliability/test_git_config.py::test_git_keeps_the_users_global_config_and_never_sees_the_key",
+    "reliability/test_hostile_commands.py::test_commands_do_not_get_the_model_key_whatever_variable_holds_it",
+    # process trees, sessions, pids
+    "reliability/test_hostile_commands.py::test_a_setsid_descendant_dies_with_the_command",
+    "reliability/test_hostile_commands.py::test_a_setsid_descendant_dies_on_cancel",
+})
+
+
+class _ForkingPopen(subprocess.Popen):  # type: ignore[type-arg]
+    """subprocess.Popen (and so asyncio's subprocesses) with `python -m agent_lsp` forked."""
+
+    def __init__(self, args, *rest, **kwargs):  # type: ignore[no-untyped-def]
+        super().__init__(forkserver.rewrite(args), *rest, **kwargs)
+
+
+@pytest.fixture(autouse=True)
+def fork_agent_lsp(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[bool]:
+    """Whether this test's `python -m agent_lsp` processes are forked (see FORK_FOLDERS)."""
+    here = Path(__file__).parent
+    try:
+        name = request.path.relative_to(here).as_posix()
+    except ValueError:
+        name = ""
+    forked = (name.split("/")[0] in FORK_FOLDERS and name not in FORK_PROCESS_FILES
+              and f"{name}::{request.node.originalname}" not in FORK_PROCESS_TESTS
+              and not os.environ.get("AGENT_LSP_TEST_SUBPROCESS") and not os.environ.get("AGENT_LSP_TEST_NO_FORK"))
+    if not forked:
+        yield False
+        return
+    monkeypatch.setattr(subprocess, "Popen", _ForkingPopen)
+    forkserver.activate(True)
+    try:
+        yield True
+    finally:
+        forkserver.activate(False)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _fork_server_stopped() -> Iterator[None]:
+    yield
+    forkserver.stop()

@@ -14,6 +14,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from tests import forkserver
+
 CLIENT = Path(__file__).with_name("client.mjs")
 AGENT_ARGV = [sys.executable, "-m", "agent_lsp", "acp"]
 WAIT = 30.0
@@ -36,7 +38,7 @@ class AcpClient:
         self.settings_file.write_text(json.dumps(settings or {}))
         self.wire = work / f"wire-{id(self)}.log"
         self.stderr_path = work / f"stderr-{id(self)}.log"
-        full_env = {**os.environ, "ACP_SDK": str(sdk), "ACP_AGENT": json.dumps(AGENT_ARGV), "ACP_CWD": str(cwd),
+        full_env = {**os.environ, "ACP_SDK": str(sdk), "ACP_AGENT": json.dumps(forkserver.rewrite(AGENT_ARGV)), "ACP_CWD": str(cwd),
                     "ACP_WIRE": str(self.wire), "AGENT_LSP_SETTINGS": str(self.settings_file), **(env or {})}
         self._stderr = self.stderr_path.open("wb")
         self.proc = subprocess.Popen(["node", str(CLIENT)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
