@@ -129,6 +129,7 @@ FORK_FOLDERS = frozenset({"acp", "headless", "reliability"})
 FORK_PROCESS_FILES = frozenset({
     "headless/test_telemetry_credentials.py",  # what a child's environment holds
     "headless/test_terminal.py",  # a terminal, Ctrl-C
+    "headless/test_chat.py",  # a terminal (prompt_toolkit on a pty), Ctrl-C, Ctrl-D
     "reliability/test_key_children.py",  # the key scrub, /proc/<pid>/environ, non-dumpable
     "reliability/test_sandbox_host.py",  # /proc of the run's children
     "reliability/test_sandbox_seccomp.py",  # which modules a process imported
