@@ -27,7 +27,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from agent_lsp.agent.fs.disk_workspace import DiskWorkspace  # noqa: E402
-from agent_lsp.agent.host import AgentHost, RunPorts  # noqa: E402
+from agent_lsp.agent.host import AgentHost, RunPorts, RunRequest  # noqa: E402
 from agent_lsp.testing.scripted_model import ScriptedModelServer  # noqa: E402
 from tests.unit.codeintel_kit import make_project  # noqa: E402
 from tests.unit.kit import Events, ScriptedApprover, make_settings  # noqa: E402
@@ -128,14 +128,15 @@ async def run_script(
         settings = make_settings(model, maxTurns=50, toolOutputLimit=1_000_000)
         started = time.perf_counter()
         hosted = host.start(
-            f"{key}: find every caller of Invoice.total and rename it to grand_total",
-            session=session,
-            store=store,
-            settings=settings,
-            ports=RunPorts(DiskWorkspace([root]), ScriptedApprover(), Events()),
+            RunRequest(
+                f"{key}: find every caller of Invoice.total and rename it to grand_total",
+                session,
+                store,
+                settings,
+                RunPorts(DiskWorkspace([root]), ScriptedApprover(), Events()),
+            )
         )
-        assert hosted.task is not None
-        await asyncio.wait_for(hosted.task, 900)
+        await asyncio.wait_for(hosted.wait(), 900)
         elapsed = time.perf_counter() - started
         assert hosted.report is not None and hosted.report.stop_reason == "done", hosted.report
     finally:

@@ -20,7 +20,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from agent_lsp.agent.fs.disk_workspace import DiskWorkspace  # noqa: E402
-from agent_lsp.agent.host import AgentHost, RunPorts  # noqa: E402
+from agent_lsp.agent.host import AgentHost, RunPorts, RunRequest  # noqa: E402
 from agent_lsp.agent.ports import Answer, ApprovalRequest, Decision  # noqa: E402
 from agent_lsp.settings import Settings  # noqa: E402
 from agent_lsp.testing.scripted_model import ScriptedModelServer  # noqa: E402
@@ -71,9 +71,7 @@ def deep_size(root: object) -> int:
 async def one_run(host: AgentHost, roots: list[Path], settings: Settings, prompt: str) -> None:
     session, store = await host.open_session(roots, None)
     ports = RunPorts(DiskWorkspace(roots), Deny(), lambda event: None)
-    hosted = host.start(prompt, session=session, store=store, settings=settings, ports=ports)
-    assert hosted.task is not None
-    await hosted.task
+    await host.start(RunRequest(prompt, session, store, settings, ports)).wait()
 
 
 def main() -> int:

@@ -38,7 +38,7 @@ async def make_session(model: ModelProcess, root: Path, turns: int) -> tuple[str
     """A persisted session of `turns` model turns; returns (sessionId, its routing keys: the
     prompt's and the compaction requests', facts)."""
     from agent_lsp.agent.fs.disk_workspace import DiskWorkspace
-    from agent_lsp.agent.host import AgentHost, RunPorts
+    from agent_lsp.agent.host import AgentHost, RunPorts, RunRequest
     from agent_lsp.settings import Settings
 
     files = make_files(root, min(turns, 100), READ_CHARS, prefix="notes")
@@ -51,10 +51,9 @@ async def make_session(model: ModelProcess, root: Path, turns: int) -> tuple[str
     host = AgentHost()
     events: list[str] = []
     session, store = await host.open_session([root], None)
-    run = host.start(f"[{key}] Read the notes one by one.", session=session, store=store, settings=settings,
-                     ports=RunPorts(DiskWorkspace([root]), AllowAll(), lambda e: events.append(e.kind)))
-    assert run.task is not None
-    await run.task
+    run = host.start(RunRequest(f"[{key}] Read the notes one by one.", session, store, settings,
+                                RunPorts(DiskWorkspace([root]), AllowAll(), lambda e: events.append(e.kind))))
+    await run.wait()
     await host.aclose()
     report = run.report
     if report is None or str(report.stop_reason) != "done" or report.turns != turns + 1:
