@@ -38,7 +38,7 @@ from agent_lsp.agent.ports import (
 )
 from agent_lsp.agent.state.checkpoints import CheckpointStore
 from agent_lsp.agent.state.rewind import RewindResult
-from agent_lsp.agent.state.session import RunRecord, Session, SessionApprovals, new_id
+from agent_lsp.agent.state.session import KEPT, RunRecord, Session, SessionApprovals, new_id
 from agent_lsp.agent.state.sessions import SessionError, SessionStore, sweep_orphans
 from agent_lsp.settings import Settings, state_dir
 
@@ -495,7 +495,7 @@ class AgentHost:
         """How a run's session is saved at its start and its stop."""
 
         async def save(s: Session, record: RunRecord) -> None:
-            if record.stop is not None and not any(r.reached for r in s.runs if r.kind == "run"):
+            if record.stop is not None and not any(r.reached for r in s.runs if r.kind in KEPT):
                 # No run of this session ever heard from the model (no key, a wrong URL): there
                 # is nothing to continue, so no session is kept (Decision 46).
                 await store.delete(s.id)

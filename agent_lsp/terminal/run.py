@@ -22,7 +22,7 @@ from agent_lsp.agent.loop.structured import OutputSchema
 from agent_lsp.agent.messages import CancelCause, RunReport, StopCause, StopReason, Usage
 from agent_lsp.agent.ports import Answer, ApprovalRequest, Decision, EventSink
 from agent_lsp.agent.state.checkpoints import CheckpointStore
-from agent_lsp.agent.state.session import Session, new_id
+from agent_lsp.agent.state.session import KEPT, Session, new_id
 from agent_lsp.agent.state.sessions import SessionError, SessionStore
 from agent_lsp.agent.tools.paths import PathGuard
 from agent_lsp.frontend import allowed_tools_consent, model_lister, on_signals, shut_down
@@ -354,7 +354,7 @@ async def _outcome(
         stdout.write(json.dumps(data) + "\n")
         stdout.flush()
     elif fmt == "text":
-        kept = any(r.reached for r in session.runs if r.kind == "run")
+        kept = any(r.reached for r in session.runs if r.kind in KEPT)
         short = (
             await asyncio.to_thread(short_run_id, host.checkpoint_store(roots), report.run_id)
             if report.rewindable

@@ -185,3 +185,17 @@ async def test_a_running_session_has_its_history_so_far_and_can_be_forked(open_e
     assert await editor.execute("agentLsp.cancel", {"runId": b["runId"]}) is True
     assert (await editor.wait_stop(b["runId"]))["stopReason"] == "cancelled"
     assert (await history_of(editor, a["sessionId"]))["runs"][1]["stop"] == "cancelled"
+
+
+async def test_an_empty_fork_whose_first_run_fails_is_kept(open_editor, model, workspace):
+    """A session none of whose runs reached the model is not kept (Decision 46), but a fork has
+    history of its own (its base record): a failing first run does not delete it."""
+    model.add("KEEPFORK", [{"text": "one"}])
+    model.add("fails here", [{"status": 400, "message": "Bad request."}])
+    editor = await open_editor()
+    a = await stop(editor, "KEEPFORK")
+    forked = await editor.execute("agentLsp.fork", {"sessionId": a["sessionId"], "runId": a["runId"]})
+    failed = await stop(editor, "fails here", sessionId=forked["sessionId"])
+    assert failed["stopReason"] == "fatal"
+    listed = {s["sessionId"] for s in await editor.execute("agentLsp.sessions", {})}
+    assert forked["sessionId"] in listed

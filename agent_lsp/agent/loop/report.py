@@ -12,6 +12,7 @@ from agent_lsp.agent.loop.model_call import usage_line
 from agent_lsp.agent.loop.run_state import RunOptions, RunState, plural
 from agent_lsp.agent.loop.stops import LoopOutcome
 from agent_lsp.agent.messages import RunReport, StopCause, StopReason
+from agent_lsp.agent.state.session import KEPT
 
 log = logging.getLogger(__name__)
 
@@ -98,7 +99,7 @@ def explain_stop(outcome: LoopOutcome, run: RunState, turns: int, continue_hint:
         # a cancel is no problem to fix: the task is simply not done, and the session (when an
         # earlier run kept it) goes on as after any stop
         earlier = any(
-            r.reached for r in run.session.runs if r.kind == "run" and r is not run.record
+            r.reached for r in run.session.runs if r.kind in KEPT and r is not run.record
         )
         left = "the whole task: the model had not answered yet, so nothing was done; " + (
             continue_hint if earlier else "run it again to do it"

@@ -69,6 +69,11 @@ class Entry:
         )
 
 
+# The records that make a session worth keeping once they reached the model (Decision 46): a
+# run, or a fork's base (the history it was given).
+KEPT = ("run", "base")
+
+
 @dataclass
 class RunRecord:
     """What a session remembers of one of its runs (also persisted in its index)."""
