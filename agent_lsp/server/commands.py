@@ -19,6 +19,7 @@ from agent_lsp.server.wording import fenced
 from agent_lsp.settings import is_replay
 
 MAX_PROMPT = 1_000_000
+MAX_IMAGES = 20
 WHAT_TO_DO = (
     "give `prompt` (the task), or `question` with `textDocument` and `range` "
     "(a question about that selection), or `carryOutPlan: true` with the plan's `sessionId`"
@@ -68,6 +69,8 @@ class RunArgs(_Args):
     selection_in_prompt: bool = Field(False, alias="selectionInPrompt")
     # on a session whose run runs: start when it ends (CONTRACT Conversation, Decision 49)
     queue: StrictBool = False
+    # sent with the prompt as data-URL parts, checked here (CONTRACT Decisions 54, 75)
+    images: list[Any] | None = Field(None, max_length=MAX_IMAGES)
 
     @field_validator("prompt", "question")
     @classmethod
@@ -82,6 +85,20 @@ class RunArgs(_Args):
         from agent_lsp.agent.state.sessions import check_session_id  # InvalidSessionId: -32602
 
         return None if value is None else check_session_id(value)
+
+    @field_validator("images")
+    @classmethod
+    def _images(cls, images: list[Any] | None) -> list[Any] | None:
+        from agent_lsp.agent.images import checked_image  # ImageRefused: a ValueError, -32602
+
+        if images is None:
+            return None
+        parts = []
+        for i, image in enumerate(images):
+            if not isinstance(image, dict):
+                raise ValueError(f"image {i + 1}: give {{mimeType, data}}")
+            parts.append(checked_image(image.get("mimeType"), image.get("data"), i))
+        return parts
 
     @model_validator(mode="after")
     def _one_request(self) -> RunArgs:

@@ -38,6 +38,7 @@ async def run(ls: AgentServer, *args: Any) -> dict[str, Any]:
             request=parsed.typed,
             plan=plan,
             queue=parsed.queue,
+            images=parsed.images,
         )
     except ValueError as exc:
         raise commands.JsonRpcInvalidParams(str(exc)) from None

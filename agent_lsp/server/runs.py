@@ -24,6 +24,7 @@ from agent_lsp.agent.events import (
     to_wire,
 )
 from agent_lsp.agent.host import AgentHost, RunHandle, RunPorts, RunRequest
+from agent_lsp.agent.images import ImagePart
 from agent_lsp.agent.loop.prompt_plan import PromptPlan
 from agent_lsp.agent.ports import ApprovalRequest
 from agent_lsp.agent.state.session import new_id
@@ -180,6 +181,7 @@ class RunRegistry:
         request: str | None = None,
         plan: PromptPlan | None = None,
         queue: bool = False,
+        images: list[ImagePart] | None = None,
     ) -> RunHandle:
         """Start a run in the background (`queue`: or after its session's running run); a
         ValueError (shown to the client) if it cannot."""
@@ -224,6 +226,7 @@ class RunRegistry:
                     title=request,
                     plan=plan,
                     queue=queue,
+                    images=images,
                 )
             )
         except ValueError:  # the session was claimed meanwhile: this run never starts

@@ -23,6 +23,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 # servers; and so do the tests named in PROCESS_TESTS.
 IN_PROCESS_FILES = frozenset({
     "e2e/test_approvals.py",
+    "e2e/test_attach_lsp.py",
     "e2e/test_budget_lsp.py",
     "e2e/test_cancel_sessions.py",
     "e2e/test_code_actions.py",
