@@ -18,6 +18,7 @@ from agent_lsp.agent.fs.prompt_files import PromptFiles, discover_shared
 from agent_lsp.agent.fs.shared_read import SharedRead
 from agent_lsp.agent.host_rewind import HostRewinds
 from agent_lsp.agent.images import ImagePart
+from agent_lsp.agent.loop.attach import Attachment
 from agent_lsp.agent.loop.budget import check_budget
 from agent_lsp.agent.loop.handle import BY_USER, RunHandle, RunPhase, unstarted_report
 from agent_lsp.agent.loop.prompt_plan import PromptPlan
@@ -89,6 +90,7 @@ class RunRequest:
     output_schema: OutputSchema | None = None
     plan: PromptPlan | None = None
     images: list[ImagePart] | None = None
+    context: list[Attachment] | None = None  # read when the run starts (Decision 53)
     # On a session whose run runs: wait for it to end (any stop) instead of being refused.
     queue: bool = False
 
@@ -469,6 +471,7 @@ class AgentHost:
             title=request.title,
             output_schema=request.output_schema,
             images=list(request.images or []),
+            context=list(request.context or []),
             telemetry=self._run_telemetry(settings, handle.id, session),
             code_intel=self._held_code_intel(handle),
             prompt_files=files,

@@ -15,11 +15,13 @@ from pydantic import (
 )
 from pygls.exceptions import JsonRpcInvalidParams
 
+from agent_lsp.agent.loop.attach import Attachment
 from agent_lsp.server.wording import fenced
 from agent_lsp.settings import is_replay
 
 MAX_PROMPT = 1_000_000
 MAX_IMAGES = 20
+MAX_CONTEXT = 50
 WHAT_TO_DO = (
     "give `prompt` (the task), or `question` with `textDocument` and `range` "
     "(a question about that selection), or `carryOutPlan: true` with the plan's `sessionId`"
@@ -52,6 +54,32 @@ class DocumentRef(_Args):
     uri: str = Field(min_length=1)
 
 
+class ContextRef(_Args):
+    """A file or a selection the user attached (CONTRACT Decision 53)."""
+
+    uri: str = Field(min_length=1, max_length=4096)
+    range: Range | None = None
+
+    @model_validator(mode="after")
+    def _forward(self) -> ContextRef:
+        if not self.uri.startswith("file:"):
+            raise ValueError("`uri` must be a `file:` URI")
+        if self.range is not None and (self.range.end.line, self.range.end.character) < (
+            self.range.start.line,
+            self.range.start.character,
+        ):
+            raise ValueError("`range` ends before it starts")
+        return self
+
+    def attachment(self) -> Attachment:
+        if self.range is None:
+            return Attachment(self.uri)
+        start, end = self.range.start, self.range.end
+        # a selection ending at a line's start does not take that line
+        last = end.line if end.character == 0 and end.line > start.line else end.line + 1
+        return Attachment(self.uri, (start.line + 1, max(start.line + 1, last)))
+
+
 class RunArgs(_Args):
     """What a run is asked to do: exactly one of `prompt`, `question` (about the selection at
     `textDocument` + `range`; the server words the prompt) or `carryOutPlan` (CONTRACT
@@ -71,6 +99,7 @@ class RunArgs(_Args):
     queue: StrictBool = False
     # sent with the prompt as data-URL parts, checked here (CONTRACT Decisions 54, 75)
     images: list[Any] | None = Field(None, max_length=MAX_IMAGES)
+    context: list[ContextRef] | None = Field(None, max_length=MAX_CONTEXT)
 
     @field_validator("prompt", "question")
     @classmethod

@@ -39,6 +39,7 @@ async def run(ls: AgentServer, *args: Any) -> dict[str, Any]:
             plan=plan,
             queue=parsed.queue,
             images=parsed.images,
+            context=[c.attachment() for c in parsed.context or []],
         )
     except ValueError as exc:
         raise commands.JsonRpcInvalidParams(str(exc)) from None

@@ -25,6 +25,7 @@ from agent_lsp.agent.events import (
 )
 from agent_lsp.agent.host import AgentHost, RunHandle, RunPorts, RunRequest
 from agent_lsp.agent.images import ImagePart
+from agent_lsp.agent.loop.attach import Attachment
 from agent_lsp.agent.loop.prompt_plan import PromptPlan
 from agent_lsp.agent.ports import ApprovalRequest
 from agent_lsp.agent.state.session import new_id
@@ -182,6 +183,7 @@ class RunRegistry:
         plan: PromptPlan | None = None,
         queue: bool = False,
         images: list[ImagePart] | None = None,
+        context: list[Attachment] | None = None,
     ) -> RunHandle:
         """Start a run in the background (`queue`: or after its session's running run); a
         ValueError (shown to the client) if it cannot."""
@@ -227,6 +229,7 @@ class RunRegistry:
                     plan=plan,
                     queue=queue,
                     images=images,
+                    context=context,
                 )
             )
         except ValueError:  # the session was claimed meanwhile: this run never starts

@@ -19,6 +19,7 @@ from agent_lsp.agent.events import (
 from agent_lsp.agent.exec import keyguard
 from agent_lsp.agent.exec.process import kill_group
 from agent_lsp.agent.images import user_content
+from agent_lsp.agent.loop.attach import AttachmentRefused, attached_text
 from agent_lsp.agent.loop.budget import Budget
 from agent_lsp.agent.loop.handle import RunHandle, uncancellable
 from agent_lsp.agent.loop.loop import AgentLoop
@@ -275,15 +276,38 @@ async def _drive(
         cancel = handle.cause()
         return _outcome(built, cancel.cause, note=cancel.by)
     except HookStopped as exc:  # a prompt refused, or `continue: false` before the loop
-        history = built.run.session.history
-        if built.prompt_entry in history:  # a refused prompt is not the conversation's
-            history.remove(built.prompt_entry)
+        _drop_prompt(built)
         return _outcome(built, StopCause.HOOK, str(exc), text="")
+    except AttachmentRefused as exc:  # before any model call (Decision 75)
+        _drop_prompt(built)
+        return _outcome(built, StopCause.MODEL, str(exc), text="")
     except ModelError as exc:  # no model client could be made (no key, a bad endpoint)
         return LoopOutcome(StopCause.MODEL, "", 0, str(exc))
     except Exception as exc:  # the loop must explain every stop, even a bug of ours
         log.exception("run %s failed", built.run.seams.run_id)
         return _outcome(built, StopCause.INTERNAL, f"internal error: {type(exc).__name__}: {exc}")
+
+
+def _drop_prompt(built: _Built) -> None:
+    """A refused prompt is not the conversation's: a follow-up goes on without it."""
+    history = built.run.session.history
+    if built.prompt_entry in history:
+        history.remove(built.prompt_entry)
+
+
+async def _attach(built: _Built, prompt: str, workspace: Workspace, options: RunOptions) -> None:
+    """The attached files read now (the run starts), put before the prompt in its own message:
+    the prompt's entry is made again, before anything saw it (AttachmentRefused: unreadable)."""
+    run = built.run
+    blocks = await attached_text(options.context, workspace, run.paths, run.tool_ctx.hidden)
+    history = run.session.history
+    entry = Entry(
+        {"role": "user", "content": user_content(blocks + prompt, options.images)},
+        "prompt",
+        run.record.run_id,
+    )
+    history[history.index(built.prompt_entry)] = entry
+    built.prompt_entry = entry
 
 
 def _outcome(
@@ -311,6 +335,8 @@ async def _main(
     is offered, the start record, the SessionStart/UserPromptSubmit hooks, then the loop."""
     run, session = built.run, built.run.session
     seams, paths, transcript = run.seams, run.paths, run.seams.transcript
+    if options.context:
+        await _attach(built, prompt, workspace, options)
     if options.on_record is not None:
         await options.on_record(session, run.record)
     if seams.model is None:

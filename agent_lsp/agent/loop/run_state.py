@@ -10,6 +10,7 @@ from pathlib import Path
 from agent_lsp.agent.events import StatusEvent
 from agent_lsp.agent.fs.prompt_files import PromptFile, PromptFiles
 from agent_lsp.agent.images import ImagePart
+from agent_lsp.agent.loop.attach import Attachment
 from agent_lsp.agent.loop.loop import AgentLoop
 from agent_lsp.agent.loop.services import LoopTools, RunSeams
 from agent_lsp.agent.loop.slash import run_model
@@ -74,6 +75,8 @@ class RunOptions:
     # Rules of other files (Claude Code's) and where "Always allow" saves one.
     permissions: RunPermissions | None = None
     images: list[ImagePart] = field(default_factory=list)  # sent with the prompt (Decision 54)
+    # files and selections read when the run starts, put before the prompt (Decision 53)
+    context: list[Attachment] = field(default_factory=list)
 
 
 @dataclass
