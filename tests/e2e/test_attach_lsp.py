@@ -8,6 +8,8 @@ session's follow-up works."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from pygls.exceptions import JsonRpcException
 
@@ -67,18 +69,27 @@ async def test_a_context_of_the_wrong_shape_is_refused_at_the_request(open_edito
     assert model.requests == [] and editor.stream == []
 
 
-@pytest.mark.parametrize("where", ["missing", "outside"])
+@pytest.mark.parametrize("where", ["missing", "outside", "denied"])
 async def test_an_unreadable_context_file_ends_fatal_naming_it_and_the_session_goes_on(
         open_editor, model, workspace, where):
+    """Missing, outside the workspace, or hidden by a `Read(…)` deny rule (read_file's rules)."""
     model.add("after", [{"text": "fine"}])
     outside = workspace.parent / "secret.txt"
     outside.write_text("a secret\n")
-    uri = (workspace / "missing.py").as_uri() if where == "missing" else outside.as_uri()
+    (workspace / ".env").write_text("TOKEN=a secret\n")
+    (workspace / ".claude").mkdir()
+    (workspace / ".claude" / "settings.json").write_text(json.dumps(
+        {"permissions": {"deny": ["Read(./.env)"]}}))
+    uri, named = {
+        "missing": ((workspace / "missing.py").as_uri(), "missing.py"),
+        "outside": (outside.as_uri(), str(outside)),
+        "denied": ((workspace / ".env").as_uri(), ".env"),
+    }[where]
     editor = await open_editor()
     first = await editor.run("ctx: look at this", context=[{"uri": editor.uri("calc.py")}, {"uri": uri}])
     report = await editor.wait_stop(first["runId"])
     assert report["stopReason"] == "fatal"
-    assert ("missing.py" if where == "missing" else str(outside)) in report["error"]
+    assert named in report["error"]
     assert model.requests == []  # before any model call
     follow = await editor.run("after: go on", sessionId=first["sessionId"])
     assert (await editor.wait_stop(follow["runId"]))["finalText"] == "fine"
