@@ -226,6 +226,7 @@ export async function alwaysAllow({ page, dirs, tasks }) {
 /** A run whose stop the test's pipe (`newer_server.py`) precedes with a `steer`, a kind no client
  * knows and a report field no client knows: the Agent output shows the run as usual. */
 export async function unknownKinds({ page, dirs, tasks }) {
+  await newSession(page); // the scripted model knows the task as a session's first prompt
   const before = agentLog(dirs);
   await step('Agent: Run Task…', () => runTask(page, tasks.kinds));
   await step('run stopped', () => waitFor('the stop line and report of the run', () =>
