@@ -103,6 +103,12 @@
                      'face 'bold))
         (setq agent-lsp--last-run id)))))
 
+(defconst agent-lsp--shown-kinds
+  '("text" "toolCall" "toolResult" "approval" "status" "compaction" "thinking"
+    "hook" "steer" "stop")
+  "The stream kinds the stream buffer shows.
+It ignores the others (a newer server's).")
+
 (defun agent-lsp--format-event (ev)
   "A readable line, or lines, for the non-text stream event EV."
   (let* ((kind (plist-get ev :kind))
@@ -126,7 +132,7 @@
                          text (plist-get ev :spillPath))))
     (when (and (equal kind "stop") (string-empty-p text))
       (setq text (or (plist-get report :summary) "")))
-    (propertize (format "[%s] %s" label
+    (propertize (format (if (equal kind "steer") "» %2$s" "[%s] %s") label
                         (replace-regexp-in-string
                          "\n" "\n    " (string-trim-right text "\n+")))
                 'face (cond ((equal kind "stop") 'bold)
@@ -138,7 +144,8 @@
   "Show the stream event EV of RUN in the stream buffer."
   (let ((id (agent-lsp--run-id run))
         (kind (plist-get ev :kind)))
-    (unless (equal kind "usage")       ; the mode line shows it
+    ;; usage: the mode line shows it; a kind unknown here: nothing to show
+    (when (member kind agent-lsp--shown-kinds)
       (with-current-buffer (agent-lsp-stream-buffer)
         (cond ((not (member id agent-lsp--headed))
                (agent-lsp--stream-header run))

@@ -1137,3 +1137,35 @@ def test_always_allow_saves_the_rule_and_the_next_run_asks_nothing(tmp_path, wor
     assert later.stop()["report"]["stopReason"] == "done", later.explain()
     assert later.data["prompts"] == [] and later.events("approval") == [], later.explain()
     assert (workspace / "one").exists()
+
+
+def test_unknown_stream_kinds_and_report_fields_are_ignored(tmp_path):
+    """Decision 90: a newer server's kinds and report fields: no error, no garbled line; a
+    `steer` reads as the user's words; the run's end shows as usual."""
+    script = r"""
+    (require 'agent-lsp)
+    (let ((server (make-instance 'agent-lsp-server :process (make-pipe-process :name "x"))))
+      (dolist (ev '((:runId "r1" :seq 0 :kind "status" :text "turn 1" :turn 1)
+                    (:runId "r1" :seq 1 :kind "steer" :text "use tabs" :agentId "main")
+                    (:runId "r1" :seq 2 :kind "someFutureKind" :text "gibberish"
+                     :futureField (:a 1))
+                    (:runId "r1" :seq 3 :kind "text" :text "Done.")
+                    (:runId "r1" :seq 4 :kind "stop" :text ""
+                     :report (:stopReason "done" :summary "All good" :sessionId "s1"
+                              :futureField (:nested ["x"]) :futureCount 3))))
+        (apply #'eglot-handle-notification server 'agentLsp/stream ev))
+      (princ (with-current-buffer (agent-lsp-stream-buffer) (buffer-string)))
+      (princ "\n--MESSAGES--\n")
+      (princ (with-current-buffer "*Messages*" (buffer-string))))
+    """
+    proc = subprocess.run(
+        [EMACS, "-q", "--batch", "-L", str(CLIENT_DIR), "--eval", f"(progn {script})"],
+        capture_output=True, text=True, timeout=60, env={**os.environ, "HOME": str(tmp_path)},
+    )
+    assert proc.returncode == 0, proc.stderr
+    shown, messages = proc.stdout.split("\n--MESSAGES--\n")
+    assert "» use tabs" in shown, shown
+    assert "someFutureKind" not in shown and "gibberish" not in shown, shown
+    assert "Done." in shown and "[stop: done] All good" in shown, shown
+    assert "agent-lsp: run r1 done: All good" in messages, messages
+    assert "rror" not in messages + proc.stderr, messages + proc.stderr

@@ -885,6 +885,28 @@ T.data.running = #require('agent_lsp.runs').running()
     assert res.data["data"]["running"] == 1  # run-b goes on
 
 
+def test_unknown_stream_kinds_and_report_fields_are_ignored(tmp_path, workspace):
+    """Decision 90: a newer server's kinds and report fields: no error, no garbled line; a
+    `steer` reads as the user's words; the run's end shows as usual."""
+    res = nvim_harness.run_scenario(NVIM, tmp_path, r"""
+local h = require('agent_lsp.handlers')
+local ctx = { client_id = 1 }
+local function ev(t) h.stream(nil, t, ctx) end
+ev({ runId = 'run-k', seq = 0, kind = 'text', text = 'Working.' })
+ev({ runId = 'run-k', seq = 1, kind = 'steer', text = 'use tabs', agentId = 'main' })
+ev({ runId = 'run-k', seq = 2, kind = 'someFutureKind', text = 'gibberish', futureField = { a = 1 } })
+ev({ runId = 'run-k', seq = 3, kind = 'stop', text = 'done: All good', report = {
+  stopReason = 'done', summary = 'All good', futureField = { nested = { 'x' } }, futureCount = 3 } })
+T.data.done = require('agent_lsp.runs').get('run-k').done
+""", settings={"model": "m"}, cwd=workspace, timeout=30)
+    assert not res.errors, res.explain()
+    assert res.data["stream"].splitlines() == [
+        "## run run-k", "Working.", "» use tabs", "[stop: done] done: All good"], res.data["stream"]
+    assert res.data["data"]["done"] is True
+    notes = [(n["msg"], n["level"]) for n in res.data["notifications"]]
+    assert notes == [("agent-lsp: run done: All good", 2)], notes
+
+
 def test_stale_edit_is_refused(tmp_path, workspace):
     """Neovim's own applyEdit handler skips an edit made for an older buffer version but
     answers `applied: true`; the plugin answers `applied: false` so the agent re-reads."""

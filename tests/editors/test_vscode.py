@@ -71,6 +71,8 @@ TASKS: dict[str, Any] = {
     "commandFinal": "mul multiplies its arguments.",
     "alwaysAllow": "Create the file one with touch",
     "alwaysAgain": "Once more, the same command in a new session",
+    "kinds": "Say something, a newer server wraps it",
+    "kindsFinal": "Kinds checked.",
 }
 
 pytestmark = pytest.mark.skipif(
@@ -85,6 +87,7 @@ def edit(path: str, old: str, new: str) -> dict[str, Any]:
 def script(model: ScriptedModelServer) -> None:
     k = TASKS
     model.add(k["commandPrompt"], [{"text": k["commandFinal"]}])
+    model.add(k["kinds"], [{"text": k["kindsFinal"]}])
     model.add(k["run"], [
         {"text": k["runText"], "chunk_size": 6, "chunk_delay": 0.02,
          "tool_calls": [edit("calc.py", "return a - b", "return a + b")]},
@@ -187,7 +190,10 @@ class Session:
 def vscode(tmp_path_factory: pytest.TempPathFactory, tools: dict[str, str]) -> Session:
     tmp = tmp_path_factory.mktemp("vscode")
     wrapper = tmp / "agent-lsp"
-    wrapper.write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} -m agent_lsp "$@"\n')
+    # the real server behind a pipe that plays a newer server for one run (unknownKinds)
+    wrapper.write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} '
+                       f'{shlex.quote(str(HERE / "newer_server.py"))} '
+                       f'{shlex.quote(TASKS["kindsFinal"])} "$@"\n')
     wrapper.chmod(0o755)
     with ScriptedModelServer() as model:
         script(model)
@@ -434,3 +440,14 @@ def test_vscode_always_allow_saves_the_rule_and_the_next_run_asks_nothing(vscode
     assert "stop reason: done" in s["agentOutputAgain"], s["agentOutputAgain"]
     again = vscode.requests[TASKS["alwaysAgain"]]
     assert len(again) == 2 and "exit code 0" in tool_results(again[-1]), again[-1:]
+
+
+def test_vscode_ignores_unknown_stream_kinds_and_report_fields(vscode: Session):
+    """Decision 90: a newer server's kinds and report fields: no error, no garbled line; a
+    `steer` reads as the user's words; the run's end shows as usual."""
+    s = vscode.scenario("unknownKinds")
+    out = s["agentOutput"]
+    assert "» use tabs" in out, out
+    assert "someFutureKind" not in out and "gibberish" not in out and "futureField" not in out, out
+    assert TASKS["kindsFinal"] in out and "stop reason: done" in out, out
+    assert not [t for t in s["toasts"] if "someFutureKind" in t or "error" in t.lower()], s["toasts"]

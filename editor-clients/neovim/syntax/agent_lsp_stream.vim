@@ -14,6 +14,7 @@ syntax match agentLspStatus /^\[status\].*$/
 syntax match agentLspCompaction /^\[compaction\]/
 syntax match agentLspStop /^\[stop[^]]*\]/
 syntax match agentLspStopBad /^\[stop: \(fatal\|cancelled\|max_turns\)\]/
+syntax match agentLspSteer /^» /
 syntax match agentLspCode /`[^`]\+`/
 
 highlight default link agentLspHeader Title
@@ -27,6 +28,7 @@ highlight default link agentLspStatus Comment
 highlight default link agentLspCompaction Comment
 highlight default link agentLspStop DiagnosticOk
 highlight default link agentLspStopBad DiagnosticWarn
+highlight default link agentLspSteer Question
 highlight default link agentLspCode String
 
 let b:current_syntax = 'agent_lsp_stream'

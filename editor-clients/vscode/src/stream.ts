@@ -84,6 +84,9 @@ export class StreamView implements vscode.Disposable {
   }
 
   handle(event: StreamEvent): void {
+    if (!SHOWN_KINDS.has(event.kind)) {
+      return; // a kind of a newer server: nothing to show (CONTRACT Decision 90)
+    }
     this.seenRuns.add(event.runId);
     if (event.runId !== this.lastRunId) {
       // Runs may interleave: say whose output follows.
@@ -134,6 +137,12 @@ export class StreamView implements vscode.Disposable {
   }
 }
 
+/** The kinds this view knows; it ignores the others. */
+const SHOWN_KINDS = new Set([
+  'text', 'usage', 'thinking', 'toolCall', 'toolResult', 'approval', 'status', 'compaction', 'hook',
+  'steer', 'stop',
+]);
+
 const MARKS: Record<string, string> = {
   toolCall: '▶',
   approval: '?',
@@ -155,6 +164,8 @@ function formatEvent(event: StreamEvent): string {
     }
     case 'approval':
       return `? ${text || `${event.tool}: ${event.detail ?? ''}`} [${event.state ?? ''}]`;
+    case 'steer':
+      return `» ${text}`; // the user's words, sent while the run ran
     case 'stop':
       return `■ ${text || `stopped: ${event.report?.stopReason ?? 'unknown'}`}`;
     default:

@@ -44,6 +44,7 @@ const SCENARIOS = [
   ['denyWithReason', core.denyWithReason],
   ['cancel', core.cancel],
   ['ask', core.ask],
+  ['unknownKinds', core.unknownKinds],
   ['dismiss', core.dismiss],
   ['paletteCancel', core.paletteCancel],
   ['plan', features.plan],

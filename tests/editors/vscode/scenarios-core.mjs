@@ -222,3 +222,17 @@ export async function alwaysAllow({ page, dirs, tasks }) {
   r.toastsAgain = await toast(page, 'wants to run a command').count();
   return r;
 }
+
+/** A run whose stop the test's pipe (`newer_server.py`) precedes with a `steer`, a kind no client
+ * knows and a report field no client knows: the Agent output shows the run as usual. */
+export async function unknownKinds({ page, dirs, tasks }) {
+  await newSession(page); // the scripted model knows the task as a session's first prompt
+  const before = agentLog(dirs);
+  await step('Agent: Run Task…', () => runTask(page, tasks.kinds));
+  await step('run stopped', () => waitFor('the stop line and report of the run', () =>
+    /■[^]*stop reason: done/.test(since(dirs, before)), t(60_000)));
+  return {
+    agentOutput: since(dirs, before),
+    toasts: await page.locator('.notifications-toasts .notification-toast').allInnerTexts(),
+  };
+}

@@ -84,6 +84,8 @@ local labels = {
   approval = 'approval',
   status = 'status',
   compaction = 'compaction',
+  thinking = 'thinking',
+  hook = 'hook',
   stop = 'stop',
 }
 
@@ -110,6 +112,10 @@ function M.format(ev)
   local lines = vim.split(text, '\n', { plain = true })
   for i = 2, #lines do
     lines[i] = '    ' .. lines[i]
+  end
+  if ev.kind == 'steer' then
+    -- the user's words, sent while the run ran
+    return '» ' .. table.concat(lines, '\n')
   end
   return ('[%s] %s'):format(label, table.concat(lines, '\n'))
 end
@@ -147,6 +153,9 @@ function M.add(ev)
   end
   if ev.kind == 'usage' then
     return -- after every model call: the statusline shows it (see runs.statusline)
+  end
+  if ev.kind ~= 'text' and ev.kind ~= 'steer' and not labels[ev.kind] then
+    return -- a kind of a newer server: nothing to show
   end
   M.buf()
   if not headed[run_id] then
