@@ -28,13 +28,13 @@ from agent_lsp.langservers.hub import with_diagnostics
 from agent_lsp.settings import Settings
 from agent_lsp.telemetry.hub import OtelTelemetry
 from agent_lsp.terminal import style
-from agent_lsp.terminal.ids import Ambiguous, expand_prefix
 from agent_lsp.terminal.project_consent import plug_permissions
 from agent_lsp.terminal.run import (
     EXIT_USAGE,
     TerminalApprover,
     endpoint_of,
     mcp_on_the_terminal,
+    open_session,
     print_report,
 )
 from agent_lsp.terminal.stream import TerminalStream
@@ -326,14 +326,10 @@ async def chat_in_terminal(
     host = AgentHost(telemetry=OtelTelemetry())
     plug_language_servers(host, lambda: settings)
     roots = [workspace.resolve()]
-    try:
-        if session_id is not None:
-            known = await asyncio.to_thread(host.store(roots).ids)
-            session_id = expand_prefix(session_id, known, "session")
-        session, store = await host.open_session(roots, session_id)
-    except (SessionError, Ambiguous) as exc:
-        err.write(f"agent-lsp chat: {for_terminal(str(exc))}\n")
+    opened = await open_session(host, roots, session_id, err, "chat")
+    if opened is None:
         return EXIT_USAGE
+    session, store = opened
     out = sys.stdout
     chat = Chat(host, roots, settings, session, store, out, mode=mode)
     if session.runs:  # a resumed session: its past as it was shown live

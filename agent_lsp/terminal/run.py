@@ -203,7 +203,7 @@ async def run_headless(
     host = AgentHost(telemetry=OtelTelemetry())
     plug_language_servers(host, lambda: settings)
     roots = [workspace.resolve()]
-    opened = await _open_session(host, roots, session_id, err or sys.stderr)
+    opened = await open_session(host, roots, session_id, err or sys.stderr)
     if opened is None:
         return EXIT_USAGE
     session, store = opened
@@ -290,18 +290,22 @@ async def _until_ended(
             await asyncio.to_thread(worktree.finish, task)
 
 
-async def _open_session(
-    host: AgentHost, roots: list[Path], session_id: str | None, err: TextIO
+async def open_session(
+    host: AgentHost,
+    roots: list[Path],
+    session_id: str | None,
+    err: TextIO,
+    command: str = "run",
 ) -> tuple[Session, SessionStore] | None:
-    """The run's session: new, or the one `--session` names (a unique prefix names it, as
-    `rewind` takes a run's); None (said on `err`) when there is none such."""
+    """The run's session (or the chat's): new, or the one `--session` names (a unique prefix
+    names it, as `rewind` takes a run's); None (said on `err`) when there is none such."""
     try:
         if session_id is not None:
             known = await asyncio.to_thread(host.store(roots).ids)
             session_id = expand_prefix(session_id, known, "session")
         return await host.open_session(roots, session_id)
     except (SessionError, Ambiguous) as exc:
-        err.write(f"agent-lsp run: {for_terminal(str(exc))}\n")
+        err.write(f"agent-lsp {command}: {for_terminal(str(exc))}\n")
         return None
 
 
