@@ -151,7 +151,7 @@ def test_a_slow_model_listing_does_not_hold_up_a_new_session(connect, model, wor
     """session/new answers with the current model alone when GET /models is slow (ACP's
     `session/new` waited up to the request timeout), and the picker gets the list when it lands."""
     model.add_model("big-model")
-    model.models_delay = 10.0  # the agent waits MODELS_WAIT (3 s) at most
+    model.models_delay = 6.0  # the agent waits MODELS_WAIT (3 s) at most; the client 10 s
     client = connect(model_settings(model))
     client.initialize()
     answer = client.request("session/new", {"cwd": str(workspace), "mcpServers": []})
