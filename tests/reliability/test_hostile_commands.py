@@ -97,9 +97,12 @@ import os, sys, time
 pid = os.fork()
 if pid == 0:
     os.setsid()
+    ready, told = os.pipe()
     if os.fork() == 0:
         open(sys.argv[1], "w").write(str(os.getpid()))
+        os.write(told, b"x")
         time.sleep(300)
+    os.read(ready, 1)  # the command ends only once the grandchild has said where it is
     os._exit(0)
 os.waitpid(pid, 0)
 {tail}

@@ -148,7 +148,10 @@ def kill_group(proc: asyncio.subprocess.Process) -> None:
 
 
 async def end_process(proc: asyncio.subprocess.Process) -> None:
-    """stop_process, then a SIGKILL of the whole group if the wrapper did not end in time."""
+    """stop_process, then a SIGKILL of the whole group if the wrapper did not end in time.
+    Returns once what the wrapper was running is gone too: a sandbox's processes die with its
+    PID namespace a moment AFTER bwrap itself has exited."""
+    inside = descendants(proc.pid) if proc.returncode is None else set()
     stop_process(proc)
     try:
         await asyncio.shield(asyncio.wait_for(proc.wait(), KILL_GRACE))
@@ -157,3 +160,42 @@ async def end_process(proc: asyncio.subprocess.Process) -> None:
     kill_group(proc)
     with contextlib.suppress(Exception, asyncio.CancelledError):
         await asyncio.shield(asyncio.wait_for(proc.wait(), KILL_GRACE))
+    with contextlib.suppress(Exception, asyncio.CancelledError):
+        await asyncio.shield(_until_gone(inside, KILL_GRACE))
+
+
+def _stat(pid: int) -> tuple[str, int] | None:
+    """A process's state letter and parent pid (None once it is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            after_name = f.read().rsplit(b")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return after_name[0].decode(), int(after_name[1])
+
+
+def descendants(pid: int) -> set[int]:
+    """Every living process below `pid` (one pass over /proc: no per-process children file
+    on every kernel)."""
+    children: dict[int, list[int]] = {}
+    with contextlib.suppress(OSError):
+        for name in os.listdir("/proc"):
+            if name.isdigit() and (st := _stat(int(name))) is not None:
+                children.setdefault(st[1], []).append(int(name))
+    found: set[int] = set()
+    todo = [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    return found
+
+
+async def _until_gone(pids: set[int], limit: float) -> None:
+    """Wait (at most `limit`) until none of `pids` runs any more (a zombie counts as gone)."""
+    deadline = asyncio.get_running_loop().time() + limit
+    while any((st := _stat(p)) is not None and st[0] != "Z" for p in pids):
+        if asyncio.get_running_loop().time() >= deadline:
+            return
+        await asyncio.sleep(0.02)
