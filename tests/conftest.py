@@ -125,8 +125,10 @@ def model():
 # terminal, or the key scrub keep a real process: the files in PROCESS_FILES and the tests in
 # PROCESS_TESTS. AGENT_LSP_TEST_SUBPROCESS=1 gives every test a real process again;
 # AGENT_LSP_TEST_NO_FORK=1 only these (to compare, or to bisect).
-FORK_FOLDERS = frozenset({"acp", "headless", "reliability"})
+FORK_FOLDERS = frozenset({"acp", "e2e", "headless", "reliability"})
 FORK_PROCESS_FILES = frozenset({
+    "e2e/test_lifecycle.py",  # start-up, stdin close, exit, orphans: the server's own process
+    "e2e/test_reconfigure_lsp.py",  # the server's child processes (its MCP and language servers)
     "headless/test_telemetry_credentials.py",  # what a child's environment holds
     "headless/test_terminal.py",  # a terminal, Ctrl-C
     "headless/test_chat.py",  # a terminal (prompt_toolkit on a pty), Ctrl-C, Ctrl-D
@@ -169,6 +171,7 @@ FORK_PROCESS_TESTS = frozenset({  # "file::test" without parameters
     "reliability/test_git_config.py::test_git_keeps_the_users_global_config_and_never_sees_the_key",
     "reliability/test_hostile_commands.py::test_commands_do_not_get_the_model_key_whatever_variable_holds_it",
     # process trees, sessions, pids
+    "e2e/test_mcp_lsp.py::test_no_mcp_server_outlives_the_language_server",
     "reliability/test_hostile_commands.py::test_a_setsid_descendant_dies_with_the_command",
     "reliability/test_hostile_commands.py::test_a_setsid_descendant_dies_on_cancel",
 })

@@ -140,6 +140,7 @@ class Editor:
     diagnostics_requests: list[dict[str, Any]] = field(default_factory=list)
     encoding: str = "utf-16"
     stderr: list[str] = field(default_factory=list)  # the server's log lines
+    shut_down: bool = False  # a shutdown request was sent (a second one is never answered)
 
     # -- documents ------------------------------------------------------------------------
     def uri(self, rel: str) -> str:
@@ -225,6 +226,11 @@ class Editor:
     async def wait_exit(self, timeout: float) -> int:
         return await asyncio.wait_for(self.process.wait(), timeout)
 
+    async def shutdown(self, timeout: float = 10) -> None:
+        """The `shutdown` request, remembered so that `quit` does not send a second one."""
+        self.shut_down = True
+        await asyncio.wait_for(self.client.shutdown_async(None), timeout)
+
     async def quit(self) -> None:
         """What an editor does when it closes: shutdown, exit, close the pipe; then the process
         is waited for (killed if it hangs) and the client's transports are closed, so nothing
@@ -232,7 +238,8 @@ class Editor:
         process = self.process
         if process is not None and process.returncode is None and self.client.error is None:
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(self.client.shutdown_async(None), 10)
+                if not self.shut_down:
+                    await self.shutdown()
                 self.client.exit(None)
                 self.close_stdin()
                 await asyncio.wait_for(process.wait(), 10)

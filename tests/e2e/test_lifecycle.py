@@ -87,7 +87,7 @@ async def test_editor_dies_while_a_model_call_is_held(open_editor, model):
 async def test_shutdown_and_exit_during_a_run_end_the_process_quickly(open_editor, model):
     editor, started, child = await start_sleeping_child(open_editor, model)
     began = time.monotonic()
-    await asyncio.wait_for(editor.client.shutdown_async(None), EXIT_DEADLINE)
+    await editor.shutdown(EXIT_DEADLINE)
     report = await editor.wait_stop(started["runId"], 2)  # runs were cancelled by shutdown
     assert report["stopReason"] == "cancelled"
     await wait_gone(child, 1.0)  # the child was killed by then
@@ -113,7 +113,7 @@ async def test_exit_without_shutdown_during_a_run(open_editor, model):
 async def test_exit_code_says_whether_shutdown_came_first(open_editor, shutdown_first, code):
     editor = await open_editor("neovim")
     if shutdown_first:
-        await asyncio.wait_for(editor.client.shutdown_async(None), EXIT_DEADLINE)
+        await editor.shutdown(EXIT_DEADLINE)
     editor.client.exit(None)
     assert await editor.wait_exit(EXIT_DEADLINE) == code
 

@@ -105,10 +105,10 @@ async def test_no_mcp_server_outlives_the_language_server(model, workspace, help
         await editor.execute("agentLsp.cancel", {"runId": started["runId"]})
         report = await editor.wait_stop(started["runId"])
         assert report["stopReason"] == "cancelled"
-        await asyncio.wait_for(editor.client.shutdown_async(None), 10)
+        await editor.shutdown(10)
         editor.client.exit(None)
     elif ending == "shutdown":
-        await asyncio.wait_for(editor.client.shutdown_async(None), 10)
+        await editor.shutdown(10)
         editor.client.exit(None)
     else:
         editor.close_stdin()

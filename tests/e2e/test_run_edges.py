@@ -100,7 +100,7 @@ async def test_a_run_starting_while_the_server_shuts_down_is_cancelled_with_a_re
     first = await editor.run("first run")
     assert (await editor.wait_stop(first["runId"]))["stopReason"] == "done"
 
-    shutting = asyncio.ensure_future(editor.client.shutdown_async(None))
+    shutting = asyncio.ensure_future(editor.shutdown(15))
     await editor.wait_for(lambda: (workspace / "session-ending").exists(), 15, "the shutdown")
     started = await editor.run("late run please")
     report = await editor.wait_stop(started["runId"], 15)

@@ -309,7 +309,7 @@ async def test_lsp_shutdown_ends_a_stubborn_server_and_its_setsid_helper(model, 
         report = await editor.wait_stop(started["runId"], 40)
         assert report["stopReason"] == "done"
         assert len(with_marker(marker)) >= 2
-        await asyncio.wait_for(editor.client.shutdown_async(None), 20)
+        await editor.shutdown(20)
         editor.client.exit(None)
         await editor.wait_exit(20)
     finally:

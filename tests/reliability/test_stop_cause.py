@@ -5,7 +5,6 @@ editor shutting the server down (or going away) a shutdown. Exit codes follow st
 
 from __future__ import annotations
 
-import asyncio
 import json
 import signal
 import subprocess
@@ -117,7 +116,7 @@ async def test_an_lsp_cancel_is_the_user(open_editor, model, how):
 
 async def test_an_lsp_shutdown_mid_run_is_a_shutdown(open_editor, model):
     editor, run_id = await slow_run(open_editor, model)
-    await asyncio.wait_for(editor.client.shutdown_async(None), 10)
+    await editor.shutdown(10)
     report = await editor.wait_stop(run_id, 5)
     assert (report["stopReason"], report["stopCause"]) == ("cancelled", "shutdown")
     assert "by the user" not in report["summary"]
