@@ -24,7 +24,9 @@ SAMPLE = {
 # out, the default run (and .ci/run) keeps them. Files that start a real third-party language
 # server (basedpyright, ty, jedi-language-server: node or a cold index, seconds per start), the
 # demo end to end, and tests that wait out a process tree's timeout or signal. One list, so a
-# file's slowness is decided in one place; a test may also carry @pytest.mark.slow itself.
+# file's slowness is decided in one place; a test may also carry @pytest.mark.slow itself. And
+# by measure: the slowest test functions of one recorded run (tests/slow_tests.txt, written by
+# scripts/rank-slow) are `slow` too, so --fast stays within its three minutes.
 SLOW_FILES = frozenset({
     "acp/test_langservers_acp.py",
     "acp/test_rename_acp.py",
@@ -46,7 +48,10 @@ SLOW_TESTS = frozenset({  # "file::test" without parameters
     "reliability/test_hostile_commands.py::test_a_setsid_descendant_dies_with_the_command",
     "reliability/test_hostile_commands.py::test_a_setsid_descendant_dies_on_cancel",
     "reliability/test_hostile_commands.py::test_headless_signals_cancel_kill_the_tree_and_flush",
-})
+}) | {  # and the slowest of one measured run (scripts/rank-slow writes the file)
+    line.strip() for line in (Path(__file__).parent / "slow_tests.txt").read_text().splitlines()
+    if line.strip() and not line.startswith("#")
+}
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
