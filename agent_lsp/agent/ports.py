@@ -177,6 +177,7 @@ class Answer:
     decision: Decision
     reason: str | None = None
     why: str | None = None
+    hunks: tuple[int, ...] | None = None  # an allow of these hunks only (0-based, Decision 58)
 
 
 @dataclass
@@ -196,6 +197,13 @@ class ApprovalRequest:
     file_texts: list[tuple[str, str, str]] | None = None
     # The exact rule "Always allow" saves (`Bash(npm test)`); None: the choice is not offered.
     always_rule: str | None = None
+    # Every edit's files with their hunks, `{uri, diff, hunks: [{index, header}]}` (Decision 80);
+    # `hunks` is empty when the diff was cut (no hunk choice then).
+    hunk_files: list[dict[str, Any]] | None = None
+
+    @property
+    def hunk_count(self) -> int:
+        return sum(len(f["hunks"]) for f in self.hunk_files or [])
 
 
 class Approver(Protocol):

@@ -15,6 +15,7 @@ from agent_lsp.agent.ports import Document
 from agent_lsp.agent.tools.base import Args, EditRejected, Prepared, Tool, ToolContext, ToolError
 from agent_lsp.agent.tools.codeintel.service import sync_sources
 from agent_lsp.agent.tools.diagnostics import problems_after_edit
+from agent_lsp.agent.tools.hunks import hunks_of, partial_note, with_hunks
 
 log = logging.getLogger(__name__)
 
@@ -126,7 +127,9 @@ def _prepared(
     shown = ctx.paths.display(path)
     summary = diff_summary(shown, before.text if before else None, after)
 
-    async def apply(preview: str | None = None) -> str:
+    async def apply(
+        preview: str | None = None, after: str = after, head: str = summary, note: str = ""
+    ) -> str:
         if ctx.checkpoint is not None:
             await ctx.checkpoint.before_change(path, before)
         if preview is None:
@@ -153,10 +156,19 @@ def _prepared(
         await sync_sources(ctx, path, after)  # the language servers see the edit
         problems = await problems_after_edit(ctx, path, outcome.version)
         return (
-            f"applied: {summary.splitlines()[0]}"
+            f"applied: {head.splitlines()[0]}"
+            + (f"\n{note}" if note else "")
             + (f"\n{outcome.message}" if outcome.message else "")
             + problems
         )
+
+    hunks = hunks_of(before.text if before else None, after)
+
+    async def apply_hunks(chosen: set[int]) -> str:
+        """Only the hunks the user kept (Decision 58); the result names the rejected ones."""
+        partial = with_hunks(before.text if before else None, after, hunks, chosen)
+        kept = diff_summary(shown, before.text if before else None, partial)
+        return await apply(None, partial, kept, partial_note([(shown, hunks)], chosen))
 
     label = f"agent-lsp: {'write_file' if before is None else 'edit_file'} {shown}"
     return Prepared(
@@ -168,6 +180,8 @@ def _prepared(
         new_text=after,
         paths=[(ctx.paths.given(given) if given else path, path)],
         shown_path=shown,
+        hunks=[(path.as_uri(), hunks)],
+        apply_hunks=apply_hunks,
     )
 
 
