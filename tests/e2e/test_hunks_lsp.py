@@ -124,3 +124,30 @@ async def test_a_cut_diff_offers_no_hunk_choice(open_editor, model, workspace):
                                                   "decision": "allow", "hunks": [0]})
     await editor.execute("agentLsp.approve", {"runId": started["runId"], "callId": pending["callId"], "decision": "deny"})
     await editor.wait_stop(started["runId"])
+
+
+@pytest.mark.timeout(150)
+async def test_a_rename_offers_hunks_across_files_and_warns_when_kept_in_part(open_editor, model, workspace):
+    from tests.e2e.test_rename_preview import RENAME, project, servers
+
+    root = workspace.resolve()
+    _, before = project(root)
+    model.add("RENAME", [{"tool_calls": [RENAME]}, {"text": "renamed in part"}])
+    editor = await open_editor("helix", init=servers())
+    started = await editor.run("RENAME Invoice.total to grand_total")
+    pending = await editor.wait_for(
+        lambda: [e for e in editor.events(started["runId"], "approval") if e["state"] == "pending"], 120, "pending")
+    files = pending[0]["files"]
+    assert [f["uri"] for f in files] == [(root / "pkg/models.py").as_uri(), (root / "pkg/mod_0000.py").as_uri()]
+    indices = [h["index"] for f in files for h in f["hunks"]]
+    assert indices == list(range(len(indices))) and len(indices) >= 2  # global across the files
+    last = indices[-1]  # the caller's hunk: rejected
+    assert await editor.execute("agentLsp.approve", {"runId": started["runId"], "callId": pending[0]["callId"],
+                                                     "decision": "allow", "hunks": indices[:-1]}) is True
+    await editor.wait_stop(started["runId"], 120)
+
+    assert "grand_total" in (root / "pkg/models.py").read_text()
+    assert (root / "pkg/mod_0000.py").read_text() == before[root / "pkg/mod_0000.py"]
+    result = tool_messages(model.requests[-1])["call_r"]
+    assert f"the user rejected hunk {last + 1} of {last + 1} (pkg/mod_0000.py line" in result
+    assert "may not compile" in result
