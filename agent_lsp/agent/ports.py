@@ -31,6 +31,9 @@ class EditOutcome:
     message: str = ""
     rejected: bool = False  # the user said no in the editor's own preview
     version: int | None = None  # the editor buffer's version once the edit is in (for diagnostics)
+    # A previewed edit whose hunks the user could untick: the file's text once it was applied
+    # (the tool learns from it which hunks landed, Decision 80).
+    text: str | None = None
 
 
 @dataclass

@@ -151,3 +151,41 @@ async def test_a_rename_offers_hunks_across_files_and_warns_when_kept_in_part(op
     result = tool_messages(model.requests[-1])["call_r"]
     assert f"the user rejected hunk {last + 1} of {last + 1} (pkg/mod_0000.py line" in result
     assert "may not compile" in result
+
+
+def preview_editor_caps():
+    from tests.e2e.test_edit_review import preview_caps
+
+    return preview_caps()
+
+
+async def test_the_preview_sends_each_hunk_ticked_and_an_unticked_hunk_is_rejected(open_editor, model, workspace):
+    """Decision 80: one annotated change per hunk that needs no confirmation (ticked) plus one
+    confirming no-op (so the preview opens); the server reads the buffer after the apply."""
+    (workspace / "notes.txt").write_text(BEFORE)
+    model.add("tidy", [{"tool_calls": [WRITE]}, {"text": "ok"}])
+    editor = await open_editor(preview_editor_caps())
+    editor.preview_unticked = {"agent-lsp-hunk-1"}  # the user unticks the second hunk, then Apply
+    started = await editor.run("tidy the notes")
+    report = await editor.wait_stop(started["runId"])
+
+    assert report["stopReason"] == "done" and editor.approval_requests == []
+    notes = editor.edits[-1].edit.change_annotations
+    assert notes["agent-lsp-preview"].needs_confirmation is True
+    assert [notes[f"agent-lsp-hunk-{i}"].needs_confirmation for i in range(3)] == [False, False, False]
+    text = (workspace / "notes.txt").read_text()
+    assert "LINE FIVE\n" in text and "line 40\n" in text and "forty" not in text and "line 55\n" not in text
+    result = tool_messages(model.requests[-1])["call_w"]
+    assert "applied hunks 1 and 3 of 3; the user rejected hunk 2 of 3 (lines 37-43)" in result
+    assert "+forty\n+forty-one\n" in result
+
+
+async def test_apply_with_every_hunk_unticked_is_a_rejection(open_editor, model, workspace):
+    (workspace / "notes.txt").write_text(BEFORE)
+    model.add("tidy", [{"tool_calls": [WRITE]}, {"text": "ok"}])
+    editor = await open_editor(preview_editor_caps())
+    editor.preview_unticked = {f"agent-lsp-hunk-{i}" for i in range(3)}
+    started = await editor.run("tidy the notes")
+    report = await editor.wait_stop(started["runId"])
+    assert report["denied"] == 1 and (workspace / "notes.txt").read_text() == BEFORE
+    assert tool_messages(model.requests[-1])["call_w"].startswith("denied: the user rejected the edit in the preview")

@@ -15,7 +15,7 @@ from agent_lsp.agent.ports import Document
 from agent_lsp.agent.tools.base import Args, EditRejected, Prepared, Tool, ToolContext, ToolError
 from agent_lsp.agent.tools.codeintel.service import sync_sources
 from agent_lsp.agent.tools.diagnostics import problems_after_edit
-from agent_lsp.agent.tools.hunks import hunks_of, partial_note, with_hunks
+from agent_lsp.agent.tools.hunks import Hunk, hunks_of, landed_hunks, partial_note, with_hunks
 
 log = logging.getLogger(__name__)
 
@@ -150,6 +150,9 @@ def _prepared(
                 f"the edit to {shown} was not applied: {reason}. "
                 "Read the file again before retrying."
             )
+        if outcome.text is not None and outcome.text != after:  # hunks unticked in the preview
+            head, note = _in_preview(shown, before, after, hunks, outcome.text)
+            after = outcome.text
         ctx.changes.add(path)
         if ctx.checkpoint is not None:
             ctx.checkpoint.edited(path, after)
@@ -183,6 +186,21 @@ def _prepared(
         hunks=[(path.as_uri(), hunks)],
         apply_hunks=apply_hunks,
     )
+
+
+def _in_preview(
+    shown: str, before: Document | None, after: str, hunks: list[Hunk], final: str
+) -> tuple[str, str]:
+    """The result's head and note for a preview in which the user unticked some hunks."""
+    old = before.text if before else None
+    head = diff_summary(shown, old, final)
+    chosen = landed_hunks(old, after, hunks, final)
+    if chosen is None:
+        return head, (
+            "the user changed the edit in the editor's preview (not a choice of whole hunks); "
+            "read the file again to see what landed"
+        )
+    return head, partial_note([(shown, hunks)], chosen)
 
 
 class EditFileArgs(Args):

@@ -139,3 +139,28 @@ def partial_note(
             "(references to the old name remain); check before going on."
         )
     return note
+
+
+def landed_hunks(
+    before: str | None, after: str, hunks: Sequence[Hunk], final: str
+) -> set[int] | None:
+    """Which hunks the text `final` holds (the editor applied the ticked ones of a preview);
+    None when it is no choice of whole hunks (the user unticked a part of one, or typed)."""
+    old, new, now = _lines(before), _lines(after), _lines(final)
+    opcodes = difflib.SequenceMatcher(None, old, new).get_opcodes()
+    landed: set[tuple[int, int, int, int]] = set()
+    at = 0
+    for k, (tag, i1, i2, j1, j2) in enumerate(opcodes):
+        # a change is in when its new lines are there and the rest still lines up (a deletion's
+        # empty new lines always "match": the next equal run decides)
+        rest = "".join(old[i2 : opcodes[k + 1][2]]) if k + 1 < len(opcodes) else ""
+        took_new = now[at : at + j2 - j1] == new[j1:j2]
+        if tag != "equal" and took_new and "".join(now[at + j2 - j1 :]).startswith(rest):
+            landed.add((i1, i2, j1, j2))
+            at += j2 - j1
+        elif now[at : at + i2 - i1] == old[i1:i2]:
+            at += i2 - i1
+        else:
+            return None
+    chosen = {h.index for h in hunks if set(h.changes) <= landed}
+    return chosen if with_hunks(before, after, hunks, chosen) == final else None
