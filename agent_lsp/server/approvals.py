@@ -115,7 +115,7 @@ class LspApprover:
                         ],
                     },
                 )
-                outgoing.answer.add_done_callback(lambda done: _from_message(done, pending.answer))
+                outgoing.answer.add_done_callback(lambda done: _from_message(done, pending))
             if self.on_waiting:
                 self.on_waiting(request)
             try:
@@ -135,7 +135,7 @@ def hunk_answer(request: ApprovalRequest, hunks: list[int]) -> Answer:
     count = request.hunk_count
     if not count:
         raise ValueError("this approval offers no hunk choice (not an edit, or its diff was cut)")
-    wrong = [i for i in hunks if not 0 <= i < count]
+    wrong = [i for i in hunks if type(i) is not int or not 0 <= i < count]
     if wrong:
         raise ValueError(f"hunk {wrong[0]} is not one of this approval's hunks 0-{count - 1}")
     if not hunks:
@@ -159,7 +159,8 @@ def describe(request: ApprovalRequest) -> str:
     return f"use {request.tool}:\n{request.detail}{always}"
 
 
-def _from_message(done: asyncio.Future[Any], answer: asyncio.Future[Answer]) -> None:
+def _from_message(done: asyncio.Future[Any], pending: PendingApproval) -> None:
+    answer = pending.answer
     if answer.done() or done.cancelled():
         return
     exc = done.exception()
@@ -179,6 +180,15 @@ def _from_message(done: asyncio.Future[Any], answer: asyncio.Future[Answer]) -> 
     decision = ACTIONS.get(str(item.get("title") or ""))
     if decision is None:  # dismissed (null) or an unknown title: a no
         answer.set_result(Answer(Decision.DENY, why="the user dismissed the approval request"))
+        return
+    hunks = item.get("hunks")
+    if decision == Decision.ALLOW and isinstance(hunks, list):
+        # an Allow of some hunks, as `agentLsp.approve {hunks}` (our Emacs client's diff buffer)
+        try:
+            answer.set_result(hunk_answer(pending.request, hunks))
+        except ValueError as bad:  # not the approval's hunks: nothing is applied
+            why = f"the editor's hunk choice was wrong: {bad}"
+            answer.set_result(Answer(Decision.DENY, why=why))
         return
     reason = (
         item.get("reason")

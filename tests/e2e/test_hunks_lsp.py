@@ -189,3 +189,23 @@ async def test_apply_with_every_hunk_unticked_is_a_rejection(open_editor, model,
     report = await editor.wait_stop(started["runId"])
     assert report["denied"] == 1 and (workspace / "notes.txt").read_text() == BEFORE
     assert tool_messages(model.requests[-1])["call_w"].startswith("denied: the user rejected the edit in the preview")
+
+
+async def test_the_message_requests_allow_may_carry_the_kept_hunks(open_editor, model, workspace):
+    """Our Emacs client answers the message request itself: `{title: "Allow", hunks}` keeps only
+    those hunks, like `agentLsp.approve {hunks}`; hunks it does not offer apply nothing."""
+    (workspace / "notes.txt").write_text(BEFORE)
+    model.add("tidy", [{"tool_calls": [WRITE]}, {"text": "ok"}])
+    model.add("again", [{"tool_calls": [{**WRITE, "id": "call_x"}]}, {"text": "ok"}])
+    editor = await open_editor("visual-studio-code")
+    editor.approval_answers = [{"title": "Allow", "hunks": [2]}, {"title": "Allow", "hunks": [7]}]
+    started = await editor.run("tidy the notes")
+    await editor.wait_stop(started["runId"])
+    text = (workspace / "notes.txt").read_text()
+    assert "line 55\n" not in text and "LINE FIVE" not in text and "forty" not in text
+    assert "applied hunk 3 of 3; the user rejected hunk 1 of 3" in tool_messages(model.requests[-1])["call_w"]
+
+    again = await editor.run("again")
+    report = await editor.wait_stop(again["runId"])
+    assert report["denied"] == 1 and (workspace / "notes.txt").read_text() == text
+    assert "hunk choice was wrong" in tool_messages(model.requests[-1])["call_x"]
