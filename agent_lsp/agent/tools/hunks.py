@@ -89,13 +89,23 @@ def file_hunks(files: Sequence[tuple[str, str | None, str]]) -> list[tuple[str, 
     return out
 
 
+def _changes(hunks: Sequence[Hunk]) -> list[tuple[int, int, int, int, int]]:
+    """Every change of the hunks in text order, with its hunk's index (the hunks hold every
+    change of the diff: no second diff is needed)."""
+    return sorted((*change, hunk.index) for hunk in hunks for change in hunk.changes)
+
+
 def with_hunks(before: str | None, after: str, hunks: Sequence[Hunk], chosen: set[int]) -> str:
-    """The text `before` gets when only the hunks whose index is in `chosen` are applied."""
+    """The text `before` gets when only the hunks whose index is in `chosen` are applied
+    (`hunks`: all the hunks of the diff from `before` to `after`)."""
     old, new = _lines(before), _lines(after)
-    taken = {change for hunk in hunks if hunk.index in chosen for change in hunk.changes}
     out: list[str] = []
-    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, old, new).get_opcodes():
-        out += new[j1:j2] if tag != "equal" and (i1, i2, j1, j2) in taken else old[i1:i2]
+    at = 0
+    for i1, i2, j1, j2, index in _changes(hunks):
+        out += old[at:i1]
+        out += new[j1:j2] if index in chosen else old[i1:i2]
+        at = i2
+    out += old[at:]
     return "".join(out)
 
 
@@ -147,20 +157,27 @@ def landed_hunks(
     """Which hunks the text `final` holds (the editor applied the ticked ones of a preview);
     None when it is no choice of whole hunks (the user unticked a part of one, or typed)."""
     old, new, now = _lines(before), _lines(after), _lines(final)
-    opcodes = difflib.SequenceMatcher(None, old, new).get_opcodes()
+    changes = _changes(hunks)
     landed: set[tuple[int, int, int, int]] = set()
-    at = 0
-    for k, (tag, i1, i2, j1, j2) in enumerate(opcodes):
-        # a change is in when its new lines are there and the rest still lines up (a deletion's
-        # empty new lines always "match": the next equal run decides)
-        rest = "".join(old[i2 : opcodes[k + 1][2]]) if k + 1 < len(opcodes) else ""
-        took_new = now[at : at + j2 - j1] == new[j1:j2]
-        if tag != "equal" and took_new and "".join(now[at + j2 - j1 :]).startswith(rest):
+    at = 0  # in `now`
+    done = 0  # in `old`
+    for k, (i1, i2, j1, j2, _) in enumerate(changes):
+        if now[at : at + i1 - done] != old[done:i1]:  # the equal run before the change
+            return None
+        at += i1 - done
+        # the change is in when its new lines are there and the next equal run follows (a
+        # deletion's empty new lines always "match": the run decides)
+        last = k + 1 == len(changes)
+        rest = old[i2 : len(old) if last else changes[k + 1][0]]
+        took = at + j2 - j1
+        follows = now[took:] == rest if last else now[took : took + len(rest)] == rest
+        if now[at:took] == new[j1:j2] and follows:
             landed.add((i1, i2, j1, j2))
-            at += j2 - j1
+            at = took
         elif now[at : at + i2 - i1] == old[i1:i2]:
             at += i2 - i1
         else:
             return None
+        done = i2
     chosen = {h.index for h in hunks if set(h.changes) <= landed}
     return chosen if with_hunks(before, after, hunks, chosen) == final else None
