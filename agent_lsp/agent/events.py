@@ -75,7 +75,8 @@ class ApprovalEvent:
     diff_truncated: bool = False
     agent_id: str = "main"
     # A multi-file edit's files (rename_symbol), each `{uri, diff}` (CONTRACT Decision 39).
-    files: tuple[dict[str, str], ...] = ()
+    # Every edit also lists its files' hunks there, `{uri, diff, hunks}` (Decision 80).
+    files: tuple[dict[str, Any], ...] = ()
 
 
 @dataclass(frozen=True)

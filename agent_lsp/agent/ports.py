@@ -31,6 +31,9 @@ class EditOutcome:
     message: str = ""
     rejected: bool = False  # the user said no in the editor's own preview
     version: int | None = None  # the editor buffer's version once the edit is in (for diagnostics)
+    # A previewed edit whose hunks the user could untick: the file's text once it was applied
+    # (the tool learns from it which hunks landed, Decision 80).
+    text: str | None = None
 
 
 @dataclass
@@ -177,6 +180,7 @@ class Answer:
     decision: Decision
     reason: str | None = None
     why: str | None = None
+    hunks: tuple[int, ...] | None = None  # an allow of these hunks only (0-based, Decision 58)
 
 
 @dataclass
@@ -196,6 +200,13 @@ class ApprovalRequest:
     file_texts: list[tuple[str, str, str]] | None = None
     # The exact rule "Always allow" saves (`Bash(npm test)`); None: the choice is not offered.
     always_rule: str | None = None
+    # Every edit's files with their hunks, `{uri, diff, hunks: [{index, header}]}` (Decision 80);
+    # `hunks` is empty when the diff was cut (no hunk choice then).
+    hunk_files: list[dict[str, Any]] | None = None
+
+    @property
+    def hunk_count(self) -> int:
+        return sum(len(f["hunks"]) for f in self.hunk_files or [])
 
 
 class Approver(Protocol):

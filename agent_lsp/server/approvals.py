@@ -46,12 +46,24 @@ class PendingApprovals:
     def __init__(self) -> None:
         self.waiting: dict[tuple[str, str], PendingApproval] = {}
 
-    def answer(self, run_id: str, call_id: str, decision: str, reason: str | None = None) -> bool:
+    def answer(
+        self,
+        run_id: str,
+        call_id: str,
+        decision: str,
+        reason: str | None = None,
+        hunks: list[int] | None = None,
+    ) -> bool:
+        """Answer a waiting approval; False when there is none (or the choice was not offered).
+        `hunks`: an allow of those hunks only; bad hunks raise ValueError (a -32602)."""
         pending = self.waiting.get((run_id, call_id))
         if pending is None or pending.answer.done() or decision not in BY_NAME:
             return False
         if decision == "allowAlways" and pending.request.always_rule is None:
             return False  # not offered for this call
+        if hunks is not None:
+            pending.answer.set_result(hunk_answer(pending.request, hunks))
+            return True
         pending.answer.set_result(
             Answer(BY_NAME[decision], reason or None, SAID_NO if decision == "deny" else None)
         )
@@ -103,7 +115,7 @@ class LspApprover:
                         ],
                     },
                 )
-                outgoing.answer.add_done_callback(lambda done: _from_message(done, pending.answer))
+                outgoing.answer.add_done_callback(lambda done: _from_message(done, pending))
             if self.on_waiting:
                 self.on_waiting(request)
             try:
@@ -115,6 +127,20 @@ class LspApprover:
             self.registry.waiting.pop(key, None)
             if outgoing is not None:
                 outgoing.withdraw()
+
+
+def hunk_answer(request: ApprovalRequest, hunks: list[int]) -> Answer:
+    """An allow of some hunks (Decision 58): none is a denial; an index the approval did not
+    offer is a ValueError."""
+    count = request.hunk_count
+    if not count:
+        raise ValueError("this approval offers no hunk choice (not an edit, or its diff was cut)")
+    wrong = [i for i in hunks if type(i) is not int or not 0 <= i < count]
+    if wrong:
+        raise ValueError(f"hunk {wrong[0]} is not one of this approval's hunks 0-{count - 1}")
+    if not hunks:
+        return Answer(Decision.DENY, why="the user rejected every hunk of the edit")
+    return Answer(Decision.ALLOW, hunks=tuple(sorted(set(hunks))))
 
 
 def choices(request: ApprovalRequest) -> list[str]:
@@ -133,7 +159,8 @@ def describe(request: ApprovalRequest) -> str:
     return f"use {request.tool}:\n{request.detail}{always}"
 
 
-def _from_message(done: asyncio.Future[Any], answer: asyncio.Future[Answer]) -> None:
+def _from_message(done: asyncio.Future[Any], pending: PendingApproval) -> None:
+    answer = pending.answer
     if answer.done() or done.cancelled():
         return
     exc = done.exception()
@@ -153,6 +180,15 @@ def _from_message(done: asyncio.Future[Any], answer: asyncio.Future[Answer]) -> 
     decision = ACTIONS.get(str(item.get("title") or ""))
     if decision is None:  # dismissed (null) or an unknown title: a no
         answer.set_result(Answer(Decision.DENY, why="the user dismissed the approval request"))
+        return
+    hunks = item.get("hunks")
+    if decision == Decision.ALLOW and isinstance(hunks, list):
+        # an Allow of some hunks, as `agentLsp.approve {hunks}` (our Emacs client's diff buffer)
+        try:
+            answer.set_result(hunk_answer(pending.request, hunks))
+        except ValueError as bad:  # not the approval's hunks: nothing is applied
+            why = f"the editor's hunk choice was wrong: {bad}"
+            answer.set_result(Answer(Decision.DENY, why=why))
         return
     reason = (
         item.get("reason")

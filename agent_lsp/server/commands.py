@@ -9,6 +9,7 @@ from pydantic import (
     ConfigDict,
     Field,
     StrictBool,
+    StrictInt,
     ValidationError,
     field_validator,
     model_validator,
@@ -194,6 +195,14 @@ class ApproveArgs(_Args):
     call_id: str = Field(alias="callId")
     decision: Literal["allow", "allowSession", "allowAlways", "deny"]
     reason: str | None = Field(None, max_length=2000)
+    # Only these hunks of an edit (0-based, Decision 58); only with "allow"; [] is a denial.
+    hunks: list[StrictInt] | None = Field(None, max_length=100_000)
+
+    @model_validator(mode="after")
+    def _hunks_only_allow(self) -> ApproveArgs:
+        if self.hunks is not None and self.decision != "allow":
+            raise ValueError('hunks go only with decision "allow"')
+        return self
 
 
 class ApprovalRef(_Args):

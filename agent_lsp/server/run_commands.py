@@ -106,7 +106,12 @@ def approve(ls: AgentServer, *args: Any) -> bool:
     from agent_lsp.server import commands
 
     parsed = commands.parse_args(commands.ApproveArgs, "agentLsp.approve", args)
-    return ls.runs.approvals.answer(parsed.run_id, parsed.call_id, parsed.decision, parsed.reason)
+    try:
+        return ls.runs.approvals.answer(
+            parsed.run_id, parsed.call_id, parsed.decision, parsed.reason, parsed.hunks
+        )
+    except ValueError as exc:  # hunks this approval does not offer
+        raise commands.JsonRpcInvalidParams(f"agentLsp.approve: {exc}") from None
 
 
 def show_approval(ls: AgentServer, *args: Any) -> bool:

@@ -17,6 +17,7 @@ from agent_lsp.agent.fs.safeio import NotReadable
 from agent_lsp.agent.ports import Document, EditOutcome, FileChange
 from agent_lsp.server.capabilities import ClientCaps
 from agent_lsp.server.folders import uri_to_path
+from agent_lsp.server.hunk_preview import hunk_workspace_edit
 from agent_lsp.server.positions import minimal_edit, start_insert, whole_edit
 from agent_lsp.server.preview_gate import PREVIEW_ANNOTATION, preview_gate
 from agent_lsp.server.rpc import ClientRequestError, client_request, safe_notify
@@ -208,7 +209,16 @@ class LspWorkspace:
             )
         if open_doc is not None:
             await self._until_version(path, expected)
+        if preview is not None and before is not None and self.caps.has_document_changes:
+            return EditOutcome(True, version=expected, text=await self._text_now(path))
         return EditOutcome(True, version=expected)
+
+    async def _text_now(self, path: Path) -> str | None:
+        """The file's text after a previewed edit: which hunks did the user keep?"""
+        try:
+            return (await self.read(path)).text
+        except (ValueError, OSError):
+            return None
 
     async def _take_preview_turn(self, gate: asyncio.Lock, path: Path, open_doc: Any) -> bool:
         """One preview at a time per server (CONTRACT "Edit review"): the gate taken; False
@@ -358,6 +368,8 @@ class LspWorkspace:
         if open_doc is not None:
             uri = open_doc.uri  # the client's own spelling of the URI
         annotations = None
+        if preview is not None and before is not None and self.caps.has_document_changes:
+            return hunk_workspace_edit(self.ls, uri, open_doc, before.text, after, preview)
         if preview is not None and self.caps.has_document_changes:
             annotations = {
                 PREVIEW_ANNOTATION: types.ChangeAnnotation(

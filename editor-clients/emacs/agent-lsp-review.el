@@ -67,12 +67,15 @@ Our server puts runId and callId in each action item."
         (unless (bolp) (insert "\n"))
         (when (eq (plist-get review :diffTruncated) t)
           (insert "\n[the diff stops here: it is longer than 1 MB]\n"))
+        (agent-lsp--mark-hunks (agent-lsp--hunks-of review))
         (diff-mode)
         ;; a/ and b/ are relative to the workspace: `diff-goto-source' works
         (when root (setq default-directory root))
         (setq buffer-read-only t)
         (setq-local header-line-format
-                    (format "agent-lsp: %s %s — answer in the minibuffer"
+                    (format (if (agent-lsp--hunks-of review)
+                                "agent-lsp: %s %s — answer in the minibuffer (k here kills a hunk: it is rejected)"
+                              "agent-lsp: %s %s — answer in the minibuffer")
                             (plist-get review :tool)
                             (agent-lsp--relative (or (plist-get review :uri) "")
                                                  server)))
@@ -80,6 +83,35 @@ Our server puts runId and callId in each action item."
     (display-buffer buffer '((display-buffer-reuse-window
                               display-buffer-pop-up-window)
                              (inhibit-same-window . t)))))
+
+
+(defun agent-lsp--hunks-of (review)
+  "The hunks REVIEW offers, in the order of its diff: a list of 0-based indices.
+Empty when its diff was cut (no hunk choice then)."
+  (let (out)
+    (seq-doseq (file (or (plist-get review :files) []))
+      (seq-doseq (hunk (or (plist-get file :hunks) []))
+        (push (plist-get hunk :index) out)))
+    (nreverse out)))
+
+(defun agent-lsp--mark-hunks (indices)
+  "Tag the `@@' lines of the diff in this buffer with INDICES, in order."
+  (save-excursion
+    (goto-char (point-min))
+    (while (and indices (re-search-forward "^@@ " nil t))
+      (put-text-property (line-beginning-position) (line-end-position)
+                         'agent-lsp-hunk (pop indices)))))
+
+(defun agent-lsp--kept-hunks (buffer)
+  "The indices of the hunks still in BUFFER (the user may kill some)."
+  (with-current-buffer buffer
+    (save-excursion
+      (goto-char (point-min))
+      (let (out)
+        (while (re-search-forward "^@@ " nil t)
+          (let ((index (get-text-property (line-beginning-position) 'agent-lsp-hunk)))
+            (when index (push index out))))
+        (nreverse out)))))
 
 
 ;;; Approvals
@@ -139,12 +171,19 @@ answer within the server's approval timeout is a denial."
                          nil)))
             (when (window-live-p window) (quit-window nil window))))
          (chosen (and (stringp (car answer))
-                      (cl-find (car answer) titles :test #'string=))))
+                      (cl-find (car answer) titles :test #'string=)))
+         (offered (and window (agent-lsp--hunks-of review)))
+         (kept (if (buffer-live-p (get-buffer agent-lsp-diff-buffer-name))
+                   (agent-lsp--kept-hunks agent-lsp-diff-buffer-name)
+                 offered)))
     (run-hook-with-args 'agent-lsp-approval-functions message chosen)
-    (and chosen
-         (if (cadr answer)
-             (list :title chosen :reason (cadr answer))
-           (list :title chosen)))))
+    (cond
+     ((not chosen) nil)
+     ;; hunks killed in the diff buffer: an Allow of the others only
+     ((and offered (equal chosen "Allow") (not (equal kept offered)))
+      (list :title chosen :hunks (vconcat kept)))
+     ((cadr answer) (list :title chosen :reason (cadr answer)))
+     (t (list :title chosen)))))
 
 (defun agent-lsp--next-approval ()
   "Ask the oldest queued approval, unless one is being asked."

@@ -18,6 +18,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Union
 
+import attrs
 from lsprotocol import types
 from pygls.protocol import default_converter
 from pygls.uris import to_fs_path
@@ -132,6 +133,9 @@ class Editor:
     did_change_delay: float = 0.0  # seconds before the didChange of an applied edit (Neovim debounces 150 ms)
     refuse_edits: bool = False
     refuse_reason: str | None = "refused by the test editor"  # None: applied false without a reason (a preview's Discard)
+    # A Refactor Preview as VS Code shows it: edits whose annotation needs confirmation start
+    # unticked, the others ticked; these annotation ids the user unticked (None: no preview).
+    preview_unticked: set[str] | None = None
     error_edits: bool = False  # answer applyEdit with a JSON-RPC error (like eglot on a stale version)
     configuration_requests: list[types.ConfigurationParams] = field(default_factory=list)
     server_capabilities: Any = None
@@ -364,6 +368,11 @@ async def start_editor(root: Path, caps: str | types.ClientCapabilities, *, init
             raise ValueError("the test editor cannot apply this edit")
         if editor.refuse_edits:
             return types.ApplyWorkspaceEditResult(applied=False, failure_reason=editor.refuse_reason)
+        if editor.preview_unticked is not None:
+            ticked = ticked_only(params.edit, editor.preview_unticked)
+            if not ticked.document_changes:  # Apply with nothing ticked
+                return types.ApplyWorkspaceEditResult(applied=False)
+            return apply_workspace_edit(editor, ticked)
         return apply_workspace_edit(editor, params.edit)
 
     if inprocess and env is None:
@@ -392,6 +401,20 @@ async def keep_stderr(editor: Editor) -> None:
     while line := await stream.readline():
         editor.stderr.append(line.decode(errors="replace"))
         sys.stderr.buffer.write(line)
+
+
+def ticked_only(edit: types.WorkspaceEdit, unticked: set[str]) -> types.WorkspaceEdit:
+    """What a Refactor Preview's Apply applies: the ticked edits (VS Code answers applied:
+    false when nothing is ticked: an empty edit here makes the test say so)."""
+    notes = edit.change_annotations or {}
+
+    def ticked(e: Any) -> bool:
+        name = getattr(e, "annotation_id", None)
+        return name is None or (name not in unticked and not notes[name].needs_confirmation)
+
+    changes = [attrs.evolve(c, edits=[e for e in c.edits if ticked(e)])
+               for c in edit.document_changes or [] if isinstance(c, types.TextDocumentEdit)]
+    return attrs.evolve(edit, document_changes=[c for c in changes if c.edits])
 
 
 def apply_workspace_edit(editor: Editor, edit: types.WorkspaceEdit) -> types.ApplyWorkspaceEditResult:

@@ -72,7 +72,11 @@ async def test_with_edit_preview_the_edit_goes_to_the_editors_preview(open_edito
     edit = editor.edits[-1].edit
     annotation = edit.change_annotations["agent-lsp-preview"]
     assert annotation.needs_confirmation is True and annotation.label == "agent-lsp: edit_file calc.py"
-    assert all(e.annotation_id == "agent-lsp-preview" for c in edit.document_changes for e in c.edits)
+    # the confirming entry is a no-op; the change itself goes as its one hunk, pre-ticked (Decision 80)
+    [[noop, change]] = [c.edits for c in edit.document_changes]
+    assert noop.annotation_id == "agent-lsp-preview" and noop.new_text == ""
+    assert change.annotation_id == "agent-lsp-hunk-0"
+    assert edit.change_annotations["agent-lsp-hunk-0"].needs_confirmation is False
     assert [e["state"] for e in editor.events(started["runId"], "approval")] == ["pending", "preview"]
 
 

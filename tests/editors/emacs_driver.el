@@ -238,6 +238,8 @@ lists; %-constructs are left as they are."
                          (accept-process-output nil 0.05)))
                      (push (format "approval prompt still open after 20s") t-errors)
                      (signal 'quit nil))
+              ;; a person doing something first (killing a hunk in the diff)
+              ((pred functionp) (funcall t-approval-answer prompt items))
               (answer answer)))
            (t-completing-read-answer
             (push (list :prompt prompt :items (vconcat items) :t (t-now)) t-prompts)

@@ -1169,3 +1169,40 @@ def test_unknown_stream_kinds_and_report_fields_are_ignored(tmp_path):
     assert "Done." in shown and "[stop: done] All good" in shown, shown
     assert "agent-lsp: run r1 done: All good" in messages, messages
     assert "rror" not in messages + proc.stderr, messages + proc.stderr
+
+
+HUNKS_BEFORE = "".join(f"line {i}\n" for i in range(1, 61))
+HUNKS_AFTER = (HUNKS_BEFORE.replace("line 5\n", "LINE FIVE\n").replace("line 40\n", "forty\nforty-one\n")
+               .replace("line 55\n", ""))
+
+
+def test_a_hunk_killed_in_the_diff_buffer_is_rejected(tmp_path, workspace, model):
+    """Per-hunk review (Decision 58): `diff-hunk-kill` on the second hunk of the approval's
+    diff-mode buffer, then Allow: the answer keeps hunks 0 and 2, the file gets those only and
+    the model hears that hunk 2 was rejected."""
+    (workspace / "notes.txt").write_text(HUNKS_BEFORE)
+    model.add("Tidy the notes", [
+        {"tool_calls": [{"name": "write_file", "arguments": {"path": "notes.txt", "content": HUNKS_AFTER}}]},
+        {"text": "Tidied."},
+    ])
+    res = run_emacs(tmp_path, workspace, model, r"""
+        (set-buffer t-buffer)
+        (setq t-approval-answer
+              (lambda (_prompt _items)
+                (with-current-buffer "*agent-lsp diff*"
+                  (t-set :header header-line-format)
+                  (goto-char (point-min))
+                  (re-search-forward "^@@" nil t 2)
+                  (diff-hunk-kill)
+                  (t-set :hunks-left (how-many "^@@" (point-min) (point-max))))
+                "Allow"))
+        (agent-lsp-run "Tidy the notes")
+        (t-wait 20 #'t-stop-event "the stop event")
+    """)
+    assert not res.errors, res.explain()
+    assert res.stop()["report"]["stopReason"] == "done", res.explain()
+    assert res.values["hunks-left"] == 2 and "kills a hunk" in res.values["header"], res.values
+    text = (workspace / "notes.txt").read_text()
+    assert "LINE FIVE\n" in text and "line 55\n" not in text and "line 40\n" in text and "forty" not in text
+    assert any("applied hunks 1 and 3 of 3; the user rejected hunk 2 of 3 (lines 37-43)" in m
+               for m in tool_messages(model)), tool_messages(model)

@@ -156,7 +156,9 @@ T.data.diffs_after = T.diff_windows()
     # the approval was asked through vim.ui.select with the contract's actions, while the
     # edit's unified diff was shown in a split; the split closed with the answer
     selects = res.data["data"]["selects"]
-    assert selects and selects[0]["items"] == ["Allow", "Allow for session", "Always allow", "Deny"], selects  # Decision 27
+    # Decision 27; "Allow some hunks…" is the plugin's own (the hunks are chosen in the diff split)
+    assert selects and selects[0]["items"] == ["Allow", "Allow some hunks…", "Allow for session", "Always allow",
+                                               "Deny"], selects
     assert "edit_file" in selects[0]["prompt"] or "a.py" in selects[0]["prompt"], selects
     assert [e["state"] for e in res.stream_events("approval")][-1] == "allowed"
     [diff] = selects[0]["diffs"]
@@ -1156,3 +1158,66 @@ T.wait_run_end(T.RUN_MS)
     [ask] = res.data["data"]["selects"]
     assert ask["diffs"], ask  # the diff was on screen
     assert ask["prompt"].endswith("\n(Always allow saves the rule Edit(./a.py) in your user settings file)"), ask["prompt"]
+
+
+HUNKS_BEFORE = "".join(f"line {i}\n" for i in range(1, 61))
+HUNKS_AFTER = (HUNKS_BEFORE.replace("line 5\n", "LINE FIVE\n").replace("line 40\n", "forty\nforty-one\n")
+               .replace("line 55\n", ""))
+
+
+def test_hunk_keys_in_the_diff_split_allow_only_the_kept_hunks(tmp_path, workspace, model):
+    """Per-hunk review (Decision 58): "Allow some hunks…" moves to the diff split; `x` on the
+    second hunk rejects it (marked), Enter allows the others through agentLsp.approve {hunks};
+    the file gets hunks 1 and 3 and the model hears that hunk 2 was rejected."""
+    (workspace / "notes.txt").write_text(HUNKS_BEFORE)
+    model.add("Tidy the notes", [
+        {"tool_calls": [{"name": "write_file", "arguments": {"path": "notes.txt", "content": HUNKS_AFTER}}]},
+        {"text": "Tidied."},
+    ])
+    res = run(tmp_path, workspace, model, r"""
+local picks = 0
+T.pick = function(list)
+  picks = picks + 1
+  for _, item in ipairs(list) do
+    if item.title == 'Allow some hunks…' then
+      vim.defer_fn(function()
+        local buf = vim.api.nvim_get_current_buf()
+        local lines = vim.api.nvim_buf_get_lines(buf, 0, -1, false)
+        local seen = 0
+        for row, line in ipairs(lines) do
+          if vim.startswith(line, '@@') then
+            seen = seen + 1
+            if seen == 2 then vim.api.nvim_win_set_cursor(0, { row + 3, 0 }) end
+          end
+        end
+        vim.cmd('normal x')
+        T.data.marks = {}
+        for _, m in ipairs(vim.api.nvim_buf_get_extmarks(buf, -1, 0, -1, { details = true })) do
+          if m[4].virt_text then table.insert(T.data.marks, m[4].virt_text[1][1]) end
+        end
+        T.data.winbar = vim.wo.winbar
+        vim.cmd('normal ga')
+      end, 300)
+      return item
+    end
+  end
+end
+vim.cmd('AgentRun Tidy the notes')
+T.wait_run_end(T.RUN_MS)
+T.data.picks = picks
+T.data.diffs_after = T.diff_windows()
+""")
+    assert not res.errors, res.explain()
+    stop = res.stream_events("stop")[0]
+    assert stop["report"]["stopReason"] == "done", res.explain()
+    data = res.data["data"]
+    assert data["marks"] == ["  ✓ hunk 1 kept (x rejects it)", "  ✗ hunk 2 rejected (x keeps it)",
+                             "  ✓ hunk 3 kept (x rejects it)"], data
+    assert "x rejects/keeps" in data["winbar"]
+    assert data["diffs_after"] == []
+    text = (workspace / "notes.txt").read_text()
+    assert "LINE FIVE\n" in text and "line 55\n" not in text and "line 40\n" in text and "forty" not in text
+    approve = [c["params"]["arguments"][0] for c in data["commands"] if c["params"]["command"] == "agentLsp.approve"]
+    assert [a["hunks"] for a in approve] == [[0, 2]] and approve[0]["decision"] == "allow"
+    results = [m["content"] for m in model.requests[-1]["messages"] if m.get("role") == "tool"]
+    assert "applied hunks 1 and 3 of 3; the user rejected hunk 2 of 3 (lines 37-43)" in results[-1]

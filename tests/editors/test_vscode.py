@@ -64,6 +64,9 @@ TASKS: dict[str, Any] = {
     "previewAccept": "Double mul in calc.py via the preview",
     "previewNew": "return 2 * a * b",
     "previewReject": "Triple mul in calc.py via the preview",
+    "hunks": "Tidy hunks.txt via the preview",
+    "diffHunks": "Tidy hunks2.txt, shown as a diff",
+    "hunksBefore": "".join(f"line {i}\n" for i in range(1, 61)),
     "deadUrl": "http://127.0.0.1:9/v1",
     "commandName": "explain",  # .claude/commands/explain.md of the workspace (run-test.mjs)
     "commandArgs": "mul",
@@ -128,6 +131,18 @@ def script(model: ScriptedModelServer) -> None:
         {"text": "Doubling.", "tool_calls": [edit("calc.py", "return a * b", k["previewNew"])]},
         {"text": "Doubled."},
     ])
+    hunks_after = (k["hunksBefore"].replace("line 5\n", "LINE FIVE\n")
+                   .replace("line 40\n", "forty\nforty-one\n").replace("line 55\n", ""))
+    model.add(k["hunks"], [
+        {"text": "Tidying.", "tool_calls": [
+            {"name": "write_file", "arguments": {"path": "hunks.txt", "content": hunks_after}}]},
+        {"text": "Tidied."},
+    ])
+    model.add(k["diffHunks"], [
+        {"text": "Tidying.", "tool_calls": [
+            {"name": "write_file", "arguments": {"path": "hunks2.txt", "content": hunks_after}}]},
+        {"text": "Tidied."},
+    ])
     model.add(k["previewReject"], [
         {"text": "Tripling.", "tool_calls": [edit("calc.py", k["previewNew"], "return 3 * a * b")]},
         {"text": "Left it."},
@@ -191,7 +206,9 @@ def vscode(tmp_path_factory: pytest.TempPathFactory, tools: dict[str, str]) -> S
     tmp = tmp_path_factory.mktemp("vscode")
     wrapper = tmp / "agent-lsp"
     # the real server behind a pipe that plays a newer server for one run (unknownKinds)
-    wrapper.write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} '
+    # the server of this checkout (code-server's environment has no PYTHONPATH of ours)
+    wrapper.write_text(f'#!/bin/sh\nexport PYTHONPATH={shlex.quote(str(REPO))}${{PYTHONPATH:+:$PYTHONPATH}}\n'
+                       f'exec {shlex.quote(sys.executable)} '
                        f'{shlex.quote(str(HERE / "newer_server.py"))} '
                        f'{shlex.quote(TASKS["kindsFinal"])} "$@"\n')
     wrapper.chmod(0o755)
@@ -387,6 +404,30 @@ def test_vscode_two_folder_workspace(vscode: Session):
     assert TASKS["multiNew"] in multi["fileOnDisk"]
     requests = vscode.requests[TASKS["multi"]]
     assert TASKS["multiOld"] in tool_results(requests[1])  # read_file second/notes.txt
+
+
+def test_vscode_diff_editor_title_action_rejects_one_hunk_before_allow(vscode: Session):
+    """Decision 58: the cursor in hunk 2 of the approval's diff, the title action "Reject or Keep
+    the Hunk at the Cursor", then Allow: `agentLsp.approve` with hunks 0 and 2 only."""
+    found = vscode.scenario("diffHunks")
+    after = found["fileAfter"]
+    assert "LINE FIVE\n" in after and "line 55\n" not in after and "forty" not in after, after
+    result = tool_results(vscode.requests[TASKS["diffHunks"]][1])
+    assert "applied hunks 1 and 3 of 3; the user rejected hunk 2 of 3 (lines 37-43)" in result
+
+
+def test_vscode_preview_opens_with_the_hunks_ticked_and_an_unticked_hunk_stays_out(vscode: Session):
+    """Decision 80: each hunk pre-ticked (only the confirming no-op entry is not); unticking the
+    second hunk and applying lands the other two, and the model hears which one was rejected."""
+    found = vscode.scenario("editPreviewHunks")
+    assert found["checkedBefore"] >= 3, found["rowsBefore"]
+    assert [row["checked"] for row in found["rowsBefore"] if "forty" in row["text"]] == [True], found["rowsBefore"]
+    assert found["checkedAfter"] < found["checkedBefore"]
+    after = found["fileAfter"]
+    assert "LINE FIVE\n" in after and "line 55\n" not in after, after
+    assert "line 40\n" in after and "forty" not in after, after
+    result = tool_results(vscode.requests[TASKS["hunks"]][1])
+    assert "applied hunks 1 and 3 of 3; the user rejected hunk 2 of 3 (lines 37-43)" in result
 
 
 def test_vscode_edit_preview_accept_and_discard(vscode: Session):

@@ -63,6 +63,7 @@ class ApprovalAsker:
         )
         if request.diff and request.diff_truncated:
             request.diff = request.diff[:1_000_000]
+        request.hunk_files = self._hunk_files(prepared, request)
         self.approval_event(call, prepared, ApprovalState.PENDING, request=request)
         if self.notify is not None:
             self.notify(f"agent-lsp needs your permission to use {call.name}")
@@ -91,6 +92,26 @@ class ApprovalAsker:
         self.approval_event(call, prepared, state)
         return answer
 
+    def _hunk_files(
+        self, prepared: Prepared, request: ApprovalRequest
+    ) -> list[dict[str, Any]] | None:
+        """Every file of an edit with its hunks (Decision 80); no hunk choice when the diff
+        was cut or nothing applies only some hunks."""
+        if not prepared.hunks:
+            return None
+        diffs = {f["uri"]: f["diff"] for f in request.files or []}
+        if request.uri is not None:
+            diffs[request.uri] = request.diff or ""
+        choice = not request.diff_truncated and prepared.apply_hunks is not None
+        return [
+            {
+                "uri": uri,
+                "diff": diffs.get(uri, ""),
+                "hunks": [h.wire() for h in hunks] if choice else [],
+            }
+            for uri, hunks in prepared.hunks
+        ]
+
     def _savable(self, rule: str | None) -> str | None:
         """A rule holding the key is never shown nor saved: "Always allow" is not offered."""
         return rule if rule is not None and self.redact(rule) == rule else None
@@ -117,6 +138,8 @@ class ApprovalAsker:
             }
         elif request is not None and request.files:  # a multi-file edit: every file's diff
             extra = {"files": tuple(request.files)}
+        if request is not None and request.hunk_files:  # every edit: its files' hunks
+            extra["files"] = tuple(request.hunk_files)
         self.emit(
             ApprovalEvent(text, call.id, call.name, detail, state, agent_id=self.agent_id, **extra)
         )

@@ -7,6 +7,7 @@ narrow parts (the tools, the approval gate, the sinks, the counters, the spill).
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import logging
 from collections import Counter
@@ -344,6 +345,11 @@ class ToolCallRunner:
             if answer.decision == Decision.PREVIEW and prepared.preview
             else prepared.execute
         )
+        if answer.hunks is not None and prepared.apply_hunks is not None:
+            chosen = set(answer.hunks)
+            if len(chosen) < sum(len(hunks) for _, hunks in prepared.hunks):
+                # the user kept some hunks only (Decision 58)
+                run = functools.partial(prepared.apply_hunks, chosen)
         if prepared.show_tail:
             self._show_tail.add(call.id)
         # TRACEPARENT, a sub-agent's parent

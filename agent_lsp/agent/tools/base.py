@@ -18,6 +18,7 @@ from agent_lsp.agent.state.changes import RunChanges as RunChanges
 # Re-exported: a tool module imports its errors with the rest of the tool API.
 from agent_lsp.agent.tools.errors import EditRejected as EditRejected
 from agent_lsp.agent.tools.errors import ToolError as ToolError
+from agent_lsp.agent.tools.hunks import Hunk
 from agent_lsp.agent.tools.paths import PathGuard
 
 if TYPE_CHECKING:
@@ -109,6 +110,10 @@ class Prepared:
     # (debug_start: the program or module as given, or its command line; Decision 88).
     rule_argv: list[str] | None = None
     sandboxed: bool = False  # a call without a command plan that runs in the sandbox (debug_start)
+    # Edits: each file's (uri, hunks), hunk indices global across the call (Decision 80), and
+    # the run that applies only the chosen hunks (the user kept some: `agentLsp.approve {hunks}`).
+    hunks: list[tuple[str, list[Hunk]]] = field(default_factory=list)
+    apply_hunks: Callable[[set[int]], Awaitable[str]] | None = None
 
 
 class Tool:

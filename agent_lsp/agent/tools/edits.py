@@ -15,6 +15,7 @@ from agent_lsp.agent.ports import Document
 from agent_lsp.agent.tools.base import Args, EditRejected, Prepared, Tool, ToolContext, ToolError
 from agent_lsp.agent.tools.codeintel.service import sync_sources
 from agent_lsp.agent.tools.diagnostics import problems_after_edit
+from agent_lsp.agent.tools.hunks import Hunk, hunks_of, landed_hunks, partial_note, with_hunks
 
 log = logging.getLogger(__name__)
 
@@ -126,7 +127,9 @@ def _prepared(
     shown = ctx.paths.display(path)
     summary = diff_summary(shown, before.text if before else None, after)
 
-    async def apply(preview: str | None = None) -> str:
+    async def apply(
+        preview: str | None = None, after: str = after, head: str = summary, note: str = ""
+    ) -> str:
         if ctx.checkpoint is not None:
             await ctx.checkpoint.before_change(path, before)
         if preview is None:
@@ -147,16 +150,28 @@ def _prepared(
                 f"the edit to {shown} was not applied: {reason}. "
                 "Read the file again before retrying."
             )
+        if outcome.text is not None and outcome.text != after:  # hunks unticked in the preview
+            head, note = _in_preview(shown, before, after, hunks, outcome.text)
+            after = outcome.text
         ctx.changes.add(path)
         if ctx.checkpoint is not None:
             ctx.checkpoint.edited(path, after)
         await sync_sources(ctx, path, after)  # the language servers see the edit
         problems = await problems_after_edit(ctx, path, outcome.version)
         return (
-            f"applied: {summary.splitlines()[0]}"
+            f"applied: {head.splitlines()[0]}"
+            + (f"\n{note}" if note else "")
             + (f"\n{outcome.message}" if outcome.message else "")
             + problems
         )
+
+    hunks = hunks_of(before.text if before else None, after)
+
+    async def apply_hunks(chosen: set[int]) -> str:
+        """Only the hunks the user kept (Decision 58); the result names the rejected ones."""
+        partial = with_hunks(before.text if before else None, after, hunks, chosen)
+        kept = diff_summary(shown, before.text if before else None, partial)
+        return await apply(None, partial, kept, partial_note([(shown, hunks)], chosen))
 
     label = f"agent-lsp: {'write_file' if before is None else 'edit_file'} {shown}"
     return Prepared(
@@ -168,7 +183,24 @@ def _prepared(
         new_text=after,
         paths=[(ctx.paths.given(given) if given else path, path)],
         shown_path=shown,
+        hunks=[(path.as_uri(), hunks)],
+        apply_hunks=apply_hunks,
     )
+
+
+def _in_preview(
+    shown: str, before: Document | None, after: str, hunks: list[Hunk], final: str
+) -> tuple[str, str]:
+    """The result's head and note for a preview in which the user unticked some hunks."""
+    old = before.text if before else None
+    head = diff_summary(shown, old, final)
+    chosen = landed_hunks(old, after, hunks, final)
+    if chosen is None:
+        return head, (
+            "the user changed the edit in the editor's preview (not a choice of whole hunks); "
+            "read the file again to see what landed"
+        )
+    return head, partial_note([(shown, hunks)], chosen)
 
 
 class EditFileArgs(Args):

@@ -5,7 +5,8 @@
  */
 import * as vscode from 'vscode';
 import type { LanguageClient } from 'vscode-languageclient/node';
-import { DiffView } from './diffView';
+import { DiffView, type HunkChoice } from './diffView';
+import { keptHunks, type HunkInfo } from './hunkLens';
 import { describeError, log } from './logger';
 import type { StreamEvent } from './stream';
 
@@ -49,17 +50,18 @@ export class ApprovalView implements vscode.Disposable {
     const ref = actions.find((a) => typeof a.runId === 'string' && typeof a.callId === 'string');
     const edit = ref ? this.proposed.get(keyOf(ref.runId!, ref.callId!)) : undefined;
     let closeDiff: (() => Promise<void>) | undefined;
-    if (edit?.files?.length) {
+    const choice = edit ? hunkChoice(client, edit) : undefined;
+    if (edit?.uri && typeof edit.newText === 'string') {
+      closeDiff = await this.diff.show(
+        { uri: client.protocol2CodeConverter.asUri(edit.uri), tool: edit.tool ?? 'edit', newText: edit.newText },
+        choice,
+      );
+    } else if (edit?.files?.length) {
       closeDiff = await this.diff.showMany(
         edit.tool ?? 'edit',
         edit.files.map((f) => ({ uri: client.protocol2CodeConverter.asUri(f.uri), diff: f.diff })),
+        choice,
       );
-    } else if (edit?.uri && typeof edit.newText === 'string') {
-      closeDiff = await this.diff.show({
-        uri: client.protocol2CodeConverter.asUri(edit.uri),
-        tool: edit.tool ?? 'edit',
-        newText: edit.newText,
-      });
     }
     try {
       const show =
@@ -68,13 +70,23 @@ export class ApprovalView implements vscode.Disposable {
           : params.type === 2
             ? vscode.window.showWarningMessage
             : vscode.window.showInformationMessage;
+      const hunksNote = choice ? '; its lenses reject single hunks before Allow' : '';
       const message = closeDiff
-        ? `${firstLine(params.message)} (the diff is open in the editor)${alwaysNote(params.message)}`
+        ? `${firstLine(params.message)} (the diff is open in the editor${hunksNote})${alwaysNote(params.message)}`
         : params.message;
       // A withdrawn request (the run was cancelled or timed out) cannot close the toast, but
       // our answer no longer matters then: stop waiting for it.
       const chosen = await raceCancel(Promise.resolve(show<ActionItem>(message, ...actions)), token);
       if (chosen === undefined) {
+        return null;
+      }
+      const kept = ref && choice && chosen.title === 'Allow' ? keptHunks(edit?.files, choice.rejected) : undefined;
+      if (kept) {
+        // Only some hunks: answered by agentLsp.approve, which withdraws this request.
+        await client.sendRequest('workspace/executeCommand', {
+          command: 'agentLsp.approve',
+          arguments: [{ runId: ref!.runId, callId: ref!.callId, decision: 'allow', hunks: kept }],
+        });
         return null;
       }
       if (ref && chosen.title === 'Deny') {
@@ -109,6 +121,19 @@ export class ApprovalView implements vscode.Disposable {
   dispose(): void {
     this.clear();
   }
+}
+
+/** The hunks the approval offers, by file (none when its diff was cut). */
+function hunkChoice(client: LanguageClient, edit: StreamEvent): HunkChoice | undefined {
+  const files = new Map<string, HunkInfo[]>();
+  let total = 0;
+  for (const file of edit.files ?? []) {
+    if (file.hunks?.length) {
+      files.set(client.protocol2CodeConverter.asUri(file.uri).toString(), file.hunks);
+      total += file.hunks.length;
+    }
+  }
+  return total > 0 ? { files, total, rejected: new Set<number>() } : undefined;
 }
 
 function keyOf(runId: string, callId: string): string {

@@ -3,6 +3,7 @@
  * virtual documents (the file as it is now, the file after the edit) in `vscode.diff`.
  */
 import * as vscode from 'vscode';
+import { HunkLenses, type HunkInfo } from './hunkLens';
 import { log, describeError } from './logger';
 
 const SCHEME = 'agent-lsp-diff';
@@ -15,25 +16,36 @@ export interface ProposedEdit {
   newText: string;
 }
 
+/** The hunks an approval offers and the ones the user rejected so far (shared by its files). */
+export interface HunkChoice {
+  files: Map<string, HunkInfo[]>; // by the file's URI
+  total: number;
+  rejected: Set<number>;
+}
+
 export class DiffView implements vscode.Disposable {
   private readonly texts = new Map<string, string>();
   private readonly provider: vscode.Disposable;
   private counter = 0;
+  readonly lenses = new HunkLenses();
+  private readonly lensProvider: vscode.Disposable;
 
   constructor() {
+    this.lensProvider = vscode.languages.registerCodeLensProvider({ scheme: SCHEME }, this.lenses);
     this.provider = vscode.workspace.registerTextDocumentContentProvider(SCHEME, {
       provideTextDocumentContent: (uri) => this.texts.get(uri.toString()) ?? '',
     });
   }
 
   /** Opens the diff as a tab of the active group; returns how to close it. */
-  async show(edit: ProposedEdit): Promise<() => Promise<void>> {
+  async show(edit: ProposedEdit, choice?: HunkChoice): Promise<() => Promise<void>> {
     const id = `${++this.counter}`;
     const name = vscode.workspace.asRelativePath(edit.uri);
     const before = this.virtualUri(id, 'current', edit.uri);
     const after = this.virtualUri(id, 'proposed', edit.uri);
     this.texts.set(before.toString(), await currentText(edit.uri));
     this.texts.set(after.toString(), edit.newText);
+    this.offer(after, edit.uri, choice);
     try {
       await vscode.commands.executeCommand('vscode.diff', before, after, `Agent ${edit.tool}: ${name} (current ↔ proposed)`, {
         // Not a preview tab: it would replace the file's own preview tab, closing that editor.
@@ -45,9 +57,17 @@ export class DiffView implements vscode.Disposable {
     }
     return async () => {
       await closeTabsOf(after);
+      this.lenses.remove(after);
       this.texts.delete(before.toString());
       this.texts.delete(after.toString());
     };
+  }
+
+  private offer(proposed: vscode.Uri, file: vscode.Uri, choice: HunkChoice | undefined): void {
+    const hunks = choice?.files.get(file.toString());
+    if (choice && hunks) {
+      this.lenses.add(proposed, hunks, choice.total, choice.rejected);
+    }
   }
 
   /**
@@ -55,7 +75,11 @@ export class DiffView implements vscode.Disposable {
    * proposed text made from its unified diff; one diff editor per file where VS Code has no
    * multi-diff editor.
    */
-  async showMany(tool: string, files: { uri: vscode.Uri; diff: string }[]): Promise<() => Promise<void>> {
+  async showMany(
+    tool: string,
+    files: { uri: vscode.Uri; diff: string }[],
+    choice?: HunkChoice,
+  ): Promise<() => Promise<void>> {
     const id = `${++this.counter}`;
     const title = `Agent ${tool} (current ↔ proposed)`; // VS Code adds "(N files)"
     const sides: [vscode.Uri, vscode.Uri, vscode.Uri][] = [];
@@ -65,6 +89,7 @@ export class DiffView implements vscode.Disposable {
       const after = this.virtualUri(id, 'proposed', file.uri);
       this.texts.set(before.toString(), current);
       this.texts.set(after.toString(), applyUnifiedDiff(current, file.diff));
+      this.offer(after, file.uri, choice);
       sides.push([file.uri, before, after]);
     }
     let multi = true;
@@ -87,6 +112,7 @@ export class DiffView implements vscode.Disposable {
       }
       for (const [, before, after] of sides) {
         await closeTabsOf(after);
+        this.lenses.remove(after);
         this.texts.delete(before.toString());
         this.texts.delete(after.toString());
       }
@@ -100,6 +126,8 @@ export class DiffView implements vscode.Disposable {
 
   dispose(): void {
     this.provider.dispose();
+    this.lensProvider.dispose();
+    this.lenses.dispose();
     this.texts.clear();
   }
 }

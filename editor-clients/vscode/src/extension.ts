@@ -3,6 +3,7 @@ import * as vscode from 'vscode';
 import { ApprovalView } from './approvals';
 import { AgentCommands } from './commands';
 import { DiffView } from './diffView';
+import { TOGGLE_HUNK, TOGGLE_HUNK_AT_CURSOR } from './hunkLens';
 import { checkHealth } from './health';
 import { registerSetupView, showSetup } from './setup';
 import { createLogChannel, describeError, log } from './logger';
@@ -93,6 +94,8 @@ export function activate(context: vscode.ExtensionContext): void {
     reg('agentLsp.client.checkHealth', guard('health check', () => checkHealth(client, runs, false))),
     registerSetupView(),
     reg('agentLsp.client.showSetup', guard('show setup', async () => { await showSetup(client); })),
+    reg(TOGGLE_HUNK, (proposed: string, index: number) => diff.lenses.toggle(proposed, index)),
+    reg(TOGGLE_HUNK_AT_CURSOR, () => diff.lenses.toggleAtCursor()),
   );
   // Not awaited: activation must not wait for the server; commands wait for it instead.
   void agentServer.start();

@@ -1,5 +1,6 @@
 /** Renders the server's `agentLsp/stream` events live in the `Agent` output channel. */
 import * as vscode from 'vscode';
+import type { HunkInfo } from './hunkLens';
 import { openPreviews } from './edits';
 
 export const STREAM_NOTIFICATION = 'agentLsp/stream';
@@ -47,8 +48,8 @@ export interface StreamEvent {
   diff?: string;
   newText?: string;
   diffTruncated?: boolean;
-  /** A multi-file edit's files (`rename_symbol`), each with its unified diff. */
-  files?: { uri: string; diff: string }[];
+  /** Every edit's files, each with its unified diff and hunks (none: no hunk choice). */
+  files?: { uri: string; diff: string; hunks?: HunkInfo[] }[];
   /** `usage` events. */
   contextTokens?: number;
   contextWindow?: number;

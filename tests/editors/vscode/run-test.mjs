@@ -55,7 +55,9 @@ const SCENARIOS = [
   ['alwaysAllow', core.alwaysAllow],
   ['resume', features.resume],
   ['multiRoot', features.multiRoot],
+  ['diffHunks', features.diffHunks],
   ['editPreview', features.editPreview],
+  ['editPreviewHunks', features.editPreviewHunks],
   ['healthUnreachable', features.healthUnreachable],
   ['showSetup', features.showSetup],
 ];
@@ -73,6 +75,8 @@ function writeWorkspace(dirs) {
   fs.writeFileSync(path.join(dirs.workspace, 'test_calc.py'),
     'from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n');
   fs.writeFileSync(path.join(dirs.workspace, 'README.md'), '# sample\n');
+  // editPreviewHunks opens it by name: there from the start, quick open knows it
+  fs.writeFileSync(path.join(dirs.workspace, 'hunks.txt'), tasks.hunksBefore ?? '');
   // A prompt file for `Agent: Run Command…` (the runCommand scenario).
   fs.mkdirSync(path.join(dirs.workspace, '.claude', 'commands'), { recursive: true });
   fs.writeFileSync(path.join(dirs.workspace, '.claude', 'commands', 'explain.md'),

@@ -223,6 +223,89 @@ export async function editPreview({ page, dirs, tasks }) {
   return r;
 }
 
+/**
+ * Per-hunk review in the diff editor (Decision 58): with the cursor in the second hunk of the
+ * approval's diff, the title action rejects it; Allow then lands the first and third only.
+ */
+export async function diffHunks({ page, dirs, tasks }) {
+  const r = {};
+  const file = path.join(dirs.workspace, 'hunks2.txt');
+  fs.writeFileSync(file, tasks.hunksBefore);
+  await clearNotifications(page);
+  const before = agentLog(dirs);
+  await palette(page, 'Agent: New Session');
+  await step('Agent: Run Task… (diff hunks)', () => runTask(page, tasks.diffHunks));
+  const approval = await step('approval toast (hunks)', () => toastWithButton(page, 'write_file', 'Allow', 120_000));
+  // VS Code shows no CodeLens in diff editors by default: the title action rejects the hunk
+  // the cursor is in (on the proposed side)
+  const side = page.locator('.monaco-diff-editor .editor.modified .view-lines').first();
+  await step('the proposed side of the diff', () => side.waitFor({ state: 'visible', timeout: t(30_000) }));
+  await side.click();
+  await page.keyboard.press('Control+g');  // line 41: "forty-one", in the second hunk
+  await page.keyboard.type('41');
+  await page.keyboard.press('Enter');
+  r.titleAction = await page.locator('.editor-actions .action-label[aria-label^="Agent: Reject or Keep the Hunk"]').count();
+  await step('Agent: Reject or Keep the Hunk at the Cursor', () => palette(page, 'Agent: Reject or Keep the Hunk at the Cursor'));
+  await page.waitForTimeout(500);
+  r.approvalText = (await approval.innerText()).slice(0, 500);
+  await page.screenshot({ path: path.join(dirs.shots, 'diff-hunks.png') });
+  await clickToastButton(approval, 'Allow');
+  await step('run done (diff hunks)', () => waitDone(dirs, before));
+  await step('the kept hunks on disk (diff)', () =>
+    waitFor('LINE FIVE in hunks2.txt', () => fs.readFileSync(file, 'utf8').includes('LINE FIVE'), t(30_000)));
+  r.output = since(dirs, before);
+  r.fileAfter = fs.readFileSync(file, 'utf8');
+  return r;
+}
+
+/**
+ * The Refactor Preview hunk by hunk (Decision 80): an edit of three hunks opens with every hunk
+ * ticked (only the confirming no-op entry unticked); unticking the second hunk and applying
+ * lands the first and third only (screenshot hunk-preview.png).
+ */
+export async function editPreviewHunks({ page, dirs, tasks }) {
+  const r = {};
+  const file = path.join(dirs.workspace, 'hunks.txt');
+  fs.writeFileSync(file, tasks.hunksBefore);
+  const starts = serverStarts(dirs);
+  let restarted = false;
+  editMachineSettings(dirs, (m) => { restarted = m['agentLsp.editPreview'] !== true; m['agentLsp.editPreview'] = true; });
+  if (restarted) {
+    await step('server restarted (editPreview, hunks)', () => waitFor('a new "server started"', () => serverStarts(dirs) > starts, t(60_000)));
+  }
+  await clearNotifications(page);
+  await step('open hunks.txt', () => openFile(page, 'hunks.txt'));
+  const panel = page.locator('.bulk-edit-panel');
+  const before = agentLog(dirs);
+  await palette(page, 'Agent: New Session');
+  await step('Agent: Run Task… (hunks)', () => runTask(page, tasks.hunks));
+  await step('the Refactor Preview opens (hunks)', () => panel.first().waitFor({ state: 'visible', timeout: t(60_000) }));
+  const rows = panel.locator('.monaco-list-row');
+  await waitFor('the hunks listed in the preview', async () => (await rows.filter({ hasText: 'forty' }).count()) > 0, t(15_000))
+    .catch(async () => {  // collapsed: open the file's row
+      await rows.filter({ hasText: 'hunks.txt' }).first().locator('.monaco-tl-twistie').click();
+    });
+  await page.screenshot({ path: path.join(dirs.shots, 'hunk-preview.png') });
+  r.panelText = plain(await panel.first().innerText()).slice(0, 3000);
+  r.checkboxes = await panel.locator('.edit-checkbox').count();
+  r.checkedBefore = await panel.locator('.edit-checkbox.checked').count();
+  r.rowsBefore = await Promise.all((await rows.all()).map(async (row) => ({
+    text: plain(await row.innerText()).slice(0, 200),
+    checked: (await row.locator('.edit-checkbox.checked').count()) > 0,
+  })));
+  const second = rows.filter({ hasText: 'forty' }).first();
+  // the row's (empty) twistie lies over its checkbox: click the checkbox itself
+  await step('untick the second hunk', () => second.locator('.edit-checkbox').dispatchEvent('click'));
+  r.checkedAfter = await panel.locator('.edit-checkbox.checked').count();
+  await panel.getByRole('button', { name: 'Apply', exact: true }).click();
+  await step('run done (hunks)', () => waitDone(dirs, before));
+  await step('the kept hunks on disk', () =>
+    waitFor('LINE FIVE in hunks.txt', () => fs.readFileSync(file, 'utf8').includes('LINE FIVE'), t(30_000)));
+  r.output = since(dirs, before);
+  r.fileAfter = fs.readFileSync(file, 'utf8');
+  return r;
+}
+
 /** An unreachable endpoint: the start-up check and `Agent: Check Health` name it. */
 export async function healthUnreachable({ page, dirs, tasks }) {
   const r = {};

@@ -7,6 +7,7 @@ in the editor's own preview, CONTRACT "Edit review"), checkpointed, and applied 
 from __future__ import annotations
 
 import re
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,7 @@ from agent_lsp.agent.tools.codeintel.service import (
 )
 from agent_lsp.agent.tools.codeintel.sources import caveat_of, encoding_of, no_source, with_notes
 from agent_lsp.agent.tools.edits import applied_late, diff_summary, unified_diff
+from agent_lsp.agent.tools.hunks import Hunk, file_hunks, partial_note, with_hunks
 from agent_lsp.agent.tools.paths import PathRefused
 
 DETAIL_DIFF_LINES = 400  # the approval's detail: every file's diff, cut here (the event has all)
@@ -209,7 +211,9 @@ def _prepared(
         body = [*body[:DETAIL_DIFF_LINES], f"… ({len(body) - DETAIL_DIFF_LINES} more lines)"]
     label = f"agent-lsp: rename_symbol {args.symbol} -> {args.newName}"
 
-    async def execute(preview: str | None = None) -> str:
+    async def execute(
+        preview: str | None = None, changes: list[FileChange] = changes, note: str = ""
+    ) -> str:
         if ctx.checkpoint is not None:
             for change in changes:
                 await ctx.checkpoint.before_change(change.path, change.before)
@@ -240,8 +244,12 @@ def _prepared(
             raise ToolError(
                 f"the rename was not applied: {reason}. Read the files again before retrying."
             )
+        if note:
+            return with_notes(f"applied in part: {head}\n{note}", notes)
         edits = sum(d.count("\n+") - d.count("\n+++") for d in diffs)
         return with_notes(f"applied: {head} ({edits} changed lines)", notes)
+
+    hunks = file_hunks([(c.path.as_uri(), c.before.text, c.after) for c in changes])
 
     return Prepared(
         with_notes("\n".join([head, *body]), notes),
@@ -251,7 +259,28 @@ def _prepared(
         diff="".join(diffs),
         files=[{"uri": c.path.as_uri(), "diff": d} for c, d in zip(changes, diffs, strict=True)],
         file_texts=[(c.path.as_uri(), c.before.text, c.after) for c in changes],
+        hunks=hunks,
+        apply_hunks=lambda chosen: _apply_hunks(execute, changes, shown, hunks, chosen),
     )
+
+
+async def _apply_hunks(
+    execute: Callable[[None, list[FileChange], str], Awaitable[str]],
+    changes: list[FileChange],
+    shown: list[str],
+    hunks: list[tuple[str, list[Hunk]]],
+    chosen: set[int],
+) -> str:
+    """Only the hunks the user kept (Decision 80); the model is warned that the rename is
+    partial."""
+    kept = [
+        FileChange(c.path, c.before, with_hunks(c.before.text, c.after, h, chosen))
+        for c, (_, h) in zip(changes, hunks, strict=True)
+    ]
+    note = partial_note(
+        [(s, h) for s, (_, h) in zip(shown, hunks, strict=True)], chosen, rename=True
+    )
+    return await execute(None, [c for c in kept if c.after != c.before.text], note)
 
 
 async def _landed(ctx: ToolContext, changes: list[FileChange]) -> list[FileChange]:

@@ -99,6 +99,142 @@ local function await(start)
   return coroutine.yield()
 end
 
+--- The hunks a pending edit offers, in the order of its diff (none when the diff was cut).
+---@param ev table
+---@return table[] each `{index, header}`
+function M.hunks_of(ev)
+  local out = {}
+  for _, file in ipairs(type(ev.files) == 'table' and ev.files or {}) do
+    for _, hunk in ipairs(type(file.hunks) == 'table' and file.hunks or {}) do
+      table.insert(out, hunk)
+    end
+  end
+  return out
+end
+
+local HUNK_NS = vim.api.nvim_create_namespace('agent_lsp_hunks')
+local HUNK_PICK = 'Allow some hunks…'
+
+--- Marks each hunk of the diff as kept or rejected (virtual text on its `@@` line).
+---@param buf integer
+---@param rejected table<integer, boolean> by position in the diff (1-based)
+local function mark_hunks(buf, rejected)
+  vim.api.nvim_buf_clear_namespace(buf, HUNK_NS, 0, -1)
+  local n = 0
+  for row, line in ipairs(vim.api.nvim_buf_get_lines(buf, 0, -1, false)) do
+    if vim.startswith(line, '@@') then
+      n = n + 1
+      local text = rejected[n] and ('  ✗ hunk %d rejected (x keeps it)'):format(n)
+        or ('  ✓ hunk %d kept (x rejects it)'):format(n)
+      vim.api.nvim_buf_set_extmark(buf, HUNK_NS, row - 1, 0, {
+        virt_text = { { text, rejected[n] and 'DiagnosticError' or 'DiagnosticOk' } },
+      })
+    end
+  end
+end
+
+--- The hunk (1-based, in diff order) the cursor is in: the last `@@` header at or above it.
+---@param buf integer
+---@param row integer 1-based
+---@return integer?
+function M.hunk_at(buf, row)
+  local n, found = 0, nil
+  for _, line in ipairs(vim.api.nvim_buf_get_lines(buf, 0, row, false)) do
+    if vim.startswith(line, '@@') then
+      n = n + 1
+      found = n
+    end
+  end
+  return found
+end
+
+--- In the diff split: `x` rejects or keeps the hunk under the cursor, `<CR>` (or `ga`) allows
+--- the kept hunks, `q` goes back to the pick. `done` gets the kept hunks' 0-based indices, or
+--- nil for `q`.
+---@param win integer
+---@param hunks table[]
+---@param done fun(kept: integer[]?)
+function M.choose_hunks(win, hunks, done)
+  local buf = vim.api.nvim_win_get_buf(win)
+  local rejected = {}
+  local finished = false
+  local function finish(value)
+    if finished then
+      return
+    end
+    finished = true
+    for _, lhs in ipairs({ 'x', '<CR>', 'ga', 'q' }) do
+      pcall(vim.keymap.del, 'n', lhs, { buffer = buf })
+    end
+    if vim.api.nvim_buf_is_valid(buf) then
+      vim.api.nvim_buf_clear_namespace(buf, HUNK_NS, 0, -1)
+    end
+    done(value)
+  end
+  local function kept()
+    local out = {}
+    for n, hunk in ipairs(hunks) do
+      if not rejected[n] then
+        table.insert(out, hunk.index)
+      end
+    end
+    return out
+  end
+  local function map(lhs, fn, desc)
+    vim.keymap.set('n', lhs, fn, { buffer = buf, nowait = true, desc = 'agent-lsp: ' .. desc })
+  end
+  map('x', function()
+    local n = M.hunk_at(buf, vim.api.nvim_win_get_cursor(0)[1])
+    if n and hunks[n] then
+      rejected[n] = not rejected[n] or nil
+      mark_hunks(buf, rejected)
+    end
+  end, 'reject or keep the hunk under the cursor')
+  map('<CR>', function()
+    finish(kept())
+  end, 'allow the kept hunks')
+  map('ga', function()
+    finish(kept())
+  end, 'allow the kept hunks')
+  map('q', function()
+    finish(nil)
+  end, 'back to the approval')
+  mark_hunks(buf, rejected)
+  vim.wo[win].winbar = 'agent-lsp: x rejects/keeps the hunk under the cursor · Enter allows the kept hunks · q goes back'
+  vim.api.nvim_set_current_win(win)
+end
+
+--- The hunks to keep, chosen in the diff split (nil: back to the pick).
+---@param win integer
+---@param hunks table[]
+---@return integer[]?
+function M.hunks_in_split(win, hunks)
+  local origin = vim.api.nvim_get_current_win()
+  local kept = await(function(done)
+    M.choose_hunks(win, hunks, done)
+  end)
+  if vim.api.nvim_win_is_valid(origin) then
+    vim.api.nvim_set_current_win(origin)
+  end
+  return kept
+end
+
+--- The pick over the actions (in the request's coroutine).
+---@param actions table[]
+---@param prompt string
+---@return table?
+function M.pick(actions, prompt)
+  return await(function(done)
+    vim.ui.select(actions, {
+      kind = 'agent_lsp_approval',
+      prompt = prompt,
+      format_item = function(action)
+        return (action.title:gsub('\r?\n', ' '))
+      end,
+    }, done)
+  end)
+end
+
 --- `window/showMessageRequest`: a pick over the actions. For an edit, its diff is shown while
 --- the user decides; after Deny, an optional reason goes back in the action item (LSP's
 --- additional properties), which the server passes to the model. Dismissed: null, a denial.
@@ -137,15 +273,33 @@ function M.show_message_request(err, params, ctx)
     message = table.concat(kept, '\n')
   end
   local prompt = vim.startswith(message, 'agent-lsp') and message or ('agent-lsp: ' .. message)
-  local choice = await(function(done)
-    vim.ui.select(actions, {
-      kind = 'agent_lsp_approval',
-      prompt = prompt,
-      format_item = function(action)
-        return (action.title:gsub('\r?\n', ' '))
-      end,
-    }, done)
-  end)
+  local hunks = (ev and win) and M.hunks_of(ev) or {}
+  local shown = actions
+  if #hunks > 0 then
+    -- a pick of ours (not the server's): the hunks are chosen in the diff split
+    shown = { actions[1], { title = HUNK_PICK }, unpack(actions, 2) }
+  end
+  local choice
+  while true do
+    choice = M.pick(shown, prompt)
+    if not (choice and choice.title == HUNK_PICK) then
+      break
+    end
+    local kept = M.hunks_in_split(win --[[@as integer]], hunks)
+    if kept then
+      close(win)
+      views[k], pending[k] = nil, nil
+      -- answered by agentLsp.approve, which withdraws this request
+      local client = vim.lsp.get_client_by_id(ctx.client_id)
+      if client then
+        client:request('workspace/executeCommand', {
+          command = 'agentLsp.approve',
+          arguments = { { runId = first.runId, callId = first.callId, decision = 'allow', hunks = kept } },
+        }, function() end)
+      end
+      return vim.NIL
+    end
+  end
   if choice and choice.title == 'Deny' and choice.runId then
     local reason = await(function(done)
       vim.ui.input({ prompt = 'Reason for the agent (optional, Enter to skip): ' }, done)
