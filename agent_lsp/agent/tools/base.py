@@ -112,8 +112,14 @@ class Prepared:
     sandboxed: bool = False  # a call without a command plan that runs in the sandbox (debug_start)
     # Edits: each file's (uri, hunks), hunk indices global across the call (Decision 80), and
     # the run that applies only the chosen hunks (the user kept some: `agentLsp.approve {hunks}`).
-    hunks: list[tuple[str, list[Hunk]]] = field(default_factory=list)
+    # Computed when first asked for (an approval, a preview): an edit allowed without asking
+    # pays no second diff.
+    hunk_source: Callable[[], list[tuple[str, list[Hunk]]]] | None = None
     apply_hunks: Callable[[set[int]], Awaitable[str]] | None = None
+
+    @functools.cached_property
+    def hunks(self) -> list[tuple[str, list[Hunk]]]:
+        return self.hunk_source() if self.hunk_source is not None else []
 
 
 class Tool:

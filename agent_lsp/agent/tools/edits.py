@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import difflib
+import functools
 import logging
 from pathlib import Path
 
@@ -127,6 +128,8 @@ def _prepared(
     shown = ctx.paths.display(path)
     summary = diff_summary(shown, before.text if before else None, after)
 
+    hunks = functools.cache(lambda: hunks_of(before.text if before else None, after))
+
     async def apply(
         preview: str | None = None, after: str = after, head: str = summary, note: str = ""
     ) -> str:
@@ -151,7 +154,7 @@ def _prepared(
                 "Read the file again before retrying."
             )
         if outcome.text is not None and outcome.text != after:  # hunks unticked in the preview
-            head, note = _in_preview(shown, before, after, hunks, outcome.text)
+            head, note = _in_preview(shown, before, after, hunks(), outcome.text)
             after = outcome.text
         ctx.changes.add(path)
         if ctx.checkpoint is not None:
@@ -165,13 +168,11 @@ def _prepared(
             + problems
         )
 
-    hunks = hunks_of(before.text if before else None, after)
-
     async def apply_hunks(chosen: set[int]) -> str:
         """Only the hunks the user kept (Decision 58); the result names the rejected ones."""
-        partial = with_hunks(before.text if before else None, after, hunks, chosen)
+        partial = with_hunks(before.text if before else None, after, hunks(), chosen)
         kept = diff_summary(shown, before.text if before else None, partial)
-        return await apply(None, partial, kept, partial_note([(shown, hunks)], chosen))
+        return await apply(None, partial, kept, partial_note([(shown, hunks())], chosen))
 
     label = f"agent-lsp: {'write_file' if before is None else 'edit_file'} {shown}"
     return Prepared(
@@ -183,7 +184,7 @@ def _prepared(
         new_text=after,
         paths=[(ctx.paths.given(given) if given else path, path)],
         shown_path=shown,
-        hunks=[(path.as_uri(), hunks)],
+        hunk_source=lambda: [(path.as_uri(), hunks())],
         apply_hunks=apply_hunks,
     )
 

@@ -259,7 +259,7 @@ def _prepared(
         diff="".join(diffs),
         files=[{"uri": c.path.as_uri(), "diff": d} for c, d in zip(changes, diffs, strict=True)],
         file_texts=[(c.path.as_uri(), c.before.text, c.after) for c in changes],
-        hunks=hunks,
+        hunk_source=lambda: hunks,
         apply_hunks=lambda chosen: _apply_hunks(execute, changes, shown, hunks, chosen),
     )
 
