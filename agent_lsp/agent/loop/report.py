@@ -54,6 +54,8 @@ async def close_run(
         rewindable=False,
         structured_output=run.structured,
     )
+    if run.verification is not None:
+        report.verification = run.verification.report()
     checkpoint = run.tool_ctx.checkpoint
     if checkpoint is not None:
         report.rewindable = await checkpoint.close()

@@ -28,6 +28,7 @@ from agent_lsp.agent.loop.run_state import RunOptions, RunState
 from agent_lsp.agent.loop.services import ApprovalGate, Limits, LoopTools, RunSeams, RunStats, Spill
 from agent_lsp.agent.loop.stops import LoopOutcome
 from agent_lsp.agent.loop.structured import answer_in_schema
+from agent_lsp.agent.loop.verify import Verification
 from agent_lsp.agent.messages import RunReport, StopCause, Structured
 from agent_lsp.agent.model.client import Model, ModelError, make_model
 from agent_lsp.agent.policy.approval import ApprovalPolicy, permission_rules
@@ -195,6 +196,7 @@ def _build(
     seams.pricing = settings.pricing.get(model_name or settings.model)
     seams.telemetry = options.telemetry or NoTelemetry()
     run = RunState(seams, tool_ctx, session, settings, paths, record)
+    run.verification = Verification(settings.verify, tool_ctx, paths)
     entry = Entry(
         {"role": "user", "content": user_content(prompt, options.images)}, "prompt", run_id
     )
@@ -364,6 +366,8 @@ async def _main(
     box = LoopTools(ToolBox(tools, withheld), tool_ctx)
     main = built.main = AgentLoop(seams, "main", box, settings.max_turns, session.history, system)
     main.steering = handle  # steers go to the main agent only
+    main.verification = run.verification  # checks before `done` (the main agent's edits)
+    main.calls.observe = run.verification.observe if run.verification is not None else None
     await transcript.write(
         "main",
         0,
