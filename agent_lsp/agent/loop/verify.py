@@ -66,17 +66,14 @@ class Verification:
         self.checks: list[Check] = []
         self.rounds = 0  # failures fed back
         self.numbered = 0  # verify-N
-        self._recognized = [_argv(p) for p in [*settings.recognize, *settings.commands]]
+        self._recognized = [_program(p) for p in [*settings.recognize, *settings.commands]]
 
     # -- observing the agent's own calls ----------------------------------------------------
     def is_check(self, command: str) -> bool:
         """A line that starts with a recognised runner (on parsed argv; `.venv/bin/pytest` is
         pytest), or a verify command."""
-        argv = _argv(command)
-        if not argv:
-            return False
-        argv = [os.path.basename(argv[0]), *argv[1:]]
-        return any(p and argv[: len(p)] == p for p in self._recognized)
+        argv = _program(command)
+        return bool(argv) and any(p and argv[: len(p)] == p for p in self._recognized)
 
     def observe(self, call: ToolCall, prepared: Prepared, result: ToolResult) -> None:
         """A call that ran: an edit moves the last edit; a check is recorded."""
@@ -246,6 +243,12 @@ def _key(line: str) -> str:
     """A command line as a check's identity: its argv (spacing and quoting aside)."""
     argv = _argv(line)
     return shlex.join(argv) if argv else line.strip()
+
+
+def _program(line: str) -> list[str]:
+    """The line's argv with its program by name (`.venv/bin/pytest` is `pytest`)."""
+    argv = _argv(line)
+    return [os.path.basename(argv[0]), *argv[1:]] if argv else []
 
 
 def _argv(line: str) -> list[str]:
