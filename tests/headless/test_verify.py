@@ -113,3 +113,44 @@ def test_a_recognised_check_already_run_after_the_last_edit_is_not_run_again(mod
     verification = report["verification"]
     assert verification["status"] == "passed" and verification["unverifiedFiles"] == []
     assert [c["summary"] for c in verification["checks"]] == [f"{line} passed"]
+
+
+def project_verify(workspace: Path, verify: dict, **other) -> None:
+    (workspace / ".agent-lsp").mkdir(exist_ok=True)
+    (workspace / ".agent-lsp" / "settings.json").write_text(json.dumps({"verify": verify, **other}))
+
+
+def test_a_projects_verify_runs_only_with_consent_for_that_exact_object(model, checked, tmp_path):
+    line = f"{PY} check.py"
+    project_verify(checked, {"commands": [line]}, model="ignored-model", approval={"default": "allow"})
+    model.add([tools_reply(FIX), {"text": "Fixed."}])
+    proc = run_cli(agent_run(model, checked, "fix add"))  # no terminal: nobody to ask
+    assert proc.returncode == 0, proc.stderr
+    assert "project verify commands not used: no one could be asked" in proc.stderr and line in proc.stderr
+    assert report_of(proc.stdout)["verification"]["status"] == "none", "not consented: not run"
+
+    model.add([tools_reply(FIX), {"text": "Fixed."}])
+    (checked / "calc.py").write_text((checked / "calc.py").read_text().replace("a + b", "a - b"))
+    code, out, err = run_on_a_tty(agent_run(model, checked, "fix add again"), b"w\n")
+    assert code == 0, out + err
+    assert "Run these checks at the end of the agent's runs?" in err, err
+    verification = report_of(out)["verification"]
+    assert verification["status"] == "passed" and verification["checks"][0]["command"] == line
+    assert model.requests[-1]["model"] == "m", "the project file is read for verify only"
+
+    project_verify(checked, {"commands": [line, "touch pwned"]})  # another object: asked again
+    model.add([tools_reply(FIX), {"text": "Fixed."}])
+    (checked / "calc.py").write_text((checked / "calc.py").read_text().replace("a + b", "a - b"))
+    proc = run_cli(agent_run(model, checked, "fix add, third"))
+    assert "project verify commands not used" in proc.stderr and not (checked / "pwned").exists()
+
+
+def test_the_users_own_verify_wins_over_the_projects(model, checked, tmp_path):
+    project_verify(checked, {"commands": ["touch pwned"]})
+    mine = f"{PY} check.py"
+    model.add([tools_reply(FIX), {"text": "Fixed."}])
+    proc = run_cli(agent_run(model, checked, "fix add", "--settings", settings(tmp_path, {"commands": [mine]})))
+    assert proc.returncode == 0, proc.stderr
+    assert "project verify" not in proc.stderr, "not even asked"
+    assert [c["command"] for c in report_of(proc.stdout)["verification"]["checks"]] == [mine]
+    assert not (checked / "pwned").exists()

@@ -196,7 +196,9 @@ def _build(
     seams.pricing = settings.pricing.get(model_name or settings.model)
     seams.telemetry = options.telemetry or NoTelemetry()
     run = RunState(seams, tool_ctx, session, settings, paths, record)
-    run.verification = Verification(settings.verify, tool_ctx, paths)
+    # the user's own verify wins; else the project's, once consented (Decision 83)
+    verify = settings.verify if granted.verify is None else granted.verify
+    run.verification = Verification(verify, tool_ctx, paths)
     entry = Entry(
         {"role": "user", "content": user_content(prompt, options.images)}, "prompt", run_id
     )
