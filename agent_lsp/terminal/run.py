@@ -152,7 +152,9 @@ def print_report(
             + for_terminal(", ".join(_relative(u, paths) for u in report.edited_files))
             + "\n"
         )
-    if verified := verification_line(report.verification):
+    if report.stop_reason == StopReason.DONE and (
+        verified := verification_line(report.verification)
+    ):
         out.write(for_terminal(verified) + "\n")
     usage = report.usage
     cost = f", ${usage.cost_usd:.4f}" if usage.cost_usd is not None else ""

@@ -196,9 +196,7 @@ def _build(
     seams.pricing = settings.pricing.get(model_name or settings.model)
     seams.telemetry = options.telemetry or NoTelemetry()
     run = RunState(seams, tool_ctx, session, settings, paths, record)
-    # the user's own verify wins; else the project's, once consented (Decision 83)
-    verify = settings.verify if granted.verify is None else granted.verify
-    run.verification = Verification(verify, tool_ctx, paths)
+    run.verification = _verification(settings, granted, tool_ctx, paths)
     entry = Entry(
         {"role": "user", "content": user_content(prompt, options.images)}, "prompt", run_id
     )
@@ -227,6 +225,16 @@ def _build(
     session.title = session.title or " ".join((options.title or prompt).split())
     session.history.append(entry)
     return built
+
+
+def _verification(
+    settings: Settings, granted: RunPermissions, ctx: ToolContext, paths: PathGuard
+) -> Verification:
+    """The run's checks: the user's own `verify`, else the project's once consented (the
+    permission source gives it only then, Decision 83)."""
+    return Verification(
+        settings.verify if granted.verify is None else granted.verify, ctx, paths
+    )
 
 
 def _seams(

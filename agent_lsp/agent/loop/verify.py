@@ -260,6 +260,6 @@ def _argv(line: str) -> list[str]:
 
 def end_line(stop_reason: str, summary: str, verification: dict[str, Any] | None) -> str:
     """A run's last line in an editor's progress: `done · verified: pytest -q passed: Done: …`
-    (`done: Done: …` when there was nothing to verify)."""
-    line = verification_line(verification)
+    (`done: Done: …` when there was nothing to verify; other stops say what stopped them)."""
+    line = verification_line(verification) if stop_reason == "done" else ""
     return f"{stop_reason}{f' · {line}' if line else ''}: {summary}"
