@@ -48,6 +48,8 @@ async def test_verify_asks_like_any_command_and_the_progress_ends_verified(open_
     assert [c["kind"] for c in verification["checks"]] == ["command", "diagnostics"]
     assert end.message.startswith(f"done · verified: {line} passed; diagnostics of calc.py: no errors: Done:"), end.message
     assert len(model.requests) == 2
+    [stop] = editor.events(started["runId"], "stop")  # what a client showing the stop's text shows
+    assert stop["text"] == f"{report['summary']} Verified: {line} passed; diagnostics of calc.py: no errors."
 
 
 async def test_an_error_the_editor_shows_goes_back_to_the_model_then_the_run_ends_failed(open_editor, model, workspace):

@@ -263,3 +263,10 @@ def end_line(stop_reason: str, summary: str, verification: dict[str, Any] | None
     (`done: Done: …` when there was nothing to verify; other stops say what stopped them)."""
     line = verification_line(verification) if stop_reason == "done" else ""
     return f"{stop_reason}{f' · {line}' if line else ''}: {summary}"
+
+
+def stop_text(stop_reason: str, summary: str, verification: dict[str, Any] | None) -> str:
+    """The `stop` event's text: the summary, then for a `done` run what verified it
+    (`… Verified: pytest -q passed.`), which clients that show the stop's text display."""
+    line = verification_line(verification) if stop_reason == "done" else ""
+    return f"{summary} {line[:1].upper()}{line[1:]}." if line else summary
