@@ -19,7 +19,7 @@ from agent_lsp.agent.ports import diagnostics_of
 from agent_lsp.agent.state.changes import RunChanges
 from agent_lsp.agent.tools.base import Prepared, ToolContext
 from agent_lsp.agent.tools.diagnostics import format_diagnostics
-from agent_lsp.agent.tools.paths import PathGuard
+from agent_lsp.agent.tools.paths import PathGuard, PathRefused
 from agent_lsp.settings_schema import VerifySettings
 
 # The tools whose success is an edit (Decision 84); a command that is no check is one when it
@@ -97,7 +97,7 @@ class Verification:
         try:
             asked = json.loads(call.arguments or "{}").get("path")
             files = [self.paths.resolve(asked)] if asked else None
-        except (ValueError, AttributeError):
+        except (ValueError, AttributeError, PathRefused):  # the call's own result said why
             return
         errors = sum(1 for line in result.content.splitlines() if ": error: " in line)
         target = self.paths.display(files[0]) if files else "the workspace"
