@@ -2,7 +2,8 @@
 last edit (issue 35, "Verified done").
 
 A headless run (run_task, in process) against the scripted model: an `edit_file`, then the
-agent's own `run_command` of the check (`python check.py`), then its final answer. Two set-ups
+agent's own `run_command` of the check (`python -m unittest -q check`, a recognised runner),
+then its final answer. Two set-ups
 interleaved run by run: without `verify`, and with `verify.commands` holding that same check line.
 The verify step finds the check already passed after the last edit and runs nothing, so the
 target is a ratio of ~1.0x (wall time of the run with verify / without). For context: a third
@@ -28,7 +29,10 @@ if __package__ in (None, ""):
 
 from benchmarks.common import median, ms  # noqa: E402
 
-CHECK = "import calc\nassert calc.add(2, 3) == 5\n"
+CHECK = (
+    "import unittest\n\nimport calc\n\n\nclass T(unittest.TestCase):\n"
+    "    def test_add(self):\n        self.assertEqual(calc.add(2, 3), 5)\n"
+)
 
 
 def script(line: str, agent_checks: bool, flip: bool) -> list[dict[str, Any]]:
@@ -64,6 +68,37 @@ async def one_run(kind: str, base_url: str, root: Path, line: str) -> tuple[floa
     return wall, report.verification
 
 
+async def step_cost(root: Path, line: str, count: int = 2000) -> float:
+    """The verify step's own cost (in process) when the check already passed after the edit."""
+    from agent_lsp.agent.loop.verify import Verification
+    from agent_lsp.agent.messages import Outcome, ToolCall, ToolResult
+    from agent_lsp.agent.tools.base import CommandExit, CommandPlan, Prepared, ToolContext
+    from agent_lsp.agent.tools.paths import PathGuard
+    from agent_lsp.settings_schema import VerifySettings
+
+    async def nothing() -> str:
+        return ""
+
+    class NoRunner:
+        async def run(self, calls: list[ToolCall], turn: int) -> list[ToolResult]:
+            raise AssertionError("verify ran a command the agent already passed")
+
+    paths = PathGuard([root], [root.name])
+    verify = Verification(
+        VerifySettings(commands=[line]), ToolContext(workspace=None, paths=paths), paths  # type: ignore[arg-type]
+    )
+    verify.changes.add(root / "calc.py")
+    edit = ToolCall("e", "edit_file", "{}")
+    verify.observe(edit, Prepared("", nothing), ToolResult("e", Outcome.OK, "applied"))
+    plan = CommandPlan(line, ended=CommandExit(0))
+    check = ToolCall("c", "run_command", "{}")
+    verify.observe(check, Prepared("", nothing, command=plan), ToolResult("c", Outcome.OK, "ok"))
+    t0 = time.perf_counter()
+    for _ in range(count):
+        assert await verify.step(NoRunner(), 1, lambda _e: None, True) is None
+    return (time.perf_counter() - t0) / count
+
+
 async def main(runs: int) -> dict[str, Any]:
     from agent_lsp.testing.scripted_model import ScriptedModelServer
 
@@ -74,7 +109,7 @@ async def main(runs: int) -> dict[str, Any]:
     root.mkdir()
     (root / "calc.py").write_text("def add(a, b):\n    return b + a\n")
     (root / "check.py").write_text(CHECK)
-    line = f"{sys.executable} check.py"
+    line = f"{sys.executable} -m unittest -q check"  # a recognised runner: a check either way
     # (set-up, whether the agent runs the check itself)
     kinds = (("none", True), ("verify", True), ("verify-runs-it", False))
     walls: dict[str, list[float]] = {k: [] for k, _ in kinds}
@@ -91,12 +126,16 @@ async def main(runs: int) -> dict[str, Any]:
                     raise RuntimeError(f"{kind}: verification {verification}")
                 if rep:
                     walls[kind].append(wall)
+        step = await step_cost(root, line)
     med = {k: median(v) for k, v in walls.items()}
     return {
         "run, agent checked, no verify": ms(med["none"]),
         "run, agent checked, verify of the same line": ms(med["verify"]),
         "ratio verify / no verify (target ~1.0x)": f"{med['verify'] / med['none']:.2f}x",
         "checks run with verify when the agent checked": checks["verify"],
+        "the verify step's own cost when the check already passed (in process)": (
+            f"{step * 1e6:.1f} µs"
+        ),
         "for context: agent did not check, verify runs it": ms(med["verify-runs-it"]),
         "runs": runs,
     }
