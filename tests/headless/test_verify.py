@@ -154,3 +154,17 @@ def test_the_users_own_verify_wins_over_the_projects(model, checked, tmp_path):
     assert "project verify" not in proc.stderr, "not even asked"
     assert [c["command"] for c in report_of(proc.stdout)["verification"]["checks"]] == [mine]
     assert not (checked / "pwned").exists()
+
+
+def test_verify_runs_before_the_stop_hooks_which_wait_until_it_passed(model, checked, tmp_path):
+    order = tmp_path / "order.txt"
+    (checked / "check.py").write_text(f"open({str(order)!r}, 'a').write('verify\\n')\n" + CHECK)
+    stop_hook = {"matcher": "", "hooks": [{"type": "command", "command": f"echo stop >> {order}"}]}
+    path = tmp_path / "settings.json"
+    path.write_text(json.dumps({"verify": {"commands": [f"{PY} check.py"]}, "hooks": {"Stop": [stop_hook]}}))
+    model.add([tools_reply(BREAK), {"text": "Done."}, tools_reply(REPAIR), {"text": "Fixed."}])
+    proc = run_cli(agent_run(model, checked, "fix add", "--settings", str(path)))
+
+    assert proc.returncode == 0, proc.stderr
+    assert order.read_text().split() == ["verify", "verify", "stop"], "no Stop hook while a failure goes back"
+    assert report_of(proc.stdout)["verification"]["status"] == "passed"
