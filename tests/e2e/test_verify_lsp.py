@@ -5,6 +5,7 @@ what verified the run (`done · verified: …`, `done · not verified: calc.py`)
 
 from __future__ import annotations
 
+import asyncio
 import sys
 
 import attrs
@@ -78,3 +79,29 @@ async def test_without_verify_the_progress_says_what_no_check_covered(open_edito
 
     assert report["verification"] == {"status": "none", "checks": [], "unverifiedFiles": ["calc.py"]}
     assert end.message.startswith("done · not verified: calc.py: Done:"), end.message
+
+
+async def test_a_steer_during_verify_rides_on_the_model_call_it_forces(open_editor, model, workspace):
+    """Decision 76: a steer sent while the verify command waits for its approval is heard by one
+    more model call; the check already passed, so it is not run again."""
+    (workspace / "check.py").write_text(CHECK)
+    line = f"{PY} check.py"
+    model.add("fix the add", [{"tool_calls": [FIX]}, {"text": "Fixed add()."}, {"text": "Heard: no docstring."}])
+    editor = await open_editor(init={"verify": {"commands": [line]}})
+    release = asyncio.Event()
+
+    async def held(_params):
+        await release.wait()
+        return "Allow"
+
+    editor.approval_answers = ["Allow", held]
+    started = await editor.run("fix the add function")
+    run_id = started["runId"]
+    await editor.wait_for(lambda: len(editor.approval_requests) == 2, 20, "verify-1's approval")
+    assert await editor.execute("agentLsp.steer", {"runId": run_id, "text": "skip the docstring"}) is True
+    release.set()
+    report = await editor.wait_stop(run_id, timeout=30)
+
+    assert len(model.requests) == 3 and model.requests[2]["messages"][-1] == {"role": "user", "content": "skip the docstring"}
+    assert report["finalText"] == "Heard: no docstring." and report["verification"]["status"] == "passed"
+    assert [c["callId"] for c in editor.events(run_id, "toolCall")].count("verify-1") == 1
