@@ -105,3 +105,31 @@ async def test_a_steer_during_verify_rides_on_the_model_call_it_forces(open_edit
     assert len(model.requests) == 3 and model.requests[2]["messages"][-1] == {"role": "user", "content": "skip the docstring"}
     assert report["finalText"] == "Heard: no docstring." and report["verification"]["status"] == "passed"
     assert [c["callId"] for c in editor.events(run_id, "toolCall")].count("verify-1") == 1
+
+
+async def test_a_projects_verify_is_asked_about_in_the_editor_first(open_editor, model, workspace):
+    """Decision 83 over LSP: the consent is a message request naming the object; Deny: not run."""
+    import json
+
+    (workspace / "check.py").write_text(CHECK)
+    line = f"{PY} check.py"
+    (workspace / ".agent-lsp").mkdir()
+    (workspace / ".agent-lsp" / "settings.json").write_text(json.dumps({"verify": {"commands": [line]}}))
+    model.add("fix the add", [{"tool_calls": [FIX]}, {"text": "Fixed add()."}])
+    editor = await open_editor(init={"approval": {"default": "allow"}})
+    editor.approval_answers = ["Deny"]
+    started = await editor.run("fix the add function")
+    report = await editor.wait_stop(started["runId"], timeout=30)
+
+    [asked] = editor.approval_requests
+    assert "Run these checks at the end of the agent's runs?" in asked.message and line in asked.message
+    assert report["verification"]["status"] == "none" and "verify-1" not in [
+        c["callId"] for c in editor.events(started["runId"], "toolCall")]
+
+    model.add("fix the add", [{"tool_calls": [
+        {"name": "edit_file", "arguments": {"path": "calc.py", "old_text": "return a + b", "new_text": "return b + a"}}]},
+        {"text": "Again."}])
+    started = await editor.run("fix the add function again")
+    report = await editor.wait_stop(started["runId"], timeout=30)
+    assert len(editor.approval_requests) == 1, "a Deny is remembered for that object"
+    assert report["verification"]["status"] == "none"
