@@ -44,7 +44,9 @@ def script(line: str, agent_checks: bool, flip: bool) -> list[dict[str, Any]]:
     return [*replies, {"text": "done"}]
 
 
-async def one_run(kind: str, base_url: str, root: Path, line: str) -> tuple[float, dict[str, Any]]:
+async def one_run(
+    kind: str, base_url: str, root: Path, line: str
+) -> tuple[float, float, dict[str, Any]]:
     from agent_lsp.agent.fs.disk_workspace import DiskWorkspace
     from agent_lsp.agent.loop.run import run_task
     from agent_lsp.agent.ports import Decision
@@ -57,15 +59,15 @@ async def one_run(kind: str, base_url: str, root: Path, line: str) -> tuple[floa
 
     verify = {"commands": [line]} if kind != "none" else {}
     settings = Settings.model_validate({"model": "m", "baseUrl": base_url, "verify": verify})
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     report = await run_task(
         f"bench {kind}", session=Session(), settings=settings, workspace=DiskWorkspace([root]),
         approver=Yes(), emit=lambda _e: None, env={**os.environ, "OPENAI_API_KEY": "sk-bench-000000"},
     )
-    wall = time.perf_counter() - t0
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     if report.stop_reason != "done":
         raise RuntimeError(f"{kind}: {report.stop_reason}: {report.error}")
-    return wall, report.verification
+    return wall, cpu, report.verification
 
 
 async def step_cost(root: Path, line: str, count: int = 2000) -> float:
@@ -113,6 +115,7 @@ async def main(runs: int) -> dict[str, Any]:
     # (set-up, whether the agent runs the check itself)
     kinds = (("none", True), ("verify", True), ("verify-runs-it", False))
     walls: dict[str, list[float]] = {k: [] for k, _ in kinds}
+    cpus: dict[str, list[float]] = {k: [] for k, _ in kinds}
     checks: dict[str, int] = {}
     flip = False
     with ScriptedModelServer() as model:
@@ -120,18 +123,23 @@ async def main(runs: int) -> dict[str, Any]:
             for kind, agent_checks in kinds:
                 model.add(script(line, agent_checks, flip))
                 flip = not flip
-                wall, verification = await one_run(kind, model.base_url, root, line)
+                wall, cpu, verification = await one_run(kind, model.base_url, root, line)
                 checks[kind] = len(verification["checks"])
                 if verification["status"] != "passed":
                     raise RuntimeError(f"{kind}: verification {verification}")
                 if rep:
                     walls[kind].append(wall)
+                    cpus[kind].append(cpu)
         step = await step_cost(root, line)
     med = {k: median(v) for k, v in walls.items()}
+    cpu_med = {k: median(v) for k, v in cpus.items()}
     return {
         "run, agent checked, no verify": ms(med["none"]),
         "run, agent checked, verify of the same line": ms(med["verify"]),
         "ratio verify / no verify (target ~1.0x)": f"{med['verify'] / med['none']:.2f}x",
+        "agent-lsp's own CPU per run (the scripted model is a thread of this process), no verify / "
+        "verify": f"{ms(cpu_med['none'])} / {ms(cpu_med['verify'])} "
+        f"({cpu_med['verify'] / cpu_med['none']:.2f}x)",
         "checks run with verify when the agent checked": checks["verify"],
         "the verify step's own cost when the check already passed (in process)": (
             f"{step * 1e6:.1f} µs"

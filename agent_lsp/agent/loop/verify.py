@@ -67,6 +67,7 @@ class Verification:
         self.rounds = 0  # failures fed back
         self.numbered = 0  # verify-N
         self._recognized = [_program(p) for p in [*settings.recognize, *settings.commands]]
+        self._commands = [(line, _key(line)) for line in settings.commands]
 
     # -- observing the agent's own calls ----------------------------------------------------
     def is_check(self, command: str) -> bool:
@@ -130,8 +131,8 @@ class Verification:
         if self.edits == 0 or not (self.settings.commands or self.settings.diagnostics):
             return None
         passed = {c.key for c in self.current() if c.ok}
-        for line in self.settings.commands:
-            if _key(line) in passed:
+        for line, key in self._commands:
+            if key in passed:
                 continue
             self.numbered += 1
             call = ToolCall(f"verify-{self.numbered}", "run_command", json.dumps({"command": line}))
