@@ -133,3 +133,16 @@ async def test_a_projects_verify_is_asked_about_in_the_editor_first(open_editor,
     report = await editor.wait_stop(started["runId"], timeout=30)
     assert len(editor.approval_requests) == 1, "a Deny is remembered for that object"
     assert report["verification"]["status"] == "none"
+
+
+async def test_the_agents_own_diagnostics_call_after_its_last_edit_is_not_asked_again(open_editor, model, workspace):
+    model.add("fix the add", [{"tool_calls": [FIX]},
+                              {"tool_calls": [{"name": "diagnostics", "arguments": {"path": "calc.py"}}]},
+                              {"text": "Fixed, no errors."}])
+    editor = await open_editor(diagnostics_caps(), init={"approval": {"default": "allow"}, "verify": {"diagnostics": True}})
+    started = await editor.run("fix the add function")
+    report = await editor.wait_stop(started["runId"], timeout=30)
+
+    checks = report["verification"]["checks"]
+    assert [(c["kind"], c["summary"]) for c in checks] == [("diagnostics", "diagnostics of calc.py: no errors")]
+    assert report["verification"]["status"] == "passed" and len(model.requests) == 3

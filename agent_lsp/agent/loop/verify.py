@@ -147,8 +147,9 @@ class Verification:
 
     async def _check_diagnostics(self, emit: Callable[[Any], None], turn: int) -> None:
         """The edited files' errors from the editor or the started language servers."""
+        passed = [c for c in self.current() if c.kind == "diagnostics" and c.ok]
         edited = [p for p in self.changes if p.is_file()]
-        if not edited or any(c.kind == "diagnostics" and c.ok for c in self.current()):
+        if all(any(c.covers(p) for c in passed) for p in edited):  # none left to ask about
             return
         source = diagnostics_of(self.ctx.workspace)
         items = (
