@@ -51,6 +51,7 @@ TRUSTED_FIELDS = frozenset(
         "language_servers",  # they start processes (Decision 25)
         "model_aliases",  # ... nor send the user's commands and agents to another model
         "permissions",  # ... nor allow what the user's rules ask for (Decision 25)
+        "verify",  # ... nor name commands to run at a run's end (Decision 83)
         "debug",  # ... nor let debug_eval run unasked, nor pick the debugged interpreter
         "debug_adapters",  # ... nor name a program to start as a debug adapter
     }

@@ -110,6 +110,53 @@ class DebugSettings(_Model):
         return self._adapters
 
 
+# CONTRACT Decision 59: a `run_command` whose line starts with one of these is a check.
+DEFAULT_RECOGNIZED = [
+    "pytest",
+    "python -m pytest",
+    "python3 -m pytest",
+    "python -m unittest",
+    "python3 -m unittest",
+    "tox",
+    "nox",
+    "npm test",
+    "npm run test",
+    "yarn test",
+    "pnpm test",
+    "cargo test",
+    "go test",
+    "make test",
+    "make check",
+    "mypy",
+    "ruff check",
+    "tsc",
+    "eslint",
+]
+
+
+class VerifySettings(_Model):
+    """Verified done (CONTRACT "Working beside the user"): what a run that would end `done` with
+    edits checks first (trusted: its commands run on the user's machine)."""
+
+    commands: list[str] = Field(default_factory=list)
+    """Command lines run (as `run_command` calls, approved and sandboxed like any) once the
+    agent says it is done, unless the same line already passed after its last edit."""
+    diagnostics: bool = False
+    """Also check the edited files' diagnostics (errors only) from the editor or the language
+    servers agent-lsp started."""
+    max_rounds: int = Field(2, ge=0, le=20)
+    """Failures fed back to the model before the run ends `done` with the failure reported."""
+    recognize: list[str] = Field(default_factory=lambda: list(DEFAULT_RECOGNIZED))
+    """Command prefixes (on parsed argv) whose `run_command` counts as a check."""
+
+    @field_validator("commands", "recognize")
+    @classmethod
+    def _no_empty(cls, value: list[str]) -> list[str]:
+        if any(not line.strip() for line in value):
+            raise ValueError("a command line is empty")
+        return value
+
+
 class TelemetrySettings(_Model):
     enabled: bool = False
     """OpenTelemetry traces and metrics (GenAI conventions) to the OTLP endpoint the standard
@@ -183,6 +230,9 @@ class Settings(_Model):
     mcp: McpSettings = Field(default_factory=McpSettings)
     sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
     telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings)
+    verify: VerifySettings = Field(default_factory=VerifySettings)
+    """Checks before a run with edits ends `done` (trusted: they are commands; a project's own
+    `.agent-lsp/settings.json` may set it with the user's consent, Decision 83)."""
     debug: DebugSettings = Field(default_factory=DebugSettings)
     """The agent's debugger (trusted: it starts processes and evaluates code)."""
     debug_adapters: dict[str, DebugAdapter] = Field(default_factory=dict)

@@ -53,6 +53,7 @@ async def gather_setup(
         asyncio.to_thread(claude_files, paths, env),
     )
     rules, problems, ignored = await asyncio.to_thread(rule_rows, settings, paths, claude, host)
+    ignored += await asyncio.to_thread(_project_settings_ignored, paths)
     known = [str(user_file_path(env)), *(str(p) for p in claude_project_files(paths))]
     read_errors = {f.hooks_error for f in claude}  # named with the file's error by rule_rows
     problems += [_split(text, known) for text in table.problems if text not in read_errors]
@@ -271,6 +272,14 @@ def setup_lines(setup: dict[str, Any]) -> list[tuple[str, str]]:
         f"{p['path']}: {p['error']}" if p["path"] else p["error"] for p in setup["problems"]
     ], bad=True)  # fmt: skip
     return out
+
+
+def _project_settings_ignored(roots: list[Path]) -> list[dict[str, str]]:
+    """A project's `.agent-lsp/settings.json` is read for `verify` only (Decision 83)."""
+    from agent_lsp.permissions.project_verify import project_keys_ignored
+
+    rows = [line.rsplit(": ", 1) for line in project_keys_ignored(roots)]
+    return [{"path": path, "key": f"{key} (only verify is read)"} for path, key in rows]
 
 
 def _hook_consent(roots: list[Path], host: AgentHost | None) -> Callable[[HookSpec], bool]:

@@ -44,6 +44,7 @@ from agent_lsp.agent.host import RunHandle, RunPorts, RunRequest
 from agent_lsp.agent.images import ImagePart
 from agent_lsp.agent.loop.budget import BudgetRefused
 from agent_lsp.agent.loop.prompt_plan import PromptPlan, plan_prompt
+from agent_lsp.agent.loop.verify import verification_line
 from agent_lsp.agent.messages import CancelCause, RunReport, StopCause, StopReason
 from agent_lsp.agent.state.session import new_id
 from agent_lsp.agent.state.sessions import iso, title_of
@@ -291,6 +292,17 @@ class AcpSession:
             and (entries := plan_entries(report.final_text))
         ):
             self.outbox.send(AgentPlanUpdate(session_update="plan", entries=entries))
+        if (
+            report.stop_reason == StopReason.DONE
+            and report.verification["status"] != "none"
+            and (verified := verification_line(report.verification))
+        ):  # the turn's last words say what checked its edits (the chat keeps them: only when a
+            # check ran; the report's `verification` lists what no check covered)
+            self.outbox.send(
+                AgentMessageChunk(
+                    session_update="agent_message_chunk", content=text_block(f"\n\n({verified})")
+                )
+            )
         self.outbox.send(
             SessionInfoUpdate(
                 session_update="session_info_update",

@@ -277,6 +277,10 @@ class RunReport:
     rewindable: bool = False
     # only with an output schema, once the answer validated
     structured_output: Structured | None = None
+    # `{status, checks, unverifiedFiles}`: what checked the edits (CONTRACT "Verified done")
+    verification: dict[str, Any] = field(
+        default_factory=lambda: {"status": "none", "checks": [], "unverifiedFiles": []}
+    )
 
     def __post_init__(self) -> None:
         if self.stop_cause.reason != self.stop_reason:
@@ -306,6 +310,7 @@ class RunReport:
             out["error"] = self.error
         if self.structured_output is not None:
             out["structuredOutput"] = self.structured_output.value
+        out["verification"] = self.verification
         return out
 
 

@@ -267,6 +267,8 @@ class RunPermissions:
     # Claude Code's files as read for these rules (policy/claude_files.py ClaudeFile objects):
     # the run's hooks come from the same reading. None: the hooks read them themselves.
     claude_files: list[Any] | None = None
+    # The project's `verify` (a VerifySettings) the user consented to (Decision 83); None: none.
+    verify: Any = None
 
 
 class PermissionSource(Protocol):

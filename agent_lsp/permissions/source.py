@@ -21,7 +21,16 @@ from agent_lsp.agent.policy.rules import Rule
 from agent_lsp.agent.ports import RunPermissions
 from agent_lsp.mcp.consent import workspace_key
 from agent_lsp.permissions.consent import ProjectConsent
+from agent_lsp.permissions.project_verify import (
+    VERIFY_KIND,
+    own_verify,
+    parse_verify,
+    read_project_verify,
+    verify_entry,
+    verify_prompt,
+)
 from agent_lsp.settings import MAX_SETTINGS_FILE, state_dir, user_settings_path
+from agent_lsp.settings_schema import VerifySettings
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +66,29 @@ class ClaudePermissions:
         files = await self._read(tuple(roots), claude_files, roots, self.env)
         rules = await self.rules(roots, files)
         hooks = await self.hook_consent(roots, files)
-        return RunPermissions(rules, self.save_always if self.can_save() else None, hooks, files)
+        verify = None if own_verify(settings) else await self.verify_consent(roots)
+        return RunPermissions(
+            rules, self.save_always if self.can_save() else None, hooks, files, verify
+        )
+
+    async def verify_consent(self, roots: list[Path]) -> VerifySettings | None:
+        """The project's `verify` when the user consented to that exact object (Decision 83)."""
+        found = await asyncio.to_thread(read_project_verify, roots)
+        if found is None:
+            return None
+        path, raw = found
+        parsed = parse_verify(path, raw)
+        if parsed is None:
+            return None
+        entry = verify_entry(raw)
+        granted = await self._consent(
+            workspace_key(roots),
+            VERIFY_KIND,
+            [(entry, str(path))],
+            verify_prompt,
+            "project verify commands",
+        )
+        return parsed if entry in granted else None
 
     async def hook_consent(
         self, roots: list[Path], files: list[ClaudeFile] | None = None

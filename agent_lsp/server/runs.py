@@ -27,6 +27,7 @@ from agent_lsp.agent.host import AgentHost, RunHandle, RunPorts, RunRequest
 from agent_lsp.agent.images import ImagePart
 from agent_lsp.agent.loop.attach import Attachment
 from agent_lsp.agent.loop.prompt_plan import PromptPlan
+from agent_lsp.agent.loop.verify import end_line
 from agent_lsp.agent.ports import ApprovalRequest
 from agent_lsp.agent.state.session import new_id
 from agent_lsp.langservers.hub import with_diagnostics
@@ -207,7 +208,11 @@ class RunRegistry:
         def after(run: RunHandle) -> None:
             # The progress ends whatever happened: an editor's progress must never stay open.
             report = run.report
-            stream.end(f"{report.stop_reason}: {report.summary}" if report else "stopped")
+            stream.end(
+                end_line(str(report.stop_reason), report.summary, report.verification)
+                if report
+                else "stopped"
+            )
             if stream.progress_task and not stream.progress_task.done():
                 stream.progress_task.cancel()
             self.streams.pop(run.id, None)

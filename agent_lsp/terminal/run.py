@@ -19,6 +19,7 @@ from agent_lsp.agent.host import AgentHost, RunHandle, RunPorts, RunRequest
 from agent_lsp.agent.loop.budget import BudgetRefused, check_budget
 from agent_lsp.agent.loop.prompt_plan import PromptPlan, plan_prompt
 from agent_lsp.agent.loop.structured import OutputSchema
+from agent_lsp.agent.loop.verify import verification_line
 from agent_lsp.agent.messages import CancelCause, RunReport, StopCause, StopReason, Usage
 from agent_lsp.agent.ports import Answer, ApprovalRequest, Decision, EventSink
 from agent_lsp.agent.state.checkpoints import CheckpointStore
@@ -151,6 +152,10 @@ def print_report(
             + for_terminal(", ".join(_relative(u, paths) for u in report.edited_files))
             + "\n"
         )
+    if report.stop_reason == StopReason.DONE and (
+        verified := verification_line(report.verification)
+    ):
+        out.write(for_terminal(verified) + "\n")
     usage = report.usage
     cost = f", ${usage.cost_usd:.4f}" if usage.cost_usd is not None else ""
     cached = f" ({usage.cached_tokens} cached)" if usage.cached_tokens else ""

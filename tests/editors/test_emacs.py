@@ -318,6 +318,7 @@ def test_run_applies_the_approved_edit_through_eglot(tmp_path, workspace, model,
     assert "Added the docstring to a.py." in stream
     assert "[tool] " in stream and "[approval: allowed]" in stream and "[result] " in stream
     assert "[stop: done]" in stream, stream
+    assert "Not verified: a.py, pkg/new.py." in stream, stream  # what verified the run (issue 35)
     assert res.values["stream-shown"] is True
     seqs = [e["seq"] for e in res.events() if e["runId"] == stop["runId"]]
     assert seqs == list(range(len(seqs))), seqs

@@ -184,6 +184,9 @@ T.data.diffs_after = T.diff_windows()
     assert kinds[0] == "begin" and kinds[-1] == "end", res.data["progress"]
     assert any(p["statusline"].startswith("agent: ") for p in res.data["progress"])
     assert res.data["data"]["statusline_after"] == ""
+    # the progress end line says what verified the run (issue 35)
+    end = [p for p in res.data["progress"] if p["token"] == run_id][-1]
+    assert end["message"].startswith("done · not verified: a.py: Done:"), end
 
     # the run was started with the open document and no session
     args = res.data["data"]["commands"][0]["params"]["arguments"][0]

@@ -45,3 +45,21 @@ def test_lines_are_grouped_and_an_empty_group_says_none():
     assert lines[:4] == [("head", "Permission rules"), ("none", "none"), ("head", "Hooks"),
                          ("row", "active        PreToolUse [Bash]: guard.sh  (user: /u/settings.json)")]
     assert lines[-2:] == [("head", "Problems"), ("bad", "/w/x.md: bad YAML")]
+
+
+async def test_a_projects_agent_lsp_settings_lists_every_key_but_verify_as_not_read(tmp_path: Path):
+    """Decision 83: `.agent-lsp/settings.json` is read for `verify` only; setup names the rest."""
+    import json
+
+    from agent_lsp.settings import Settings
+    from agent_lsp.setup_view import gather_setup
+
+    (tmp_path / ".agent-lsp").mkdir()
+    (tmp_path / ".agent-lsp" / "settings.json").write_text(
+        json.dumps({"verify": {"commands": ["pytest -q"]}, "model": "x", "approval": {"default": "allow"}}))
+    setup = await gather_setup(Settings(), [tmp_path], env={"CLAUDE_CONFIG_DIR": str(tmp_path / "none")})
+    path = str(tmp_path / ".agent-lsp" / "settings.json")
+    assert [r for r in setup["ignored"] if r["path"] == path] == [
+        {"path": path, "key": "approval (only verify is read)"},
+        {"path": path, "key": "model (only verify is read)"},
+    ]

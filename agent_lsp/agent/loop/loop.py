@@ -30,6 +30,7 @@ from agent_lsp.agent.loop.stops import (
     cancel_if_asked,
 )
 from agent_lsp.agent.loop.tool_calls import ToolCallRunner
+from agent_lsp.agent.loop.verify import Verification
 from agent_lsp.agent.messages import Outcome, Reply, ReplyCut, StopCause, ToolResult
 from agent_lsp.agent.model.client import ModelError
 from agent_lsp.agent.model.tokens import CHARS_PER_TOKEN
@@ -98,6 +99,7 @@ class AgentLoop:
         self.tool_names = tools.names()
         self.node = ModelCall(seams, agent_id, tools.schemas(), max_turns)  # node 2
         self.steering: Steering | None = None  # the main loop's: its run's handle
+        self.verification: Verification | None = None  # the main loop's: checks before `done`
 
     @property
     def model_calls(self) -> int:
@@ -155,7 +157,11 @@ class AgentLoop:
                     self.refuse_cut_reply(reply)
                     continue
                 if not reply.tool_calls:  # node 3: the only fork
-                    if await self.stop_hook_goes_on() or self.steered():
+                    if (
+                        await self.verify_goes_on()
+                        or await self.stop_hook_goes_on()
+                        or self.steered()
+                    ):
                         continue
                     return LoopOutcome(StopCause.ANSWER, reply.text, self.turn)  # node 4
                 if over := self.over_budget():  # this call reached it: none of its calls run
@@ -181,6 +187,20 @@ class AgentLoop:
                 "error: the run stopped on an internal error before this call finished",
             )
             raise
+
+    async def verify_goes_on(self) -> bool:
+        """A `done` with edits: the verify step runs first (before the Stop hooks, Decision 85);
+        a failure is the next user message while rounds are left (Decision 59). The message
+        follows the model's final answer, never a tool result (Decision 89 needs no filler)."""
+        if self.verification is None:
+            return False
+        failure = await self.verification.step(
+            self.calls, self.turn, self.emit, can_go_on=self.turn < self.max_turns
+        )
+        if failure is None:
+            return False
+        self.append(Entry({"role": "user", "content": failure}, "note", self.run_id))
+        return True
 
     async def stop_hook_goes_on(self) -> bool:
         """A model-chosen `done`: the Stop (SubagentStop) hooks may block it, their reason then

@@ -11,6 +11,7 @@ from agent_lsp.agent.loop.loop import AgentLoop
 from agent_lsp.agent.loop.model_call import usage_line
 from agent_lsp.agent.loop.run_state import RunOptions, RunState, plural
 from agent_lsp.agent.loop.stops import LoopOutcome
+from agent_lsp.agent.loop.verify import stop_text
 from agent_lsp.agent.messages import RunReport, StopCause, StopReason
 from agent_lsp.agent.state.session import KEPT
 
@@ -54,6 +55,8 @@ async def close_run(
         rewindable=False,
         structured_output=run.structured,
     )
+    if run.verification is not None:
+        report.verification = run.verification.report()
     checkpoint = run.tool_ctx.checkpoint
     if checkpoint is not None:
         report.rewindable = await checkpoint.close()
@@ -69,7 +72,8 @@ async def close_run(
             await options.on_record(session, run.record)
         except Exception as exc:  # the report must still go out
             log.warning("could not save session %s: %s", session.id, exc)
-    seams.emit(StopEvent(report.summary, report))
+    text = stop_text(str(report.stop_reason), report.summary, report.verification)
+    seams.emit(StopEvent(text, report))
     return report
 
 

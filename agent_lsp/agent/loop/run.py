@@ -28,6 +28,7 @@ from agent_lsp.agent.loop.run_state import RunOptions, RunState
 from agent_lsp.agent.loop.services import ApprovalGate, Limits, LoopTools, RunSeams, RunStats, Spill
 from agent_lsp.agent.loop.stops import LoopOutcome
 from agent_lsp.agent.loop.structured import answer_in_schema
+from agent_lsp.agent.loop.verify import Verification
 from agent_lsp.agent.messages import RunReport, StopCause, Structured
 from agent_lsp.agent.model.client import Model, ModelError, make_model
 from agent_lsp.agent.policy.approval import ApprovalPolicy, permission_rules
@@ -195,6 +196,7 @@ def _build(
     seams.pricing = settings.pricing.get(model_name or settings.model)
     seams.telemetry = options.telemetry or NoTelemetry()
     run = RunState(seams, tool_ctx, session, settings, paths, record)
+    run.verification = _verification(settings, granted, tool_ctx, paths)
     entry = Entry(
         {"role": "user", "content": user_content(prompt, options.images)}, "prompt", run_id
     )
@@ -223,6 +225,16 @@ def _build(
     session.title = session.title or " ".join((options.title or prompt).split())
     session.history.append(entry)
     return built
+
+
+def _verification(
+    settings: Settings, granted: RunPermissions, ctx: ToolContext, paths: PathGuard
+) -> Verification:
+    """The run's checks: the user's own `verify`, else the project's once consented (the
+    permission source gives it only then, Decision 83)."""
+    return Verification(
+        settings.verify if granted.verify is None else granted.verify, ctx, paths
+    )
 
 
 def _seams(
@@ -364,6 +376,8 @@ async def _main(
     box = LoopTools(ToolBox(tools, withheld), tool_ctx)
     main = built.main = AgentLoop(seams, "main", box, settings.max_turns, session.history, system)
     main.steering = handle  # steers go to the main agent only
+    main.verification = run.verification  # checks before `done` (the main agent's edits)
+    main.calls.observe = run.verification.observe if run.verification is not None else None
     await transcript.write(
         "main",
         0,

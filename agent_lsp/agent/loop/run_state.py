@@ -15,6 +15,7 @@ from agent_lsp.agent.loop.loop import AgentLoop
 from agent_lsp.agent.loop.services import LoopTools, RunSeams
 from agent_lsp.agent.loop.slash import run_model
 from agent_lsp.agent.loop.structured import OutputSchema
+from agent_lsp.agent.loop.verify import Verification
 from agent_lsp.agent.messages import StopCause, StopReason, Structured
 from agent_lsp.agent.model.client import Model, make_model
 from agent_lsp.agent.policy.hook_config import HookSpec
@@ -93,6 +94,7 @@ class RunState:
     # The answer's JSON, once it validated against the output schema.
     structured: Structured | None = None
     parent_tools: list[Tool] = field(default_factory=list)  # the main loop's (a user agent narrows)
+    verification: Verification | None = None  # the checks after the last edit (report, verify)
 
     def spawn_subagent(
         self, task: str, agent: PromptFile | None = None

@@ -11,6 +11,7 @@ import functools
 import hashlib
 import logging
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 from agent_lsp.agent.display import clip, escape_invisible
@@ -87,6 +88,8 @@ class ToolCallRunner:
         self._failures: Counter[tuple[str, str, str]] = Counter()
         self._denials: Counter[tuple[str, str]] = Counter()
         self._show_tail: set[str] = set()  # calls whose output's last lines the user sees
+        # told of every call that ran, with its result (the run's verification, verify.py)
+        self.observe: Callable[[ToolCall, Prepared, ToolResult], None] | None = None
 
     def finished(self, call_id: str) -> ToolResult | None:
         """The result of a call of the last reply, if it finished."""
@@ -379,6 +382,8 @@ class ToolCallRunner:
             await self._finish(
                 call, Outcome.ERROR, f"internal error in {call.name}: {type(exc).__name__}: {exc}"
             )
+        if self.observe is not None and (done := self._finished.get(call.id)) is not None:
+            self.observe(call, prepared, done)
 
     async def _after_hooks(self, call: ToolCall, ok: bool, text: str, prepared: Prepared) -> str:
         """PostToolUse: what the hooks say is added to the result the model reads."""

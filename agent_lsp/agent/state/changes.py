@@ -16,9 +16,12 @@ class RunChanges:
     """The files one run changed, in the order it first changed them."""
 
     files: dict[Path, None] = field(default_factory=dict)
+    # every change told, a file changed again included (the last edit, Decision 84)
+    touched: int = field(default=0, compare=False)
 
     def add(self, path: Path) -> None:
         self.files.setdefault(path, None)
+        self.touched += 1
 
     def __iter__(self) -> Iterator[Path]:
         return iter(self.files)

@@ -24,6 +24,19 @@ export interface RunReport {
   contextTokens?: number;
   contextWindow?: number;
   rewindable?: boolean;
+  /** What checked the run's edits (CONTRACT "Verified done"); the progress end line says it. */
+  verification?: {
+    status?: 'passed' | 'failed' | 'none';
+    checks?: {
+      kind: string;
+      command?: string;
+      exitCode?: number | null;
+      errors?: number;
+      afterLastEdit?: boolean;
+      summary?: string;
+    }[];
+    unverifiedFiles?: string[];
+  };
 }
 
 export interface StreamEvent {
