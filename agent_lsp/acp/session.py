@@ -294,10 +294,8 @@ class AcpSession:
             self.outbox.send(AgentPlanUpdate(session_update="plan", entries=entries))
         if (
             report.stop_reason == StopReason.DONE
-            and report.verification["status"] != "none"
             and (verified := verification_line(report.verification))
-        ):  # the turn's last words say what checked its edits (the chat keeps them: only when a
-            # check ran; the report's `verification` lists what no check covered)
+        ):  # the turn's last words say what checked its edits, or which edited files nothing did
             self.outbox.send(
                 AgentMessageChunk(
                     session_update="agent_message_chunk", content=text_block(f"\n\n({verified})")

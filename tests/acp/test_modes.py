@@ -66,7 +66,7 @@ def test_rewind_by_slash_command_and_extension(connect, model, workspace: Path):
     writes = [e["params"] for e in client.of("fs") if e["method"] == "fs/write_text_file"]
     assert writes[-1] == {"sessionId": session_id, "path": str(workspace / "calc.py"), "content": original}
 
-    rewind_id = client.text(session_id).split("(", 1)[1].split(";", 1)[0]
+    rewind_id = client.text(session_id).split("Rewound (", 1)[1].split(";", 1)[0]
     result = client.request("_agentLsp/rewind", {"sessionId": session_id, "runId": rewind_id})
     assert result["restored"] == [(workspace / "calc.py").as_uri()] and "a + b" in (workspace / "calc.py").read_text()
     with pytest.raises(AcpError) as unknown:

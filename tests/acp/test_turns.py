@@ -40,7 +40,8 @@ def test_read_then_edit_allowed(connect, model, workspace: Path, fs: bool):
     assert response["stopReason"] == "end_turn"
     assert response["_meta"]["agentLsp"]["report"]["stopReason"] == "done"
     assert (workspace / "calc.py").read_text() == FIXED
-    assert "Fixing it." in client.text(session_id) and client.text(session_id).endswith("Fixed add.")
+    # the turn's last words say that no check covered the edit (Verified done)
+    assert "Fixing it." in client.text(session_id) and client.text(session_id).endswith("Fixed add.\n\n(not verified: calc.py)")
 
     calls = tool_calls(client, session_id)
     calc = str(workspace / "calc.py")
