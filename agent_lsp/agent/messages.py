@@ -277,6 +277,8 @@ class RunReport:
     rewindable: bool = False
     # only with an output schema, once the answer validated
     structured_output: Structured | None = None
+    # background processes (Decision 60): `{processId, command, state, exitCode}` each
+    processes: list[dict[str, Any]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if self.stop_cause.reason != self.stop_reason:
@@ -306,6 +308,8 @@ class RunReport:
             out["error"] = self.error
         if self.structured_output is not None:
             out["structuredOutput"] = self.structured_output.value
+        if self.processes:
+            out["processes"] = [dict(p) for p in self.processes]
         return out
 
 
