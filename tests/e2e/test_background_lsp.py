@@ -6,6 +6,7 @@ stops the rest, and the report and the stream list them."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import sys
 from pathlib import Path
@@ -107,6 +108,13 @@ async def test_early_output_later_output_stop_and_the_runs_end(open_editor, mode
     stop_event = editor.events(started["runId"], "process")[-1]
     assert stop_event["command"] == sleeper and "exitCode" in stop_event
     assert "exitCode" not in editor.events(started["runId"], "process")[0]
+    # history (Decision 78): agentLsp.history keeps them, and so does the transcript
+    history = await editor.execute("agentLsp.history", {"sessionId": report["sessionId"]})
+    kept = [(e["processId"], e["state"]) for e in history["runs"][0]["events"] if e["kind"] == "process"]
+    assert kept == events
+    records = [json.loads(line) for line in Path(report["transcript"]).read_text().splitlines()]
+    logged = [r["event"] for r in records if isinstance(r.get("event"), dict) and r["event"].get("kind") == "process"]
+    assert [(e["processId"], e["state"]) for e in logged] == events
 
 
 async def test_a_fifth_background_process_is_refused(open_editor, model, workspace):
@@ -159,3 +167,15 @@ async def test_agentlsp_stop_process_and_a_cancel_stop_them(open_editor, model, 
     assert [(p["processId"], p["state"]) for p in report["processes"]] == [("p1", "stopped"), ("p2", "stopped")]
     assert gone(workspace, "b")
     assert await editor.execute("agentLsp.stopProcess", {"runId": run_id, "processId": "p2"}) is False
+
+
+async def test_the_turn_limit_stops_them_too(open_editor, model, workspace):
+    scripts(workspace)
+    model.add("one turn", [tools_reply(background(f"{PY} -u sleeper.py m", "c1")), {"text": "never asked"}])
+    editor = await open_editor("visual-studio-code", init={**ALLOW, "maxTurns": 1})
+    started = await editor.run("one turn only")
+    report = await editor.wait_stop(started["runId"], 40)
+
+    assert report["stopReason"] == "max_turns"
+    assert [(p["processId"], p["state"]) for p in report["processes"]] == [("p1", "stopped")]
+    assert gone(workspace, "m")
