@@ -155,6 +155,8 @@ async def test_agentlsp_stop_process_and_a_cancel_stop_them(open_editor, model, 
     run_id = started["runId"]
     await editor.wait_for(lambda: len(editor.approval_requests) == 3, 30, "the write's approval")
 
+    # a background command is asked like any command, saying it stays running
+    assert "(in the background: it runs on until stopped or the run ends)" in editor.approval_requests[0].message
     assert await editor.execute("agentLsp.stopProcess", {"runId": run_id, "processId": "p1"}) is True
     assert gone(workspace, "a") and not gone(workspace, "b")
     assert await editor.execute("agentLsp.stopProcess", {"runId": run_id, "processId": "p1"}) is False
