@@ -197,7 +197,9 @@ def vscode(tmp_path_factory: pytest.TempPathFactory, tools: dict[str, str]) -> S
     tmp = tmp_path_factory.mktemp("vscode")
     wrapper = tmp / "agent-lsp"
     # the real server behind a pipe that plays a newer server for one run (unknownKinds)
-    wrapper.write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} '
+    # the code under test even where code-server's extension host drops PYTHONPATH (a worktree)
+    pythonpath = f'export PYTHONPATH={shlex.quote(os.environ["PYTHONPATH"])}\n' if os.environ.get("PYTHONPATH") else ""
+    wrapper.write_text(f'#!/bin/sh\n{pythonpath}exec {shlex.quote(sys.executable)} '
                        f'{shlex.quote(str(HERE / "newer_server.py"))} '
                        f'{shlex.quote(TASKS["kindsFinal"])} "$@"\n')
     wrapper.chmod(0o755)

@@ -246,7 +246,10 @@ export async function backgroundProcesses({ page, dirs, tasks }) {
   const before = agentLog(dirs);
   await newSession(page);
   await step('Agent: Run Task… (a background command)', () => runTask(page, tasks.background));
-  const approval = await step('approval toast (background command)', () => toastWithButton(page, tasks.backgroundCommand, 'Allow'));
+  const approval = await step('approval toast (background command)', () =>
+    toastWithButton(page, tasks.backgroundCommand, 'Allow').catch((err) => {
+      throw new Error(`${err.message}\nAgent output so far:\n${since(dirs, before)}`);
+    }));
   r.approvalText = (await approval.innerText()).slice(0, 800);
   await clickToastButton(approval, 'Allow');
   await step('the command answered (its process runs)', () =>
