@@ -181,3 +181,50 @@ async def test_the_turn_limit_stops_them_too(open_editor, model, workspace):
     assert report["stopReason"] == "max_turns"
     assert [(p["processId"], p["state"]) for p in report["processes"]] == [("p1", "stopped")]
     assert gone(workspace, "m")
+
+
+# Says "start", then "bye" and exits 3 once `stop-now` appears.
+QUITTER = """\
+import os, sys, time
+open("q.pid", "w").write(str(os.getpid()))
+print("start", flush=True)
+while not os.path.exists("stop-now"):
+    time.sleep(0.02)
+print("bye", flush=True)
+sys.exit(3)
+"""
+# The model's foreground step: makes `stop-now` and waits until the quitter is gone.
+WAIT_GONE = """\
+import os, time
+open("stop-now", "w").close()
+pid = int(open("q.pid").read())
+for _ in range(1000):  # 20 s at most
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        break
+    time.sleep(0.02)
+"""
+
+
+async def test_a_process_that_ends_on_its_own_shows_its_exit_code(open_editor, model, workspace):
+    (workspace / "quitter.py").write_text(QUITTER)
+    (workspace / "wait_gone.py").write_text(WAIT_GONE)
+    model.add("let it end", [
+        tools_reply(background(f"{PY} -u quitter.py", "c1")),
+        tools_reply(call("run_command", id="c2", command=f"{PY} wait_gone.py")),
+        tools_reply(call("process_output", id="c3", processId="p1")),
+        tools_reply(call("stop_process", id="c4", processId="p1")),
+        {"text": "it ended"},
+    ])
+    editor = await open_editor("visual-studio-code", init=ALLOW)
+    started = await editor.run("let it end")
+    report = await editor.wait_stop(started["runId"], 40)
+
+    results = tool_messages(model.requests[-1])
+    assert results["c3"].startswith("processId: p1 (exited with code 3)") and "bye" in results["c3"], results["c3"]
+    assert "it had already ended" in results["c4"], results["c4"]
+    assert report["processes"] == [
+        {"processId": "p1", "command": f"{PY} -u quitter.py", "state": "exited", "exitCode": 3}]
+    ends = [e for e in editor.events(started["runId"], "process") if e["state"] != "running"]
+    assert [(e["state"], e["exitCode"]) for e in ends] == [("exited", 3)]

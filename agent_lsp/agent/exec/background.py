@@ -185,6 +185,11 @@ class BackgroundProcesses:
         entry = self.processes.get(process_id)
         if entry is None or entry.state != "running":
             return False
+        if entry.proc.returncode is not None:  # it ended on its own: its reader says so
+            if entry.reader is not None:
+                with contextlib.suppress(Exception):
+                    await asyncio.shield(entry.reader)
+            return False
         entry.state = "stopped"
         await end_process(entry.proc)
         if entry.reader is not None:
