@@ -228,3 +228,17 @@ async def test_a_process_that_ends_on_its_own_shows_its_exit_code(open_editor, m
         {"processId": "p1", "command": f"{PY} -u quitter.py", "state": "exited", "exitCode": 3}]
     ends = [e for e in editor.events(started["runId"], "process") if e["state"] != "running"]
     assert [(e["state"], e["exitCode"]) for e in ends] == [("exited", 3)]
+
+
+async def test_a_flood_of_output_is_capped_head_and_tail_like_run_command(open_editor, model, workspace):
+    (workspace / "flood.py").write_text(
+        "import sys, time\nsys.stdout.write('FIRST\\n' + 'x' * 6_000_000 + '\\nLAST\\n')\nsys.stdout.flush()\n"
+        "while True:\n    time.sleep(1)\n")
+    model.add("flood", [tools_reply(background(f"{PY} -u flood.py", "c1")), {"text": "flooded"}])
+    editor = await open_editor("visual-studio-code", init=ALLOW)
+    started = await editor.run("flood it")
+    await editor.wait_stop(started["runId"], 40)
+
+    first = tool_messages(model.requests[-1])["c1"]
+    assert first.startswith("processId: p1 (running)"), first[:300]
+    assert "bytes in the middle were dropped (not saved anywhere)" in first.split("\n", 1)[0], first[:300]
