@@ -5,7 +5,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { logInterval, outputChannelLog, step, t, userSettingsFile, waitFor } from './harness.mjs';
 import {
-  answerInputBox, button, clickToastButton, diffModifiedText, editorText, openFile, outputPanelText, palette, pickQuickItem, plain,
+  answerInputBox, button, clearNotifications, clickToastButton, diffModifiedText, editorText, openFile, outputPanelText, palette, pickQuickItem, plain,
   settled, tabLabels, toast, toastWithButton,
 } from './workbench.mjs';
 
@@ -265,5 +265,6 @@ export async function backgroundProcesses({ page, dirs, tasks }) {
   await step('stop reason cancelled', () =>
     waitFor('"stop reason: cancelled"', () => since(dirs, before).includes('stop reason: cancelled'), t(30_000), 100));
   r.agentOutput = since(dirs, before);
+  await clearNotifications(page); // its messages must not stand in a later scenario's way
   return r;
 }
