@@ -377,6 +377,8 @@ class AcpAgent:
     async def ext_method(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         if method == STABLE_DELETE:  # session/delete (frames.py: the SDK does not route it)
             return await self.delete_session((params or {}).get("sessionId"))
+        if method == "agentLsp/stopProcess":
+            return {"stopped": await self._stop_process(params or {})}
         if method != "agentLsp/rewind":
             raise RequestError.method_not_found(f"_{method}")
         from agent_lsp.acp.session_roots import rewind_params
@@ -397,6 +399,15 @@ class AcpAgent:
         return await rewind_anywhere(
             self.host, self._known_roots(), run_id, force, include_later, _settings()[0]
         )
+
+    async def _stop_process(self, params: dict[str, Any]) -> bool:
+        """`_agentLsp/stopProcess {runId, processId}` (Decision 86): true when it was running."""
+        run_id, process_id = params.get("runId"), params.get("processId")
+        if not isinstance(run_id, str) or not isinstance(process_id, str):
+            raise RequestError(
+                -32602, "_agentLsp/stopProcess needs {runId: string, processId: string}"
+            )
+        return await self.host.stop_process(run_id, process_id)
 
     async def ext_notification(self, method: str, params: dict[str, Any]) -> None:
         log.debug("ignoring the extension notification _%s", method)

@@ -24,6 +24,8 @@ KINDS = {
     "write_file": "edit",
     "remember": "edit",
     "run_command": "execute",
+    "process_output": "read",  # a background process's output (issue 35)
+    "stop_process": "execute",
     "delegate": "think",
     "debug_start": "execute",  # the debugger runs the program and steps it (issue 36)
     "debug_step": "execute",
@@ -82,6 +84,8 @@ def tool_title(tool: str, arguments: Any, agent_id: str = "main") -> str:
         "debug_step": f"Debugger: {arg('action') or 'step'}",
         "debug_eval": f"Debugger: evaluate `{arg('expression')}`",
         "debug_stop": "Debugger: stop",
+        "process_output": f"Output of {arg('processId') or 'a background process'}",
+        "stop_process": f"Stop {arg('processId') or 'a background process'}",
     }
     title = titles.get(tool)
     if not title:

@@ -38,6 +38,7 @@ from agent_lsp.agent.events import (
     CompactionEvent,
     Event,
     HookEvent,
+    ProcessEvent,
     StatusEvent,
     SteerEvent,
     StopEvent,
@@ -201,6 +202,8 @@ class RunEvents:
                     self.outbox.send(thought(f"[hook] {event.text}"))
             case StatusEvent():  # not shown: the tool calls' own updates say what happens
                 pass
+            case ProcessEvent():  # ACP has no process update: its start and end are thoughts
+                self.outbox.send(thought(f"[process] {event.text}"))
             case SteerEvent():  # ACP has no steering (its prompts queue): never sent here
                 pass
             case StopEvent():

@@ -169,6 +169,21 @@ class HookEvent:
 
 
 @dataclass(frozen=True)
+class ProcessEvent:
+    """A background process of the run (`run_command {background: true}`) started or ended
+    (CONTRACT "Background processes"); `exit_code` once it is no longer running."""
+
+    kind: ClassVar[Literal["process"]] = "process"
+    text: str
+    process_id: str
+    command: str
+    state: Literal["running", "exited", "stopped"]
+    _: KW_ONLY
+    exit_code: int | None = None
+    agent_id: str = "main"
+
+
+@dataclass(frozen=True)
 class StopEvent:
     """The run stopped; the last event of every run."""
 
@@ -190,6 +205,7 @@ Event = (
     | UsageEvent
     | HookEvent
     | SteerEvent
+    | ProcessEvent
     | StopEvent
 )
 EVENT_TYPES: tuple[type[Event], ...] = (
@@ -203,6 +219,7 @@ EVENT_TYPES: tuple[type[Event], ...] = (
     UsageEvent,
     HookEvent,
     SteerEvent,
+    ProcessEvent,
     StopEvent,
 )
 
@@ -268,6 +285,11 @@ def wire_fields(event: Event) -> dict[str, Any]:
             }
             if event.message is not None:
                 out["message"] = event.message
+            return out
+        case ProcessEvent():
+            out = {"processId": event.process_id, "command": event.command, "state": event.state}
+            if event.state != "running":
+                out["exitCode"] = event.exit_code
             return out
         case StopEvent():
             return {"report": event.report.to_dict()}

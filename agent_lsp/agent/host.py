@@ -662,6 +662,12 @@ class AgentHost:
         run = self.active.get(run_id)
         return run is not None and run.steer(text)
 
+    async def stop_process(self, run_id: str, process_id: str) -> bool:
+        """End a running run's background process (agentLsp.stopProcess, Decision 86); False
+        for an unknown or finished run or process."""
+        run = self.active.get(run_id)
+        return run is not None and await run.stop_process(process_id)
+
     def cancel_every(self, cause: CancelCause) -> list[asyncio.Task[Any]]:
         """Cancel every run now (the server or the client is going away), and every run that
         starts from now on; returns their tasks."""

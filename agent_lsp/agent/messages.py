@@ -281,6 +281,8 @@ class RunReport:
     verification: dict[str, Any] = field(
         default_factory=lambda: {"status": "none", "checks": [], "unverifiedFiles": []}
     )
+    # background processes (Decision 60): `{processId, command, state, exitCode}` each
+    processes: list[dict[str, Any]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if self.stop_cause.reason != self.stop_reason:
@@ -311,6 +313,8 @@ class RunReport:
         if self.structured_output is not None:
             out["structuredOutput"] = self.structured_output.value
         out["verification"] = self.verification
+        if self.processes:
+            out["processes"] = [dict(p) for p in self.processes]
         return out
 
 

@@ -178,6 +178,11 @@ class CancelArgs(_Args):
     run_id: str = Field(alias="runId")
 
 
+class StopProcessArgs(_Args):
+    run_id: str = Field(alias="runId")
+    process_id: str = Field(alias="processId", min_length=1, max_length=100)
+
+
 class SteerArgs(_Args):
     run_id: str = Field(alias="runId")
     text: str = Field(min_length=1, max_length=MAX_PROMPT)
@@ -254,6 +259,7 @@ def example(command: str) -> str:
         "agentLsp.run": '{"prompt": "fix the failing test"}',
         "agentLsp.cancel": '{"runId": "r-..."}',
         "agentLsp.steer": '{"runId": "r-...", "text": "use the other file"}',
+        "agentLsp.stopProcess": '{"runId": "r-...", "processId": "p1"}',
         "agentLsp.approve": '{"runId": "r-...", "callId": "call_...", "decision": "allow"}',
         "agentLsp.rewind": '{"runId": "r-..."}',
         "agentLsp.showApproval": '{"runId": "r-...", "callId": "call_..."}',

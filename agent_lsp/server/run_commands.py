@@ -102,6 +102,14 @@ def steer(ls: AgentServer, *args: Any) -> bool:
     return ls.runs.host.steer(parsed.run_id, parsed.text)
 
 
+async def stop_process(ls: AgentServer, *args: Any) -> bool:
+    """agentLsp.stopProcess {runId, processId} (Decision 86): true when it was running."""
+    from agent_lsp.server import commands
+
+    parsed = commands.parse_args(commands.StopProcessArgs, "agentLsp.stopProcess", args)
+    return await ls.runs.host.stop_process(parsed.run_id, parsed.process_id)
+
+
 def approve(ls: AgentServer, *args: Any) -> bool:
     from agent_lsp.server import commands
 
@@ -144,6 +152,7 @@ def register(server: AgentServer) -> None:
     server.command("agentLsp.rewind")(rewind)
     server.command("agentLsp.cancel")(cancel)
     server.command("agentLsp.steer")(steer)
+    server.command("agentLsp.stopProcess")(stop_process)
     server.command("agentLsp.approve")(approve)
     server.command("agentLsp.showApproval")(show_approval)
     server.feature(types.WINDOW_WORK_DONE_PROGRESS_CANCEL)(progress_cancel)

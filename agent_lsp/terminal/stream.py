@@ -118,6 +118,8 @@ class TerminalStream:
                 if event.blocked or event.exit_code != 0:
                     return f"{s('35', '⚑')} {text}"
                 return s.dim(f"· {text}")
+            case ev.ProcessEvent():  # a background process started or ended: a quiet line
+                return s.dim(f"· {text}")
             case ev.StatusEvent():  # the wait for the model is the transient waiting line instead
                 return None if event.waiting == "model" else s.dim(f"· {text}")
             # Approvals are asked and answered here; the usage is in the report.

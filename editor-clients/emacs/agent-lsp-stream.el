@@ -24,6 +24,7 @@
     (define-key map (kbd "s") 'agent-lsp-sessions)
     (define-key map (kbd "m") 'agent-lsp-pick-model)
     (define-key map (kbd "w") 'agent-lsp-rewind)
+    (define-key map (kbd "b") 'agent-lsp-processes)
     map)
   "Keymap of `agent-lsp-stream-mode'.")
 
@@ -105,7 +106,7 @@
 
 (defconst agent-lsp--shown-kinds
   '("text" "toolCall" "toolResult" "approval" "status" "compaction" "thinking"
-    "hook" "steer" "stop")
+    "hook" "steer" "process" "stop")
   "The stream kinds the stream buffer shows.
 It ignores the others (a newer server's).")
 
@@ -188,6 +189,45 @@ It ignores the others (a newer server's).")
     (run-hook-with-args 'agent-lsp-run-finished-functions
                         (agent-lsp--run-id run) report)))
 
+;;; Background processes
+
+(defvar agent-lsp--processes nil
+  "The runs' background processes, newest first.
+Each a plist (:run RUN-ID :server SERVER :id PROCESS-ID :command COMMAND
+:state STATE :exitCode CODE), from the `process' stream events.")
+
+(defun agent-lsp--find-process (run-id process-id)
+  "The background process PROCESS-ID of the run RUN-ID, or nil."
+  (seq-find (lambda (p) (and (equal (plist-get p :run) run-id)
+                             (equal (plist-get p :id) process-id)))
+            agent-lsp--processes))
+
+(defun agent-lsp--note-process (server run-id ev)
+  "Keep the `process' event EV of RUN-ID on SERVER."
+  (let* ((process-id (plist-get ev :processId))
+         (known (agent-lsp--find-process run-id process-id)))
+    (when (stringp process-id)
+      (unless known          ; every key present: plist-put then changes it in place
+        (setq known (list :run run-id :server server :id process-id
+                          :command "" :state nil :exitCode nil))
+        (push known agent-lsp--processes))
+      (plist-put known :command (or (plist-get ev :command) ""))
+      (plist-put known :state (plist-get ev :state))
+      (plist-put known :exitCode (plist-get ev :exitCode)))))
+
+(defun agent-lsp--processes-ended (run-id)
+  "The run RUN-ID stopped, and the server with it every process of it."
+  (dolist (p agent-lsp--processes)
+    (when (and (equal (plist-get p :run) run-id)
+               (equal (plist-get p :state) "running"))
+      (plist-put p :state "stopped"))))
+
+(defun agent-lsp-running-processes ()
+  "The background processes still running, newest first."
+  (seq-filter (lambda (p) (and (equal (plist-get p :state) "running")
+                               (jsonrpc-running-p (plist-get p :server))))
+              agent-lsp--processes))
+
 (defun agent-lsp--handle-stream (server ev)
   "Handle EV, an `agentLsp/stream' event from SERVER."
   (let* ((id (plist-get ev :runId))
@@ -204,7 +244,9 @@ It ignores the others (a newer server's).")
           ;; contextTokens describe the main agent's requests only
           ("usage" (when (member (plist-get ev :agentId) '(nil "main"))
                      (setf (agent-lsp--run-usage run) (plist-get ev :text))))
-          ("stop" (agent-lsp--note-stop run ev)))
+          ("process" (agent-lsp--note-process server id ev))
+          ("stop" (agent-lsp--note-stop run ev)
+                  (agent-lsp--processes-ended id)))
         (agent-lsp--render run ev)
         (force-mode-line-update t)))
     (run-hook-with-args 'agent-lsp-stream-functions server ev)))

@@ -270,6 +270,32 @@ Interactively, the newest running run, or a choice when several run."
                   "agent-lsp: run %s had already finished")
                 run-id)))))
 
+;;;###autoload
+(defun agent-lsp-processes ()
+  "List the runs' running background processes; the one chosen is stopped.
+The agent starts them with `run_command' and `background: true'; the
+run's end stops the rest (`agentLsp.stopProcess')."
+  (interactive)
+  (let* ((running (or (agent-lsp-running-processes)
+                      (user-error "agent-lsp: no background process is running")))
+         (choices (mapcar (lambda (p)
+                            (cons (format "%s  %s  (run %s)" (plist-get p :id)
+                                          (agent-lsp--one-line
+                                           (plist-get p :command) 80)
+                                          (plist-get p :run))
+                                  p))
+                          running))
+         (choice (completing-read "Stop which background process? " choices
+                                  nil t nil nil (caar choices)))
+         (process (or (cdr (assoc choice choices)) (car running)))
+         (id (plist-get process :id)))
+    (agent-lsp--command
+     (plist-get process :server) "agentLsp.stopProcess"
+     (list :runId (plist-get process :run) :processId id)
+     (lambda (result)
+       (if (eq result t) (message "agent-lsp: stopped %s" id)
+         (message "agent-lsp: %s was no longer running" id))))))
+
 (defun agent-lsp-new-session ()
   "Forget the conversation, so that the next run starts a new session."
   (interactive)

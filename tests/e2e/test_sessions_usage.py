@@ -14,6 +14,7 @@ from pygls.exceptions import JsonRpcException
 from tests.e2e.harness import start_editor
 
 SIDE_EFFECTS = {"edit_file", "write_file", "run_command", "remember"}
+BACKGROUND = {"process_output", "stop_process"}  # the main agent's, never plan mode's (Decision 86)
 
 
 async def stop(editor, prompt: str, timeout: float = 20, **extra) -> dict:
@@ -146,11 +147,11 @@ async def test_plan_mode_offers_no_side_effects_then_carry_out_has_them(open_edi
     editor = await open_editor(init={"approval": {"default": "allow"}})
     plan = await stop(editor, "PLAN: fix add", mode="plan")
     tools = {t["function"]["name"] for t in model.requests[0]["tools"]}
-    assert tools.isdisjoint(SIDE_EFFECTS) and {"read_file", "search", "list_files", "delegate"} <= tools
+    assert tools.isdisjoint(SIDE_EFFECTS | BACKGROUND) and {"read_file", "search", "list_files", "delegate"} <= tools
     assert "numbered plan" in model.requests[0]["messages"][0]["content"]
     assert plan["finalText"].startswith("1. change add")
     carried = await stop(editor, "Carry out the plan above.", sessionId=plan["sessionId"])
-    assert SIDE_EFFECTS <= {t["function"]["name"] for t in model.requests[1]["tools"]}
+    assert SIDE_EFFECTS | BACKGROUND <= {t["function"]["name"] for t in model.requests[1]["tools"]}
     assert carried["stopReason"] == "done" and "a + b" in (workspace / "calc.py").read_text()
 
 

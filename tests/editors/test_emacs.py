@@ -1207,3 +1207,45 @@ def test_a_hunk_killed_in_the_diff_buffer_is_rejected(tmp_path, workspace, model
     assert "LINE FIVE\n" in text and "line 55\n" not in text and "line 40\n" in text and "forty" not in text
     assert any("applied hunks 1 and 3 of 3; the user rejected hunk 2 of 3 (lines 37-43)" in m
                for m in tool_messages(model)), tool_messages(model)
+
+
+def test_processes_lists_a_running_background_process_and_stops_the_one_chosen(tmp_path, workspace, model):
+    """Issue 35: `agent-lsp-processes` lists the running background processes (from the
+    `process` events); the one chosen is stopped through `agentLsp.stopProcess`."""
+    (workspace / "sleeper.py").write_text(
+        "import os, time\nopen('sleeper.pid', 'w').write(str(os.getpid()))\nprint('zzz', flush=True)\n"
+        "while True:\n    time.sleep(1)\n")
+    model.add("Serve it", [
+        {"text": "", "tool_calls": [{"id": "c1", "name": "run_command",
+                                     "arguments": {"command": f"{sys.executable} -u sleeper.py", "background": True}}]},
+        {"text": "never", "ttft": 30},
+    ])
+    res = run_emacs(tmp_path, workspace, model, r"""
+        (set-buffer t-buffer)
+        (t-set :none (condition-case err (progn (agent-lsp-processes) nil)
+                       (user-error (error-message-string err))))
+        (agent-lsp-run "Serve it in the background")
+        (t-wait 30 (lambda () (t-events "toolResult")) "the answer of run_command")
+        (t-set :running-before (length (agent-lsp-running-processes)))
+        (setq t-completing-read-answer (lambda (_prompt items) (car items)))
+        (call-interactively #'agent-lsp-processes)
+        (t-wait 10 (lambda () (seq-find (lambda (e) (equal (plist-get e :state) "stopped"))
+                                        (t-events "process")))
+                "the stopped event")
+        (t-set :running-after (length (agent-lsp-running-processes)))
+        (call-interactively #'agent-lsp-cancel)
+        (t-wait 8 #'t-stop-event "the stop")
+    """, approval={"default": "allow"})
+    assert not res.errors, res.explain()
+    assert res.values["none"] == "agent-lsp: no background process is running", res.values
+    assert res.values["running-before"] == 1 and res.values["running-after"] == 0, res.values
+    picker = [p for p in res.data["prompts"] if "Stop which background process?" in p["prompt"]]
+    assert len(picker) == 1 and len(picker[0]["items"]) == 1, res.data["prompts"]
+    assert picker[0]["items"][0].startswith(f"p1  {sys.executable} -u sleeper.py  (run "), picker
+    run_id = res.stop()["runId"]
+    stops = [c["arguments"] for c in res.data["commands"] if c["command"] == "agentLsp.stopProcess"]
+    assert stops == [[{"runId": run_id, "processId": "p1"}]], res.data["commands"]
+    assert "[process] background process p1 stopped" in res.data["stream"], res.data["stream"]
+    pid = int((workspace / "sleeper.pid").read_text())
+    assert process_gone(pid, within=5)
+    assert res.stop()["report"]["processes"][0]["state"] == "stopped"

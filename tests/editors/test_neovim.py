@@ -1224,3 +1224,54 @@ T.data.diffs_after = T.diff_windows()
     assert [a["hunks"] for a in approve] == [[0, 2]] and approve[0]["decision"] == "allow"
     results = [m["content"] for m in model.requests[-1]["messages"] if m.get("role") == "tool"]
     assert "applied hunks 1 and 3 of 3; the user rejected hunk 2 of 3 (lines 37-43)" in results[-1]
+
+
+def test_agent_processes_lists_a_running_background_process_and_stops_the_one_picked(tmp_path, workspace, model):
+    """Issue 35: `:AgentProcesses` lists the running background processes (from the `process`
+    events); the pick is stopped through `agentLsp.stopProcess`."""
+    (workspace / "sleeper.py").write_text(
+        "import os, time\nopen('sleeper.pid', 'w').write(str(os.getpid()))\nprint('zzz', flush=True)\n"
+        "while True:\n    time.sleep(1)\n")
+    model.add("Serve it", [
+        {"text": "", "tool_calls": [{"id": "c1", "name": "run_command",
+                                     "arguments": {"command": f"{sys.executable} -u sleeper.py", "background": True}}]},
+        {"text": "never", "ttft": 30},
+    ])
+    res = run(tmp_path, workspace, model, r"""
+vim.cmd('AgentProcesses')
+T.data.none_running = #require('agent_lsp.processes').running()
+vim.cmd('AgentRun Serve it in the background')
+T.wait(T.RUN_MS, function()
+  for _, e in ipairs(T.events) do if e.kind == 'toolResult' then return true end end
+end, 'the answer of run_command (its output so far)')
+T.data.running_before = #require('agent_lsp.processes').running()
+T.pick = function(items) return items[1] end
+vim.cmd('AgentProcesses')
+T.wait(10000, function()
+  for _, e in ipairs(T.events) do if e.kind == 'process' and e.state == 'stopped' then return true end end
+end, 'the stopped event')
+T.data.running_after = #require('agent_lsp.processes').running()
+T.data.stream_text = require('agent_lsp.stream').text()
+T.pick = nil
+vim.cmd('AgentCancel')
+T.wait(8000, function() return T.stop_event() ~= nil end, 'the stop')
+""", settings={"approval": {"default": "allow"}})
+    assert not res.errors, res.explain()
+    data = res.data["data"]
+    assert data["none_running"] == 0 and data["running_before"] == 1
+    picker = [s for s in data["selects"] if s["prompt"] == "Stop which background process?"]
+    assert len(picker) == 1 and len(picker[0]["items"]) == 1, data["selects"]
+    assert picker[0]["items"][0].startswith(f"p1  {sys.executable} -u sleeper.py  (run "), picker
+    stops = [c["params"]["arguments"][0] for c in data["commands"] if c["params"]["command"] == "agentLsp.stopProcess"]
+    run_id = res.stream_events("stop")[0]["runId"]
+    assert stops == [{"runId": run_id, "processId": "p1"}], data["commands"]
+    assert data["running_after"] == 0
+    assert "[process] background process p1 stopped" in data["stream_text"], data["stream_text"]
+    notes = [n["msg"] for n in res.data["notifications"]]
+    assert "agent-lsp: no background process is running" in notes, notes
+    assert any(n.startswith("agent-lsp: stopped p1") for n in notes), notes
+    first = [m["content"] for m in model.requests[1]["messages"] if m["role"] == "tool"]
+    assert "zzz" in first[0], first
+    pid = int((workspace / "sleeper.pid").read_text())
+    assert not Path(f"/proc/{pid}").exists() or " Z " in Path(f"/proc/{pid}/stat").read_text()
+    assert res.stream_events("stop")[0]["report"]["processes"][0]["state"] == "stopped"

@@ -76,6 +76,8 @@ TASKS: dict[str, Any] = {
     "alwaysAgain": "Once more, the same command in a new session",
     "kinds": "Say something, a newer server wraps it",
     "kindsFinal": "Kinds checked.",
+    "background": "Serve it in the background",
+    "backgroundCommand": "sleep 300",
 }
 
 pytestmark = pytest.mark.skipif(
@@ -127,6 +129,10 @@ def script(model: ScriptedModelServer) -> None:
     touch = {"tool_calls": [{"name": "run_command", "arguments": {"command": "touch one"}}]}
     model.add(k["alwaysAllow"], [touch, {"text": "Touched."}])
     model.add(k["alwaysAgain"], [touch, {"text": "Touched again."}])
+    model.add(k["background"], [
+        {"tool_calls": [{"name": "run_command", "arguments": {"command": k["backgroundCommand"], "background": True}}]},
+        {"text": "never", "ttft": 60},
+    ])
     model.add(k["previewAccept"], [
         {"text": "Doubling.", "tool_calls": [edit("calc.py", "return a * b", k["previewNew"])]},
         {"text": "Doubled."},
@@ -481,6 +487,18 @@ def test_vscode_always_allow_saves_the_rule_and_the_next_run_asks_nothing(vscode
     assert "stop reason: done" in s["agentOutputAgain"], s["agentOutputAgain"]
     again = vscode.requests[TASKS["alwaysAgain"]]
     assert len(again) == 2 and "exit code 0" in tool_results(again[-1]), again[-1:]
+
+
+def test_vscode_background_processes_lists_a_running_one_and_stop_stops_it(vscode: Session):
+    """Issue 35: "Agent: Background Processes" lists the process the run's background command
+    started (from the `process` events); picking it stops it through agentLsp.stopProcess; the
+    report lists it."""
+    s = vscode.scenario("backgroundProcesses")
+    assert "in the background" in s["approvalText"], s["approvalText"]
+    assert len(s["items"]) == 1 and "p1" in s["items"][0] and TASKS["backgroundCommand"] in s["items"][0], s["items"]
+    out = s["agentOutput"]
+    assert "background process p1 started" in out and "background process p1 stopped" in out, out
+    assert "stop reason: cancelled" in out and "background p1: stopped" in out, out
 
 
 def test_vscode_ignores_unknown_stream_kinds_and_report_fields(vscode: Session):

@@ -105,3 +105,18 @@ def test_without_agent_files_delegate_is_unchanged(model, workspace, home):
     assert proc.returncode == 0, proc.stderr
     schema = delegate_schema(model.requests[0])
     assert list(schema["parameters"]["properties"]) == ["task"]
+
+
+def test_a_sub_agent_cannot_start_a_background_process(model, workspace, home):
+    """Decision 86: the background processes are the main agent's; a sub-agent with `Bash` runs
+    commands, never in the background."""
+    agents(workspace, home)
+    model.add("MAIN", [tools_reply(call("delegate", id="d", task="SUB-BG serve it", agent="fixer")), {"text": "ok"}])
+    model.add("SUB-BG", [tools_reply(call("run_command", id="b", command="sleep 30", background=True)), {"text": "could not"}])
+    proc = run_cli(agent_run(model, workspace, "MAIN: serve"))
+
+    assert proc.returncode == 0, proc.stderr
+    sub = model.requests_for("SUB-BG")
+    assert not {"process_output", "stop_process"} & tool_names(sub[0])
+    assert "background processes are not available here" in last_tool_results(sub[1])["b"]
+    assert "processes" not in report_of(proc.stdout)

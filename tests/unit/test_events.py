@@ -21,6 +21,7 @@ from agent_lsp.agent.events import (
     CompactionEvent,
     Event,
     HookEvent,
+    ProcessEvent,
     StatusEvent,
     SteerEvent,
     StopEvent,
@@ -88,6 +89,10 @@ CASES: list[tuple[Event, dict[str, Any]]] = [
      {"event": "PreToolUse", "command": "./guard.sh", "exitCode": 2, "blocked": True, "message": "no rm -rf"}),
     (HookEvent("Stop hook `x` timed out after 1 s (killed)", "Stop", "x", None, False, agent_id="main/1"),
      {"event": "Stop", "command": "x", "exitCode": None, "blocked": False}),
+    (ProcessEvent("background process p1 started: npm run dev", "p1", "npm run dev", "running"),
+     {"processId": "p1", "command": "npm run dev", "state": "running"}),  # issue 35: no exit code yet
+    (ProcessEvent("background process p2 exited with code 3: make", "p2", "make", "exited", exit_code=3),
+     {"processId": "p2", "command": "make", "state": "exited", "exitCode": 3}),
     (StopEvent("Done: 2 turns.", REPORT), {"report": REPORT.to_dict()}),
 ]
 
@@ -102,6 +107,7 @@ CONTRACT_KEYS = {  # required keys | optional keys, per kind (CONTRACT agentLsp/
     "usage": ({"promptTokens", "completionTokens", "cachedTokens", "contextTokens", "contextWindow"}, {"costUsd", "budgetUsd"}),
     "hook": ({"event", "command", "exitCode", "blocked"}, {"message"}),
     "steer": ({"turn"}, set()),
+    "process": ({"processId", "command", "state"}, {"exitCode"}),
     "stop": ({"report"}, set()),
 }
 BEYOND_CONTRACT = {"toolResult": {"outcome", "tail"}, "status": {"waiting", "mcpServer", "state"}, "compaction": {"turn"}}

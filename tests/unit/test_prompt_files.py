@@ -257,6 +257,12 @@ def test_a_delegate_to_an_agent_that_can_write_is_a_side_effect_call(home, works
     assert [t.name for t in narrow(found.agents["writer"], tools)] == ["read_file", "write_file"]
     # in plan mode the parent has no writer, so neither has the agent
     assert [t.name for t in narrow(found.agents["writer"], plan_tools(agents=found.agents))] == ["read_file"]
+    # the background processes are the main agent's (Decision 86), whatever the definition says
+    write(workspace / ".claude" / "agents" / "b.md", "---\nname: bg\ndescription: b\ntools: Bash, BashOutput, KillShell\n---\nb\n")
+    write(workspace / ".claude" / "agents" / "a.md", "---\nname: any\ndescription: a\n---\na\n")
+    found = discover([workspace])
+    assert [t.name for t in narrow(found.agents["bg"], tools)] == ["run_command"]
+    assert not {"process_output", "stop_process"} & {t.name for t in narrow(found.agents["any"], tools)}
 
 
 def test_shell_lines_and_file_references_stay_text_and_are_flagged(home, workspace):

@@ -193,6 +193,10 @@ def test_rules_know_claude_codes_names_as_agent_definitions_do():
     delegate and skill, as in agent definitions' `tools:` lists."""
     assert Rule.parse("Task", "deny", "permissions").tool == "delegate"
     assert Rule.parse("Skill", "deny", "permissions").tool == "skill"
+    # background processes (Decision 86): BashOutput and KillShell
+    assert Rule.parse("BashOutput", "deny", "permissions").tool == "process_output"
+    assert Rule.parse("KillShell", "deny", "permissions").tool == "stop_process"
+    assert Rule.parse("stop_process", "deny", "permissions").known
 
 
 def test_approval_settings_stay_as_they_were_beside_rules():

@@ -21,6 +21,7 @@ from agent_lsp.agent.state.session import Session
 from agent_lsp.settings import Settings
 
 if TYPE_CHECKING:
+    from agent_lsp.agent.exec.background import BackgroundProcesses
     from agent_lsp.agent.loop.loop import AgentLoop
     from agent_lsp.agent.loop.run_state import RunOptions, RunState
     from agent_lsp.agent.loop.stops import LoopOutcome
@@ -59,6 +60,8 @@ class RunHandle:
     holds: list[Any] = field(default_factory=list)
     # A queued run cancelled: its host takes it out of the queue and says so (one stop event).
     unqueue: Callable[[RunHandle, CancelCause], None] | None = None
+    # its background processes, once built (agentLsp.stopProcess, Decision 86)
+    background: BackgroundProcesses | None = None
     _steers: list[str] = field(default_factory=list)
     _hurry: Callable[[], None] | None = None
     _done: asyncio.Event = field(default_factory=asyncio.Event)
@@ -101,6 +104,13 @@ class RunHandle:
         """The steers waiting, oldest first (the main loop takes them before a model call)."""
         steers, self._steers = self._steers, []
         return steers
+
+    async def stop_process(self, process_id: str) -> bool:
+        """End one of its background processes (agentLsp.stopProcess): True when it was
+        running."""
+        if self.background is None or self.state == RunPhase.FINISHED:
+            return False
+        return await self.background.stop(process_id)
 
     def waiting_steers(self) -> list[str]:
         return list(self._steers)
@@ -194,7 +204,19 @@ async def stop_tools(run: RunState, runner: CommandRunner) -> None:
             await run.tool_ctx.debugger.stop()
         except Exception:  # runner.stop_all below still ends its processes
             log.exception("run %s: ending the debug session failed", run.seams.run_id)
+    await stop_background(run)
     await runner.stop_all()
+
+
+async def stop_background(run: RunState) -> None:
+    """Its background processes stop (state `stopped`) and what they changed is recorded,
+    before the report lists them."""
+    if run.tool_ctx.background is None:
+        return
+    try:
+        await run.tool_ctx.background.stop_all()
+    except Exception:  # runner.stop_all after it still ends their processes
+        log.exception("run %s: stopping its background processes failed", run.seams.run_id)
 
 
 async def settle_hooks(run: RunState) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import Any
 
 from agent_lsp.agent.events import StopEvent
 from agent_lsp.agent.loop.loop import AgentLoop
@@ -54,6 +55,7 @@ async def close_run(
         context_window=settings.context_window,
         rewindable=False,
         structured_output=run.structured,
+        processes=background_report(run),
     )
     if run.verification is not None:
         report.verification = run.verification.report()
@@ -75,6 +77,12 @@ async def close_run(
     text = stop_text(str(report.stop_reason), report.summary, report.verification)
     seams.emit(StopEvent(text, report))
     return report
+
+
+def background_report(run: RunState) -> list[dict[str, Any]]:
+    """The run's background processes as the report lists them (Decision 60)."""
+    background = run.tool_ctx.background
+    return background.report(run.seams.redact) if background is not None else []
 
 
 CANCELLED_BY = {  # how a cancelled stop's summary begins, by cause; `by` names the signal

@@ -17,6 +17,7 @@ from agent_lsp.agent.events import (
     redacted,
 )
 from agent_lsp.agent.exec import keyguard
+from agent_lsp.agent.exec.background import BackgroundProcesses
 from agent_lsp.agent.exec.process import kill_group
 from agent_lsp.agent.images import user_content
 from agent_lsp.agent.loop.attach import AttachmentRefused, attached_text
@@ -126,6 +127,7 @@ async def run_task(
     if env is None:
         env = options.env if options.env is not None else keyguard.environment()
     built = _build(prompt, session, settings, workspace, approver, emit, run_id, env, options)
+    handle.background = built.run.tool_ctx.background  # agentLsp.stopProcess reaches them
     built.run.seams.model = model or options.model  # type: ignore[assignment]  # None: made later
     try:
         outcome = await _drive(built, prompt, settings, workspace, options, handle)
@@ -193,6 +195,7 @@ def _build(
     model_name = options.model_name or session.model  # a command's own model (Decision 34)
     sink = _UntilStop(_redacting(shown.tee(emit), redact))
     seams = _seams(run_id, sink, transcript, session, settings, gate, paths)
+    tool_ctx.background = BackgroundProcesses(sink)  # run_command {background} (issue 35)
     seams.pricing = settings.pricing.get(model_name or settings.model)
     seams.telemetry = options.telemetry or NoTelemetry()
     run = RunState(seams, tool_ctx, session, settings, paths, record)

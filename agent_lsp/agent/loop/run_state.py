@@ -124,7 +124,8 @@ class RunState:
             sub = AgentLoop(
                 seams,
                 agent_id,
-                LoopTools(ToolBox(toolset, withheld), self.tool_ctx),
+                # the background processes are the main agent's (Decision 86)
+                LoopTools(ToolBox(toolset, withheld), replace(self.tool_ctx, background=None)),
                 settings.delegate_max_turns,
                 history,
                 prompt,

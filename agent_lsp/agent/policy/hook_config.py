@@ -32,6 +32,8 @@ State = Literal["active", "needs-consent", "denied", "ignored"]
 # either; payloads carry the Claude Code name where one exists (Decision 32).
 CLAUDE_NAMES = {
     "run_command": "Bash",
+    "process_output": "BashOutput",
+    "stop_process": "KillShell",
     "read_file": "Read",
     "edit_file": "Edit",
     "write_file": "Write",

@@ -51,7 +51,13 @@ def tool_input(name: str, args: dict[str, Any], root: Path) -> dict[str, Any]:
             }
             if args.get("cwd"):
                 out["cwd"] = _absolute(args["cwd"], root)
+            if args.get("background") is True:  # Claude Code's name (Decision 86)
+                out["run_in_background"] = True
             return out
+        case "process_output":
+            return {"bash_id": args.get("processId", "")}
+        case "stop_process":
+            return {"shell_id": args.get("processId", "")}
         case "read_file":
             out = {"file_path": _absolute(args.get("path", ""), root)}
             out.update({k: args[k] for k in ("offset", "limit") if k in args})
@@ -110,7 +116,12 @@ def our_arguments(name: str, updated: dict[str, Any], root: Path) -> dict[str, A
                 out["timeout"] = max(1.0, updated["timeout"] / 1000)
             if updated.get("cwd"):
                 out["cwd"] = _relative(updated["cwd"], root)
+            if updated.get("run_in_background", updated.get("background")) is True:
+                out["background"] = True
             return out
+        case "process_output" | "stop_process":
+            found = updated.get("processId", updated.get("bash_id", updated.get("shell_id")))
+            return {"processId": found if isinstance(found, str) else ""}
         case "read_file" | "edit_file" | "write_file":
             out = {"path": _relative(updated.get("file_path", updated.get("path", "")), root)}
             renames = {

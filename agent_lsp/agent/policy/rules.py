@@ -35,6 +35,8 @@ OUR_TOOLS = frozenset(
         "skill",
         "debug_start",
         "debug_eval",
+        "process_output",
+        "stop_process",
     }
 )
 # Rule names of our own beyond Claude Code's (CONTRACT "The debugger (turn 4)").

@@ -22,6 +22,7 @@ from agent_lsp.agent.tools.hunks import Hunk
 from agent_lsp.agent.tools.paths import PathGuard
 
 if TYPE_CHECKING:
+    from agent_lsp.agent.exec.background import BackgroundProcesses
     from agent_lsp.agent.fs.prompt_files import PromptFiles
     from agent_lsp.agent.state.checkpoints import RunCheckpoint
     from agent_lsp.agent.tools.codeintel.sources import CodeIntel
@@ -57,6 +58,8 @@ class ToolContext:
     hidden: Callable[[Path], bool] | None = None
     # the run's one debug session (debug_* tools), made at the first debug call
     debugger: DebugSource | None = None
+    # the run's background processes (run_command {background}, process_output, stop_process)
+    background: BackgroundProcesses | None = None
 
 
 @dataclass(frozen=True)

@@ -5,10 +5,12 @@ from __future__ import annotations
 import re
 import shlex
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pydantic import Field
 
 from agent_lsp.agent.display import show_command
+from agent_lsp.agent.exec.background import MAX_PER_RUN
 from agent_lsp.agent.exec.program_path import find_program
 from agent_lsp.agent.state.gitsafe import executing_config, mentions_git
 from agent_lsp.agent.tools.base import (
@@ -20,6 +22,10 @@ from agent_lsp.agent.tools.base import (
     ToolContext,
     ToolError,
 )
+from agent_lsp.agent.tools.processes import background_note, start_background
+
+if TYPE_CHECKING:
+    from agent_lsp.agent.tools.runner import CommandRunner
 
 DEFAULT_TIMEOUT = 120
 MAX_TIMEOUT = 600
@@ -48,6 +54,12 @@ class RunCommandArgs(Args):
     timeout: float | None = Field(
         None, gt=0, description=f"Seconds (default {DEFAULT_TIMEOUT}, max {MAX_TIMEOUT})"
     )
+    background: bool = Field(
+        False,
+        description="Keep it running (a dev server, a watcher): answers after about a second "
+        "with its processId and the output so far; then process_output and stop_process. "
+        f"At most {MAX_PER_RUN} per run; all end with the run",
+    )
 
 
 class RunCommand(Tool):
@@ -55,7 +67,8 @@ class RunCommand(Tool):
     description = (
         "Run a command in the workspace and return its exit code and output. Plain argv lines run "
         "without a shell; pipes/redirections need the user's approval of the exact line. Every "
-        "process it starts ends with it (no background jobs survive)."
+        "process it starts ends with it (no background jobs survive), unless `background` is "
+        "true: then it runs on until stop_process or the run's end."
     )
     args = RunCommandArgs
     read_only = False
@@ -70,13 +83,7 @@ class RunCommand(Tool):
             raise ToolError("run_command is not available here")
         timeout = min(args.timeout or DEFAULT_TIMEOUT, MAX_TIMEOUT)
         shell = needs_shell(args.command)
-        if (
-            not shell
-            and not runner.sandboxed
-            and find_program(argv[0], runner.env.get("PATH", "")) is None
-            and "/" not in argv[0]
-        ):
-            raise ToolError(f"cannot start {argv[0]!r}: no such command on the PATH")
+        _check_program(argv, runner, shell)
         where = ctx.paths.display(cwd)
         detail = (
             f"$ {show_command(args.command)}"
@@ -86,8 +93,11 @@ class RunCommand(Tool):
         if runner.sandboxed:
             detail += f"\n{runner.describe()}"
         run_argv = ["/bin/sh", "-c", args.command] if shell else argv
+        detail += background_note(ctx) if args.background else ""
 
         async def execute() -> str:
+            if args.background:
+                return await start_background(ctx, run_argv, cwd, args.command)
             edited = list(ctx.changes)
             unsaved = await ctx.workspace.unsaved(edited) if edited else []
             note = ""
@@ -138,6 +148,16 @@ class RunCommand(Tool):
             sandboxed=runner.sandboxed,
         )
         return Prepared(detail, execute, command=plan, show_tail=True, must_ask=must_ask)
+
+
+def _check_program(argv: list[str], runner: CommandRunner, shell: bool) -> None:
+    if (
+        not shell
+        and not runner.sandboxed
+        and find_program(argv[0], runner.env.get("PATH", "")) is None
+        and "/" not in argv[0]
+    ):
+        raise ToolError(f"cannot start {argv[0]!r}: no such command on the PATH")
 
 
 async def _risky_git(command: str, cwd: Path) -> str | None:

@@ -90,13 +90,19 @@ def _definition(agent: str | None, ctx: ToolContext) -> PromptFile | None:
     return definition
 
 
+MAIN_AGENT_ONLY = frozenset({"delegate", "process_output", "stop_process"})
+
+
 def narrow(definition: PromptFile, parent: list[Tool]) -> list[Tool]:
     """The sub-agent's tools: those of the parent's (delegate aside) the definition names, in
     our or Claude Code's words (`Read`, `mcp__server__tool`, `mcp__server__*`, `mcp__server`);
     unknown names are dropped; no `tools`: the parent's read-only ones. Never wider than the
     parent's."""
-    # never delegate, never the debugger (one session per run, the main agent's)
-    candidates = [t for t in parent if t.name != "delegate" and not t.name.startswith("debug_")]
+    # never delegate, never the debugger (one session per run, the main agent's), never the
+    # background processes' tools (the main agent's, Decision 86)
+    candidates = [
+        t for t in parent if t.name not in MAIN_AGENT_ONLY and not t.name.startswith("debug_")
+    ]
     wanted = definition.tools
     if wanted is None:
         return [t for t in candidates if t.read_only]

@@ -6,6 +6,8 @@ from __future__ import annotations
 # Claude Code's tool names (CONTRACT "Tool names across formats") -> ours.
 CLAUDE_TOOLS = {
     "Bash": "run_command",
+    "BashOutput": "process_output",
+    "KillShell": "stop_process",
     "Read": "read_file",
     "Edit": "edit_file",
     "MultiEdit": "edit_file",

@@ -12,6 +12,7 @@ from agent_lsp.agent.tools.diagnostics import Diagnostics
 from agent_lsp.agent.tools.edits import EditFile, WriteFile
 from agent_lsp.agent.tools.files import ReadFile
 from agent_lsp.agent.tools.list_files import ListFiles
+from agent_lsp.agent.tools.processes import process_tools
 from agent_lsp.agent.tools.remember import Remember
 from agent_lsp.agent.tools.search import Search
 from agent_lsp.agent.tools.skill import LoadSkill
@@ -52,6 +53,7 @@ def main_tools(
         WriteFile(),
         *(code_intel_edit_tools() if code_intel else []),
         RunCommand(),
+        *process_tools(),
         delegate_tool(agents),
         Remember(),
         *([LoadSkill()] if skills else []),

@@ -67,6 +67,10 @@ vim.api.nvim_create_user_command('AgentModel', function(opts)
   require('agent_lsp.sessions').pick_model(opts.args)
 end, { nargs = '?', desc = 'agent-lsp: pick the model of the next runs' })
 
+vim.api.nvim_create_user_command('AgentProcesses', function()
+  require('agent_lsp.processes').pick()
+end, { nargs = 0, desc = "agent-lsp: the runs' background processes; the one picked is stopped" })
+
 local splits = { 'right', 'left', 'above', 'below', 'tab' }
 
 vim.api.nvim_create_user_command('AgentStream', function(opts)

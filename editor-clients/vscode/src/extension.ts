@@ -8,6 +8,7 @@ import { checkHealth } from './health';
 import { registerSetupView, showSetup } from './setup';
 import { createLogChannel, describeError, log } from './logger';
 import { pickModel, resumeSession } from './pickers';
+import { pickProcessToStop, ProcessRegistry } from './processes';
 import { ProgressView } from './progress';
 import { rewindRun } from './rewind';
 import { RunRegistry } from './runs';
@@ -23,6 +24,7 @@ export function activate(context: vscode.ExtensionContext): void {
   const runs = new RunRegistry();
   const stream = new StreamView();
   const usage = new UsageStatus();
+  const processes = new ProcessRegistry();
   const diff = new DiffView();
   const approvals = new ApprovalView(diff);
   const client = () => agentServer.client();
@@ -47,6 +49,7 @@ export function activate(context: vscode.ExtensionContext): void {
         approvals.onStream(event);
         stream.handle(event);
         usage.onStream(event);
+        processes.onStream(event);
         if (event.kind === 'stop') {
           const report = event.report;
           log.info(`run ${event.runId} stopped: ${report?.stopReason ?? 'unknown'}`);
@@ -58,6 +61,7 @@ export function activate(context: vscode.ExtensionContext): void {
         progress.closeAll();
         approvals.clear();
         usage.clear();
+        processes.clear();
         runs.clear();
       },
       onServerStarted: () => {
@@ -91,6 +95,7 @@ export function activate(context: vscode.ExtensionContext): void {
     reg('agentLsp.client.rewindRun', guard('rewind', () => rewindRun(client, runs, (line) => stream.note(line)))),
     reg('agentLsp.client.resumeSession', guard('resume', () => resumeSession(client, runs))),
     reg('agentLsp.client.pickModel', guard('pick model', () => pickModel(client, runs))),
+    reg('agentLsp.client.backgroundProcesses', guard('background processes', () => pickProcessToStop(client, processes))),
     reg('agentLsp.client.checkHealth', guard('health check', () => checkHealth(client, runs, false))),
     registerSetupView(),
     reg('agentLsp.client.showSetup', guard('show setup', async () => { await showSetup(client); })),

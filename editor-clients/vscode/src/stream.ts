@@ -37,6 +37,8 @@ export interface RunReport {
     }[];
     unverifiedFiles?: string[];
   };
+  /** Background processes (CONTRACT Decision 60). */
+  processes?: { processId: string; command: string; state: string; exitCode?: number | null }[];
 }
 
 export interface StreamEvent {
@@ -67,6 +69,10 @@ export interface StreamEvent {
   contextTokens?: number;
   contextWindow?: number;
   costUsd?: number;
+  /** `process` events (a background process started or ended). */
+  processId?: string;
+  command?: string;
+  exitCode?: number | null;
 }
 
 export class StreamView implements vscode.Disposable {
@@ -154,7 +160,7 @@ export class StreamView implements vscode.Disposable {
 /** The kinds this view knows; it ignores the others. */
 const SHOWN_KINDS = new Set([
   'text', 'usage', 'thinking', 'toolCall', 'toolResult', 'approval', 'status', 'compaction', 'hook',
-  'steer', 'stop',
+  'steer', 'process', 'stop',
 ]);
 
 const MARKS: Record<string, string> = {
@@ -163,6 +169,7 @@ const MARKS: Record<string, string> = {
   status: '·',
   compaction: '≡',
   hook: '⚑',
+  process: '⚙',
   stop: '■',
 };
 
@@ -209,6 +216,9 @@ function formatReport(report: RunReport, stopText?: string): string[] {
   }
   for (const uri of report.editedFiles ?? []) {
     lines.push(`  edited: ${uri}`);
+  }
+  for (const p of report.processes ?? []) {
+    lines.push(`  background ${p.processId}: ${p.state} (exit code ${p.exitCode ?? '?'}): ${p.command}`);
   }
   if (report.rewindable) {
     lines.push('  rewindable: "Agent: Rewind Run…" restores the files');

@@ -47,6 +47,7 @@ const SCENARIOS = [
   ['unknownKinds', core.unknownKinds],
   ['dismiss', core.dismiss],
   ['paletteCancel', core.paletteCancel],
+  ['backgroundProcesses', core.backgroundProcesses],
   ['plan', features.plan],
   ['pickModel', features.pickModel],
   ['runCommand', features.runCommand],

@@ -5,7 +5,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { logInterval, outputChannelLog, step, t, userSettingsFile, waitFor } from './harness.mjs';
 import {
-  answerInputBox, button, clickToastButton, diffModifiedText, editorText, openFile, outputPanelText, palette, pickQuickItem, plain,
+  answerInputBox, button, clearNotifications, clickToastButton, diffModifiedText, editorText, openFile, outputPanelText, palette, pickQuickItem, plain,
   settled, tabLabels, toast, toastWithButton,
 } from './workbench.mjs';
 
@@ -235,4 +235,36 @@ export async function unknownKinds({ page, dirs, tasks }) {
     agentOutput: since(dirs, before),
     toasts: await page.locator('.notifications-toasts .notification-toast').allInnerTexts(),
   };
+}
+
+/**
+ * `Agent: Background Processes` (issue 35): while the run holds, the quick pick lists the
+ * background process its command started; picking it stops it (agentLsp.stopProcess).
+ */
+export async function backgroundProcesses({ page, dirs, tasks }) {
+  const r = {};
+  const before = agentLog(dirs);
+  await newSession(page);
+  await step('Agent: Run Task… (a background command)', () => runTask(page, tasks.background));
+  const approval = await step('approval toast (background command)', () =>
+    toastWithButton(page, tasks.backgroundCommand, 'Allow').catch((err) => {
+      throw new Error(`${err.message}\nAgent output so far:\n${since(dirs, before)}`);
+    }));
+  r.approvalText = (await approval.innerText()).slice(0, 800);
+  await clickToastButton(approval, 'Allow');
+  await step('the command answered (its process runs)', () =>
+    waitFor('the run_command result in the Agent output', () => /✓ run_command/.test(since(dirs, before)), t(60_000)));
+  await step('Agent: Background Processes', () => palette(page, 'Agent: Background Processes'));
+  r.items = await step('the running process in the quick pick', () => pickQuickItem(page, 'p1'));
+  await step('the process stopped', () =>
+    waitFor('"background process p1 stopped" in the Agent output', () =>
+      since(dirs, before).includes('background process p1 stopped'), t(30_000), 100));
+  await step('Agent: Background Processes (none left)', () => palette(page, 'Agent: Background Processes'));
+  await step('the "none" message', () => toast(page, 'no background process is running').first().waitFor({ state: 'visible', timeout: t(20_000) }));
+  await step('Agent: Cancel Run (ends the held run)', () => palette(page, 'Agent: Cancel Run'));
+  await step('stop reason cancelled', () =>
+    waitFor('"stop reason: cancelled"', () => since(dirs, before).includes('stop reason: cancelled'), t(30_000), 100));
+  r.agentOutput = since(dirs, before);
+  await clearNotifications(page); // its messages must not stand in a later scenario's way
+  return r;
 }

@@ -37,12 +37,15 @@ function M.stream(_, params, ctx)
     end
   elseif params.kind == 'usage' then
     runs.on_usage(run, params)
+  elseif params.kind == 'process' then
+    require('agent_lsp.processes').on_event(params, ctx.client_id)
   end
   vim.api.nvim_exec_autocmds('User', { pattern = 'AgentLspStream', modeline = false, data = params })
   if params.kind == 'stop' then
     local report = type(params.report) == 'table' and params.report or {}
     local reason = report.stopReason
     runs.finish(run, reason, report)
+    require('agent_lsp.processes').on_run_stop(run.id)
     local summary = report.error or report.summary or params.text or ''
     notify(('run %s: %s'):format(reason or 'stopped', summary), stop_levels[reason])
     if run.mode == 'plan' and reason == 'done' then

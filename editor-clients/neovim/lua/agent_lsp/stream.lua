@@ -86,6 +86,7 @@ local labels = {
   compaction = 'compaction',
   thinking = 'thinking',
   hook = 'hook',
+  process = 'process',
   stop = 'stop',
 }
 
