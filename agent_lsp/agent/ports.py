@@ -31,6 +31,10 @@ class EditOutcome:
     message: str = ""
     rejected: bool = False  # the user said no in the editor's own preview
     version: int | None = None  # the editor buffer's version once the edit is in (for diagnostics)
+    # Co-editing (CONTRACT "Working beside the user"): the files whose text changed while the
+    # edit waited and was merged with it, with the text each holds now (not the agent's `after`)
+    landed: dict[Path, str] = field(default_factory=dict)
+    conflict: bool = False  # the user's changes overlap the edit: nothing was applied
 
 
 @dataclass

@@ -147,10 +147,11 @@ def _prepared(
                 f"the edit to {shown} was not applied: {reason}. "
                 "Read the file again before retrying."
             )
+        landed = outcome.landed.get(path, after)  # merged with the user's changes meanwhile
         ctx.changes.add(path)
         if ctx.checkpoint is not None:
-            ctx.checkpoint.edited(path, after)
-        await sync_sources(ctx, path, after)  # the language servers see the edit
+            ctx.checkpoint.edited(path, landed)
+        await sync_sources(ctx, path, landed)  # the language servers see the edit
         problems = await problems_after_edit(ctx, path, outcome.version)
         return (
             f"applied: {summary.splitlines()[0]}"

@@ -232,16 +232,17 @@ def _prepared(
         for change in landed:
             ctx.changes.add(change.path)
             if ctx.checkpoint is not None:
-                ctx.checkpoint.edited(change.path, change.after)
+                ctx.checkpoint.edited(change.path, outcome.landed.get(change.path, change.after))
         for change in landed:
-            await sync_sources(ctx, change.path, change.after)
+            await sync_sources(ctx, change.path, outcome.landed.get(change.path, change.after))
         if not outcome.applied:
             reason = outcome.message or "the editor refused the edit"
             raise ToolError(
                 f"the rename was not applied: {reason}. Read the files again before retrying."
             )
         edits = sum(d.count("\n+") - d.count("\n+++") for d in diffs)
-        return with_notes(f"applied: {head} ({edits} changed lines)", notes)
+        merged = f"\n{outcome.message}" if outcome.message else ""  # files merged meanwhile
+        return with_notes(f"applied: {head} ({edits} changed lines){merged}", notes)
 
     return Prepared(
         with_notes("\n".join([head, *body]), notes),
