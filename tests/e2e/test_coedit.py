@@ -4,6 +4,8 @@ versioned edit keeping every user change, or a conflict that applies nothing and
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 from lsprotocol import types
 
@@ -117,3 +119,23 @@ async def test_a_file_created_while_the_approval_waits_is_a_conflict_not_prepend
     assert editor.edits == []
     told = tool_messages(model.requests[-1])["call_new"]
     assert "conflict" in told and "created since the agent looked" in told, told
+
+
+async def test_the_approval_shows_the_diff_on_the_text_as_it_is_when_asked(open_editor, model, workspace, tmp_path):
+    """A PreToolUse hook runs between the read and the question (as a formatter or the user
+    could change the file then): the diff the user approves is the one that lands."""
+    header = '"""Arithmetic."""\n\n'
+    script = tmp_path / "someone_edits.py"
+    script.write_text(f"from pathlib import Path\nPath({str(workspace / 'calc.py')!r}).write_text({header + CALC!r})\n")
+    hooks = {"PreToolUse": [{"matcher": "", "hooks": [{"type": "command", "command": f"{sys.executable} {script}"}]}]}
+    model.add("fix the add", [edit_call("a - b", "a + b"), {"text": "fixed"}])
+    editor = await open_editor("visual-studio-code", init={"hooks": hooks})
+    editor.approval_answers = ["Allow"]
+    started = await editor.run("fix the add function")
+    report = await editor.wait_stop(started["runId"])
+
+    assert report["stopReason"] == "done", report
+    pending = next(e for e in editor.events(started["runId"], "approval") if e.get("diff"))
+    assert ' """Arithmetic."""\n' in pending["diff"] and "@@ -1,7 +1,7 @@" in pending["diff"], pending["diff"]
+    assert "changed since it was read: this is the edit merged with that change" in editor.approval_requests[0].message
+    assert (workspace / "calc.py").read_text() == header + CALC.replace("a - b", "a + b")

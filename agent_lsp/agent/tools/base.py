@@ -109,6 +109,9 @@ class Prepared:
     # (debug_start: the program or module as given, or its command line; Decision 88).
     rule_argv: list[str] | None = None
     sandboxed: bool = False  # a call without a command plan that runs in the sandbox (debug_start)
+    # Edits: recompute `detail`, `diff` and `new_text` on the file as it is when the approval is
+    # asked (merged with what changed since the read), so the diff shown is the one that lands.
+    refresh: Callable[[], Awaitable[None]] | None = None
 
 
 class Tool:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from pydantic import Field
 
+from agent_lsp.agent.fs.merge import resolve
 from agent_lsp.agent.ports import Document
 from agent_lsp.agent.tools.base import Args, EditRejected, Prepared, Tool, ToolContext, ToolError
 from agent_lsp.agent.tools.codeintel.service import sync_sources
@@ -160,7 +161,7 @@ def _prepared(
         )
 
     label = f"agent-lsp: {'write_file' if before is None else 'edit_file'} {shown}"
-    return Prepared(
+    prepared = Prepared(
         summary,
         apply,
         preview=lambda: apply(label),
@@ -170,6 +171,37 @@ def _prepared(
         paths=[(ctx.paths.given(given) if given else path, path)],
         shown_path=shown,
     )
+    prepared.refresh = lambda: _refresh(ctx, prepared, path, before, after)
+    return prepared
+
+
+async def _refresh(
+    ctx: ToolContext, prepared: Prepared, path: Path, before: Document | None, after: str
+) -> None:
+    """What the approval shows, on the file as it is when asked: the text changed since the
+    read (a hook, a formatter, the user) -> the diff of the merge that will land, or the
+    conflict said (the edit itself stays computed on what was read: Decision 57)."""
+    try:
+        now = await _current(ctx, path)
+    except ToolError:
+        return  # the apply says why
+    base, current = (before.text if before else None), (now.text if now else None)
+    if current == base:
+        return
+    shown = ctx.paths.display(path)
+    resolution = resolve(base, current, after)
+    if resolution.text is None:
+        prepared.detail += (
+            f"\n{shown} changed since it was read and this edit overlaps the change: "
+            "it will not apply (the model is told to read the file again)"
+        )
+        return
+    prepared.detail = (
+        diff_summary(shown, current, resolution.text)
+        + f"\n({shown} changed since it was read: this is the edit merged with that change)"
+    )
+    prepared.diff = unified_diff(shown, current, resolution.text)
+    prepared.new_text = resolution.text
 
 
 class EditFileArgs(Args):
