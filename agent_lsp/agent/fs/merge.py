@@ -112,13 +112,17 @@ def resolve(base: str | None, current: str | None, agent: str) -> Resolution:
 def merged_note(resolution: Resolution) -> str:
     """The result's line for a clean merge (Decision 57)."""
     spans = [
-        f"{first}"
-        if first == last
-        else (f"{first}-{last}" if last > first else f"{first} (deleted)")
+        f"{first}" if first == last else f"{first}-{last}"
         for first, last in resolution.lines
+        if last >= first
     ]
-    where = f" (your changes are at lines {', '.join(spans)})" if spans else ""
-    return "the file had changed since it was read; your edit was merged with those changes" + where
+    deleted = [str(first) for first, last in resolution.lines if last < first]
+    where = [f"your changes are at lines {', '.join(spans)}"] if spans else []
+    if deleted:
+        where.append(f"lines you deleted were just before line {', '.join(deleted)}")
+    return "the file had changed since it was read; your edit was merged with those changes" + (
+        f" ({'; '.join(where)})" if where else ""
+    )
 
 
 def conflict_note(name: str, resolution: Resolution) -> str:
