@@ -18,6 +18,7 @@ from agent_lsp.agent.ports import EditOutcome, FileChange
 from agent_lsp.server.positions import lsp_lines, minimal_edit
 from agent_lsp.server.preview_gate import PREVIEW_ANNOTATION, preview_gate
 from agent_lsp.server.rpc import ClientRequestError, client_request
+from agent_lsp.server.workspace import NOT_SAVED
 
 
 async def apply_all(
@@ -86,7 +87,7 @@ async def _resolved(
         if isinstance(resolved, EditOutcome):
             resolved.message = f"{resolved.message}; nothing was changed"
             return resolved
-        current, resolution, _ = resolved
+        current, resolution, open_doc = resolved
         if current is None or resolution.text is None:  # a rename edits existing files only
             return EditOutcome(False, f"{change.path.name} is gone; nothing was changed")
         rebased.append(FileChange(change.path, current, resolution.text))
@@ -94,6 +95,8 @@ async def _resolved(
         merged.landed.update(note.landed)
         if note.message:
             merged.message += f"{change.path.name}: {note.message}\n"
+        if open_doc is not None and await ws.unsaved([change.path]):  # Decision 81
+            merged.message += f"{change.path.name}: {NOT_SAVED}\n"
     merged.message = merged.message.rstrip("\n")
     return rebased, merged
 

@@ -29,6 +29,11 @@ DID_CHANGE_WAIT = 3.0  # after an applied edit, for the editor's didChange (eglo
 DIAGNOSTICS_METHOD = "agentLsp/diagnostics"
 DIAGNOSTICS_TIMEOUT = 3.0  # CONTRACT Decision 15: the client answers within ~2 s
 DEBUG_METHOD = "agentLsp/debug"
+# An edit to a buffer with unsaved changes: the editor keeps it unsaved (Decision 81)
+NOT_SAVED = (
+    "not saved: you were editing it (the user's buffer had unsaved changes: the edit is in "
+    "the editor, not yet on disk, until the user saves)"
+)
 
 
 class LspWorkspace:
@@ -159,6 +164,8 @@ class LspWorkspace:
             return resolved
         current, resolution, open_doc = resolved
         assert resolution.text is not None
+        # Decision 81: our clients save after an agent edit only buffers that were clean before
+        editing = open_doc is not None and bool(await self.unsaved([path]))
         edit = self._workspace_edit(path, current, resolution.text, preview)
         # The buffer's version once the edit is in: the next one for an open document (read
         # before the request: the editor's didChange may arrive before its answer), the first
@@ -206,7 +213,10 @@ class LspWorkspace:
             )
         if open_doc is not None:
             await self._until_version(path, expected)
-        return applied_outcome(path, resolution, expected)
+        outcome = applied_outcome(path, resolution, expected)
+        if editing:
+            outcome.message = "\n".join(filter(None, [outcome.message, NOT_SAVED]))
+        return outcome
 
     async def _resolved(
         self, path: Path, before: Document | None, after: str

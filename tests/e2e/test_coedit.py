@@ -48,6 +48,8 @@ async def test_a_disjoint_change_typed_while_the_approval_waits_is_merged(open_e
     told = tool_messages(model.requests[-1])["call_edit"]
     assert "the file had changed since it was read; your edit was merged" in told, told
     assert "lines 2" in told  # where the agent's change now is
+    # Decision 81: the buffer had unsaved changes, so our clients leave it unsaved
+    assert "not saved: you were editing it" in told, told
     assert result_of(editor, started["runId"], "call_edit")["ok"] is True
     assert report["editedFiles"] == [uri]
 
@@ -139,3 +141,15 @@ async def test_the_approval_shows_the_diff_on_the_text_as_it_is_when_asked(open_
     assert ' """Arithmetic."""\n' in pending["diff"] and "@@ -1,7 +1,7 @@" in pending["diff"], pending["diff"]
     assert "changed since it was read: this is the edit merged with that change" in editor.approval_requests[0].message
     assert (workspace / "calc.py").read_text() == header + CALC.replace("a - b", "a + b")
+
+
+async def test_an_edit_to_a_clean_open_buffer_says_nothing_about_saving(open_editor, model):
+    model.add("fix the add", [edit_call("a - b", "a + b"), {"text": "fixed"}])
+    editor = await open_editor("visual-studio-code")
+    editor.open("calc.py")  # as on disk: our clients save it after the edit
+    editor.approval_answers = ["Allow"]
+    started = await editor.run("fix the add function")
+    await editor.wait_stop(started["runId"])
+
+    told = tool_messages(model.requests[-1])["call_edit"]
+    assert told.startswith("applied: edit calc.py") and "not saved" not in told and "merged" not in told, told
