@@ -93,6 +93,7 @@ async def _resolved(
         rebased.append(FileChange(change.path, current, resolution.text))
         note = applied_outcome(change.path, resolution)
         merged.landed.update(note.landed)
+        merged.merged_onto.update(note.merged_onto)
         if note.message:
             merged.message += f"{change.path.name}: {note.message}\n"
         if open_doc is not None and await ws.unsaved([change.path]):  # Decision 81

@@ -153,3 +153,26 @@ async def test_an_edit_to_a_clean_open_buffer_says_nothing_about_saving(open_edi
 
     told = tool_messages(model.requests[-1])["call_edit"]
     assert told.startswith("applied: edit calc.py") and "not saved" not in told and "merged" not in told, told
+
+
+async def test_a_rewind_of_a_merged_edit_keeps_the_users_change(open_editor, model, workspace):
+    """The file before the run, for a rewind, is the text the edit was merged onto: rewinding
+    takes the agent's change back and leaves the user's."""
+    model.add("fix the add", [edit_call("a - b", "a + b"), {"text": "fixed"}])
+    editor = await open_editor("visual-studio-code")
+    editor.open("calc.py")
+    typed = CALC.replace("return a * b", "return a * b  # the user's note")
+
+    def user_types_then_allows(_params):
+        editor.type_into("calc.py", typed)
+        return "Allow"
+
+    editor.approval_answers = [user_types_then_allows]
+    started = await editor.run("fix the add function")
+    report = await editor.wait_stop(started["runId"])
+    assert editor.text("calc.py") == typed.replace("a - b", "a + b")
+
+    result = await editor.execute("agentLsp.rewind", {"runId": report["runId"]})
+
+    assert result["conflicts"] == [] and len(result["restored"]) == 1, result
+    assert editor.text("calc.py") == typed  # the agent's change gone, the user's kept

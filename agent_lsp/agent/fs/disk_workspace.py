@@ -148,10 +148,12 @@ async def apply_each(workspace: Any, changes: list[FileChange]) -> EditOutcome:
                 False,
                 f"{change.path.name}: {outcome.message} ({done})",
                 landed=merged.landed,
+                merged_onto=merged.merged_onto,
                 conflict=outcome.conflict,
             )
         written.append(change.path.name)
         merged.landed.update(outcome.landed)
+        merged.merged_onto.update(outcome.merged_onto)
         if outcome.message:
             merged.message += f"{change.path.name}: {outcome.message}\n"
     merged.message = merged.message.rstrip("\n")

@@ -3,7 +3,7 @@ changed since (a three-way line merge, `merge3` with patiencediff's matcher: Dec
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +33,7 @@ class Resolution:
     lines: list[tuple[int, int]] = field(default_factory=list)
     conflicts: list[ConflictHunk] = field(default_factory=list)
     why: str = ""  # a conflict's cause when it has no hunks (a file that appeared or vanished)
+    onto: str | None = None  # a merge: the current text it was merged onto (the user's changes)
 
     @property
     def conflict(self) -> bool:
@@ -106,7 +107,7 @@ def resolve(base: str | None, current: str | None, agent: str) -> Resolution:
         return Resolution(None, True, why="the file was created since the agent looked")
     if current is None:
         return Resolution(None, True, why="the file was deleted since the agent read it")
-    return merge3_lines(base, current, agent)
+    return replace(merge3_lines(base, current, agent), onto=current)
 
 
 def merged_note(resolution: Resolution) -> str:
@@ -159,5 +160,9 @@ def applied_outcome(path: Path, resolution: Resolution, version: int | None = No
     if not resolution.merged or resolution.text is None:
         return EditOutcome(True, version=version)
     return EditOutcome(
-        True, merged_note(resolution), version=version, landed={path: resolution.text}
+        True,
+        merged_note(resolution),
+        version=version,
+        landed={path: resolution.text},
+        merged_onto={path: resolution.onto} if resolution.onto is not None else {},
     )

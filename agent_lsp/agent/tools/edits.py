@@ -128,8 +128,7 @@ def _prepared(
     summary = diff_summary(shown, before.text if before else None, after)
 
     async def apply(preview: str | None = None) -> str:
-        if ctx.checkpoint is not None:
-            await ctx.checkpoint.before_change(path, before)
+        first = ctx.checkpoint is not None and await ctx.checkpoint.before_change(path, before)
         if preview is None:
             outcome = await ctx.workspace.apply(path, before, after)
         else:
@@ -151,6 +150,8 @@ def _prepared(
         landed = outcome.landed.get(path, after)  # merged with the user's changes meanwhile
         ctx.changes.add(path)
         if ctx.checkpoint is not None:
+            if first and path in outcome.merged_onto:  # a rewind keeps the user's changes
+                await ctx.checkpoint.merged_onto(path, outcome.merged_onto[path])
             ctx.checkpoint.edited(path, landed)
         await sync_sources(ctx, path, landed)  # the language servers see the edit
         problems = await problems_after_edit(ctx, path, outcome.version)

@@ -210,9 +210,11 @@ def _prepared(
     label = f"agent-lsp: rename_symbol {args.symbol} -> {args.newName}"
 
     async def execute(preview: str | None = None) -> str:
+        first: set[Path] = set()
         if ctx.checkpoint is not None:
             for change in changes:
-                await ctx.checkpoint.before_change(change.path, change.before)
+                if await ctx.checkpoint.before_change(change.path, change.before):
+                    first.add(change.path)
         if preview is None:
             outcome = await ctx.workspace.apply_all(changes, label=label)
         else:
@@ -232,6 +234,8 @@ def _prepared(
         for change in landed:
             ctx.changes.add(change.path)
             if ctx.checkpoint is not None:
+                if change.path in first and change.path in outcome.merged_onto:
+                    await ctx.checkpoint.merged_onto(change.path, outcome.merged_onto[change.path])
                 ctx.checkpoint.edited(change.path, outcome.landed.get(change.path, change.after))
         for change in landed:
             await sync_sources(ctx, change.path, outcome.landed.get(change.path, change.after))
