@@ -73,6 +73,9 @@ TASKS: dict[str, Any] = {
     "alwaysAgain": "Once more, the same command in a new session",
     "kinds": "Say something, a newer server wraps it",
     "kindsFinal": "Kinds checked.",
+    "keepDirty": "Note what add does on its line",
+    "keepDirtyTyped": "# typed, not saved",
+    "keepDirtyNew": "def add(a, b):  # adds",
 }
 
 pytestmark = pytest.mark.skipif(
@@ -88,6 +91,10 @@ def script(model: ScriptedModelServer) -> None:
     k = TASKS
     model.add(k["commandPrompt"], [{"text": k["commandFinal"]}])
     model.add(k["kinds"], [{"text": k["kindsFinal"]}])
+    model.add(k["keepDirty"], [
+        {"text": "Noting.", "tool_calls": [edit("calc.py", "def add(a, b):", k["keepDirtyNew"])]},
+        {"text": "Noted."},
+    ])
     model.add(k["run"], [
         {"text": k["runText"], "chunk_size": 6, "chunk_delay": 0.02,
          "tool_calls": [edit("calc.py", "return a - b", "return a + b")]},
@@ -190,8 +197,10 @@ class Session:
 def vscode(tmp_path_factory: pytest.TempPathFactory, tools: dict[str, str]) -> Session:
     tmp = tmp_path_factory.mktemp("vscode")
     wrapper = tmp / "agent-lsp"
-    # the real server behind a pipe that plays a newer server for one run (unknownKinds)
-    wrapper.write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} '
+    # the real server behind a pipe that plays a newer server for one run (unknownKinds); this
+    # checkout's server, whatever agent-lsp the interpreter has installed (code-server passes on
+    # no PYTHONPATH)
+    wrapper.write_text(f'#!/bin/sh\nPYTHONPATH={shlex.quote(str(REPO))} exec {shlex.quote(sys.executable)} '
                        f'{shlex.quote(str(HERE / "newer_server.py"))} '
                        f'{shlex.quote(TASKS["kindsFinal"])} "$@"\n')
     wrapper.chmod(0o755)
@@ -280,6 +289,15 @@ def test_vscode_diff_before_approval_then_allowed(vscode: Session):
     assert "▶" in out and "edit_file" in out and "stop reason: done" in out
     assert TASKS["runFinal"] in run["outputPanelText"]
     assert len(vscode.requests[TASKS["run"]]) >= 2
+
+
+def test_vscode_keeps_a_document_with_unsaved_changes_unsaved_after_an_agent_edit(vscode: Session):
+    """Decision 81: the extension saves after an agent edit only documents that were clean."""
+    kept = vscode.scenario("keepDirty")
+    assert TASKS["keepDirtyNew"] in kept["editorText"] and TASKS["keepDirtyTyped"] in kept["editorText"], kept
+    assert kept["dirtyTabs"] >= 1
+    assert TASKS["keepDirtyNew"] not in kept["fileOnDisk"] and TASKS["keepDirtyTyped"] not in kept["fileOnDisk"]
+    assert "not saved: you were editing it" in tool_results(vscode.requests[TASKS["keepDirty"]][-1])
 
 
 def test_vscode_deny_with_typed_reason(vscode: Session):
