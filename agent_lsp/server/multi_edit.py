@@ -13,12 +13,11 @@ from typing import Any
 
 from lsprotocol import types
 
-from agent_lsp.agent.fs.merge import applied_outcome
+from agent_lsp.agent.fs.merge import NOT_SAVED, applied_outcome
 from agent_lsp.agent.ports import EditOutcome, FileChange
 from agent_lsp.server.positions import lsp_lines, minimal_edit
 from agent_lsp.server.preview_gate import PREVIEW_ANNOTATION, preview_gate
 from agent_lsp.server.rpc import ClientRequestError, client_request
-from agent_lsp.server.workspace import NOT_SAVED
 
 
 async def apply_all(

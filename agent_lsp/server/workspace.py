@@ -13,7 +13,13 @@ from lsprotocol import types
 from pygls.lsp.server import LanguageServer
 
 from agent_lsp.agent.fs.disk_workspace import read_disk_document, read_disk_text
-from agent_lsp.agent.fs.merge import Resolution, applied_outcome, conflict_outcome, resolve
+from agent_lsp.agent.fs.merge import (
+    NOT_SAVED,
+    Resolution,
+    applied_outcome,
+    conflict_outcome,
+    resolve,
+)
 from agent_lsp.agent.fs.safeio import NotReadable
 from agent_lsp.agent.ports import Document, EditOutcome, FileChange
 from agent_lsp.server.capabilities import ClientCaps
@@ -29,11 +35,6 @@ DID_CHANGE_WAIT = 3.0  # after an applied edit, for the editor's didChange (eglo
 DIAGNOSTICS_METHOD = "agentLsp/diagnostics"
 DIAGNOSTICS_TIMEOUT = 3.0  # CONTRACT Decision 15: the client answers within ~2 s
 DEBUG_METHOD = "agentLsp/debug"
-# An edit to a buffer with unsaved changes: the editor keeps it unsaved (Decision 81)
-NOT_SAVED = (
-    "not saved: you were editing it (the user's buffer had unsaved changes: the edit is in "
-    "the editor, not yet on disk, until the user saves)"
-)
 
 
 class LspWorkspace:

@@ -10,6 +10,12 @@ from typing import Any
 from agent_lsp.agent.ports import EditOutcome
 
 CONTEXT_LINES_SHOWN = 40  # per side of one conflicting hunk in the model's result
+# An edit to an editor buffer with the user's unsaved changes: our clients leave it unsaved
+# (Decision 81), and the result says so
+NOT_SAVED = (
+    "not saved: you were editing it (the user's buffer had unsaved changes: the edit is in "
+    "the editor, not yet on disk, until the user saves)"
+)
 
 
 @dataclass(frozen=True)
