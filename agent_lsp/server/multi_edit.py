@@ -19,6 +19,8 @@ from agent_lsp.server.positions import lsp_lines, minimal_edit
 from agent_lsp.server.preview_gate import PREVIEW_ANNOTATION, preview_gate
 from agent_lsp.server.rpc import ClientRequestError, client_request
 
+RESOLVE_ATTEMPTS = 3
+
 
 async def apply_all(
     ws: Any,
@@ -43,6 +45,7 @@ async def apply_all(
             gate.release()
         return resolved
     rebased, merged = resolved
+    # built with no await after the check: each buffer's version goes with the text it holds
     workspace_edit, expected = _workspace_edit(ws, rebased, preview)
     try:
         result = await client_request(
@@ -78,7 +81,23 @@ async def _resolved(
     ws: Any, changes: list[FileChange]
 ) -> tuple[list[FileChange], EditOutcome] | EditOutcome:
     """Each change rebased on its file's text now (merged where the file changed since it was
-    read) and the outcome an apply then has; or the conflict (nothing is applied)."""
+    read) and the outcome an apply then has; or the conflict (nothing is applied). The files are
+    read one after another: all again when a buffer moved meanwhile."""
+    for _ in range(RESOLVE_ATTEMPTS):
+        resolved = await _resolved_once(ws, changes)
+        if isinstance(resolved, EditOutcome) or all(
+            (doc := ws._open_document(c.path)) is None or doc.source == c.before.text
+            for c in resolved[0]
+        ):
+            return resolved
+    return EditOutcome(
+        False, "the files kept changing while the edit was prepared; nothing was changed"
+    )
+
+
+async def _resolved_once(
+    ws: Any, changes: list[FileChange]
+) -> tuple[list[FileChange], EditOutcome] | EditOutcome:
     rebased: list[FileChange] = []
     merged = EditOutcome(True)
     for change in changes:

@@ -156,6 +156,8 @@ class LspWorkspace:
         gate = preview_gate(self.ls) if preview else None
         if gate is not None:
             await self._take_preview_turn(gate, path)
+        # Decision 81: our clients save after an agent edit only buffers that were clean before
+        editing = self._open_document(path) is not None and bool(await self.unsaved([path]))
         # The text the edit lands on is read now, after the approval (and the preview's turn):
         # the open buffer, else the file on disk; changed since the read, it is merged.
         resolved = await self._resolved(path, before, after)
@@ -165,8 +167,7 @@ class LspWorkspace:
             return resolved
         current, resolution, open_doc = resolved
         assert resolution.text is not None
-        # Decision 81: our clients save after an agent edit only buffers that were clean before
-        editing = open_doc is not None and bool(await self.unsaved([path]))
+        # no await from the buffer's reading to the edit built on it (its version and ranges)
         edit = self._workspace_edit(path, current, resolution.text, preview)
         # The buffer's version once the edit is in: the next one for an open document (read
         # before the request: the editor's didChange may arrive before its answer), the first
@@ -224,16 +225,16 @@ class LspWorkspace:
     ) -> tuple[Document | None, Resolution, Any] | EditOutcome:
         """The current text (None: no file), what the edit becomes on it, and the open buffer;
         or why nothing can be applied (a conflict, a file no longer text)."""
-        open_doc = self._open_document(path)
+        current: Document | None = None
         try:
-            if open_doc is not None:
-                current: Document | None = Document(path, open_doc.source, open_doc.version)
-            elif path.exists() or path.is_symlink():
+            if self._open_document(path) is None and (path.exists() or path.is_symlink()):
                 current = await read_disk_document(path)  # never a range on stale text
-            else:
-                current = None
         except ValueError as exc:
             return EditOutcome(False, str(exc))
+        # read last, with no await after it: a buffer the editor opened meanwhile counts
+        open_doc = self._open_document(path)
+        if open_doc is not None:
+            current = Document(path, open_doc.source, open_doc.version)
         if current is not None and not current.exact:
             return EditOutcome(
                 False, f"{path.name} is no longer valid UTF-8 text (or holds NUL bytes)"
