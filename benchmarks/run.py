@@ -32,6 +32,7 @@ from benchmarks import (  # noqa: E402
     delegation,
     diagnostics,
     first_request,
+    merge,
     resume,
     rewind,
     sandbox,
@@ -48,7 +49,7 @@ from benchmarks.model_process import ModelProcess  # noqa: E402
 MIB = 1024 * 1024
 ANALYSIS = "## Analysis"  # RESULTS.md keeps everything from this heading on when regenerated
 FIGURES = ("turns", "lsp", "startup", "first_request", "streaming", "delegation", "concurrency", "session", "checkpoints", "snapshots",
-           "rewind", "search", "diagnostics", "resume", "acp", "mcp", "sandbox", "telemetry")
+           "rewind", "search", "diagnostics", "resume", "acp", "mcp", "sandbox", "telemetry", "merge")
 USAGE_NOTE = "usage events on (one `usage` event per model call, as every run emits)"
 
 
@@ -207,6 +208,13 @@ def rewind_rows(r: dict[str, Any]) -> list[Row]:
                 f"{r['restored']} files restored)", "< 300 ms", _ratio(r["to_edit"], 0.300))]
 
 
+def merge_rows(m: dict[str, Any]) -> list[Row]:
+    return [Row(f"co-editing merge of a {m['lines']:,}-line file, {m['hunks']} user + {m['hunks']} agent hunks",
+                f"{ms(m['merge'])} ({ms(m['merge_cpu'])} CPU; merge3's default difflib matcher {ms(m['plain'])})",
+                "<= 20 ms", _ratio(m["merge"], 0.020),
+                note=f"agent_lsp.agent.fs.merge.resolve, median of {m['runs']} runs (issue 35, Decision 82)")]
+
+
 def search_rows(s: dict[str, Any]) -> list[Row]:
     f = s["figures"]
     files = f"{s['files']:,}"
@@ -333,6 +341,8 @@ async def measure(cfg: Config, only: set[str], log: Any) -> tuple[list[Row], dic
     # Issue 15: an MCP tool call (the MCP start-up figure is in `startup`); issue 17: the sandbox
     await figure("mcp", lambda: mcp_figures(cfg), mcp_rows)
     await figure("sandbox", lambda: sandbox_figures(cfg), sandbox_rows)
+    # Issue 35: the three-way merge of an edit with the user's changes made meanwhile
+    await figure("merge", lambda: blocking(merge.measure, 3 if cfg.quick else 20), merge_rows)
     return [verdict(r, cfg.quick) for r in rows], raw
 
 

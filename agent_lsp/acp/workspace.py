@@ -12,6 +12,7 @@ from typing import Any
 
 from agent_lsp.acp.capabilities import FsCaps
 from agent_lsp.agent.fs.disk_workspace import DiskWorkspace, apply_each, read_disk_document
+from agent_lsp.agent.fs.merge import applied_outcome, conflict_outcome, resolve
 from agent_lsp.agent.ports import Document, EditOutcome, FileChange
 
 log = logging.getLogger(__name__)
@@ -61,7 +62,8 @@ class AcpWorkspace:
         else:
             outcome = await self._write(path, before, after)
         if outcome.applied:
-            self.edits[path] = Edit(path, before.text if before is not None else None, after)
+            landed = outcome.landed.get(path, after)  # merged with the user's changes meanwhile
+            self.edits[path] = Edit(path, before.text if before is not None else None, landed)
         return outcome
 
     async def apply_all(
@@ -79,24 +81,21 @@ class AcpWorkspace:
         return outcome
 
     async def _write(self, path: Path, before: Document | None, after: str) -> EditOutcome:
-        exists = path.exists() or path.is_symlink()
-        if before is None and exists:
-            return EditOutcome(
-                False, f"{path.name} was created since the agent looked; read it first"
+        """Through the editor: its buffer as it is now, merged with the edit when it changed
+        since the read (a conflict writes nothing)."""
+        try:
+            current = (
+                (await self.read(path)).text if path.exists() or path.is_symlink() else None
             )
-        if before is not None:
-            try:
-                current = await self.read(path)
-            except ValueError as exc:
-                return EditOutcome(False, str(exc))
-            if current.text != before.text:
-                return EditOutcome(
-                    False, f"{path.name} changed in the editor (or on disk) since the agent read it"
-                )
+        except ValueError as exc:
+            return EditOutcome(False, str(exc))
+        resolution = resolve(before.text if before is not None else None, current, after)
+        if resolution.text is None:
+            return conflict_outcome(path, resolution)
         try:
             await asyncio.wait_for(
                 self.client.write_text_file(
-                    session_id=self.session_id, path=str(path), content=after
+                    session_id=self.session_id, path=str(path), content=resolution.text
                 ),
                 FS_TIMEOUT,
             )
@@ -108,7 +107,7 @@ class AcpWorkspace:
             raise
         except Exception as exc:  # a JSON-RPC error: the editor refused (read-only buffer, ...)
             return EditOutcome(False, f"the editor refused the write: {_message(exc)}")
-        return EditOutcome(True)
+        return applied_outcome(path, resolution)
 
     def take_edit(self, path: Path | None) -> Edit | None:
         return self.edits.pop(path, None) if path is not None else None

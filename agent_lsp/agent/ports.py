@@ -34,6 +34,12 @@ class EditOutcome:
     # A previewed edit whose hunks the user could untick: the file's text once it was applied
     # (the tool learns from it which hunks landed, Decision 80).
     text: str | None = None
+    # Co-editing (CONTRACT "Working beside the user"): the files whose text changed while the
+    # edit waited and was merged with it, with the text each holds now (not the agent's `after`)
+    landed: dict[Path, str] = field(default_factory=dict)
+    # ... and the text each of those held just before (what a rewind of the edit puts back)
+    merged_onto: dict[Path, str] = field(default_factory=dict)
+    conflict: bool = False  # the user's changes overlap the edit: nothing was applied
 
 
 @dataclass

@@ -1,5 +1,6 @@
 """A multi-file edit (a rename) as ONE `workspace/applyEdit`: a TextDocumentEdit per file (with
 the open buffer's version, so the editor refuses it on a buffer that moved on) or `changes`,
+built on each file's text as it is when sent (merged with the user's changes made meanwhile),
 all applied or none (CONTRACT "Code intelligence": rename_symbol). With `preview`, every file's
 edits carry one change annotation that needs confirmation: the editor's own preview asks, for
 the whole rename at once (CONTRACT "Edit review")."""
@@ -12,10 +13,13 @@ from typing import Any
 
 from lsprotocol import types
 
+from agent_lsp.agent.fs.merge import NOT_SAVED, applied_outcome
 from agent_lsp.agent.ports import EditOutcome, FileChange
 from agent_lsp.server.positions import lsp_lines, minimal_edit
 from agent_lsp.server.preview_gate import PREVIEW_ANNOTATION, preview_gate
 from agent_lsp.server.rpc import ClientRequestError, client_request
+
+RESOLVE_ATTEMPTS = 3
 
 
 async def apply_all(
@@ -29,19 +33,20 @@ async def apply_all(
     """`ws`: the LspWorkspace (its buffers, capabilities and version wait)."""
     if not ws.caps.can_apply_edit:
         return EditOutcome(False, "this editor does not support workspace/applyEdit")
-    stale = _stale(ws, changes)
-    if stale:
-        return EditOutcome(False, f"{stale}; nothing was changed")
-    workspace_edit, expected = _workspace_edit(ws, changes, preview)
     gate = preview_gate(ws.ls) if preview else None
     if gate is not None:
         if gate.locked() and ws.on_waiting:
             ws.on_waiting("waiting for the edit preview already open in the editor")
         await gate.acquire()  # one preview at a time per server (CONTRACT "Edit review")
-        stale = _stale(ws, changes)
-        if stale:
+    # every file as it is now (after the approval and the preview's turn), merged if it changed
+    resolved = await _resolved(ws, changes)
+    if isinstance(resolved, EditOutcome):
+        if gate is not None:
             gate.release()
-            return EditOutcome(False, f"{stale} while the edit waited for another preview")
+        return resolved
+    rebased, merged = resolved
+    # built with no await after the check: each buffer's version goes with the text it holds
+    workspace_edit, expected = _workspace_edit(ws, rebased, preview)
     try:
         result = await client_request(
             ws.ls,
@@ -69,7 +74,50 @@ async def apply_all(
         )
     for path, version in expected.items():
         await ws._until_version(path, version)
-    return EditOutcome(True)
+    return merged
+
+
+async def _resolved(
+    ws: Any, changes: list[FileChange]
+) -> tuple[list[FileChange], EditOutcome] | EditOutcome:
+    """Each change rebased on its file's text now (merged where the file changed since it was
+    read) and the outcome an apply then has; or the conflict (nothing is applied). The files are
+    read one after another: all again when a buffer moved meanwhile."""
+    for _ in range(RESOLVE_ATTEMPTS):
+        resolved = await _resolved_once(ws, changes)
+        if isinstance(resolved, EditOutcome) or all(
+            (doc := ws._open_document(c.path)) is None or doc.source == c.before.text
+            for c in resolved[0]
+        ):
+            return resolved
+    return EditOutcome(
+        False, "the files kept changing while the edit was prepared; nothing was changed"
+    )
+
+
+async def _resolved_once(
+    ws: Any, changes: list[FileChange]
+) -> tuple[list[FileChange], EditOutcome] | EditOutcome:
+    rebased: list[FileChange] = []
+    merged = EditOutcome(True)
+    for change in changes:
+        resolved = await ws._resolved(change.path, change.before, change.after)
+        if isinstance(resolved, EditOutcome):
+            resolved.message = f"{resolved.message}; nothing was changed"
+            return resolved
+        current, resolution, open_doc = resolved
+        if current is None or resolution.text is None:  # a rename edits existing files only
+            return EditOutcome(False, f"{change.path.name} is gone; nothing was changed")
+        rebased.append(FileChange(change.path, current, resolution.text))
+        note = applied_outcome(change.path, resolution)
+        merged.landed.update(note.landed)
+        merged.merged_onto.update(note.merged_onto)
+        if note.message:
+            merged.message += f"{change.path.name}: {note.message}\n"
+        if open_doc is not None and await ws.unsaved([change.path]):  # Decision 81
+            merged.message += f"{change.path.name}: {NOT_SAVED}\n"
+    merged.message = merged.message.rstrip("\n")
+    return rebased, merged
 
 
 def _workspace_edit(
@@ -149,15 +197,3 @@ def _hunk_edits(ls: Any, before: str, after: str) -> list[types.TextEdit]:
             )
         )
     return out
-
-
-def _stale(ws: Any, changes: list[FileChange]) -> str:
-    """Why the edit no longer fits: a file's open buffer is not the text it was computed on."""
-    for change in changes:
-        open_doc = ws._open_document(change.path)
-        if open_doc is not None and open_doc.source != change.before.text:
-            return (
-                f"{change.path.name} was changed in the editor after the agent read it "
-                f"(buffer version {open_doc.version})"
-            )
-    return ""

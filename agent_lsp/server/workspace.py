@@ -13,6 +13,13 @@ from lsprotocol import types
 from pygls.lsp.server import LanguageServer
 
 from agent_lsp.agent.fs.disk_workspace import read_disk_document, read_disk_text
+from agent_lsp.agent.fs.merge import (
+    NOT_SAVED,
+    Resolution,
+    applied_outcome,
+    conflict_outcome,
+    resolve,
+)
 from agent_lsp.agent.fs.safeio import NotReadable
 from agent_lsp.agent.ports import Document, EditOutcome, FileChange
 from agent_lsp.server.capabilities import ClientCaps
@@ -146,27 +153,27 @@ class LspWorkspace:
     ) -> EditOutcome:
         if not self.caps.can_apply_edit:
             return EditOutcome(False, "this editor does not support workspace/applyEdit")
-        open_doc = self._open_document(path)
-        if before is not None and open_doc is not None and open_doc.source != before.text:
-            # A `changes` edit carries no version, so the editor cannot refuse it: refuse here,
-            # before it lands on text it was not computed for.
-            return EditOutcome(
-                False,
-                f"{path.name} was changed in the editor after the agent read it "
-                f"(buffer version {open_doc.version})",
-            )
-        edit = self._workspace_edit(path, before, after, preview)
+        label = preview or f"agent-lsp: {'create' if before is None else 'edit'} {path.name}"
+        gate = preview_gate(self.ls) if preview else None
+        if gate is not None:
+            await self._take_preview_turn(gate, path)
+        # Decision 81: our clients save after an agent edit only buffers that were clean before
+        editing = self._open_document(path) is not None and bool(await self.unsaved([path]))
+        # The text the edit lands on is read now, after the approval (and the preview's turn):
+        # the open buffer, else the file on disk; changed since the read, it is merged.
+        resolved = await self._resolved(path, before, after)
+        if isinstance(resolved, EditOutcome):
+            if gate is not None:
+                gate.release()
+            return resolved
+        current, resolution, open_doc = resolved
+        assert resolution.text is not None
+        # no await from the buffer's reading to the edit built on it (its version and ranges)
+        edit = self._workspace_edit(path, current, resolution.text, preview)
         # The buffer's version once the edit is in: the next one for an open document (read
         # before the request: the editor's didChange may arrive before its answer), the first
         # for one the editor opens to apply it.
         expected = (open_doc.version or 0) + 1 if open_doc is not None else 1
-        label = preview or f"agent-lsp: {'create' if before is None else 'edit'} {path.name}"
-        gate = preview_gate(self.ls) if preview else None
-        if gate is not None and not await self._take_preview_turn(gate, path, open_doc):
-            return EditOutcome(
-                False,
-                f"{path.name} was changed in the editor while the edit waited for another preview",
-            )
         try:
             waiting = self.on_waiting
             notify = (
@@ -209,34 +216,58 @@ class LspWorkspace:
             )
         if open_doc is not None:
             await self._until_version(path, expected)
+        outcome = applied_outcome(path, resolution, expected)
+        if editing:
+            outcome.message = "\n".join(filter(None, [outcome.message, NOT_SAVED]))
         if preview is not None and before is not None and self.caps.has_document_changes:
-            return EditOutcome(True, version=expected, text=await self._text_now(path))
-        return EditOutcome(True, version=expected)
+            # which hunks did the user keep in the preview? (the text, when not all of them)
+            now = await self._text_now(path)
+            if now is not None and now != resolution.text:
+                outcome.text = now
+        return outcome
 
     async def _text_now(self, path: Path) -> str | None:
-        """The file's text after a previewed edit: which hunks did the user keep?"""
+        """The file's text after a previewed edit."""
         try:
             return (await self.read(path)).text
         except (ValueError, OSError):
             return None
 
-    async def _take_preview_turn(self, gate: asyncio.Lock, path: Path, open_doc: Any) -> bool:
-        """One preview at a time per server (CONTRACT "Edit review"): the gate taken; False
-        (and the gate given back) when the buffer changed meanwhile."""
+    async def _resolved(
+        self, path: Path, before: Document | None, after: str
+    ) -> tuple[Document | None, Resolution, Any] | EditOutcome:
+        """The current text (None: no file), what the edit becomes on it, and the open buffer;
+        or why nothing can be applied (a conflict, a file no longer text)."""
+        current: Document | None = None
+        try:
+            if self._open_document(path) is None and (path.exists() or path.is_symlink()):
+                current = await read_disk_document(path)  # never a range on stale text
+        except ValueError as exc:
+            return EditOutcome(False, str(exc))
+        # read last, with no await after it: a buffer the editor opened meanwhile counts
+        open_doc = self._open_document(path)
+        if open_doc is not None:
+            current = Document(path, open_doc.source, open_doc.version)
+        if current is not None and not current.exact:
+            return EditOutcome(
+                False, f"{path.name} is no longer valid UTF-8 text (or holds NUL bytes)"
+            )
+        resolution = resolve(
+            before.text if before else None, current.text if current else None, after
+        )
+        if resolution.text is None:
+            return conflict_outcome(path, resolution)
+        return current, resolution, open_doc
+
+    async def _take_preview_turn(self, gate: asyncio.Lock, path: Path) -> None:
+        """One preview at a time per server (CONTRACT "Edit review"): the gate taken (the edit
+        is then built on the text as it is once its turn came)."""
         if gate.locked() and self.on_waiting:
             self.on_waiting(
                 "waiting for the edit preview already open in the editor "
                 f"before showing {path.name}"
             )
         await gate.acquire()
-        if (
-            open_doc is not None
-            and (now := self._open_document(path)) is not None
-            and now.source != open_doc.source
-        ):
-            gate.release()
-            return False
-        return True
 
     async def apply_all(
         self,
@@ -420,7 +451,7 @@ class LspWorkspace:
             return types.WorkspaceEdit(changes={uri: [insert]})
         edit = minimal_edit(self.ls, before.text, after)
         if self.caps.has_document_changes:
-            # apply() checked the buffer still holds the text the edit was computed against
+            # apply() computed the edit on the buffer's text as it is now (merged if it moved)
             version = open_doc.version if open_doc is not None else None
             return types.WorkspaceEdit(
                 document_changes=[

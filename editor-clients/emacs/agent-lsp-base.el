@@ -105,7 +105,8 @@ restarts running servers, after a `setq' use \\[agent-lsp-restart]."
 
 (defcustom agent-lsp-save-after-edit t
   "Non-nil means save the buffers an agent edit touched once applied.
-The agent's commands (tests, builds) then see its edits on disk."
+The agent's commands (tests, builds) then see its edits on disk.  A
+buffer that had unsaved changes before the edit is left unsaved."
   :type 'boolean)
 
 (defcustom agent-lsp-confirm-edits nil

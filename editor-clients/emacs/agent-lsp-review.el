@@ -309,6 +309,9 @@ A refused edit (a stale version, a declined confirmation) is
       (let* ((paths (agent-lsp--edit-paths edit))
              ;; visit first: Eglot asks before touching unvisited files
              (buffers (mapcar #'agent-lsp--visit paths))
+             ;; a buffer the user had unsaved changes in stays unsaved
+             ;; (Decision 81: the server tells the model)
+             (clean (seq-remove #'buffer-modified-p buffers))
              ;; Eglot's handler asks y/n before an edit when these say so:
              ;; Eglot <= 1.15 reads the first, Eglot >= 1.16 the second
              (eglot-confirm-server-initiated-edits agent-lsp-confirm-edits)
@@ -316,7 +319,7 @@ A refused edit (a stale version, a declined confirmation) is
         (agent-lsp--eglot-apply (agent-lsp--prepare-edit edit))
         ;; No flush of the didChange here: the server waits for it (eglot sends it when idle).
         (when agent-lsp-save-after-edit
-          (mapc #'agent-lsp--save buffers))
+          (mapc #'agent-lsp--save clean))
         (list :applied t))
     (jsonrpc-error
      (list :applied :json-false :failureReason (agent-lsp--error-message err)))

@@ -19,6 +19,7 @@ def test_benchmarks_quick_mode_runs(tmp_path: Path) -> None:
     assert len(rows) >= 13, sorted(rows)
     # Functional facts the figures rest on (not performance thresholds).
     assert rows["streaming: text identical"]["measured"] == "yes"
+    assert any(f.startswith("co-editing merge of a 5,000-line file") for f in rows), sorted(rows)  # issue 35
     assert any(f.endswith("all finish") and "20 of 20" in r["measured"] for f, r in rows.items()), rows
     assert all(row["ok"] is None for row in rows.values())  # quick mode gives no verdicts
     assert not any(figure.endswith("FAILED") for figure in rows), rows

@@ -333,6 +333,32 @@ def test_run_applies_the_approved_edit_through_eglot(tmp_path, workspace, model,
     assert process_gone(res.values["server-pid"], within=5), "the server outlived Emacs"
 
 
+def test_an_agent_edit_leaves_a_buffer_with_unsaved_changes_unsaved(tmp_path, workspace, model):
+    """Decision 81: the client saves after an agent edit only buffers that were clean before it;
+    the user's unsaved buffer stays unsaved and the model is told."""
+    model.add("Add a module docstring", [
+        {"tool_calls": [{**DOCSTRING_EDIT, "id": "e1"}]},
+        {"text": "Added it."},
+    ])
+    res = run_emacs(tmp_path, workspace, model, r"""
+        (set-buffer t-buffer)
+        (goto-char (point-max))
+        (insert "# typed, not saved\n")
+        (setq t-approval-answer "Allow")
+        (agent-lsp-run "Add a module docstring to a.py")
+        (t-wait 20 #'t-stop-event "the stop event")
+        (t-set :buffer (t-buffer-text))
+        (t-set :modified (and (buffer-modified-p t-buffer) t))
+    """)
+    assert not res.errors, res.explain()
+    assert res.stop()["report"]["stopReason"] == "done", res.explain()
+    assert res.values["buffer"] == '"""Greetings."""\n\n\n' + SAMPLE_A + "# typed, not saved\n", res.explain()
+    assert res.values["modified"] is True  # still the user's to save
+    assert (workspace / "a.py").read_text(encoding="utf-8") == SAMPLE_A
+    told = next(m["content"] for m in model.requests[1]["messages"] if m.get("tool_call_id") == "e1")
+    assert "not saved: you were editing it" in told, told
+
+
 @pytest.mark.parametrize("caps", CAPS)
 def test_cancel_stops_a_running_run(tmp_path, workspace, model, caps):
     model.add("Count slowly", [{"text": "one two three", "ttft": 30}])

@@ -694,6 +694,31 @@ T.data.modified = vim.bo[T.buf].modified
     assert (workspace / "a.py").read_text(encoding="utf-8") == SAMPLE_A
 
 
+def test_an_agent_edit_leaves_a_buffer_with_unsaved_changes_unsaved(tmp_path, workspace, model):
+    """Decision 81: the plugin writes after an agent edit only buffers that were clean before it;
+    the user's unsaved buffer stays unsaved and the model is told."""
+    model.add("Add a module docstring", [
+        {"tool_calls": [{"id": "e1", "name": "edit_file", "arguments": {
+            "path": "a.py", "old_text": "def greet(name):", "new_text": '"""Greetings."""\n\n\ndef greet(name):'}}]},
+        {"text": "Added it."},
+    ])
+    res = run(tmp_path, workspace, model, r"""
+vim.api.nvim_buf_set_lines(T.buf, 5, 6, false, { 'print(greet("you"))  # typed, not saved' })
+vim.cmd('AgentRun Add a module docstring to a.py')
+T.wait_run_end(T.RUN_MS)
+T.data.lines = T.lines(T.buf)
+T.data.modified = vim.bo[T.buf].modified
+""")
+    assert not res.errors, res.explain()
+    assert res.stream_events("stop")[0]["report"]["stopReason"] == "done", res.explain()
+    typed = SAMPLE_A.replace('print(greet("world"))', 'print(greet("you"))  # typed, not saved')
+    assert "\n".join(res.data["data"]["lines"]) + "\n" == '"""Greetings."""\n\n\n' + typed, res.explain()
+    assert res.data["data"]["modified"] is True  # still the user's to save
+    assert (workspace / "a.py").read_text(encoding="utf-8") == SAMPLE_A
+    told = next(m["content"] for m in model.requests[1]["messages"] if m.get("tool_call_id") == "e1")
+    assert "not saved: you were editing it" in told, told
+
+
 def test_ask_code_action_asks_for_the_question(tmp_path, workspace, model):
     model.add("Why the emoji", [{"text": "For a friendly greeting."}])
     res = run(tmp_path, workspace, model, r"""

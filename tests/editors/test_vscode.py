@@ -78,6 +78,9 @@ TASKS: dict[str, Any] = {
     "kindsFinal": "Kinds checked.",
     "background": "Serve it in the background",
     "backgroundCommand": "sleep 300",
+    "keepDirty": "Note what add does on its line",
+    "keepDirtyTyped": "# typed, not saved",
+    "keepDirtyNew": "def add(a, b):  # adds",
 }
 
 pytestmark = pytest.mark.skipif(
@@ -93,6 +96,10 @@ def script(model: ScriptedModelServer) -> None:
     k = TASKS
     model.add(k["commandPrompt"], [{"text": k["commandFinal"]}])
     model.add(k["kinds"], [{"text": k["kindsFinal"]}])
+    model.add(k["keepDirty"], [
+        {"text": "Noting.", "tool_calls": [edit("calc.py", "def add(a, b):", k["keepDirtyNew"])]},
+        {"text": "Noted."},
+    ])
     model.add(k["run"], [
         {"text": k["runText"], "chunk_size": 6, "chunk_delay": 0.02,
          "tool_calls": [edit("calc.py", "return a - b", "return a + b")]},
@@ -303,6 +310,15 @@ def test_vscode_diff_before_approval_then_allowed(vscode: Session):
     assert "▶" in out and "edit_file" in out and "stop reason: done" in out
     assert TASKS["runFinal"] in run["outputPanelText"]
     assert len(vscode.requests[TASKS["run"]]) >= 2
+
+
+def test_vscode_keeps_a_document_with_unsaved_changes_unsaved_after_an_agent_edit(vscode: Session):
+    """Decision 81: the extension saves after an agent edit only documents that were clean."""
+    kept = vscode.scenario("keepDirty")
+    assert TASKS["keepDirtyNew"] in kept["editorText"] and TASKS["keepDirtyTyped"] in kept["editorText"], kept
+    assert kept["dirtyTabs"] >= 1
+    assert TASKS["keepDirtyNew"] not in kept["fileOnDisk"] and TASKS["keepDirtyTyped"] not in kept["fileOnDisk"]
+    assert "not saved: you were editing it" in tool_results(vscode.requests[TASKS["keepDirty"]][-1])
 
 
 def test_vscode_deny_with_typed_reason(vscode: Session):

@@ -1,6 +1,6 @@
 """rename_symbol's apply over LSP: the LspWorkspace sends ONE workspace/applyEdit for every file
-(a TextDocumentEdit each, with the open buffer's version), refuses before sending when a buffer
-moved on since the agent read it, and reports the editor's refusal."""
+(a TextDocumentEdit each, with the open buffer's version), merges a file that moved on since the
+agent read it (a conflict sends nothing), and reports the editor's refusal."""
 
 from __future__ import annotations
 
@@ -45,6 +45,8 @@ def docs_by_uri(client: FakeClient) -> dict[str, Any]:
 
 def changes(tmp_path: Path) -> list[FileChange]:
     a, b = tmp_path / "a.py", tmp_path / "b.py"
+    a.write_text("x = 🎉area\n", encoding="utf-8")  # a closed file's text is re-read from disk
+    b.write_text("area()\n")
     return [FileChange(a, Document(a, "x = 🎉area\n"), "x = 🎉surface\n"),
             FileChange(b, Document(b, "area()\n"), "surface()\n")]
 
@@ -65,12 +67,28 @@ async def test_one_apply_edit_for_every_file_with_the_open_buffers_version(tmp_p
     assert (edit.range.start.character, edit.range.end.character, edit.new_text) == (6, 10, "surface"), "UTF-16: the emoji is two"
 
 
-async def test_a_buffer_changed_since_the_read_is_refused_before_anything_is_sent(tmp_path: Path):
+async def test_a_buffer_changed_on_the_edited_line_since_the_read_is_a_conflict_nothing_sent(tmp_path: Path):
     open_b = SimpleNamespace(uri=(tmp_path / "b.py").as_uri(), source="area()  # typed\n", version=3)
     client = FakeClient({open_b.uri: open_b})
     ws = LspWorkspace(client, ClientCaps(can_apply_edit=True, has_document_changes=True), [tmp_path])  # type: ignore[arg-type]
     outcome = await ws.apply_all(changes(tmp_path), label="x")
-    assert not outcome.applied and "b.py was changed in the editor" in outcome.message and not client.sent
+    assert not outcome.applied and outcome.conflict and not client.sent
+    assert "conflict: b.py had changed since it was read" in outcome.message
+    assert "nothing was changed" in outcome.message
+
+
+async def test_a_file_changed_elsewhere_since_the_read_is_merged_into_the_one_edit(tmp_path: Path):
+    b = tmp_path / "b.py"
+    edits = [*changes(tmp_path)[:1], FileChange(b, Document(b, "import os\n\narea()\n"), "import os\n\nsurface()\n")]
+    b.write_text("import os, sys  # the user's\n\narea()\n")  # closed: changed on disk
+    client = FakeClient({})
+    ws = LspWorkspace(client, ClientCaps(can_apply_edit=True, has_document_changes=True), [tmp_path])  # type: ignore[arg-type]
+    outcome = await ws.apply_all(edits, label="x")
+    assert outcome.applied and outcome.landed == {b: "import os, sys  # the user's\n\nsurface()\n"}
+    assert "b.py: the file had changed since it was read; your edit was merged" in outcome.message
+    [_, second] = client.sent[0][1].edit.document_changes
+    [edit] = second.edits
+    assert (edit.range.start.line, edit.new_text) == (2, "surface"), "built on the text now on disk"
 
 
 async def test_without_document_changes_one_changes_edit_and_a_refusal_is_reported(tmp_path: Path):

@@ -144,6 +144,7 @@ async def test_a_read_after_a_write_in_the_same_reply_sees_the_write(model, work
     assert results["r2"] == "1\t# rewritten"
     ops = [(event, op) for event, op, _ in ws.log]
     assert ops == [("start", "read"), ("end", "read"), ("start", "read"), ("end", "read"),  # r1, then w's own read
+                   ("start", "read"), ("end", "read"),  # w's diff on the text as it is when approved
                    ("start", "apply"), ("end", "apply"), ("start", "read"), ("end", "read")]
 
 

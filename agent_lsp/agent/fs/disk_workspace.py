@@ -8,6 +8,7 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+from agent_lsp.agent.fs.merge import applied_outcome, conflict_outcome, resolve
 from agent_lsp.agent.fs.safeio import (
     MAX_READ_BYTES,
     NotReadable,
@@ -58,14 +59,18 @@ class DiskWorkspace:
             )
         except ValueError as exc:
             return EditOutcome(False, str(exc))
-        if (before.text if before else None) != (current.text if current else None):
-            return EditOutcome(False, "the file changed on disk since it was read")
         if current is not None and not current.exact:
             return EditOutcome(
                 False,
                 f"{path.name} is not valid UTF-8 text (or holds NUL bytes): it is not edited, "
                 "so no byte of it is lost",
             )
+        # the file as it is now, merged with the edit when it changed since it was read
+        resolution = resolve(
+            before.text if before else None, current.text if current else None, after
+        )
+        if resolution.text is None:
+            return conflict_outcome(path, resolution)
         if (
             not any(path.parent == r or path.parent.is_relative_to(r) for r in self.roots)
             or path.parent.resolve() != path.parent
@@ -76,10 +81,10 @@ class DiskWorkspace:
                 "refused",
             )
         try:
-            await asyncio.to_thread(_write, path, after.encode("utf-8"))
+            await asyncio.to_thread(_write, path, resolution.text.encode("utf-8"))
         except OSError as exc:
             return EditOutcome(False, f"cannot write: {exc.strerror or exc}")
-        return EditOutcome(True)
+        return applied_outcome(path, resolution)
 
     async def apply_all(
         self,
@@ -120,25 +125,39 @@ class DiskWorkspace:
 
 async def apply_each(workspace: Any, changes: list[FileChange]) -> EditOutcome:
     """A multi-file edit where there is no one change for all files: every file is checked
-    against the text it was computed on first, then each is applied in order through the
-    workspace's own `apply`; a failure stops there, and the message names what was written."""
+    against the text it was computed on first (a file changed since merges; a conflict writes
+    nothing), then each is applied in order through the workspace's own `apply`; a failure stops
+    there, and the message names what was written."""
     for change in changes:
         try:
             now = await workspace.read(change.path)
         except ValueError as exc:
             return EditOutcome(False, f"{change.path.name}: {exc}")
-        if now.text != change.before.text:
-            return EditOutcome(
-                False, f"{change.path.name} changed since the agent read it; nothing was written"
-            )
+        resolution = resolve(change.before.text, now.text, change.after)
+        if resolution.text is None:
+            outcome = conflict_outcome(change.path, resolution)
+            outcome.message += "; nothing was written"
+            return outcome
     written: list[str] = []
+    merged = EditOutcome(True)
     for change in changes:
         outcome = await workspace.apply(change.path, change.before, change.after)
         if not outcome.applied:
             done = f"already written: {', '.join(written)}" if written else "nothing was written"
-            return EditOutcome(False, f"{change.path.name}: {outcome.message} ({done})")
+            return EditOutcome(
+                False,
+                f"{change.path.name}: {outcome.message} ({done})",
+                landed=merged.landed,
+                merged_onto=merged.merged_onto,
+                conflict=outcome.conflict,
+            )
         written.append(change.path.name)
-    return EditOutcome(True)
+        merged.landed.update(outcome.landed)
+        merged.merged_onto.update(outcome.merged_onto)
+        if outcome.message:
+            merged.message += f"{change.path.name}: {outcome.message}\n"
+    merged.message = merged.message.rstrip("\n")
+    return merged
 
 
 def _write(path: Path, data: bytes) -> None:

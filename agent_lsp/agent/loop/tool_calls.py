@@ -160,6 +160,9 @@ class ToolCallRunner:
             if admitted is None:
                 return None
             tool, prepared = admitted
+        if prepared.refresh is not None:  # an edit: the diff on the text as it is now
+            await prepared.refresh()
+            prepared.detail = self.redact(escape_invisible(prepared.detail))
         policy = self._verdict(tool, prepared, hooked)
         answer = await self._answer(call, tool, prepared, policy)
         await self._write_approval(call, prepared, answer, policy.why, policy.verdict != "ask")

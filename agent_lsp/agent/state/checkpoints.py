@@ -345,14 +345,15 @@ class RunCheckpoint:
             str(path), FileRecord(str(path), before, None, restorable, reason, via)
         )
 
-    async def before_change(self, path: Path, before: Document | None) -> None:
-        """Keep the file as it is before the run's first change to it (edit tools)."""
+    async def before_change(self, path: Path, before: Document | None) -> bool:
+        """Keep the file as it is before the run's first change to it (edit tools); whether
+        this was that first change."""
         if str(path) in self.manifest.files:
-            return
+            return False
         async with self._lock:
             if before is None:
                 self._record(path, None, "edit")
-                return
+                return True
             try:
                 sha = await asyncio.to_thread(self.store.blobs.put, before.text.encode("utf-8"))
                 self._record(path, sha, "edit")
@@ -364,6 +365,22 @@ class RunCheckpoint:
                     False,
                     f"its checkpoint could not be written ({exc.strerror or exc})",
                 )
+            await asyncio.to_thread(self.store.save, self.manifest)
+            return True
+
+    async def merged_onto(self, path: Path, text: str) -> None:
+        """The run's first edit of `path` was merged onto `text` (changes made while it waited):
+        that, not the text the edit was computed on, is the file before the run, so a rewind
+        keeps those changes."""
+        record = self.manifest.files.get(str(path))
+        if record is None or not record.restorable:
+            return
+        async with self._lock:
+            try:
+                record.before = await asyncio.to_thread(self.store.blobs.put, text.encode("utf-8"))
+            except OSError as exc:
+                record.restorable = False
+                record.reason = f"its checkpoint could not be written ({exc.strerror or exc})"
             await asyncio.to_thread(self.store.save, self.manifest)
 
     def edited(self, path: Path, text: str) -> None:

@@ -123,6 +123,9 @@ class Prepared:
     @functools.cached_property
     def hunks(self) -> list[tuple[str, list[Hunk]]]:
         return self.hunk_source() if self.hunk_source is not None else []
+    # Edits: recompute `detail`, `diff` and `new_text` on the file as it is when the approval is
+    # asked (merged with what changed since the read), so the diff shown is the one that lands.
+    refresh: Callable[[], Awaitable[None]] | None = None
 
 
 class Tool:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from pydantic import Field
 
+from agent_lsp.agent.fs.merge import resolve
 from agent_lsp.agent.ports import Document
 from agent_lsp.agent.tools.base import Args, EditRejected, Prepared, Tool, ToolContext, ToolError
 from agent_lsp.agent.tools.codeintel.service import sync_sources
@@ -133,8 +134,7 @@ def _prepared(
     async def apply(
         preview: str | None = None, after: str = after, head: str = summary, note: str = ""
     ) -> str:
-        if ctx.checkpoint is not None:
-            await ctx.checkpoint.before_change(path, before)
+        first = ctx.checkpoint is not None and await ctx.checkpoint.before_change(path, before)
         if preview is None:
             outcome = await ctx.workspace.apply(path, before, after)
         else:
@@ -153,13 +153,16 @@ def _prepared(
                 f"the edit to {shown} was not applied: {reason}. "
                 "Read the file again before retrying."
             )
+        landed = outcome.landed.get(path, after)  # merged with the user's changes meanwhile
         if outcome.text is not None and outcome.text != after:  # hunks unticked in the preview
             head, note = _in_preview(shown, before, after, hunks(), outcome.text)
-            after = outcome.text
+            landed = outcome.text
         ctx.changes.add(path)
         if ctx.checkpoint is not None:
-            ctx.checkpoint.edited(path, after)
-        await sync_sources(ctx, path, after)  # the language servers see the edit
+            if first and path in outcome.merged_onto:  # a rewind keeps the user's changes
+                await ctx.checkpoint.merged_onto(path, outcome.merged_onto[path])
+            ctx.checkpoint.edited(path, landed)
+        await sync_sources(ctx, path, landed)  # the language servers see the edit
         problems = await problems_after_edit(ctx, path, outcome.version)
         return (
             f"applied: {head.splitlines()[0]}"
@@ -175,7 +178,7 @@ def _prepared(
         return await apply(None, partial, kept, partial_note([(shown, hunks())], chosen))
 
     label = f"agent-lsp: {'write_file' if before is None else 'edit_file'} {shown}"
-    return Prepared(
+    prepared = Prepared(
         summary,
         apply,
         preview=lambda: apply(label),
@@ -187,6 +190,39 @@ def _prepared(
         hunk_source=lambda: [(path.as_uri(), hunks())],
         apply_hunks=apply_hunks,
     )
+    prepared.refresh = lambda: _refresh(ctx, prepared, path, before, after)
+    return prepared
+
+
+async def _refresh(
+    ctx: ToolContext, prepared: Prepared, path: Path, before: Document | None, after: str
+) -> None:
+    """What the approval shows, on the file as it is when asked: the text changed since the
+    read (a hook, a formatter, the user) -> the diff of the merge that will land, or the
+    conflict said (the edit itself stays computed on what was read: Decision 57)."""
+    try:
+        now = await _current(ctx, path)
+    except ToolError:
+        return  # the apply says why
+    base, current = (before.text if before else None), (now.text if now else None)
+    if current == base:
+        return
+    shown = ctx.paths.display(path)
+    # the hunks offered are the read-time edit's: no choice of them on a diff that differs
+    prepared.apply_hunks = None
+    resolution = resolve(base, current, after)
+    if resolution.text is None:
+        prepared.detail += (
+            f"\n{shown} changed since it was read and this edit overlaps the change: "
+            "it will not apply (the model is told to read the file again)"
+        )
+        return
+    prepared.detail = (
+        diff_summary(shown, current, resolution.text)
+        + f"\n({shown} changed since it was read: this is the edit merged with that change)"
+    )
+    prepared.diff = unified_diff(shown, current, resolution.text)
+    prepared.new_text = resolution.text
 
 
 def _in_preview(

@@ -19,7 +19,8 @@ export const openPreviews = { count: 0 };
 
 /**
  * Replaces the client's `workspace/applyEdit` handler (it has no middleware hook) to save the
- * touched documents afterwards, so commands the agent runs next see the edit on disk.
+ * touched documents afterwards, so commands the agent runs next see the edit on disk; a document
+ * the user had unsaved changes in is left unsaved (Decision 81).
  */
 export async function applyEditAndSave(
   client: LanguageClient,
@@ -39,6 +40,8 @@ export async function applyEditAndSave(
       }
     }
   }
+  // Decision 81: a buffer the user had unsaved changes in stays unsaved (the server says so).
+  const dirtyBefore = new Set(vscode.workspace.textDocuments.filter((d) => d.isDirty).map((d) => d.uri.toString()));
   const converted = await client.protocol2CodeConverter.asWorkspaceEdit(edit);
   // An edit whose change annotation needs confirmation opens VS Code's Refactor Preview
   // (docs/edit-preview.md); there `false` means the user discarded it.
@@ -55,12 +58,17 @@ export async function applyEditAndSave(
     return previewed ? { applied: false } : { applied: false, failureReason: 'VS Code refused the edit' };
   }
   if (settings.saveAfterEdit()) {
-    await saveTouched(client, edit);
+    await saveTouched(client, edit, dirtyBefore);
   }
   return { applied: true };
 }
 
-async function saveTouched(client: LanguageClient, edit: ApplyWorkspaceEditParams['edit']): Promise<void> {
+/** Saves the documents the edit touched, except those that were dirty before it (the user's). */
+async function saveTouched(
+  client: LanguageClient,
+  edit: ApplyWorkspaceEditParams['edit'],
+  dirtyBefore: Set<string>,
+): Promise<void> {
   const uris = new Set<string>(Object.keys(edit.changes ?? {}));
   for (const change of edit.documentChanges ?? []) {
     if (TextDocumentEdit.is(change)) {
@@ -74,7 +82,7 @@ async function saveTouched(client: LanguageClient, edit: ApplyWorkspaceEditParam
   for (const raw of uris) {
     const uri = client.protocol2CodeConverter.asUri(raw).toString();
     const doc = vscode.workspace.textDocuments.find((d) => d.uri.toString() === uri);
-    if (doc?.isDirty) {
+    if (doc?.isDirty && !dirtyBefore.has(uri)) {
       try {
         if (!(await doc.save())) {
           log.warn(`could not save ${uri} after an agent edit`);

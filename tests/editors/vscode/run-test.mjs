@@ -41,6 +41,7 @@ const SCENARIOS = [
   ['startupHealth', features.startupHealth],
   ['run', core.run],
   ['rewind', core.rewind],
+  ['keepDirty', core.keepDirty],
   ['denyWithReason', core.denyWithReason],
   ['cancel', core.cancel],
   ['ask', core.ask],

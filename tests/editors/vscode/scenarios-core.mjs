@@ -268,3 +268,35 @@ export async function backgroundProcesses({ page, dirs, tasks }) {
   await clearNotifications(page); // its messages must not stand in a later scenario's way
   return r;
 }
+
+/**
+ * Decision 81: the user has unsaved changes in calc.py when an agent edit lands there; the
+ * extension leaves that document unsaved (the edit in the buffer, not on disk). Reverted after,
+ * so the scenarios that follow find calc.py as it was.
+ */
+export async function keepDirty({ page, dirs, tasks }) {
+  const r = {};
+  const before = agentLog(dirs);
+  await newSession(page);
+  await step('open calc.py (keepDirty)', () => openFile(page, 'calc.py'));
+  await page.locator('.editor-group-container .monaco-editor .view-lines').first().click();
+  await page.keyboard.press('Control+End');
+  await page.keyboard.type(tasks.keepDirtyTyped);
+  await page.keyboard.press('Escape');
+  await step('calc.py dirty', () =>
+    waitFor('a dirty calc.py tab', async () => (await page.locator('.tabs-container .tab.dirty').count()) > 0, t(30_000)));
+  await step('Agent: Run Task… (keepDirty)', () => runTask(page, tasks.keepDirty));
+  const approval = await step('approval toast (keepDirty)', () => toastWithButton(page, 'edit_file', 'Allow', 120_000));
+  await clickToastButton(approval, 'Allow');
+  await step('the agent edit in the dirty buffer', () =>
+    waitFor('the agent edit in calc.py', async () => (await editorText(page)).includes(tasks.keepDirtyNew), t(60_000)));
+  await step('run done (keepDirty)', () =>
+    waitFor('"stop reason: done"', () => since(dirs, before).includes('stop reason: done'), t(60_000)));
+  r.editorText = await editorText(page);
+  r.dirtyTabs = await page.locator('.tabs-container .tab.dirty').count();
+  r.fileOnDisk = fs.readFileSync(path.join(dirs.workspace, 'calc.py'), 'utf8');
+  await palette(page, 'File: Revert File');
+  await step('calc.py reverted', () =>
+    waitFor('a clean calc.py', async () => (await page.locator('.tabs-container .tab.dirty').count()) === 0, t(30_000)));
+  return r;
+}

@@ -6,6 +6,7 @@ in the editor's own preview, CONTRACT "Edit review"), checkpointed, and applied 
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -214,9 +215,11 @@ def _prepared(
     async def execute(
         preview: str | None = None, changes: list[FileChange] = changes, note: str = ""
     ) -> str:
+        first: set[Path] = set()
         if ctx.checkpoint is not None:
             for change in changes:
-                await ctx.checkpoint.before_change(change.path, change.before)
+                if await ctx.checkpoint.before_change(change.path, change.before):
+                    first.add(change.path)
         if preview is None:
             outcome = await ctx.workspace.apply_all(changes, label=label)
         else:
@@ -236,20 +239,25 @@ def _prepared(
         for change in landed:
             ctx.changes.add(change.path)
             if ctx.checkpoint is not None:
-                ctx.checkpoint.edited(change.path, change.after)
+                if change.path in first and change.path in outcome.merged_onto:
+                    await ctx.checkpoint.merged_onto(change.path, outcome.merged_onto[change.path])
+                ctx.checkpoint.edited(change.path, outcome.landed.get(change.path, change.after))
         for change in landed:
-            await sync_sources(ctx, change.path, change.after)
+            await sync_sources(ctx, change.path, outcome.landed.get(change.path, change.after))
         if not outcome.applied:
             reason = outcome.message or "the editor refused the edit"
             raise ToolError(
                 f"the rename was not applied: {reason}. Read the files again before retrying."
             )
+        merged = f"\n{outcome.message}" if outcome.message else ""  # files merged meanwhile
         if note:
-            return with_notes(f"applied in part: {head}\n{note}", notes)
+            return with_notes(f"applied in part: {head}\n{note}{merged}", notes)
         edits = sum(d.count("\n+") - d.count("\n+++") for d in diffs)
-        return with_notes(f"applied: {head} ({edits} changed lines)", notes)
+        return with_notes(f"applied: {head} ({edits} changed lines){merged}", notes)
 
-    hunks = file_hunks([(c.path.as_uri(), c.before.text, c.after) for c in changes])
+    hunks = functools.cache(
+        lambda: file_hunks([(c.path.as_uri(), c.before.text, c.after) for c in changes])
+    )
 
     return Prepared(
         with_notes("\n".join([head, *body]), notes),
@@ -259,8 +267,8 @@ def _prepared(
         diff="".join(diffs),
         files=[{"uri": c.path.as_uri(), "diff": d} for c, d in zip(changes, diffs, strict=True)],
         file_texts=[(c.path.as_uri(), c.before.text, c.after) for c in changes],
-        hunk_source=lambda: hunks,
-        apply_hunks=lambda chosen: _apply_hunks(execute, changes, shown, hunks, chosen),
+        hunk_source=hunks,
+        apply_hunks=lambda chosen: _apply_hunks(execute, changes, shown, hunks(), chosen),
     )
 
 

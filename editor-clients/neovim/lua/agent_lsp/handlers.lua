@@ -120,13 +120,21 @@ local function stale_reason(edit)
 end
 
 --- `workspace/applyEdit`: Neovim's default, then write the buffers the edit touched
---- (option `save_after_edit`), so the files on disk match what the agent did.
+--- (option `save_after_edit`), so the files on disk match what the agent did; a buffer the
+--- user had unsaved changes in stays unsaved (Decision 81: the server tells the model).
 ---@param params lsp.ApplyWorkspaceEditParams
 ---@param ctx lsp.HandlerContext
 function M.apply_edit(err, params, ctx)
   local stale = params and params.edit and stale_reason(params.edit)
   if stale then
     return { applied = false, failureReason = stale }
+  end
+  local modified_before = {}
+  for _, uri in ipairs(params and params.edit and touched_uris(params.edit) or {}) do
+    local buf = loaded_buf(uri)
+    if buf and vim.bo[buf].modified then
+      modified_before[buf] = true
+    end
   end
   -- The server waits for the buffers' (debounced) didChange itself: no private flush here.
   local result = vim.lsp.handlers['workspace/applyEdit'](err, params, ctx)
@@ -137,7 +145,7 @@ function M.apply_edit(err, params, ctx)
   then
     for _, uri in ipairs(touched_uris(params.edit)) do
       local buf = loaded_buf(uri)
-      if buf and vim.bo[buf].modified and vim.bo[buf].buftype == '' then
+      if buf and vim.bo[buf].modified and vim.bo[buf].buftype == '' and not modified_before[buf] then
         local ok, write_err = pcall(vim.api.nvim_buf_call, buf, function()
           -- `!`: the agent's edit wins over a changed-on-disk prompt that would block
           vim.cmd('silent keepalt update!')
