@@ -57,6 +57,13 @@ vim.ui.select = function(items, opts, on_choice)
   end
   on_choice(pick(items))
 end
+-- an approval waits inline (and is announced); these tests answer it as a user would with
+-- :AgentApprove (the pick above), unless `T.inline` leaves it to the chat's keys
+T.data.approval_requests = {}
+vim.api.nvim_create_autocmd('User', { pattern = 'AgentLspApproval', callback = function(ev)
+  table.insert(T.data.approval_requests, ev.data)
+  if not T.inline then vim.schedule(function() vim.cmd('AgentApprove') end) end
+end })
 vim.lsp.enable('agent_lsp')
 vim.cmd.edit(vim.fn.fnameescape(ws .. '/a.py'))
 local buf = vim.api.nvim_get_current_buf()

@@ -24,6 +24,10 @@ function M.stream(_, params, ctx)
   local runs = require('agent_lsp.runs')
   local run = runs.ensure(tostring(params.runId), ctx.client_id)
   require('agent_lsp.stream').add(params)
+  local chat = package.loaded['agent_lsp.chat']
+  if chat then
+    chat.on_stream(params)
+  end
   if params.kind == 'status' and type(params.text) == 'string' and not run.has_progress then
     -- a client without work-done progress gets the progress lines as `status` events
     run.message = params.text

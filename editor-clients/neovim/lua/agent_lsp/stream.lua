@@ -24,6 +24,7 @@ function M.buf()
   vim.bo[buf].filetype = 'agent_lsp_stream'
   bufnr = buf
   last_run, at_line_start, headed = nil, true, {}
+  require('agent_lsp.approval').map_keys(buf)
   return buf
 end
 
@@ -168,6 +169,12 @@ function M.add(ev)
   end
   if ev.kind == 'text' then
     append(type(ev.text) == 'string' and ev.text or '')
+  elseif ev.kind == 'approval' and ev.state == 'pending' then
+    -- answered right here with the keys (approval.lua), or with :AgentApprove
+    local first = vim.api.nvim_buf_line_count(bufnr) + (at_line_start and 0 or 1)
+    append_lines(M.format(ev) .. '\n    ' .. require('agent_lsp.approval').keys_line)
+    local last = vim.api.nvim_buf_line_count(bufnr) - 1
+    require('agent_lsp.approval').place(bufnr, require('agent_lsp.approval').key(ev.runId, ev.callId), first, last)
   else
     append_lines(M.format(ev))
   end

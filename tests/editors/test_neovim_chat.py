@@ -1,0 +1,196 @@
+"""The Neovim chat (`:AgentChat`, issue 34) in a real Neovim 0.11 against the real server and
+the scripted model: the chat window above the input, prompts and streamed text in the chat
+buffer, an inline approval answered by key, follow-ups in the same session, a steer while the
+run runs, :AgentQueue and :AgentStop (Decision 74), :AgentFork on a past prompt, a resumed
+session's history, and (in a real terminal) no key the user types is taken by an approval."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from test_neovim import NVIM, SETUP, model, run, workspace  # noqa: F401 (fixtures)
+
+sys.path.insert(0, str(Path(__file__).parent))
+import nvim_harness  # noqa: E402
+
+# Opens the chat (approvals left to its keys) and gives the scenario its windows and helpers.
+CHAT = r"""
+T.inline = true
+local chat = require('agent_lsp.chat')
+T.chat = chat
+function T.chat_win()
+  return vim.fn.win_findbuf(chat.state().chat)[1]
+end
+function T.input_win()
+  return vim.fn.win_findbuf(chat.state().input)[1]
+end
+--- types `text` into the input window and sends it with `key` (<CR> in normal mode or <C-s>)
+function T.send(text, key)
+  vim.api.nvim_set_current_win(T.input_win())
+  vim.api.nvim_buf_set_lines(chat.state().input, 0, -1, false, vim.split(text, '\n'))
+  vim.api.nvim_feedkeys(vim.keycode(key or '<CR>'), 'mx', false)
+end
+function T.has(text)
+  return function() return chat.text():find(text, 1, true) ~= nil end
+end
+function T.stops()
+  local n = 0
+  for _, ev in ipairs(T.events) do if ev.kind == 'stop' then n = n + 1 end end
+  return n
+end
+--- presses `key` in the chat window, on the line holding `text` (or where the cursor is)
+function T.press_in_chat(key, text)
+  vim.api.nvim_set_current_win(T.chat_win())
+  if text then
+    for i, line in ipairs(T.lines(chat.state().chat)) do
+      if line:find(text, 1, true) then vim.api.nvim_win_set_cursor(0, { i, 0 }) end
+    end
+  end
+  vim.api.nvim_feedkeys(vim.keycode(key), 'mx', false)
+end
+function T.run_args()
+  local out = {}
+  for _, c in ipairs(T.data.commands) do
+    if c.params.command == 'agentLsp.run' then table.insert(out, c.params.arguments[1]) end
+  end
+  return out
+end
+vim.cmd('AgentChat')
+"""
+
+
+def commands_named(res, name: str) -> list[dict]:
+    return [c for c in res.data["data"]["commands"] if c["params"]["command"] == name]
+
+
+def test_chat_opens_above_the_input_streams_and_an_approval_is_answered_by_key(tmp_path, workspace, model):
+    model.add("Add a module docstring", [
+        {"text": "I'll add a module docstring to a.py.",
+         "tool_calls": [{"name": "edit_file", "arguments": {
+             "path": "a.py", "old_text": "def greet(name):",
+             "new_text": '"""Greetings."""\n\n\ndef greet(name):'}}]},
+        {"text": "Added the docstring."},
+        {"text": "Bye from the same session."},
+    ])
+    res = run(tmp_path, workspace, model, CHAT + r"""
+local chat_win, input_win = T.chat_win(), T.input_win()
+T.data.layout = {
+  chat_row = vim.api.nvim_win_get_position(chat_win)[1],
+  input_row = vim.api.nvim_win_get_position(input_win)[1],
+  same_tab = vim.api.nvim_win_get_tabpage(chat_win) == vim.api.nvim_win_get_tabpage(input_win),
+  current_is_input = vim.api.nvim_get_current_win() == input_win,
+  filetype = vim.bo[chat.state().chat].filetype,
+}
+T.send('Add a module docstring to a.py')
+T.data.input_after_send = T.lines(chat.state().input)
+T.wait(T.RUN_MS, T.has('[a]llow [s]ession al[w]ays [d]eny [D]iff'), 'the inline approval')
+T.data.at_approval = chat.text()
+T.data.windows_at_approval = #vim.api.nvim_tabpage_list_wins(0)
+T.data.selects_at_approval = #T.data.selects
+T.press_in_chat('a', 'al[w]ays')
+T.wait(T.RUN_MS, function() return T.stops() == 1 end, 'the first stop')
+T.send('Now say bye', '<C-s>')
+T.wait(T.RUN_MS, function() return T.stops() == 2 end, 'the follow-up stop')
+T.wait(5000, T.has('Bye from the same session.'), 'the follow-up text')
+T.data.chat = chat.text()
+T.data.run_args = T.run_args()
+T.data.file = T.read(os.getenv('NVIM_TEST_WORKSPACE') .. '/a.py')
+""")
+    assert not res.errors, res.explain()
+    data = res.data["data"]
+    layout = data["layout"]
+    # Decision 56: the chat window sits above the input window, in the current tab
+    assert layout["same_tab"] and layout["chat_row"] < layout["input_row"], layout
+    assert layout["current_is_input"] and layout["filetype"] == "markdown", layout
+    assert data["input_after_send"] == [""]
+    # the prompt and the streamed text were in the chat while the approval waited, inline,
+    # showing what would change; no window opened and no pick was asked for it
+    at = data["at_approval"]
+    assert "## Add a module docstring to a.py" in at, at
+    assert "I'll add a module docstring to a.py." in at, at
+    assert "**approval** edit_file" in at and "def greet(name):" in at, at
+    assert data["selects_at_approval"] == 0 and data["windows_at_approval"] == 3, data
+    # `a` allowed it: the edit is in the file, the keys line says so
+    assert data["file"].startswith('"""Greetings."""'), data["file"]
+    assert "→ allowed" in data["chat"], data["chat"]
+    assert [e["state"] for e in res.stream_events("approval")] == ["pending", "allowed"]
+    # the follow-up ran in the same session, its prompt and answer below the first run's
+    first, second = data["run_args"]
+    stops = res.stream_events("stop")
+    assert second["sessionId"] == stops[0]["report"]["sessionId"] == stops[1]["report"]["sessionId"]
+    assert second["prompt"] == "Now say bye"
+    chat = data["chat"]
+    assert chat.index("Added the docstring.") < chat.index("## Now say bye") < chat.index("Bye from the same session.")
+    assert len(model.requests) == 3
+
+
+def test_a_prompt_sent_while_the_run_runs_steers_it(tmp_path, workspace, model):
+    model.add("Check the greeting", [
+        {"text": "Running it.", "tool_calls": [{"name": "run_command", "arguments": {"command": "echo hi"}}]},
+        {"text": "Done, with python3 as you said."},
+    ])
+    res = run(tmp_path, workspace, model, CHAT + r"""
+T.send('Check the greeting')
+T.wait(T.RUN_MS, T.has('[a]llow'), 'the inline approval')
+T.send('use python3', '<C-s>')  -- the run waits for the approval: this steers it
+T.wait(5000, function() return #vim.tbl_filter(function(c) return c.params.command == 'agentLsp.steer' end, T.data.commands) > 0 end, 'the steer')
+vim.wait(300)
+T.press_in_chat('a')
+T.wait(T.RUN_MS, function() return T.stops() == 1 end, 'the stop')
+T.wait(5000, T.has('Done, with python3'), 'the answer')
+T.data.chat = chat.text()
+T.data.runs = #T.run_args()
+""")
+    assert not res.errors, res.explain()
+    data = res.data["data"]
+    [steer] = commands_named(res, "agentLsp.steer")
+    assert steer["params"]["arguments"][0]["text"] == "use python3"
+    assert data["runs"] == 1  # no second run: the text went to the running one
+    chat = data["chat"]
+    assert "» use python3" in chat, chat  # where it landed: after the command's result
+    assert chat.index("→ allowed") < chat.index("» use python3") < chat.index("Done, with python3")
+    assert model.requests[1]["messages"][-1]["content"] == "use python3"
+
+
+def test_queue_and_stop_cancel_the_queued_prompts_first(tmp_path, workspace, model):
+    model.add("Count slowly", [{"text": "one two three", "ttft": 30}])
+    res = run(tmp_path, workspace, model, CHAT + r"""
+T.send('Count slowly to three')
+T.wait(10000, function() return chat.state().current ~= nil end, 'the run')
+T.wait(10000, function()
+  for _, p in ipairs(T.progress) do if p.kind == 'begin' then return true end end
+end, 'the progress begin')
+vim.cmd('AgentQueue then count to four')
+vim.cmd('AgentQueue and to five')
+T.wait(10000, function() return #chat.state().queued == 2 end, 'two queued prompts')
+T.data.queued_text = chat.text()
+T.press_in_chat('x', 'and to five')  -- the remove key on a queued prompt
+T.wait(10000, T.has('~~queued: and to five~~ removed'), 'the removed line')
+vim.cmd('AgentQueue and to six')
+T.wait(10000, function() return #chat.state().queued == 3 end, 'the third queued prompt')
+vim.cmd('AgentStop')
+T.wait(T.RUN_MS, function() return T.stops() == 4 end, 'four stops')
+T.wait(5000, T.has('_cancelled_'), 'the cancelled run')
+T.data.chat = chat.text()
+T.data.queued = chat.state().queued
+""")
+    assert not res.errors, res.explain()
+    data = res.data["data"]
+    ids = {q["prompt"]: q["run_id"] for q in data["queued"]}
+    assert "[x] remove" in data["queued_text"], data["queued_text"]
+    queue_args = [c["params"]["arguments"][0] for c in commands_named(res, "agentLsp.run")][1:]
+    assert [a.get("queue") for a in queue_args] == [True, True, True], queue_args
+    cancels = commands_named(res, "agentLsp.cancel")
+    # `x` removed one; :AgentStop then cancelled the queued ones newest first, then the run
+    assert [c["params"]["arguments"][0]["runId"] for c in cancels] == [
+        ids["and to five"], ids["and to six"], ids["then count to four"]], cancels
+    progress_cancel = [n for n in data["notified"] if n["method"] == "window/workDoneProgress/cancel"]
+    assert progress_cancel and cancels[-1]["t"] <= progress_cancel[0]["t"], data["notified"]
+    assert [s["report"]["stopReason"] for s in res.stream_events("stop")] == ["cancelled"] * 4
+    chat = data["chat"]
+    for prompt in ("then count to four", "and to five", "and to six"):
+        assert f"~~queued: {prompt}~~ removed" in chat, chat
+        assert f"## {prompt}" not in chat  # never started
+X
