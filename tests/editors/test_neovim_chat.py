@@ -194,3 +194,140 @@ T.data.queued = chat.state().queued
         assert f"~~queued: {prompt}~~ removed" in chat, chat
         assert f"## {prompt}" not in chat  # never started
     assert len(model.log) <= 1  # no queued run reached the model
+
+
+def test_fork_a_past_prompt_then_a_resumed_session_shows_its_history(tmp_path, workspace, model):
+    model.add("FIRST question", [
+        {"text": "First answer.", "tool_calls": [{"name": "read_file", "arguments": {"path": "README.md"}}]},
+        {"text": "First answer, after reading."},
+        {"text": "Second answer."},
+        {"text": "Edited answer."},
+    ])
+    live = run(tmp_path, workspace, model, CHAT + r"""
+T.send('FIRST question')
+T.wait(T.RUN_MS, function() return T.stops() == 1 end, 'the first stop')
+T.send('second question')
+T.wait(T.RUN_MS, function() return T.stops() == 2 end, 'the second stop')
+T.wait(5000, T.has('_done_\n\n## second question') , 'the second run')
+T.wait(5000, function() return chat.text():match('Second answer%.\n\n_done_') ~= nil end, 'its stop line')
+T.data.before_fork = chat.text()
+T.data.folds = {}
+vim.api.nvim_set_current_win(T.chat_win())
+for i, line in ipairs(T.lines(chat.state().chat)) do
+  T.data.folds[i] = { line = line, closed = vim.fn.foldclosed(i) ~= -1 }
+end
+local session = chat.state().session
+T.data.session = session
+T.press_in_chat('<Ignore>', '## second question')
+vim.cmd('AgentFork')
+T.wait(10000, function() return chat.state().session ~= session and T.lines(chat.state().input)[1] ~= '' end, 'the fork')
+T.wait(10000, T.has('First answer, after reading.'), 'the fork history')
+T.data.input = T.lines(chat.state().input)
+T.data.after_fork = chat.text()
+T.data.fork_session = chat.state().session
+T.send('second question, edited')
+T.wait(T.RUN_MS, function() return T.stops() == 3 end, 'the third stop')
+""")
+    assert not live.errors, live.explain()
+    data = live.data["data"]
+    # the tool call and its result are folded (closed); prompts and answers are not
+    folds = {f["line"]: f["closed"] for f in data["folds"]}
+    assert any(line.startswith("- `read_file`") and closed for line, closed in folds.items()), folds
+    assert folds["## second question"] is False and folds["Second answer."] is False, folds
+    [fork] = commands_named(live, "agentLsp.fork")
+    runs = [e["runId"] for e in live.stream_events("stop")]
+    assert fork["params"]["arguments"][0] == {"sessionId": data["session"], "runId": runs[1]}
+    assert data["input"] == ["second question"]  # the prompt, ready to be edited
+    after = data["after_fork"]
+    assert "## FIRST question" in after and "First answer, after reading." in after, after
+    assert "second question" not in after and "Second answer." not in after, after
+    edited = model.requests[-1]["messages"]
+    users = [m["content"] for m in edited if m["role"] == "user"]
+    assert users[-1] == "second question, edited" and not any(u == "second question" for u in users), users
+    assert live.stream_events("stop")[-1]["report"]["sessionId"] == data["fork_session"] != data["session"]
+
+    # a new Neovim and a new server: :AgentChat {sessionId} renders the session as it was seen
+    resumed = run(tmp_path, workspace, model, f"""
+vim.cmd('AgentChat {data["session"]}')
+T.chat = require('agent_lsp.chat')
+T.wait(10000, function() return T.chat.text():find('Second answer.', 1, true) ~= nil end, 'the history')
+vim.wait(200)
+T.data.chat = T.chat.text()
+""")
+    assert not resumed.errors, resumed.explain()
+    shown = resumed.data["data"]["chat"]
+    assert shown.startswith("# FIRST question"), shown
+    # the same lines as live, below the session's title
+    assert shown.split("\n", 1)[1].strip() == data["before_fork"].strip(), (shown, data["before_fork"])
+
+
+DUMP = r"""
+function _G.chat_dump(path)
+  local chat = require('agent_lsp.chat')
+  local st = chat.state()
+  local out = {
+    input = vim.api.nvim_buf_get_lines(st.input, 0, -1, false),
+    chat = chat.text(),
+    buffer = vim.api.nvim_buf_get_name(0),
+    windows = #vim.api.nvim_tabpage_list_wins(0),
+  }
+  local f = assert(io.open(path, 'w'))
+  f:write(vim.json.encode(out))
+  f:close()
+end
+"""
+
+
+def test_typing_in_the_input_while_an_approval_arrives_loses_no_key(tmp_path, workspace, model):
+    """Issue 34, as a user met it: a `:qa!` typed while the approval popped up became a denial
+    plus text in the buffer. In a real terminal: the user types into the chat's input while the
+    approval arrives; every key stays in the input, the approval still waits, and `a` in the
+    chat window answers it."""
+    import shutil
+
+    from test_neovim import TERMINAL_SCRIPT
+
+    if not shutil.which("tmux"):
+        import pytest
+
+        pytest.skip("tmux not installed")
+    model.add("Check the greeting", [
+        {"text": "Running it.", "ttft": 2,
+         "tool_calls": [{"name": "run_command", "arguments": {"command": "echo hi"}}]},
+        {"text": "It printed hi."},
+    ])
+    script = tmp_path / "terminal.lua"
+    script.write_text(TERMINAL_SCRIPT + DUMP, encoding="utf-8")
+    env = nvim_harness.editor_env(tmp_path, {"model": "m", "baseUrl": model.base_url})
+    term = nvim_harness.TmuxNvim(NVIM, tmp_path, script, cwd=workspace, env=env, cols=124, rows=34)
+    dump = tmp_path / "dump.json"
+    try:
+        assert term.wait_for("a.py", 15), term.screen()
+        term.send_keys(":AgentChat", "Enter")
+        assert term.wait_for("or <C-s> sends", 30), term.screen()
+        term.send_keys("i", "Check the greeting", "Escape", "Enter")
+        assert term.wait_for("## Check the greeting", 30), term.screen()
+        term.send_keys("i", "hello ")  # the next thought, typed while the run runs
+        assert term.wait_for("[a]llow [s]ession al[w]ays [d]eny [D]iff", 40), term.screen()
+        term.send_keys("world :qa!")
+        term.send_keys("Escape", f":lua chat_dump('{dump}')", "Enter")
+        assert term.wait_until(lambda _: dump.exists(), 10), term.screen()
+        during = json.loads(dump.read_text())
+        requests_during = len(model.log)
+        dump.unlink()
+        term.send_keys("C-w", "k", "a")  # to the chat window above; `a` allows
+        assert term.wait_for("It printed hi.", 40), term.screen()
+        term.send_keys(f":lua chat_dump('{dump}')", "Enter")
+        assert term.wait_until(lambda _: dump.exists(), 10), term.screen()
+        after = json.loads(dump.read_text())
+    finally:
+        term.close()
+    # every typed key is in the input; the approval still waited; no window came or went
+    assert during["input"] == ["hello world :qa!"], during
+    assert during["buffer"] == "agent-lsp://chat-input" and during["windows"] == 3, during
+    assert "[a]llow [s]ession al[w]ays [d]eny [D]iff" in during["chat"] and "→ " not in during["chat"]
+    assert "echo hi" in during["chat"], during["chat"]  # what would run
+    assert requests_during == 1
+    # `a` allowed it: the command ran, the run went on
+    assert "→ allowed" in after["chat"] and "It printed hi." in after["chat"], after["chat"]
+    assert after["input"] == ["hello world :qa!"]
