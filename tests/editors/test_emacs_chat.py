@@ -1,0 +1,151 @@
+"""The Emacs chat (`agent-lsp-chat`, issue 34) in a real Emacs with Eglot against the real server
+and the scripted model: the conversation buffer (a text-mode, its input at the end), C-c C-c
+sending a follow-up in the same session, an approval answered inline by key (never asked in the
+minibuffer), a steer while the run runs, and `agent-lsp-fork` on a past prompt."""
+
+from __future__ import annotations
+
+from test_emacs import model, run_emacs, workspace  # noqa: F401 (fixtures)
+
+# Helpers of the scenarios: the chat buffer, typing and sending, pressing a key on a line.
+PRELUDE = r"""
+(defun c-buffer () (get-buffer "*agent-lsp chat*"))
+(defun c-text () (t-buffer-text (c-buffer)))
+(defun c-has (text) (lambda () (string-match-p (regexp-quote text) (c-text))))
+(defun c-send (text)
+  "Type TEXT at the end of the chat and press C-c C-c."
+  (switch-to-buffer (c-buffer))
+  (goto-char (point-max))
+  (insert text)
+  (execute-kbd-macro (kbd "C-c C-c")))
+(defun c-press (key line)
+  "Press KEY on the first line of the chat holding LINE."
+  (switch-to-buffer (c-buffer))
+  (goto-char (point-min))
+  (search-forward line)
+  (beginning-of-line)
+  (execute-kbd-macro (kbd key)))
+(defun c-stops () (length (t-events "stop")))
+(defun c-commands (name)
+  (seq-filter (lambda (p) (equal (plist-get p :command) name)) t-commands))
+(set-buffer t-buffer)
+(agent-lsp-chat)
+"""
+
+
+def commands(res, name: str) -> list[dict]:
+    return [c for c in res.data["commands"] if c["command"] == name]
+
+
+def test_chat_buffer_sends_follow_ups_and_answers_an_approval_inline(tmp_path, workspace, model):
+    model.add("Add a module docstring", [
+        {"text": "I'll add a module docstring to a.py.", "tool_calls": [{"name": "edit_file", "arguments": {
+            "path": "a.py", "old_text": "def greet(name):", "new_text": '"""Greetings."""\n\n\ndef greet(name):'}}]},
+        {"text": "Added the docstring."},
+        {"text": "Bye from the same session."},
+    ])
+    res = run_emacs(tmp_path, workspace, model, PRELUDE + r"""
+(with-current-buffer (c-buffer)
+  (t-set :text-mode (and (derived-mode-p 'text-mode) t))
+  (t-set :binding (format "%s" (key-binding (kbd "C-c C-c")))))
+(c-send "Add a module docstring to a.py")
+(t-set :input-after-send (with-current-buffer (c-buffer)
+                           (buffer-substring-no-properties agent-lsp-chat--input (point-max))))
+(t-wait 20 (c-has "[a]llow [s]ession al[w]ays [d]eny [D]iff") "the inline approval")
+(t-set :at-approval (c-text))
+(c-press "a" "approval: ")
+(t-wait 20 (lambda () (= 1 (c-stops))) "the first stop")
+(c-send "Now say bye")
+(t-wait 20 (lambda () (= 2 (c-stops))) "the follow-up stop")
+(t-wait 5 (c-has "Bye from the same session.") "the follow-up's text")
+(switch-to-buffer (c-buffer))
+(goto-char (point-max))
+(insert "draft")
+(t-set :chat (c-text))
+(t-set :input-at-end (with-current-buffer (c-buffer)
+                       (buffer-substring-no-properties agent-lsp-chat--input (point-max))))
+(t-set :file (with-temp-buffer (insert-file-contents "a.py") (buffer-string)))
+""")
+    assert not res.errors, res.explain()
+    v = res.values
+    assert v["text-mode"] is True and v["binding"] == "agent-lsp-chat-send", v  # Decision 56
+    assert v["input-after-send"] == ""
+    at = v["at-approval"]
+    assert "## Add a module docstring to a.py" in at and "I'll add a module docstring to a.py." in at, at
+    assert "approval: edit_file" in at and "def greet(name):" in at, at
+    # answered in the chat: never asked in the minibuffer
+    assert res.data["prompts"] == [], res.data["prompts"]
+    assert v["file"].startswith('"""Greetings."""'), v["file"]
+    assert "→ allowed" in v["chat"], v["chat"]
+    assert [e["state"] for e in res.events("approval")] == ["pending", "allowed"]
+    # the follow-up: the same session, below the first run; the input is the end of the buffer
+    runs = [c["arguments"][0] for c in commands(res, "agentLsp.run")]
+    assert runs[1]["prompt"] == "Now say bye"
+    stops = res.events("stop")
+    assert runs[1]["sessionId"] == stops[0]["report"]["sessionId"] == stops[1]["report"]["sessionId"]
+    chat = v["chat"]
+    assert chat.index("Added the docstring.") < chat.index("## Now say bye") < chat.index("Bye from the same session.")
+    assert chat.endswith("(C-c C-c sends) ───\ndraft") and v["input-at-end"] == "draft", chat[-200:]
+
+
+def test_a_message_sent_while_the_run_runs_steers_it(tmp_path, workspace, model):
+    model.add("Check the greeting", [
+        {"text": "Running it.", "tool_calls": [{"name": "run_command", "arguments": {"command": "echo hi"}}]},
+        {"text": "Done, with python3 as you said."},
+    ])
+    res = run_emacs(tmp_path, workspace, model, PRELUDE + r"""
+(c-send "Check the greeting")
+(t-wait 20 (c-has "[Allow]") "the inline approval")
+(c-send "use python3")
+(t-wait 10 (lambda () (c-commands "agentLsp.steer")) "the steer")
+(sleep-for 0.3)
+(c-press "a" "[Allow]")
+(t-wait 20 (lambda () (= 1 (c-stops))) "the stop")
+(t-wait 5 (c-has "Done, with python3") "the answer")
+(t-set :chat (c-text))
+""")
+    assert not res.errors, res.explain()
+    [steer] = commands(res, "agentLsp.steer")
+    assert steer["arguments"][0]["text"] == "use python3"
+    assert len(commands(res, "agentLsp.run")) == 1  # the text went to the running run
+    chat = res.values["chat"]
+    assert chat.index("→ allowed") < chat.index("» use python3") < chat.index("Done, with python3"), chat
+    assert model.requests[1]["messages"][-1]["content"] == "use python3"
+
+
+def test_fork_on_a_past_prompt_puts_it_in_the_input(tmp_path, workspace, model):
+    model.add("FIRST question", [{"text": "First answer."}, {"text": "Second answer."}, {"text": "Edited answer."}])
+    res = run_emacs(tmp_path, workspace, model, PRELUDE + r"""
+(c-send "FIRST question")
+(t-wait 20 (lambda () (= 1 (c-stops))) "the first stop")
+(c-send "second question")
+(t-wait 20 (lambda () (= 2 (c-stops))) "the second stop")
+(t-wait 5 (c-has "Second answer.") "the second answer")
+(t-set :session (buffer-local-value 'agent-lsp-chat--session (c-buffer)))
+(switch-to-buffer (c-buffer))
+(goto-char (point-min))
+(search-forward "## second question")
+(call-interactively #'agent-lsp-fork)
+(t-wait 10 (c-has "First answer.") "the fork's history")
+(t-wait 5 (lambda () (string-match-p "second question\\'" (c-text))) "the prompt in the input")
+(t-set :after-fork (c-text))
+(t-set :fork-session (buffer-local-value 'agent-lsp-chat--session (c-buffer)))
+(switch-to-buffer (c-buffer))
+(goto-char (point-max))
+(insert ", edited")
+(execute-kbd-macro (kbd "C-c C-c"))
+(t-wait 20 (lambda () (= 3 (c-stops))) "the third stop")
+""")
+    assert not res.errors, res.explain()
+    v = res.values
+    [fork] = commands(res, "agentLsp.fork")
+    stops = res.events("stop")
+    assert fork["arguments"][0] == {"sessionId": v["session"], "runId": stops[1]["runId"]}
+    after = v["after-fork"]
+    head, _, typed = after.rpartition("(C-c C-c sends) ───\n")
+    assert typed == "second question", after  # the old prompt, ready to be edited
+    assert "## FIRST question" in head and "First answer." in head, head
+    assert "second question" not in head and "Second answer." not in head, head
+    assert stops[2]["report"]["sessionId"] == v["fork-session"] != v["session"]
+    users = [m["content"] for m in model.requests[-1]["messages"] if m["role"] == "user"]
+    assert users[-1] == "second question, edited" and "second question" not in users, users
