@@ -30,6 +30,11 @@
 ;;   picks the model of the next runs; `agent-lsp-check-health' checks
 ;;   the setup, the model endpoint included; `agent-lsp-setup' shows
 ;;   the hooks, rules, skills, commands and agents the server found;
+;; - `agent-lsp-chat' shows the session as a conversation: C-c C-c
+;;   sends a follow-up (a steer while a run of it runs), approvals
+;;   are answered there with buttons and keys, `agent-lsp-fork' forks
+;;   at a past prompt, `agent-lsp-chat-stop' cancels the queued runs,
+;;   then the running one;
 ;; - every run's `agentLsp/stream' output is shown live in the
 ;;   *agent-lsp* buffer, and the running run's status, context fill and
 ;;   cost in the mode line;
