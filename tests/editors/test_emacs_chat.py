@@ -149,3 +149,66 @@ def test_fork_on_a_past_prompt_puts_it_in_the_input(tmp_path, workspace, model):
     assert stops[2]["report"]["sessionId"] == v["fork-session"] != v["session"]
     users = [m["content"] for m in model.requests[-1]["messages"] if m["role"] == "user"]
     assert users[-1] == "second question, edited" and "second question" not in users, users
+
+
+def test_a_resumed_session_shows_its_history_as_it_was_seen(tmp_path, workspace, model):
+    model.add("FIRST question", [
+        {"text": "Reading.", "tool_calls": [{"name": "read_file", "arguments": {"path": "README.md"}}]},
+        {"text": "First answer, after reading."},
+        {"text": "Second answer."},
+    ])
+    live = run_emacs(tmp_path, workspace, model, PRELUDE + r"""
+(c-send "FIRST question")
+(t-wait 20 (lambda () (= 1 (c-stops))) "the first stop")
+(c-send "second question")
+(t-wait 20 (lambda () (= 2 (c-stops))) "the second stop")
+(t-wait 5 (lambda () (string-match-p "Second answer\\.\n\n_done_" (c-text))) "its stop line")
+(t-set :chat (c-text))
+(t-set :session (buffer-local-value 'agent-lsp-chat--session (c-buffer)))
+""")
+    assert not live.errors, live.explain()
+    session = live.values["session"]
+    # a new Emacs and a new server: the session's history, rendered as it was shown live
+    resumed = run_emacs(tmp_path, workspace, model, r"""
+(set-buffer t-buffer)
+(agent-lsp-chat "%s")
+(t-wait 10 (lambda () (string-match-p "Second answer" (t-buffer-text (get-buffer "*agent-lsp chat*"))))
+        "the history")
+(sleep-for 0.2)
+(t-set :chat (t-buffer-text (get-buffer "*agent-lsp chat*")))
+""" % session)
+    assert not resumed.errors, resumed.explain()
+    shown = resumed.values["chat"]
+    assert shown.startswith("# FIRST question\n"), shown
+    assert shown.split("\n", 1)[1] == live.values["chat"], (shown, live.values["chat"])
+    assert resumed.events() == []  # nothing ran: it is the history
+
+
+def test_stop_cancels_the_queued_prompts_newest_first_then_the_run(tmp_path, workspace, model):
+    model.add("Count slowly", [{"text": "one two three", "ttft": 30}])
+    res = run_emacs(tmp_path, workspace, model, PRELUDE + r"""
+(c-send "Count slowly to three")
+(t-wait 10 (lambda () (buffer-local-value 'agent-lsp-chat--current (c-buffer))) "the run")
+(switch-to-buffer (c-buffer))
+(goto-char (point-max)) (insert "then to four") (execute-kbd-macro (kbd "C-c C-q"))
+(goto-char (point-max)) (insert "and to five") (execute-kbd-macro (kbd "C-c C-q"))
+(t-wait 10 (lambda () (= 2 (length (buffer-local-value 'agent-lsp-chat--queued (c-buffer)))))
+        "two queued prompts")
+(t-set :queued (mapcar (lambda (q) (list (plist-get q :prompt) (plist-get q :runId)))
+                       (buffer-local-value 'agent-lsp-chat--queued (c-buffer))))
+(execute-kbd-macro (kbd "C-c C-k"))
+(t-wait 20 (lambda () (= 3 (c-stops))) "three stops")
+(t-wait 5 (c-has "_cancelled_") "the cancelled run")
+(t-set :chat (c-text))
+""")
+    assert not res.errors, res.explain()
+    ids = dict(res.values["queued"])
+    first = [c["arguments"][0] for c in commands(res, "agentLsp.run")]
+    assert [a.get("queue") for a in first[1:]] == [True, True], first
+    running = next(e["runId"] for e in res.events() if e["runId"] not in ids.values())
+    cancelled = [c["arguments"][0]["runId"] for c in commands(res, "agentLsp.cancel")]
+    assert cancelled == [ids["and to five"], ids["then to four"], running], (cancelled, ids)
+    assert [e["report"]["stopReason"] for e in res.events("stop")] == ["cancelled"] * 3
+    chat = res.values["chat"]
+    assert "queued: then to four (removed)" in chat and "queued: and to five (removed)" in chat, chat
+    assert "## then to four" not in chat and "## and to five" not in chat
