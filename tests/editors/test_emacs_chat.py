@@ -58,6 +58,10 @@ def test_chat_buffer_sends_follow_ups_and_answers_an_approval_inline(tmp_path, w
 (c-send "Now say bye")
 (t-wait 20 (lambda () (= 2 (c-stops))) "the follow-up stop")
 (t-wait 5 (c-has "Bye from the same session.") "the follow-up's text")
+;; Decision 90: a newer server's kind in the chat's run: nothing shown, nothing broken
+(agent-lsp--handle-stream
+ t-server (list :runId (plist-get (car (last (t-events "stop"))) :runId) :seq 1000
+                :kind "someFutureKind" :text "gibberish" :futureField '(:a 1)))
 (switch-to-buffer (c-buffer))
 (goto-char (point-max))
 (insert "draft")
@@ -86,6 +90,7 @@ def test_chat_buffer_sends_follow_ups_and_answers_an_approval_inline(tmp_path, w
     chat = v["chat"]
     assert chat.index("Added the docstring.") < chat.index("## Now say bye") < chat.index("Bye from the same session.")
     assert chat.endswith("(C-c C-c sends) ───\ndraft") and v["input-at-end"] == "draft", chat[-200:]
+    assert "gibberish" not in chat
 
 
 def test_a_message_sent_while_the_run_runs_steers_it(tmp_path, workspace, model):

@@ -94,6 +94,9 @@ T.wait(T.RUN_MS, function() return T.stops() == 1 end, 'the first stop')
 T.send('Now say bye', '<C-s>')
 T.wait(T.RUN_MS, function() return T.stops() == 2 end, 'the follow-up stop')
 T.wait(5000, T.has('Bye from the same session.'), 'the follow-up text')
+-- Decision 90: a newer server's kind in the chat's run: nothing shown, nothing broken
+require('agent_lsp.handlers').stream(nil, { runId = chat.state().shown_last, seq = 1000,
+  kind = 'someFutureKind', text = 'gibberish', futureField = { a = 1 } }, { client_id = T.client.id })
 T.data.chat = chat.text()
 T.data.run_args = T.run_args()
 T.data.file = T.read(os.getenv('NVIM_TEST_WORKSPACE') .. '/a.py')
@@ -124,6 +127,7 @@ T.data.file = T.read(os.getenv('NVIM_TEST_WORKSPACE') .. '/a.py')
     chat = data["chat"]
     assert chat.index("Added the docstring.") < chat.index("## Now say bye") < chat.index("Bye from the same session.")
     assert len(model.requests) == 3
+    assert "gibberish" not in chat and not chat.endswith("\n\n\n"), chat
 
 
 def test_a_prompt_sent_while_the_run_runs_steers_it(tmp_path, workspace, model):

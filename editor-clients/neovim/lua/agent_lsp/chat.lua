@@ -598,9 +598,18 @@ function M.text()
 end
 
 --- The chat's state (for tests and scripts).
----@return { session?: string, current?: string, chat?: integer, input?: integer, queued: agent_lsp.Queued[] }
+---@return table `{session, current, chat, input, queued, shown_last}` (the newest prompt's run)
 function M.state()
-  return { session = S.session, current = S.current, chat = S.chat, input = S.input, queued = S.queued }
+  local last = nil
+  for lnum, prompt in pairs(S.prompts) do
+    if not last or lnum > last[1] then
+      last = { lnum, prompt.run_id }
+    end
+  end
+  return {
+    session = S.session, current = S.current, chat = S.chat, input = S.input, queued = S.queued,
+    shown_last = last and last[2],
+  }
 end
 
 return M
