@@ -96,9 +96,11 @@
           agent-lsp-chat--queued nil
           agent-lsp-chat--approvals (make-hash-table :test #'equal)
           agent-lsp-chat--seq (make-hash-table :test #'equal))
-    (setq agent-lsp-chat--end (point-marker))
     (insert (propertize "\n─── your message (C-c C-c sends) ───\n"
                         'read-only t 'face 'shadow 'rear-nonsticky t))
+    ;; before the line above; it advances over what is inserted at it,
+    ;; other markers there (a window's start) stay
+    (setq agent-lsp-chat--end (copy-marker (point-min) t))
     (setq agent-lsp-chat--input (point-marker))
     (insert (or input ""))))
 
@@ -111,16 +113,13 @@
         (current-buffer))))
 
 (defun agent-lsp-chat--insert (text &rest props)
-  "Insert TEXT (with PROPS) at the end of the conversation.
-Windows whose point was at the end of the conversation follow it."
+  "Insert TEXT (with PROPS) at the end of the conversation."
   (with-current-buffer (agent-lsp-chat--ensure-buffer)
-    (let ((inhibit-read-only t)
-          (end (marker-position agent-lsp-chat--end)))
+    (let ((inhibit-read-only t))
       (save-excursion
-        (goto-char end)
-        (insert-before-markers
-         (apply #'propertize text 'read-only t 'front-sticky '(read-only)
-                props))))))
+        (goto-char agent-lsp-chat--end)
+        (insert (apply #'propertize text 'read-only t 'front-sticky '(read-only)
+                       props))))))
 
 (defun agent-lsp-chat--lines (text &rest props)
   "Insert TEXT (with PROPS) on lines of its own; return where it starts."

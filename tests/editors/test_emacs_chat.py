@@ -217,3 +217,59 @@ def test_stop_cancels_the_queued_prompts_newest_first_then_the_run(tmp_path, wor
     chat = res.values["chat"]
     assert "queued: then to four (removed)" in chat and "queued: and to five (removed)" in chat, chat
     assert "## then to four" not in chat and "## and to five" not in chat
+
+
+def test_in_a_terminal_typing_goes_on_while_an_approval_waits_in_the_chat(tmp_path, workspace, model):
+    """As a user in `emacs -nw`: M-x agent-lsp-chat, a prompt sent with C-c C-c, then typing the
+    next message while the approval arrives. The keys stay in the input (no minibuffer prompt
+    takes them), the approval waits in the chat; `a` on it allows, and the run goes on."""
+    import json
+    import os
+    import shutil
+    import sys
+
+    import pytest
+    from test_emacs import CLIENT_DIR, TERMINAL_INIT, TmuxEmacs
+
+    if not shutil.which("tmux"):
+        pytest.skip("tmux not installed")
+    model.add("Check the greeting", [
+        {"text": "Running it.", "ttft": 2,
+         "tool_calls": [{"name": "run_command", "arguments": {"command": "echo hi"}}]},
+        {"text": "It printed hi."},
+    ])
+    init = tmp_path / "terminal.el"
+    init.write_text(TERMINAL_INIT, encoding="utf-8")
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AGENT_LSP_", "OPENAI_", "XDG_", "EMACS", "TMUX"))}
+    env.update({
+        "HOME": str(home), "OPENAI_API_KEY": "test", "AGENT_LSP_STATE_DIR": str(tmp_path / "agent-state"),
+        "EMACS_TEST_CLIENT": str(CLIENT_DIR), "EMACS_TEST_FILE": str(workspace / "a.py"),
+        "EMACS_TEST_COMMAND": json.dumps([sys.executable, "-m", "agent_lsp", "serve", "--stdio"]),
+        "EMACS_TEST_SETTINGS": json.dumps({"model": "m", "baseUrl": model.base_url}),
+    })
+    term = TmuxEmacs(init, cwd=workspace, env=env, cols=124, rows=40)
+    try:
+        assert term.wait_for("[eglot:ws]", 30), term.screen()
+        term.send_keys("M-x")
+        term.send_keys("agent-lsp-chat", "Enter")
+        assert term.wait_for("your message (C-c C-c sends)", 20), term.screen()
+        term.send_keys("Check the greeting", "C-c", "C-c")
+        assert term.wait_for("## Check the greeting", 20), term.screen()
+        term.send_keys("hello ")  # the next message, typed while the run runs
+        assert term.wait_for("[a]llow [s]ession al[w]ays [d]eny [D]iff", 40), term.screen()
+        term.send_keys("world")
+        assert term.wait_for("hello world", 10), term.screen()
+        during = term.screen()
+        requests_during = len(model.log)
+        term.send_keys("C-r")
+        term.send_keys("[Allow]", "Enter", "a")  # to the approval's button; `a` allows
+        assert term.wait_for("It printed hi.", 40), term.screen()
+        after = term.screen()
+    finally:
+        term.close()
+    assert "RET = Allow" not in during and "Choose" not in during, during  # no minibuffer prompt
+    assert "echo hi" in during and "→ " not in during, during  # what would run, still waiting
+    assert requests_during == 1
+    assert "→ allowed" in after and after.rstrip().count("hello world") == 1, after
