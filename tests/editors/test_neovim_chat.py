@@ -158,6 +158,39 @@ T.data.runs = #T.run_args()
     assert model.requests[1]["messages"][-1]["content"] == "use python3"
 
 
+def test_d_denies_with_a_reason_and_shift_d_shows_the_diff(tmp_path, workspace, model):
+    model.add("Make the greeting louder", [
+        {"tool_calls": [{"name": "edit_file", "arguments": {
+            "path": "a.py", "old_text": "return message", "new_text": "return message.upper()"}}]},
+        {"text": "Understood, leaving it."},
+    ])
+    res = run(tmp_path, workspace, model, CHAT + r"""
+vim.ui.input = function(opts, on_confirm)
+  T.data.input_prompt = opts.prompt
+  on_confirm('keep it quiet')
+end
+T.send('Make the greeting louder')
+T.wait(T.RUN_MS, T.has('[a]llow'), 'the inline approval')
+T.press_in_chat('D', 'al[w]ays')
+T.wait(5000, function() return #T.diff_windows() == 1 end, 'the diff window')
+T.data.diffs = T.diff_windows()
+T.press_in_chat('d', 'al[w]ays')
+T.wait(T.RUN_MS, function() return T.stops() == 1 end, 'the stop')
+T.data.diffs_after = T.diff_windows()
+T.data.chat = chat.text()
+""")
+    assert not res.errors, res.explain()
+    data = res.data["data"]
+    [diff] = data["diffs"]
+    assert "+    return message.upper()" in diff["lines"], diff
+    assert data["diffs_after"] == []  # closed with the answer
+    assert data["input_prompt"].startswith("Reason for the agent"), data
+    assert "→ denied" in data["chat"], data["chat"]
+    tool = [m for m in model.requests[1]["messages"] if m.get("role") == "tool"]
+    assert "the user's reason: keep it quiet" in tool[-1]["content"], tool
+    assert (workspace / "a.py").read_text(encoding="utf-8").count(".upper()") == 0
+
+
 def test_queue_and_stop_cancel_the_queued_prompts_first(tmp_path, workspace, model):
     model.add("Count slowly", [{"text": "one two three", "ttft": 30}])
     res = run(tmp_path, workspace, model, CHAT + r"""
