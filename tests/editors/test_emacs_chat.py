@@ -174,14 +174,14 @@ def test_a_resumed_session_shows_its_history_as_it_was_seen(tmp_path, workspace,
     assert not live.errors, live.explain()
     session = live.values["session"]
     # a new Emacs and a new server: the session's history, rendered as it was shown live
-    resumed = run_emacs(tmp_path, workspace, model, r"""
+    resumed = run_emacs(tmp_path, workspace, model, rf"""
 (set-buffer t-buffer)
-(agent-lsp-chat "%s")
+(agent-lsp-chat "{session}")
 (t-wait 10 (lambda () (string-match-p "Second answer" (t-buffer-text (get-buffer "*agent-lsp chat*"))))
         "the history")
 (sleep-for 0.2)
 (t-set :chat (t-buffer-text (get-buffer "*agent-lsp chat*")))
-""" % session)
+""")
     assert not resumed.errors, resumed.explain()
     shown = resumed.values["chat"]
     assert shown.startswith("# FIRST question\n"), shown
