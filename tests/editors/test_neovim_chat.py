@@ -89,6 +89,10 @@ T.wait(T.RUN_MS, T.has('[a]llow [s]ession al[w]ays [d]eny [D]iff'), 'the inline 
 T.data.at_approval = chat.text()
 T.data.windows_at_approval = #vim.api.nvim_tabpage_list_wins(0)
 T.data.selects_at_approval = #T.data.selects
+-- off the approval, the keys keep their meaning: `w` on the prompt moves a word
+T.press_in_chat('w', '## Add a module docstring')
+vim.wait(300)
+T.data.after_w = { col = vim.api.nvim_win_get_cursor(0)[2], waiting = chat.text():find('→', 1, true) == nil }
 T.press_in_chat('a', 'al[w]ays')
 T.wait(T.RUN_MS, function() return T.stops() == 1 end, 'the first stop')
 T.send('Now say bye', '<C-s>')
@@ -115,6 +119,7 @@ T.data.file = T.read(os.getenv('NVIM_TEST_WORKSPACE') .. '/a.py')
     assert "I'll add a module docstring to a.py." in at, at
     assert "**approval** edit_file" in at and "def greet(name):" in at, at
     assert data["selects_at_approval"] == 0 and data["windows_at_approval"] == 3, data
+    assert data["after_w"] == {"col": 3, "waiting": True}, data["after_w"]
     # `a` allowed it: the edit is in the file, the keys line says so
     assert data["file"].startswith('"""Greetings."""'), data["file"]
     assert "→ allowed" in data["chat"], data["chat"]

@@ -328,21 +328,25 @@ function M.clear_places(buf)
   places[buf] = nil
 end
 
---- The waiting approval the cursor is on, else the newest waiting one shown in `buf`.
+--- The waiting approval the cursor is on (or just below, on the buffer's last line, where a
+--- window that follows the output has it). Elsewhere the keys keep their usual meaning: `w`
+--- moving a word must not answer an approval further up.
 ---@param buf integer
 ---@return string?
 local function at_cursor(buf)
   local line = vim.api.nvim_win_get_cursor(0)[1]
-  local newest = nil
+  local last_line = vim.api.nvim_buf_line_count(buf)
   for _, place in ipairs(places[buf] or {}) do
     if pending[place.key] then
       if line >= place.first and line <= place.last then
         return place.key
       end
-      newest = place.key
+      if line == last_line and place.last == last_line - 1 then
+        return place.key
+      end
     end
   end
-  return newest
+  return nil
 end
 
 --- A key pressed in a buffer that shows approvals.
@@ -373,8 +377,8 @@ local function on_key(buf, letter)
   end
 end
 
---- Maps the approval keys a/s/w/d/D in `buf` (normal mode, buffer-local). While no approval
---- waits in the buffer they keep their usual meaning (`w` moves a word).
+--- Maps the approval keys a/s/w/d/D in `buf` (normal mode, buffer-local). Off a waiting
+--- approval they keep their usual meaning (`w` moves a word).
 ---@param buf integer
 function M.map_keys(buf)
   local descs = { a = 'allow', s = 'allow for the session', w = 'always allow', d = 'deny', D = 'show the diff' }
