@@ -117,7 +117,7 @@ T.data.file = T.read(os.getenv('NVIM_TEST_WORKSPACE') .. '/a.py')
     at = data["at_approval"]
     assert "## Add a module docstring to a.py" in at, at
     assert "I'll add a module docstring to a.py." in at, at
-    assert "**approval** edit_file" in at and "def greet(name):" in at, at
+    assert "> approval: `edit_file`" in at and "def greet(name):" in at, at
     assert data["selects_at_approval"] == 0 and data["windows_at_approval"] == 3, data
     assert data["after_w"] == {"col": 3, "waiting": True}, data["after_w"]
     # `a` allowed it: the edit is in the file, the keys line says so
@@ -352,6 +352,8 @@ def test_typing_in_the_input_while_an_approval_arrives_loses_no_key(tmp_path, wo
         term.send_keys("i", "hello ")  # the next thought, typed while the run runs
         assert term.wait_for("[a]llow [s]ession al[w]ays [d]eny [D]iff", 40), term.screen()
         term.send_keys("world :qa!")
+        assert term.wait_for("hello world :qa!", 10), term.screen()
+        screen = term.screen(ansi=True)  # what the user sees: the approval waits, typing goes on
         term.send_keys("Escape", f":lua chat_dump('{dump}')", "Enter")
         assert term.wait_until(lambda _: dump.exists(), 10), term.screen()
         during = json.loads(dump.read_text())
@@ -373,3 +375,19 @@ def test_typing_in_the_input_while_an_approval_arrives_loses_no_key(tmp_path, wo
     # `a` allowed it: the command ran, the run went on
     assert "→ allowed" in after["chat"] and "It printed hi." in after["chat"], after["chat"]
     assert after["input"] == ["hello world :qa!"]
+    shot(screen, tmp_path, "screenshot-chat.png")
+
+
+def shot(ansi: str, tmp_path: Path, name: str) -> None:
+    """The screen as a PNG (needs Pillow); AGENT_LSP_UPDATE_SCREENSHOT=1 copies it to the
+    plugin's folder for its README."""
+    import importlib.util
+    import os
+    import shutil
+
+    if importlib.util.find_spec("PIL") is None:
+        return
+    nvim_harness.render_png(ansi, tmp_path / name, cols=124, rows=34)
+    assert (tmp_path / name).stat().st_size > 10_000
+    if os.environ.get("AGENT_LSP_UPDATE_SCREENSHOT") == "1":
+        shutil.copy(tmp_path / name, nvim_harness.PLUGIN_DIR / name)

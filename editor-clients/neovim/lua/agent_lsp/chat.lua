@@ -195,7 +195,7 @@ end
 local function render_approval(ev)
   local k = approval.key(ev.runId, ev.callId)
   if ev.state == 'pending' then
-    local lines = { ('**approval** %s'):format(ev.tool or '') }
+    local lines = { ('> approval: `%s`'):format(ev.tool or '') }
     vim.list_extend(lines, (folded(split(ev.detail or ev.text), '    ', false)))
     lines[#lines + 1] = approval.keys_line
     local first = put_lines(lines)
