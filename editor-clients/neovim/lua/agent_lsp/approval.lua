@@ -38,7 +38,8 @@ local function close(win)
   end
 end
 
---- Keeps the diff of a pending edit approval; forgets it (and closes its view) once answered.
+--- Keeps a pending approval (with an edit's diff); once answered or withdrawn, forgets it,
+--- closes its diff view and lets go of its waiting request.
 ---@param ev table an `approval` stream event
 function M.on_event(ev)
   local k = M.key(ev.runId, ev.callId)
@@ -55,13 +56,6 @@ function M.on_event(ev)
     requests[k] = nil
     request.done(vim.NIL)
   end
-end
-
---- Whether an approval still waits (its `pending` event came, no answer yet).
----@param k string
----@return boolean
-function M.is_pending(k)
-  return pending[k] ~= nil
 end
 
 --- The lines of the diff view: the unified diff, and a note when the server cut it.
@@ -107,20 +101,6 @@ function M.open_diff(ev)
   views[M.key(ev.runId, ev.callId)] = win
   vim.cmd.redraw()
   return win
-end
-
---- Waits (in the request's coroutine) for an async UI callback.
----@param start fun(done: fun(value: any))
----@return any
-local function await(start)
-  local co = coroutine.running()
-  start(function(value)
-    -- resume later: the UI may call back before the coroutine yields
-    vim.schedule(function()
-      coroutine.resume(co, value)
-    end)
-  end)
-  return coroutine.yield()
 end
 
 --- Waits (in the request's coroutine) for an async UI callback.

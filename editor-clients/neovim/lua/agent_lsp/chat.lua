@@ -111,19 +111,7 @@ end
 --- end follow it.
 ---@param text string
 local function put(text)
-  local buf = chat_buf()
-  local count = vim.api.nvim_buf_line_count(buf)
-  local follow = vim.tbl_filter(function(win)
-    return vim.api.nvim_win_get_cursor(win)[1] >= count
-  end, vim.fn.win_findbuf(buf))
-  local last = vim.api.nvim_buf_get_lines(buf, -2, -1, false)[1] or ''
-  text = text:gsub('\r\n?', '\n')
-  vim.api.nvim_buf_set_text(buf, count - 1, #last, count - 1, #last, vim.split(text, '\n', { plain = true }))
-  vim.bo[buf].modified = false
-  local new_count = vim.api.nvim_buf_line_count(buf)
-  for _, win in ipairs(follow) do
-    pcall(vim.api.nvim_win_set_cursor, win, { new_count, 0 })
-  end
+  text = require('agent_lsp.stream').append_to(chat_buf(), text)
   S.at_line_start = text:sub(-1) == '\n' or (text == '' and S.at_line_start)
 end
 

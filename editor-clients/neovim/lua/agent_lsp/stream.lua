@@ -36,11 +36,12 @@ local function windows(buf)
   end, vim.api.nvim_list_wins())
 end
 
---- Appends `text` to the end of the buffer; "\n" in it starts new lines.
+--- Appends `text` to the end of a scratch buffer; "\n" in it starts new lines. Windows that
+--- show the end follow the new output. (The chat buffer's appends too.)
+---@param buf integer
 ---@param text string
-local function append(text)
-  local buf = M.buf()
-  -- windows that show the end follow the new output
+---@return string text with its line ends made "\n"
+function M.append_to(buf, text)
   local follow = {}
   local line_count = vim.api.nvim_buf_line_count(buf)
   for _, win in ipairs(windows(buf)) do
@@ -57,6 +58,13 @@ local function append(text)
   for _, win in ipairs(follow) do
     pcall(vim.api.nvim_win_set_cursor, win, { new_count, 0 })
   end
+  return text
+end
+
+--- Appends `text` to the end of the stream buffer; "\n" in it starts new lines.
+---@param text string
+local function append(text)
+  text = M.append_to(M.buf(), text)
   at_line_start = text:sub(-1) == '\n' or (text == '' and at_line_start)
 end
 
