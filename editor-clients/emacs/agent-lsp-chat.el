@@ -242,6 +242,14 @@
     (insert "   [a]llow [s]ession al[w]ays [d]eny [D]iff")
     (buffer-string)))
 
+(defun agent-lsp-chat--set-line (marker text)
+  "Replace the line at MARKER with TEXT."
+  (let ((inhibit-read-only t))
+    (save-excursion
+      (goto-char marker)
+      (delete-region marker (line-end-position))
+      (insert (propertize text 'read-only t 'front-sticky '(read-only))))))
+
 (defun agent-lsp-chat--render-approval (ev)
   "Show the approval event EV: pending with its buttons, else how it ended."
   (let ((key (agent-lsp--review-key (plist-get ev :runId) (plist-get ev :callId)))
@@ -258,14 +266,9 @@
                                           'keymap agent-lsp-chat-approval-map)))
         (puthash key (copy-marker start) agent-lsp-chat--approvals)))
      ((gethash key agent-lsp-chat--approvals)
-      (let ((marker (gethash key agent-lsp-chat--approvals))
-            (inhibit-read-only t))
-        (remhash key agent-lsp-chat--approvals)
-        (save-excursion
-          (goto-char marker)
-          (delete-region marker (line-end-position))
-          (insert (propertize (format "→ %s" state) 'read-only t
-                              'front-sticky '(read-only))))))
+      (agent-lsp-chat--set-line (gethash key agent-lsp-chat--approvals)
+                                (format "→ %s" state))
+      (remhash key agent-lsp-chat--approvals))
      (t (agent-lsp-chat--lines (format "approval %s: %s" state
                                        (or (plist-get ev :tool) ""))
                                'face 'shadow)))))
@@ -318,14 +321,6 @@
                                 'face 'shadow)
          (when (equal agent-lsp-chat--current (plist-get ev :runId))
            (setq agent-lsp-chat--current nil)))))))
-
-(defun agent-lsp-chat--set-line (marker text)
-  "Replace the line at MARKER with TEXT."
-  (let ((inhibit-read-only t))
-    (save-excursion
-      (goto-char marker)
-      (delete-region marker (line-end-position))
-      (insert (propertize text 'read-only t 'front-sticky '(read-only))))))
 
 (defun agent-lsp-chat--dequeue (item ev)
   "The first event EV of the queued ITEM: it started; nil if it was removed."

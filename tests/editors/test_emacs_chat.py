@@ -273,3 +273,29 @@ def test_in_a_terminal_typing_goes_on_while_an_approval_waits_in_the_chat(tmp_pa
     assert "echo hi" in during and "→ " not in during, during  # what would run, still waiting
     assert requests_during == 1
     assert "→ allowed" in after and after.rstrip().count("hello world") == 1, after
+
+
+def test_d_denies_with_a_reason_and_shift_d_shows_the_diff(tmp_path, workspace, model):
+    model.add("Make the greeting louder", [
+        {"tool_calls": [{"name": "edit_file", "arguments": {
+            "path": "a.py", "old_text": "return message", "new_text": "return message.upper()"}}]},
+        {"text": "Understood, leaving it."},
+    ])
+    res = run_emacs(tmp_path, workspace, model, PRELUDE + r"""
+(setq t-reason-answer "keep it quiet")
+(c-send "Make the greeting louder")
+(t-wait 20 (c-has "[Allow]") "the inline approval")
+(c-press "D" "approval: ")
+(t-wait 5 (lambda () (get-buffer-window "*agent-lsp diff*" t)) "the diff window")
+(t-set :diff (t-buffer-text (get-buffer "*agent-lsp diff*")))
+(c-press "d" "approval: ")
+(t-wait 20 (lambda () (= 1 (c-stops))) "the stop")
+(t-set :chat (c-text))
+""")
+    assert not res.errors, res.explain()
+    assert "+    return message.upper()" in res.values["diff"], res.values["diff"]
+    assert "→ denied" in res.values["chat"], res.values["chat"]
+    tool = [m for m in model.requests[1]["messages"] if m.get("role") == "tool"]
+    assert "the user's reason: keep it quiet" in tool[-1]["content"], tool
+    assert ".upper()" not in (workspace / "a.py").read_text(encoding="utf-8")
+    assert res.data["prompts"][-1]["prompt"].startswith("[agent-lsp] Why deny?"), res.data["prompts"]
