@@ -120,6 +120,9 @@ T.data.file = T.read(os.getenv('NVIM_TEST_WORKSPACE') .. '/a.py')
     assert "> approval: `edit_file`" in at and "def greet(name):" in at, at
     assert data["selects_at_approval"] == 0 and data["windows_at_approval"] == 3, data
     assert data["after_w"] == {"col": 3, "waiting": True}, data["after_w"]
+    # announced in one line (a longer message would wait for Enter and take the next key)
+    [notice] = [n["msg"] for n in res.data["notifications"] if n["msg"].startswith("agent-lsp: approve")]
+    assert notice.startswith("agent-lsp: approve edit_file a.py?") and "\n" not in notice, notice
     # `a` allowed it: the edit is in the file, the keys line says so
     assert data["file"].startswith('"""Greetings."""'), data["file"]
     assert "→ allowed" in data["chat"], data["chat"]

@@ -180,7 +180,7 @@ end
 local function announce(ev)
   local what = ev and ('%s %s'):format(ev.tool or '', ev.uri and vim.fn.fnamemodify(vim.uri_to_fname(ev.uri), ':t') or '')
     or 'a tool call'
-  local text = ('agent-lsp: approve %s? a/s/w/d in :AgentChat, or :AgentApprove'):format(vim.trim(what))
+  local text = ('agent-lsp: approve %s? a/s/w/d on it (chat, stream) or :AgentApprove'):format(vim.trim(what))
   text = text:gsub('%s+', ' ')
   local room = math.max(20, vim.v.echospace - 1)
   if vim.fn.strdisplaywidth(text) > room then
