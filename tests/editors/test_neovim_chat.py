@@ -394,3 +394,27 @@ def shot(ansi: str, tmp_path: Path, name: str) -> None:
     assert (tmp_path / name).stat().st_size > 10_000
     if os.environ.get("AGENT_LSP_UPDATE_SCREENSHOT") == "1":
         shutil.copy(tmp_path / name, nvim_harness.PLUGIN_DIR / name)
+
+
+def test_chat_opened_while_a_run_streams_shows_it_once(tmp_path, workspace, model):
+    """:AgentRun, then :AgentChat while the reply streams: the chat renders the session's history
+    and goes on live, without writing what the history already holds a second time."""
+    words = " ".join(f"w{i}" for i in range(300))
+    model.add("Count slowly", [{"text": words, "chunk_size": 2, "chunk_delay": 0.01}])
+    res = run(tmp_path, workspace, model, r"""
+T.inline = true
+vim.cmd('AgentRun Count slowly to forty')
+T.wait(10000, function()
+  for _, ev in ipairs(T.events) do if ev.kind == 'text' then return true end end
+end, 'the first text')
+vim.cmd('AgentChat')
+T.wait(T.RUN_MS, function() return T.stop_event() ~= nil end, 'the stop')
+vim.wait(500)
+T.data.chat = require('agent_lsp.chat').text()
+""")
+    assert not res.errors, res.explain()
+    chat = res.data["data"]["chat"]
+    words = " ".join(f"w{i}" for i in range(300))
+    assert chat.count("## Count slowly to forty") == 1, chat
+    assert chat.count("w299") == 1 and chat.count("w0 ") == 1, chat
+    assert words in chat and chat.count("_done_") == 1, chat

@@ -29,6 +29,7 @@ local S = {
   session = nil, ---@type string?
   current = nil, ---@type string? the run of this chat that runs
   awaiting = 0, -- replies to agentLsp.run still to come
+  loading = nil, ---@type table[]? live events that came while the history loads
   shown = {}, ---@type table<string, boolean> runs of this chat (their events are shown)
   early = {}, ---@type table<string, table[]> events that came before their run's reply
   queued = {}, ---@type agent_lsp.Queued[]
@@ -51,7 +52,7 @@ end
 
 --- Forgets what the chat buffer showed (a new or another session).
 local function reset()
-  S.current, S.shown, S.early, S.queued = nil, {}, {}, {}
+  S.current, S.shown, S.early, S.queued, S.loading = nil, {}, {}, {}, nil
   S.prompts, S.folds, S.approvals, S.seq, S.at_line_start = {}, {}, {}, {}, true
   if valid(S.chat) then
     vim.bo[S.chat].modifiable = true
@@ -267,6 +268,10 @@ function M.on_stream(ev)
   if not valid(S.chat) or type(ev) ~= 'table' or ev.runId == nil then
     return
   end
+  if S.loading then
+    table.insert(S.loading, ev) -- the history on its way may hold it already
+    return
+  end
   local id = tostring(ev.runId)
   local item = queued_item(id)
   if item and item.state == 'queued' and not dequeue(item, ev) then
@@ -455,26 +460,52 @@ end
 ---@param session_id string
 ---@param after? fun()
 local function load_history(c, session_id, after)
+  local meanwhile = {}
+  S.loading = meanwhile
+  local function done(in_history)
+    if S.loading ~= meanwhile then
+      return -- another session was opened since
+    end
+    -- events that came meanwhile: those of the runs shown from the history are in it
+    S.loading = nil
+    for _, ev in ipairs(meanwhile) do
+      if not in_history[tostring(ev.runId)] then
+        M.on_stream(ev)
+      end
+    end
+  end
   workspace.execute(c, 'agentLsp.history', { sessionId = session_id }, function(history)
     if S.session ~= session_id or type(history) ~= 'table' then
-      return
+      return done({})
     end
     if type(history.title) == 'string' then
       put_lines({ '# ' .. split(history.title)[1] })
     end
+    local from_history = {}
     for _, run in ipairs(history.runs or {}) do
       local id = tostring(run.runId)
       header(id, type(run.prompt) == 'string' and run.prompt or '')
-      for _, ev in ipairs(run.events or {}) do
+      -- a run this Neovim streams: its own events (the history may hold text that the stream
+      -- has not sent yet, and the stream goes on from the last seq shown)
+      local mine = runs.get(id)
+      local live = mine and not mine.done and mine.events
+      from_history[id] = not live or nil
+      for _, ev in ipairs(live or run.events or {}) do
+        if live and type(ev.seq) == 'number' then
+          S.seq[id] = ev.seq
+        end
         render(vim.tbl_extend('keep', ev, { runId = id }))
       end
       if run.stop == nil or run.stop == vim.NIL then
         S.current = id -- still running: its next events go on below
       end
     end
+    done(from_history)
     if after then
       after()
     end
+  end, function()
+    done({})
   end)
 end
 
