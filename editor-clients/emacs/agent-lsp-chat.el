@@ -47,6 +47,14 @@
 (defvar-local agent-lsp-chat--input nil "Marker: the start of the input.")
 (defvar-local agent-lsp-chat--folds 0 "Folded sections so far.")
 
+(defvar-local agent-lsp-chat--loading nil
+  "While a history loads: the live events that came meanwhile, newest first.
+The symbol `none' when none came.")
+
+(defvar agent-lsp-chat--live (make-hash-table :test #'equal)
+  "Run id -> its stream events while it runs, newest first (a chat opened
+mid-run shows them: the history may hold text the stream has not sent).")
+
 (defvar agent-lsp-chat--held (make-hash-table :test #'equal)
   "Approval key -> (SERVER ID ACTIONS): requests the chat answers.")
 
@@ -92,6 +100,7 @@
                     (buffer-substring agent-lsp-chat--input (point-max)))))
     (erase-buffer)
     (setq agent-lsp-chat--current nil agent-lsp-chat--awaiting 0
+          agent-lsp-chat--loading nil
           agent-lsp-chat--shown nil agent-lsp-chat--early nil
           agent-lsp-chat--queued nil
           agent-lsp-chat--approvals (make-hash-table :test #'equal)
@@ -337,14 +346,29 @@
       (agent-lsp-chat--heading (plist-get item :runId) (plist-get item :prompt))
       t)))
 
+(defun agent-lsp-chat--keep-live (id ev)
+  "Keep EV of the run ID while the run runs (at most 20,000 events)."
+  (if (equal (plist-get ev :kind) "stop")
+      (remhash id agent-lsp-chat--live)
+    (let ((events (gethash id agent-lsp-chat--live)))
+      (when (< (length events) 20000)
+        (puthash id (cons ev events) agent-lsp-chat--live)))))
+
 (defun agent-lsp-chat--on-stream (server ev)
   "Show EV, an `agentLsp/stream' event of SERVER, when it is the chat's."
   (let ((buffer (agent-lsp-chat--buffer))
         (id (plist-get ev :runId)))
-    (when (and buffer (stringp id))
-      (with-current-buffer buffer
-        (when (eq server agent-lsp-chat--server)
-          (agent-lsp-chat--take id ev))))))
+    (when (stringp id)
+      (agent-lsp-chat--keep-live id ev)
+      (when buffer
+        (with-current-buffer buffer
+          (cond ((not (eq server agent-lsp-chat--server)))
+                ;; the history on its way may hold it already
+                (agent-lsp-chat--loading
+                 (setq agent-lsp-chat--loading
+                       (cons ev (if (listp agent-lsp-chat--loading)
+                                    agent-lsp-chat--loading))))
+                (t (agent-lsp-chat--take id ev))))))))
 
 (defun agent-lsp-chat--take (id ev)
   "Show the event EV of the run ID in the current chat buffer, if it is its."
@@ -498,9 +522,37 @@
 
 ;;; Sessions: history, fork
 
+(defun agent-lsp-chat--loaded (from-history)
+  "The history is shown: the live events that came meanwhile, except those
+of the runs in FROM-HISTORY (a list of run ids), which it holds."
+  (let ((meanwhile (and (listp agent-lsp-chat--loading)
+                        (reverse agent-lsp-chat--loading))))
+    (setq agent-lsp-chat--loading nil)
+    (dolist (ev meanwhile)
+      (unless (member (plist-get ev :runId) from-history)
+        (agent-lsp-chat--take (plist-get ev :runId) ev)))))
+
+(defun agent-lsp-chat--show-run (run)
+  "Show RUN of a history; return its id if shown from the history's events.
+A run this Emacs streams is shown from the events it received."
+  (let* ((id (plist-get run :runId))
+         (live (reverse (gethash id agent-lsp-chat--live))))
+    (agent-lsp-chat--heading id (plist-get run :prompt))
+    (if live
+        (dolist (ev live)
+          (when (numberp (plist-get ev :seq))
+            (puthash id (plist-get ev :seq) agent-lsp-chat--seq))
+          (agent-lsp-chat--render ev))
+      (seq-doseq (ev (plist-get run :events))
+        (agent-lsp-chat--render (plist-put (copy-sequence ev) :runId id))))
+    (unless (plist-get run :stop)
+      (setq agent-lsp-chat--current id))
+    (and (not live) id)))
+
 (defun agent-lsp-chat--load (session &optional then)
   "Show SESSION's history in the chat (from `agentLsp.history'); then THEN."
   (let ((buffer (current-buffer)))
+    (setq agent-lsp-chat--loading 'none)
     (agent-lsp--command
      agent-lsp-chat--server "agentLsp.history" (list :sessionId session)
      (lambda (history)
@@ -509,14 +561,14 @@
            (when (stringp (plist-get history :title))
              (agent-lsp-chat--lines (concat "# " (plist-get history :title))
                                     'face 'bold))
-           (seq-doseq (run (plist-get history :runs))
-             (let ((id (plist-get run :runId)))
-               (agent-lsp-chat--heading id (plist-get run :prompt))
-               (seq-doseq (ev (plist-get run :events))
-                 (agent-lsp-chat--render (plist-put (copy-sequence ev) :runId id)))
-               (unless (plist-get run :stop)
-                 (setq agent-lsp-chat--current id))))
-           (when then (funcall then))))))))
+           (agent-lsp-chat--loaded
+            (delq nil (mapcar #'agent-lsp-chat--show-run
+                              (plist-get history :runs))))
+           (when then (funcall then)))))
+     (lambda (msg)
+       (with-current-buffer buffer
+         (message "agent-lsp: agentLsp.history failed: %s" msg)
+         (agent-lsp-chat--loaded nil))))))
 
 (defun agent-lsp-chat--switch (session &optional then)
   "Show SESSION (nil: a new one) in the chat; then THEN."

@@ -299,3 +299,23 @@ def test_d_denies_with_a_reason_and_shift_d_shows_the_diff(tmp_path, workspace, 
     assert "the user's reason: keep it quiet" in tool[-1]["content"], tool
     assert ".upper()" not in (workspace / "a.py").read_text(encoding="utf-8")
     assert res.data["prompts"][-1]["prompt"].startswith("[agent-lsp] Why deny?"), res.data["prompts"]
+
+
+def test_chat_opened_while_a_run_streams_shows_it_once(tmp_path, workspace, model):
+    """agent-lsp-run, then agent-lsp-chat while the reply streams: the session's history, then
+    live, with nothing written twice."""
+    words = " ".join(f"w{i}" for i in range(300))
+    model.add("Count slowly", [{"text": words, "chunk_size": 2, "chunk_delay": 0.01}])
+    res = run_emacs(tmp_path, workspace, model, r"""
+(set-buffer t-buffer)
+(agent-lsp-run "Count slowly to three hundred")
+(t-wait 10 (lambda () (t-events "text")) "the first text")
+(agent-lsp-chat)
+(t-wait 20 #'t-stop-event "the stop")
+(sleep-for 0.5)
+(t-set :chat (t-buffer-text (get-buffer "*agent-lsp chat*")))
+""")
+    assert not res.errors, res.explain()
+    chat = res.values["chat"]
+    assert chat.count("## Count slowly to three hundred") == 1, chat
+    assert words in chat and chat.count("w299") == 1 and chat.count("_done_") == 1, chat
