@@ -418,3 +418,22 @@ T.data.chat = require('agent_lsp.chat').text()
     assert chat.count("## Count slowly to forty") == 1, chat
     assert chat.count("w299") == 1 and chat.count("w0 ") == 1, chat
     assert words in chat and chat.count("_done_") == 1, chat
+
+
+def test_a_run_of_the_session_started_elsewhere_shows_in_the_chat_from_its_start(tmp_path, workspace, model):
+    words = " ".join(f"v{i}" for i in range(100))
+    model.add("Hello chat", [{"text": "Hi."}, {"text": words, "chunk_size": 3}])
+    res = run(tmp_path, workspace, model, CHAT + r"""
+T.send('Hello chat')
+T.wait(T.RUN_MS, function() return T.stops() == 1 end, 'the first stop')
+vim.cmd('wincmd p')
+vim.cmd('AgentRun Count for me')  -- the workspace's session: the chat's
+T.wait(T.RUN_MS, function() return T.stops() == 2 end, 'the second stop')
+vim.wait(300)
+T.data.chat = chat.text()
+""")
+    assert not res.errors, res.explain()
+    chat = res.data["data"]["chat"]
+    words = " ".join(f"v{i}" for i in range(100))
+    assert chat.count("## Count for me") == 1 and chat.count(words) == 1, chat
+    assert chat.index("Hi.") < chat.index("## Count for me") < chat.index(words), chat
