@@ -199,8 +199,17 @@ answer within the server's approval timeout is a denial."
         (when agent-lsp--approval-queue
           (run-at-time 0 nil #'agent-lsp--next-approval))))))
 
+(defvar agent-lsp--approval-hold-functions nil
+  "Abnormal hook run with (SERVER ID ACTIONS) for each approval request.
+A function that returns non-nil holds the request: it answers it itself
+\(`agent-lsp--send-answer'), and the minibuffer never asks it.")
+
+(defvar agent-lsp--approval-withdraw-functions nil
+  "Abnormal hook run with (SERVER ID) when the server withdraws a request.")
+
 (defun agent-lsp--withdraw (server id)
   "SERVER no longer waits for its request ID: close or drop its prompt."
+  (run-hook-with-args 'agent-lsp--approval-withdraw-functions server id)
   (pcase agent-lsp--approval-active
     (`(,(pred (eq server)) ,(pred (equal id)) ,tag)
      (message "agent-lsp: the agent stopped waiting for the approval: denied")
@@ -229,10 +238,14 @@ Eglot's METHOD handler when SERVER is not agent-lsp."
    (t
     (agent-lsp--later
      (lambda (id)
-       (setq agent-lsp--approval-queue
-             (append agent-lsp--approval-queue
-                     (list (list server id message actions))))
-       (run-at-time 0 nil #'agent-lsp--next-approval))))))
+       ;; the chat holds its runs' approvals: answered there, never asked
+       ;; in the minibuffer, which would take the keys the user types
+       (unless (run-hook-with-args-until-success
+                'agent-lsp--approval-hold-functions server id actions)
+         (setq agent-lsp--approval-queue
+               (append agent-lsp--approval-queue
+                       (list (list server id message actions))))
+         (run-at-time 0 nil #'agent-lsp--next-approval)))))))
 
 (cl-defmethod eglot-handle-notification
   (server (_method (eql $/cancelRequest)) &key id &allow-other-keys)

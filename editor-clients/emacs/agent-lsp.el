@@ -30,6 +30,11 @@
 ;;   picks the model of the next runs; `agent-lsp-check-health' checks
 ;;   the setup, the model endpoint included; `agent-lsp-setup' shows
 ;;   the hooks, rules, skills, commands and agents the server found;
+;; - `agent-lsp-chat' shows the session as a conversation: C-c C-c
+;;   sends a follow-up (a steer while a run of it runs), approvals
+;;   are answered there with buttons and keys, `agent-lsp-fork' forks
+;;   at a past prompt, `agent-lsp-chat-stop' cancels the queued runs,
+;;   then the running one;
 ;; - every run's `agentLsp/stream' output is shown live in the
 ;;   *agent-lsp* buffer, and the running run's status, context fill and
 ;;   cost in the mode line;
@@ -59,6 +64,7 @@
 (require 'agent-lsp-code-intel)
 (require 'agent-lsp-history)
 (require 'agent-lsp-health)
+(require 'agent-lsp-chat)
 
 
 ;;; Runs
@@ -77,11 +83,14 @@
                         agent-lsp--runs))
          session)))
 
-(defun agent-lsp--send-run (server args &optional title retrying)
+(defun agent-lsp--send-run (server args &optional title retrying on-reply)
   "Start a run on SERVER with ARGS, the `agentLsp.run' argument plist.
 TITLE names the run in the stream buffer.  The server's last session
 continues unless ARGS has `:sessionId' (nil: a new session).  RETRYING
-is set on the retry without a session the server forgot (a restart)."
+is set on the retry without a session the server forgot (a restart).
+ON-REPLY, when given, is called with the reply (the chat's runs): the
+stream buffer is then not displayed, and a queued run (`:queued') is
+not tracked until it starts."
   (let* ((title (agent-lsp--one-line (or title (plist-get args :prompt)) 72))
          (model (gethash server agent-lsp--models))
          (args (cond ((plist-get args :sessionId) args)
@@ -100,23 +109,33 @@ is set on the retry without a session the server forgot (a restart)."
      (lambda (result)
        (let* ((id (plist-get result :runId))
               (session (plist-get result :sessionId))
-              (run (and (stringp id) (agent-lsp--ensure-run server id))))
-         (if (not run)
-             (message "agent-lsp: unexpected answer to agentLsp.run: %S" result)
+              (queued (eq (plist-get result :queued) t))
+              (run (and (stringp id) (not queued)
+                        (agent-lsp--ensure-run server id))))
+         (cond
+          (queued (when session (puthash server session agent-lsp--sessions))
+                  (when on-reply (funcall on-reply result)))
+          ((not run)
+           (message "agent-lsp: unexpected answer to agentLsp.run: %S" result)
+           (when on-reply (funcall on-reply nil)))
+          (t
            (setf (agent-lsp--run-session run) session
                  (agent-lsp--run-title run) title
                  (agent-lsp--run-mode run) (plist-get args :mode))
            (when session (puthash server session agent-lsp--sessions))
            (agent-lsp--stream-header run)
-           (when agent-lsp-display-stream (agent-lsp--display-stream))
+           (when (and agent-lsp-display-stream (not on-reply))
+             (agent-lsp--display-stream))
            (force-mode-line-update t)
            (message "agent-lsp: %s %s started: %s"
-                    (if (plist-get args :mode) "plan" "run") id title))))
+                    (if (plist-get args :mode) "plan" "run") id title)
+           (when on-reply (funcall on-reply result))))))
      (lambda (msg)
        (cond
         ((or retrying (not (plist-get args :sessionId))
              (not (string-match-p "unknown sessionId\\|still running" msg)))
-         (message "agent-lsp: the run was refused: %s" msg))
+         (message "agent-lsp: the run was refused: %s" msg)
+         (when on-reply (funcall on-reply nil)))
         (t
          ;; the session is gone (pruned, or of another workspace), or
          ;; a run started a moment ago still uses it: a new session
@@ -124,7 +143,8 @@ is set on the retry without a session the server forgot (a restart)."
          (when (string-match-p "unknown sessionId" msg)
            (remhash server agent-lsp--sessions))
          (agent-lsp--send-run
-          server (plist-put (copy-sequence args) :sessionId nil) title t)))))))
+          server (plist-put (copy-sequence args) :sessionId nil) title t
+          on-reply)))))))
 
 (defun agent-lsp--text-document ()
   "The current buffer's TextDocumentIdentifier, nil if it visits no file."
@@ -263,6 +283,9 @@ Interactively, the newest running run, or a choice when several run."
   (interactive (list (agent-lsp--read-run "Cancel which agent run? ")))
   (let ((run (or (agent-lsp--find-run run-id)
                  (user-error "agent-lsp: unknown run %s" run-id))))
+    ;; Decision 74: the session's queued runs first (newest first)
+    (agent-lsp-chat--cancel-queued (agent-lsp--run-server run)
+                                   (agent-lsp--run-session run))
     (agent-lsp--command
      (agent-lsp--run-server run) "agentLsp.cancel" (list :runId run-id)
      (lambda (result)

@@ -57,6 +57,13 @@ vim.ui.select = function(items, opts, on_choice)
   end
   on_choice(pick(items))
 end
+-- an approval waits inline (and is announced); these tests answer it as a user would with
+-- :AgentApprove (the pick above), unless `T.inline` leaves it to the chat's keys
+T.data.approval_requests = {}
+vim.api.nvim_create_autocmd('User', { pattern = 'AgentLspApproval', callback = function(ev)
+  table.insert(T.data.approval_requests, ev.data)
+  if not T.inline then vim.schedule(function() vim.cmd('AgentApprove') end) end
+end })
 vim.lsp.enable('agent_lsp')
 vim.cmd.edit(vim.fn.fnameescape(ws .. '/a.py'))
 local buf = vim.api.nvim_get_current_buf()
@@ -971,8 +978,9 @@ vim.cmd.edit('a.py')
 
 
 def test_screenshot_in_a_terminal(tmp_path, workspace, model):
-    """A person's view: Neovim in tmux, :AgentRun typed, the edit's diff shown in a split while
-    the approval is answered with the default vim.ui.select (inputlist) by pressing 1, the
+    """A person's view: Neovim in tmux, :AgentRun typed, the approval shown inline, then
+    :AgentApprove: the edit's diff shown in a split while the approval is answered with the
+    default vim.ui.select (inputlist) by pressing 1, the
     screen captured while the model streams, then :AgentRewind putting the file back. Saved as
     PNGs; AGENT_LSP_UPDATE_SCREENSHOT=1 copies them to the plugin's folder."""
     import shutil
@@ -991,6 +999,10 @@ def test_screenshot_in_a_terminal(tmp_path, workspace, model):
     try:
         assert term.wait_for("a.py", 15), term.screen()
         term.send_keys(":AgentRun Add a module docstring to a.py", "Enter")
+        # the approval waits inline in the stream buffer (keys a/s/w/d/D there); asked with
+        # the pick and the diff split when the user runs :AgentApprove
+        assert term.wait_for("[a]llow [s]ession al[w]ays [d]eny [D]iff", 40), term.screen()
+        term.send_keys(":AgentApprove", "Enter")
         assert term.wait_for("Allow for session", 40), term.screen()
         approval_text = term.screen()
         approval = term.screen(ansi=True)

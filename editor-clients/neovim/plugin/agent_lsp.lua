@@ -71,6 +71,27 @@ vim.api.nvim_create_user_command('AgentProcesses', function()
   require('agent_lsp.processes').pick()
 end, { nargs = 0, desc = "agent-lsp: the runs' background processes; the one picked is stopped" })
 
+
+vim.api.nvim_create_user_command('AgentChat', function(opts)
+  require('agent_lsp.chat').open(opts.args)
+end, { nargs = '?', desc = 'agent-lsp: open the chat of the session (or of the session named)' })
+
+vim.api.nvim_create_user_command('AgentQueue', function(opts)
+  require('agent_lsp.chat').queue(opts.args)
+end, { nargs = '+', desc = "agent-lsp: queue a prompt after the chat's running run" })
+
+vim.api.nvim_create_user_command('AgentFork', function()
+  require('agent_lsp.chat').fork()
+end, { nargs = 0, desc = 'agent-lsp: fork the chat at the prompt under the cursor (to edit it)' })
+
+vim.api.nvim_create_user_command('AgentStop', function()
+  require('agent_lsp.chat').stop()
+end, { nargs = 0, desc = "agent-lsp: cancel the chat's queued runs, then its running run" })
+
+vim.api.nvim_create_user_command('AgentApprove', function()
+  require('agent_lsp.approval').approve()
+end, { nargs = 0, desc = 'agent-lsp: answer the waiting approval with a pick (its diff beside it)' })
+
 local splits = { 'right', 'left', 'above', 'below', 'tab' }
 
 vim.api.nvim_create_user_command('AgentStream', function(opts)

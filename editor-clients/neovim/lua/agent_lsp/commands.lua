@@ -36,6 +36,9 @@ end
 ---@field bufnr? integer buffer whose pending changes are flushed to the server first
 ---@field title? string
 ---@field new_session? boolean start a fresh conversation
+---@field on_reply? fun(result: table?) called with the reply (nil when refused); a queued
+---run (`queued: true`) is not tracked as running and the stream window stays as it is
+---@field quiet? boolean do not auto-open the stream window (the chat shows the run)
 
 --- Sends `agentLsp.run` and tracks the run. The workspace's last session continues, unless it
 --- is still busy with a run (then a parallel session starts) or `new_session` is set; the
@@ -68,13 +71,17 @@ function M.start(client, args, opts)
     command = 'agentLsp.run',
     arguments = { args },
   }, function(err, result)
+    local on_reply = opts.on_reply or function(_) end
     if err then
       notify('run refused: ' .. (err.message or vim.inspect(err)), vim.log.levels.ERROR)
-      return
+      return on_reply(nil)
     end
     if type(result) ~= 'table' or not result.runId then
       notify('unexpected reply to agentLsp.run: ' .. vim.inspect(result), vim.log.levels.ERROR)
-      return
+      return on_reply(nil)
+    end
+    if result.queued then
+      return on_reply(result) -- it starts when its session's run ends
     end
     local run = runs.ensure(result.runId, client.id)
     run.session_id = result.sessionId
@@ -88,9 +95,10 @@ function M.start(client, args, opts)
     end
     local stream = require('agent_lsp.stream')
     stream.begin_run(result.runId, title)
-    if require('agent_lsp.config').get().stream.auto_open then
+    if require('agent_lsp.config').get().stream.auto_open and not opts.quiet then
       stream.open({ enter = false })
     end
+    on_reply(result)
   end, bufnr)
 end
 
@@ -240,6 +248,11 @@ local function cancel_run(run)
   if not client then
     runs.finish(run, 'cancelled')
     return
+  end
+  -- Decision 74: the session's queued runs go first (newest first), then the running one
+  local chat = package.loaded['agent_lsp.chat']
+  if chat and run.session_id then
+    chat.cancel_queued(client, run.session_id)
   end
   local function by_command()
     client:request('workspace/executeCommand', {

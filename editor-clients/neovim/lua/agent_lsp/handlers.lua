@@ -23,7 +23,14 @@ function M.stream(_, params, ctx)
   end
   local runs = require('agent_lsp.runs')
   local run = runs.ensure(tostring(params.runId), ctx.client_id)
+  if #run.events < 20000 then
+    table.insert(run.events, params) -- the chat opened mid-run shows them (chat.lua)
+  end
   require('agent_lsp.stream').add(params)
+  local chat = package.loaded['agent_lsp.chat']
+  if chat then
+    chat.on_stream(params)
+  end
   if params.kind == 'status' and type(params.text) == 'string' and not run.has_progress then
     -- a client without work-done progress gets the progress lines as `status` events
     run.message = params.text

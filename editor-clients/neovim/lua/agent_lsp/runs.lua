@@ -20,6 +20,7 @@ local M = {}
 ---@field kind? 'rewind' a rewind (:AgentRewind can put its files back too)
 ---@field rewound? boolean its files were rewound
 ---@field order integer creation order, newest highest
+---@field events table[] its `agentLsp/stream` events while it runs (at most 20,000)
 
 ---@type table<string, agent_lsp.Run>
 local runs = {}
@@ -41,6 +42,7 @@ function M.ensure(id, client_id)
       has_progress = false,
       done = false,
       order = counter,
+      events = {},
     }
     runs[id] = run
   end
@@ -104,6 +106,7 @@ function M.finish(run, reason, report)
     return
   end
   run.done = true
+  run.events = {} -- kept only while it runs (a chat opened mid-run shows them)
   run.stop_reason = reason or run.stop_reason
   run.report = report or run.report
   redraw()

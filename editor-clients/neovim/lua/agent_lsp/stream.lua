@@ -24,6 +24,7 @@ function M.buf()
   vim.bo[buf].filetype = 'agent_lsp_stream'
   bufnr = buf
   last_run, at_line_start, headed = nil, true, {}
+  require('agent_lsp.approval').map_keys(buf)
   return buf
 end
 
@@ -35,11 +36,12 @@ local function windows(buf)
   end, vim.api.nvim_list_wins())
 end
 
---- Appends `text` to the end of the buffer; "\n" in it starts new lines.
+--- Appends `text` to the end of a scratch buffer; "\n" in it starts new lines. Windows that
+--- show the end follow the new output. (The chat buffer's appends too.)
+---@param buf integer
 ---@param text string
-local function append(text)
-  local buf = M.buf()
-  -- windows that show the end follow the new output
+---@return string text with its line ends made "\n"
+function M.append_to(buf, text)
   local follow = {}
   local line_count = vim.api.nvim_buf_line_count(buf)
   for _, win in ipairs(windows(buf)) do
@@ -56,6 +58,13 @@ local function append(text)
   for _, win in ipairs(follow) do
     pcall(vim.api.nvim_win_set_cursor, win, { new_count, 0 })
   end
+  return text
+end
+
+--- Appends `text` to the end of the stream buffer; "\n" in it starts new lines.
+---@param text string
+local function append(text)
+  text = M.append_to(M.buf(), text)
   at_line_start = text:sub(-1) == '\n' or (text == '' and at_line_start)
 end
 
@@ -169,6 +178,12 @@ function M.add(ev)
   end
   if ev.kind == 'text' then
     append(type(ev.text) == 'string' and ev.text or '')
+  elseif ev.kind == 'approval' and ev.state == 'pending' then
+    -- answered right here with the keys (approval.lua), or with :AgentApprove
+    local first = vim.api.nvim_buf_line_count(bufnr) + (at_line_start and 0 or 1)
+    append_lines(M.format(ev) .. '\n    ' .. require('agent_lsp.approval').keys_line)
+    local last = vim.api.nvim_buf_line_count(bufnr) - 1
+    require('agent_lsp.approval').place(bufnr, require('agent_lsp.approval').key(ev.runId, ev.callId), first, last)
   else
     append_lines(M.format(ev))
   end
