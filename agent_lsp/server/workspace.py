@@ -38,6 +38,20 @@ DIAGNOSTICS_TIMEOUT = 3.0  # CONTRACT Decision 15: the client answers within ~2 
 DEBUG_METHOD = "agentLsp/debug"
 
 
+def _refused(result: Any, previewed: bool) -> EditOutcome | None:
+    """The outcome of an applyEdit the editor did not apply (None: applied). A previewed edit
+    refused without a reason was the user's no in the preview."""
+    if getattr(result, "applied", False):
+        return None
+    reason = getattr(result, "failure_reason", None)
+    return EditOutcome(
+        False,
+        reason or "the editor refused the edit "
+        "(the document may have changed since the agent read it)",
+        rejected=previewed and not reason,
+    )
+
+
 class LspWorkspace:
     def __init__(
         self,
@@ -202,18 +216,8 @@ class LspWorkspace:
             )
         except ClientRequestError as exc:  # e.g. eglot answers a stale version with an error
             return EditOutcome(False, f"the editor refused the edit: {exc}")
-        applied = bool(getattr(result, "applied", False))
-        if not applied:
-            reason = (
-                getattr(result, "failure_reason", None)
-                or "the editor refused the edit "
-                "(the document may have changed since the agent read it)"
-            )
-            return EditOutcome(
-                False,
-                reason,
-                rejected=preview is not None and not getattr(result, "failure_reason", None),
-            )
+        if (refused := _refused(result, preview is not None)) is not None:
+            return refused
         if open_doc is not None:
             await self._until_version(path, expected)
         outcome = applied_outcome(path, resolution, expected)
