@@ -16,6 +16,7 @@ from tests.unit.kit import call, tools_reply
 
 PY = sys.executable
 ALLOW = {"approval": {"default": "allow"}}
+BACKGROUND = {"process_output", "stop_process"}
 
 # A dev server: writes a file of the workspace (before any later command starts: only its own
 # end can find that change), says "ready", then "later" once the file `go` appears (then writes
@@ -87,6 +88,9 @@ async def test_early_output_later_output_stop_and_the_runs_end(open_editor, mode
     started = await editor.run("serve it")
     report = await editor.wait_stop(started["runId"], 40)
 
+    # the process tools are offered from the request after the first start on, not before
+    offered = [{t["function"]["name"] for t in r["tools"]} & BACKGROUND for r in model.requests]
+    assert offered == [set()] + [BACKGROUND] * 6, offered
     results = tool_messages(model.requests[-1])
     assert results["c1"].startswith("processId: p1 (running)"), results["c1"]
     assert "ready" in results["c1"]  # the output so far: the first read

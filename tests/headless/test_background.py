@@ -11,11 +11,16 @@ import pytest
 
 from tests.headless.test_hooks import HOOKS, hook, settings, stream_run
 from tests.headless.test_run_cli import agent_run, run_cli
-from tests.unit.kit import call, tools_reply
+from tests.unit.kit import call, last_tool_results, tools_reply
 
 pytestmark = pytest.mark.timeout(90)
 PY = sys.executable
 SLEEPER = "import time\nprint('zzz', flush=True)\nwhile True:\n    time.sleep(1)\n"
+BACKGROUND = {"process_output", "stop_process"}
+
+
+def offered(request: dict) -> set[str]:
+    return {t["function"]["name"] for t in request["tools"]} & BACKGROUND
 
 
 def replies(command: str) -> list[dict]:
@@ -54,3 +59,21 @@ def test_the_terminal_shows_a_quiet_line_per_start_and_end(model, workspace):
     shown = proc.stdout + proc.stderr
     assert "background process p1 started" in shown, shown
     assert "background process p1 stopped" in shown, shown
+
+
+def test_the_process_tools_are_offered_once_a_background_process_started(model, workspace):
+    """Most runs never start one: until then the requests carry neither schema, yet a call
+    naming one (a resumed session's history) still reaches it and is answered."""
+    (workspace / "sleeper.py").write_text(SLEEPER)
+    model.add([
+        tools_reply(call("process_output", id="c0", processId="p1")),
+        tools_reply(call("run_command", id="f1", command="true")),
+        *replies(f"{PY} -u sleeper.py"),
+    ])
+    proc = run_cli(agent_run(model, workspace, "serve"))
+
+    assert proc.returncode == 0, proc.stderr
+    assert [offered(r) for r in model.requests] == [set(), set(), set(), BACKGROUND, BACKGROUND]
+    early = last_tool_results(model.requests[1])["c0"]
+    assert "no background process 'p1' in this run (this run's: none yet)" in early, early
+    assert last_tool_results(model.requests[4])["c2"].startswith("processId: p1 (running)")

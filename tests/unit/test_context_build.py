@@ -12,7 +12,7 @@ from tests.unit.kit import call, run, tools_reply
 
 pytestmark = pytest.mark.timeout(30)
 
-MAIN_TOOLS = {"read_file", "list_files", "search", "edit_file", "write_file", "run_command", "process_output", "stop_process",
+MAIN_TOOLS = {"read_file", "list_files", "search", "edit_file", "write_file", "run_command",
               "delegate", "remember",
               "debug_start", "debug_step", "debug_eval", "debug_stop"}
 

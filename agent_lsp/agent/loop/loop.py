@@ -97,7 +97,7 @@ class AgentLoop:
         # Synthetic results given on cancel (written by the run's close).
         self.closed: list[Entry] = []
         self.tool_names = tools.names()
-        self.node = ModelCall(seams, agent_id, tools.schemas(), max_turns)  # node 2
+        self.node = ModelCall(seams, agent_id, tools.schemas, max_turns)  # node 2
         self.steering: Steering | None = None  # the main loop's: its run's handle
         self.verification: Verification | None = None  # the main loop's: checks before `done`
 

@@ -28,7 +28,11 @@ class ModelCall:
     its tool schemas and turn limit; `turn` and `span` are those of the call in flight."""
 
     def __init__(
-        self, seams: RunSeams, agent_id: str, schemas: list[dict[str, Any]], max_turns: int
+        self,
+        seams: RunSeams,
+        agent_id: str,
+        schemas: Callable[[], list[dict[str, Any]]],
+        max_turns: int,
     ):
         self.agent_id = agent_id
         self.model = seams.model
@@ -40,13 +44,30 @@ class ModelCall:
         self.pricing = seams.pricing
         self.telemetry = seams.telemetry
         self.budget = seams.budget
-        self.schemas = schemas  # the same every turn: built once (and cache-friendly)
-        self.schema_chars = len(json.dumps(schemas, ensure_ascii=False))
+        # The tools offered now: the same list object while they stay the same (cache-friendly);
+        # its size is measured again only when the list changes.
+        self._schemas_now = schemas
+        self._schemas: list[dict[str, Any]] | None = None
+        self._schema_chars = 0
         self.max_turns = max_turns
         self.answered = 0  # model calls that answered (the report's `turns`)
         self.last_text = ""  # the newest reply's text (none: the one before)
         self.turn = 0
         self.span: TraceSpan = NO_SPAN
+
+    @property
+    def schemas(self) -> list[dict[str, Any]]:
+        schemas = self._schemas_now()
+        if schemas is not self._schemas:
+            self._schemas = schemas
+            self._schema_chars = len(json.dumps(schemas, ensure_ascii=False))
+        return schemas
+
+    @property
+    def schema_chars(self) -> int:
+        """The characters of the tool schemas offered now (each request carries them)."""
+        _ = self.schemas
+        return self._schema_chars
 
     @property
     def is_main(self) -> bool:

@@ -179,7 +179,8 @@ class LoopTools:
         self._ctx = ctx
 
     def schemas(self) -> list[dict[str, Any]]:
-        return self._box.schemas()
+        """The schemas offered now: the process tools join once a background process started."""
+        return self._box.schemas(self._ctx)
 
     def names(self) -> list[str]:
         return list(self._box.tools)

@@ -147,6 +147,11 @@ class Tool:
         pydantic's schema generation costs ~5 ms a tool, and shared by every run."""
         return _schema_of(self.name, self.description, self.args)
 
+    def offered(self, ctx: ToolContext | None) -> bool:
+        """Whether the model sees its schema now; a tool it does not see stays callable. `ctx`
+        None: a run that has done nothing yet."""
+        return True
+
     def parse(self, raw: dict[str, Any]) -> Any:
         try:
             return self.args.model_validate(raw)
@@ -207,10 +212,11 @@ class ToolBox:
         # in the session) still reaches the policy, which denies it, saying why.
         self.withheld = {t.name: t for t in withheld or [] if t.name not in self.tools}
 
-    def schemas(self) -> list[dict[str, Any]]:
-        """The same list object for the same schemas: a request encodes a list it has seen
-        once (model/request_body.py), so 20 runs with one toolset encode it once."""
-        schemas = tuple(t.schema() for t in self.tools.values())
+    def schemas(self, ctx: ToolContext | None = None) -> list[dict[str, Any]]:
+        """The schemas of the tools offered now (`ctx`: the run's; None: a run that has done
+        nothing yet). The same list object for the same schemas: a request encodes a list it
+        has seen once (model/request_body.py), so 20 runs with one toolset encode it once."""
+        schemas = tuple(t.schema() for t in self.tools.values() if t.offered(ctx))
         key = tuple(map(id, schemas))
         kept = _SCHEMA_LISTS.get(key)
         if kept is not None and all(a is b for a, b in zip(kept[0], schemas, strict=True)):

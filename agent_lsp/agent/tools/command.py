@@ -56,9 +56,8 @@ class RunCommandArgs(Args):
     )
     background: bool = Field(
         False,
-        description="Keep it running (a dev server, a watcher): answers after about a second "
-        "with its processId and the output so far; then process_output and stop_process. "
-        f"At most {MAX_PER_RUN} per run; all end with the run",
+        description="Keep it running (a server, a watcher): answers its processId and first "
+        f"output; at most {MAX_PER_RUN} per run",
     )
 
 
@@ -67,8 +66,7 @@ class RunCommand(Tool):
     description = (
         "Run a command in the workspace and return its exit code and output. Plain argv lines run "
         "without a shell; pipes/redirections need the user's approval of the exact line. Every "
-        "process it starts ends with it (no background jobs survive), unless `background` is "
-        "true: then it runs on until stop_process or the run's end."
+        "process it starts ends with it, unless `background`: then with the run at the latest."
     )
     args = RunCommandArgs
     read_only = False

@@ -86,6 +86,17 @@ class ProcessArgs(Args):
     process_id: str = Field(alias="processId", description="p1..p4, as run_command answered")
 
 
+class ProcessTool(Tool):
+    """Offered (its schema in the request) once this run started a background process: most
+    runs never do, and every request would carry the schema. A call naming it (a resumed
+    session's history) works anyway."""
+
+    args = ProcessArgs
+
+    def offered(self, ctx: ToolContext | None) -> bool:
+        return ctx is not None and ctx.background is not None and bool(ctx.background.processes)
+
+
 def _entry(ctx: ToolContext, process_id: str) -> BackgroundProcess:
     background = _background(ctx)
     entry = background.get(process_id)
@@ -95,13 +106,11 @@ def _entry(ctx: ToolContext, process_id: str) -> BackgroundProcess:
     return entry
 
 
-class ProcessOutput(Tool):
+class ProcessOutput(ProcessTool):
     name = "process_output"
     description = (
-        "The output a background process (run_command with background: true) wrote since the "
-        "last read, and its exit code once it ended."
+        "What a background process wrote since the last read, and its exit code once it ended."
     )
-    args = ProcessArgs
     read_only = True  # not asked: this run's own processes only (Decision 86)
 
     async def prepare(self, args: ProcessArgs, ctx: ToolContext) -> Prepared:
@@ -113,10 +122,9 @@ class ProcessOutput(Tool):
         return Prepared(f"output of {entry.process_id}", execute)
 
 
-class StopProcess(Tool):
+class StopProcess(ProcessTool):
     name = "stop_process"
     description = "End a background process of this run and everything it started."
-    args = ProcessArgs
     read_only = True  # not asked: this run's own processes only (Decision 86)
 
     def writes(self, raw: dict[str, object], parent: list[Tool]) -> bool:
