@@ -11,6 +11,19 @@ import type { StreamEvent } from './stream';
 
 export const SHOW_MESSAGE_REQUEST = 'window/showMessageRequest';
 
+/** The notification's extra button while the chat view is hidden (Decision 79). */
+const OPEN_CHAT = 'Open chat';
+
+/** The chat view's side of an approval (src/chat/chat.ts). */
+export interface ApprovalChat {
+  readonly visible: boolean;
+  reveal(): Promise<void>;
+  ask(
+    request: { runId: string; callId: string; message: string; titles: string[]; showDiff?: () => void },
+    token: vscode.CancellationToken,
+  ): Promise<{ title: string; reason?: string } | undefined>;
+}
+
 interface ActionItem {
   title: string;
   runId?: string;
@@ -27,6 +40,9 @@ interface MessageRequestParams {
 export class ApprovalView implements vscode.Disposable {
   /** `pending` approval events of edit tools, by runId + callId, until their request comes. */
   private readonly proposed = new Map<string, StreamEvent>();
+
+  /** The chat view: while it is visible, approvals are answered in it (Decision 79). */
+  chat: ApprovalChat | undefined;
 
   constructor(private readonly diff: DiffView) {}
 
@@ -49,19 +65,25 @@ export class ApprovalView implements vscode.Disposable {
     const ref = actions.find((a) => typeof a.runId === 'string' && typeof a.callId === 'string');
     const edit = ref ? this.proposed.get(keyOf(ref.runId!, ref.callId!)) : undefined;
     let closeDiff: (() => Promise<void>) | undefined;
-    if (edit?.files?.length) {
-      closeDiff = await this.diff.showMany(
-        edit.tool ?? 'edit',
-        edit.files.map((f) => ({ uri: client.protocol2CodeConverter.asUri(f.uri), diff: f.diff })),
-      );
-    } else if (edit?.uri && typeof edit.newText === 'string') {
-      closeDiff = await this.diff.show({
-        uri: client.protocol2CodeConverter.asUri(edit.uri),
-        tool: edit.tool ?? 'edit',
-        newText: edit.newText,
-      });
-    }
+    const openDiff = async () => {
+      if (edit?.files?.length) {
+        closeDiff = await this.diff.showMany(
+          edit.tool ?? 'edit',
+          edit.files.map((f) => ({ uri: client.protocol2CodeConverter.asUri(f.uri), diff: f.diff })),
+        );
+      } else if (edit?.uri && typeof edit.newText === 'string') {
+        closeDiff = await this.diff.show({
+          uri: client.protocol2CodeConverter.asUri(edit.uri),
+          tool: edit.tool ?? 'edit',
+          newText: edit.newText,
+        });
+      }
+    };
+    await openDiff();
     try {
+      if (ref && this.chat?.visible) {
+        return await this.askInChat(ref, params.message, actions, token, edit ? openDiff : undefined);
+      }
       const show =
         params.type === 1
           ? vscode.window.showErrorMessage
@@ -73,9 +95,14 @@ export class ApprovalView implements vscode.Disposable {
         : params.message;
       // A withdrawn request (the run was cancelled or timed out) cannot close the toast, but
       // our answer no longer matters then: stop waiting for it.
-      const chosen = await raceCancel(Promise.resolve(show<ActionItem>(message, ...actions)), token);
+      const offered = ref && this.chat ? [...actions, { title: OPEN_CHAT }] : actions;
+      const chosen = await raceCancel(Promise.resolve(show<ActionItem>(message, ...offered)), token);
       if (chosen === undefined) {
         return null;
+      }
+      if (ref && this.chat && chosen.title === OPEN_CHAT) {
+        await this.chat.reveal();
+        return await this.askInChat(ref, params.message, actions, token, edit ? openDiff : undefined);
       }
       if (ref && chosen.title === 'Deny') {
         const reason = await vscode.window.showInputBox(
@@ -99,6 +126,31 @@ export class ApprovalView implements vscode.Disposable {
       }
       await closeDiff?.();
     }
+  }
+
+  /** Asked in the chat view with the server's own action items; only one of them answers. */
+  private async askInChat(
+    ref: ActionItem,
+    message: string,
+    actions: ActionItem[],
+    token: vscode.CancellationToken,
+    showDiff: (() => Promise<void>) | undefined,
+  ): Promise<ActionItem | null> {
+    const answer = await this.chat!.ask(
+      {
+        runId: ref.runId!,
+        callId: ref.callId!,
+        message,
+        titles: actions.map((a) => a.title),
+        showDiff: showDiff ? () => void showDiff() : undefined,
+      },
+      token,
+    );
+    const chosen = answer && actions.find((a) => a.title === answer.title);
+    if (!chosen) {
+      return null;
+    }
+    return answer.reason ? { ...chosen, reason: answer.reason } : chosen;
   }
 
   /** The server went away: nothing waits any more. */

@@ -1,6 +1,8 @@
 /** Entry point: wires the server, the commands, the stream, the approvals and the status together. */
 import * as vscode from 'vscode';
 import { ApprovalView } from './approvals';
+import { Chat } from './chat/chat';
+import { CHAT_VIEW } from './chat/view';
 import { AgentCommands } from './commands';
 import { DiffView } from './diffView';
 import { checkHealth } from './health';
@@ -25,6 +27,8 @@ export function activate(context: vscode.ExtensionContext): void {
   const diff = new DiffView();
   const approvals = new ApprovalView(diff);
   const client = () => agentServer.client();
+  const chat = new Chat(context.extensionUri, client, runs, (runId, prompt) => stream.runStarted(runId, prompt));
+  approvals.chat = chat;
   const commands: AgentCommands = new AgentCommands(client, runs, stream, () => agentServer.restart());
   const progress = new ProgressView(
     runs,
@@ -45,6 +49,7 @@ export function activate(context: vscode.ExtensionContext): void {
         runs.seen(event.runId, event.runId);
         approvals.onStream(event);
         stream.handle(event);
+        chat.onStream(event);
         usage.onStream(event);
         if (event.kind === 'stop') {
           const report = event.report;
@@ -56,6 +61,7 @@ export function activate(context: vscode.ExtensionContext): void {
       onServerGone: () => {
         progress.closeAll();
         approvals.clear();
+        chat.clear();
         usage.clear();
         runs.clear();
       },
@@ -85,8 +91,11 @@ export function activate(context: vscode.ExtensionContext): void {
     usage,
     diff,
     approvals,
+    chat,
+    vscode.window.registerWebviewViewProvider(CHAT_VIEW, chat.webview, { webviewOptions: { retainContextWhenHidden: true } }),
     agentServer,
     ...commands.register(),
+    ...chat.register(),
     reg('agentLsp.client.rewindRun', guard('rewind', () => rewindRun(client, runs, (line) => stream.note(line)))),
     reg('agentLsp.client.resumeSession', guard('resume', () => resumeSession(client, runs))),
     reg('agentLsp.client.pickModel', guard('pick model', () => pickModel(client, runs))),
