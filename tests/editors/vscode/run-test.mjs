@@ -27,6 +27,7 @@ import {
   buildVsix, env, freePort, installExtension, loadPlaywright, log, makeDirs, outputChannelLog, required, result,
   startCodeServer, step, stopCodeServer, t, userSettingsFile, waitFor,
 } from './harness.mjs';
+import * as chat from './scenarios-chat.mjs';
 import * as codeIntel from './scenarios-codeintel.mjs';
 import * as core from './scenarios-core.mjs';
 import * as debug from './scenarios-debug.mjs';
@@ -65,6 +66,10 @@ const NAMED_ONLY = [
   ['codeIntelTools', codeIntel.codeIntelTools],
   ['codeIntelRenamePreview', codeIntel.codeIntelRenamePreview],
   ['debugInVsCode', debug.debugInVsCode],
+  ['chatMarkdownAndFollowUp', chat.chatMarkdownAndFollowUp],
+  ['chatApproval', chat.chatApproval],
+  ['chatSteer', chat.chatSteer],
+  ['chatStop', chat.chatStop],
 ];
 
 function writeWorkspace(dirs) {

@@ -1,0 +1,150 @@
+"""Issue 34, the VS Code chat view in a real VS Code (code-server): Markdown streamed into the
+webview, a follow-up in the same session, an approval answered in the view, a steer while a
+run runs, and Stop (CONTRACT "Conversation (turn 4)", Decisions 56, 74, 79)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+import test_vscode as vs  # noqa: E402
+from test_vscode import tools  # noqa: E402, F401 - the setup fixture
+
+pytestmark = vs.pytestmark
+
+TASKS: dict[str, str] = {
+    "configuredModel": "scripted",
+    "chatFirst": "Show me a bold word and a snippet",
+    "chatBold": "really bold",
+    "chatSecond": "And now say goodbye",
+    "chatSecondAnswer": "Goodbye from the same session.",
+    "chatEdit": "Fix add in calc.py from the chat",
+    "chatSlow": "Count slowly to forty in the chat",
+    "chatSlowStart": "one two",
+    "chatSteerText": "stop at ten please",
+    "chatSteered": "Stopped at ten, as you said.",
+    "chatHang": "Think forever in the chat",
+}
+FIRST_ANSWER = (
+    f"Here is a **{TASKS['chatBold']}** word.\n\n```python\nprint('snippet')\n```\n\n"
+    "<script>alert(1)</script> and a [link](command:workbench.action.quit)\n"
+)
+
+
+def script(model: Any) -> None:
+    k = TASKS
+    model.add(k["chatFirst"], [
+        {"text": FIRST_ANSWER, "chunk_size": 8, "chunk_delay": 0.02},
+        {"text": k["chatSecondAnswer"]},
+    ])
+    model.add(k["chatEdit"], [
+        {"text": "Fixing.", "tool_calls": [vs.edit("calc.py", "return a - b", "return a + b")]},
+        {"text": "Fixed add."},
+    ])
+    slow = " ".join(["one", "two"] + ["and"] * 80)
+    model.add(k["chatSlow"], [
+        {"text": slow, "chunk_size": 4, "chunk_delay": 0.15},  # ~8 s of streaming
+        {"text": k["chatSteered"]},
+    ])
+    model.add(k["chatHang"], [{"text": "too late", "ttft": 60}, {"text": "too late", "ttft": 60}])
+
+
+@pytest.fixture(scope="module")
+def chat(tmp_path_factory: pytest.TempPathFactory, tools: dict[str, str]) -> dict[str, Any]:  # noqa: F811
+    from agent_lsp.testing.scripted_model import ScriptedModelServer
+
+    tmp = tmp_path_factory.mktemp("vscode-chat")
+    wrapper = tmp / "agent-lsp"
+    # this checkout's server, whatever agent-lsp the interpreter has installed
+    wrapper.write_text(f'#!/bin/sh\nPYTHONPATH={shlex.quote(str(vs.REPO))} exec '
+                       f'{shlex.quote(sys.executable)} -m agent_lsp "$@"\n')
+    wrapper.chmod(0o755)
+    with ScriptedModelServer() as model:
+        script(model)
+        marker = f"agent-lsp-vscode-chat-{os.getpid()}-{tmp.name}"
+        env = {**os.environ, **tools, "AGENT_LSP_E2E_MARKER": marker, "AGENT_LSP_SERVER": str(wrapper),
+               "AGENT_LSP_MODEL_URL": model.base_url,
+               "AGENT_LSP_SCENARIOS": "chatMarkdownAndFollowUp,chatApproval,chatSteer,chatStop",
+               "AGENT_LSP_SCREENSHOT_DIR": str(tmp / "screenshots"),
+               "AGENT_LSP_TASKS": json.dumps(TASKS)}
+        try:
+            proc = subprocess.run([tools["AGENT_LSP_NODE"], str(vs.HERE / "run-test.mjs")],
+                                  capture_output=True, text=True, timeout=1200, env=env, cwd=vs.REPO)
+        finally:
+            leftovers = vs.kill_marked(marker)
+        requests = {key: model.requests_for(key) for key in TASKS.values()}
+    (tmp / "driver.log").write_text(proc.stderr)
+    try:
+        result = json.loads(proc.stdout)
+    except json.JSONDecodeError:
+        pytest.fail(f"run-test.mjs printed no JSON (exit {proc.returncode}):\n{proc.stderr[-6000:]}")
+    if os.environ.get("AGENT_LSP_UPDATE_SCREENSHOT") == "1":
+        shot = tmp / "screenshots" / "chat.png"
+        if shot.is_file():
+            shutil.copy(shot, vs.EXTENSION / "chat.png")
+    return {"result": result, "requests": requests, "leftovers": leftovers, "stderr": proc.stderr}
+
+
+def scenario(chat: dict[str, Any], name: str) -> dict[str, Any]:
+    result = chat["result"]
+    found = result["scenarios"].get(name)
+    assert found is not None, f"{name} did not run: {result.get('error')}\n{chat['stderr'][-3000:]}"
+    assert "error" not in found, f"{name}: {found['error']}\nlog: {result.get('serverLog', '')[-3000:]}"
+    return found
+
+
+def user_texts(request: dict[str, Any]) -> list[str]:
+    return [str(m["content"]) for m in request["messages"] if m["role"] == "user"]
+
+
+def test_chat_renders_streamed_markdown_and_follows_up_in_the_same_session(chat):
+    s = scenario(chat, "chatMarkdownAndFollowUp")
+    assert s["placeholder"].startswith("Ask"), s["placeholder"]
+    assert "print('snippet')" in s["codeText"] and s["copyButtons"] >= 1
+    # html: false: the model's <script> is text, not markup; the command: link is not a link
+    assert s["rawHtmlShown"] == 0
+    assert "<script>alert(1)</script>" in s["log"], s["log"]
+    assert s["prompts"] == [TASKS["chatFirst"], TASKS["chatSecond"]]
+    first, follow_up = chat["requests"][TASKS["chatFirst"]]
+    # the follow-up ran in the same session: the model saw the first prompt and its answer
+    assert user_texts(follow_up)[-1] == TASKS["chatSecond"]
+    assert TASKS["chatFirst"] in user_texts(follow_up)[0]
+    assert TASKS["chatBold"] in json.dumps(follow_up["messages"])
+    assert len(user_texts(first)) == 1
+
+
+def test_chat_answers_an_approval_with_its_own_allow_button(chat):
+    s = scenario(chat, "chatApproval")
+    assert [b.strip() for b in s["buttons"]][:4] == ["Allow", "Allow for session", "Always allow", "Deny"], s
+    assert "Show diff" in [b.strip() for b in s["buttons"]]
+    assert "edit_file" in s["approvalText"] or "calc.py" in s["approvalText"], s["approvalText"]
+    assert s["toastsWhileVisible"] == 0  # Decision 79: asked in the view, no notification
+    assert "return a + b" in s["fileOnDisk"]
+    assert any("edit_file" in e and "ok" in e for e in s["toolEntries"]), s["toolEntries"]
+    assert len(chat["requests"][TASKS["chatEdit"]]) == 2
+
+
+def test_chat_steers_a_running_run(chat):
+    s = scenario(chat, "chatSteer")
+    assert s["stopEnabled"] is True
+    assert f"» {TASKS['chatSteerText']}" in s["log"]
+    second = chat["requests"][TASKS["chatSlow"]][1]
+    assert user_texts(second)[-1] == TASKS["chatSteerText"], user_texts(second)
+
+
+def test_chat_stop_says_cancelled(chat):
+    s = scenario(chat, "chatStop")
+    assert s["log"].count("■ cancelled") == 2, s["log"]
+
+
+def test_chat_leaves_no_processes(chat):
+    assert chat["leftovers"] == [] and chat["result"]["orphans"] == []
