@@ -33,6 +33,14 @@ TASKS: dict[str, str] = {
     "chatSteerText": "stop at ten please",
     "chatSteered": "Stopped at ten, as you said.",
     "chatHang": "Think forever in the chat",
+    "chatQueueSlow": "Count slowly to forty, then take the queue",
+    "chatQueued1": "first queued: say queued",
+    "chatQueued2": "second queued: never sent",
+    "chatQueuedAnswer": "Queued one answered.",
+    "chatForked": "And now say hello instead",
+    "chatForkedAnswer": "Hello from the fork.",
+    "chatHidden": "Change mul in calc.py while the chat is hidden",
+    "chatHiddenReason": "leave mul alone, asked in the chat",
 }
 FIRST_ANSWER = (
     f"Here is a **{TASKS['chatBold']}** word.\n\n```python\nprint('snippet')\n```\n\n"
@@ -45,15 +53,23 @@ def script(model: Any) -> None:
     model.add(k["chatFirst"], [
         {"text": FIRST_ANSWER, "chunk_size": 8, "chunk_delay": 0.02},
         {"text": k["chatSecondAnswer"]},
-    ])
-    model.add(k["chatEdit"], [
-        {"text": "Fixing.", "tool_calls": [vs.edit("calc.py", "return a - b", "return a + b")]},
+        # chatEdit continues the same session (its first prompt is still chatFirst)
+        {"text": "Fixing `add`.", "tool_calls": [vs.edit("calc.py", "return a - b", "return a + b")]},
         {"text": "Fixed add."},
+        {"text": k["chatForkedAnswer"]},  # the fork (chatForkAndResume)
     ])
     slow = " ".join(["one", "two"] + ["and"] * 80)
     model.add(k["chatSlow"], [
         {"text": slow, "chunk_size": 4, "chunk_delay": 0.15},  # ~8 s of streaming
         {"text": k["chatSteered"]},
+    ])
+    model.add(k["chatQueueSlow"], [
+        {"text": slow, "chunk_size": 4, "chunk_delay": 0.15},
+        {"text": k["chatQueuedAnswer"]},
+    ])
+    model.add(k["chatHidden"], [
+        {"text": "Changing.", "tool_calls": [vs.edit("calc.py", "return a * b", "return a ** b")]},
+        {"text": "Left mul alone."},
     ])
     model.add(k["chatHang"], [{"text": "too late", "ttft": 60}, {"text": "too late", "ttft": 60}])
 
@@ -73,7 +89,7 @@ def chat(tmp_path_factory: pytest.TempPathFactory, tools: dict[str, str]) -> dic
         marker = f"agent-lsp-vscode-chat-{os.getpid()}-{tmp.name}"
         env = {**os.environ, **tools, "AGENT_LSP_E2E_MARKER": marker, "AGENT_LSP_SERVER": str(wrapper),
                "AGENT_LSP_MODEL_URL": model.base_url,
-               "AGENT_LSP_SCENARIOS": "chatMarkdownAndFollowUp,chatApproval,chatSteer,chatStop",
+               "AGENT_LSP_SCENARIOS": "chatMarkdownAndFollowUp,chatApproval,chatSteer,chatStop,chatQueue,chatForkAndResume,chatHiddenApproval",
                "AGENT_LSP_SCREENSHOT_DIR": str(tmp / "screenshots"),
                "AGENT_LSP_TASKS": json.dumps(TASKS)}
         try:
@@ -114,12 +130,13 @@ def test_chat_renders_streamed_markdown_and_follows_up_in_the_same_session(chat)
     assert s["rawHtmlShown"] == 0
     assert "<script>alert(1)</script>" in s["log"], s["log"]
     assert s["prompts"] == [TASKS["chatFirst"], TASKS["chatSecond"]]
-    first, follow_up = chat["requests"][TASKS["chatFirst"]]
+    first, follow_up = chat["requests"][TASKS["chatFirst"]][:2]
     # the follow-up ran in the same session: the model saw the first prompt and its answer
     assert user_texts(follow_up)[-1] == TASKS["chatSecond"]
     assert TASKS["chatFirst"] in user_texts(follow_up)[0]
     assert TASKS["chatBold"] in json.dumps(follow_up["messages"])
     assert len(user_texts(first)) == 1
+    assert TASKS["chatFirst"] in s["sessionsPick"] and "current" in s["sessionsPick"], s["sessionsPick"]
 
 
 def test_chat_answers_an_approval_with_its_own_allow_button(chat):
@@ -130,7 +147,8 @@ def test_chat_answers_an_approval_with_its_own_allow_button(chat):
     assert s["toastsWhileVisible"] == 0  # Decision 79: asked in the view, no notification
     assert "return a + b" in s["fileOnDisk"]
     assert any("edit_file" in e and "ok" in e for e in s["toolEntries"]), s["toolEntries"]
-    assert len(chat["requests"][TASKS["chatEdit"]]) == 2
+    edit_requests = chat["requests"][TASKS["chatFirst"]][2:4]
+    assert len(edit_requests) == 2 and user_texts(edit_requests[0])[-1] == TASKS["chatEdit"]
 
 
 def test_chat_steers_a_running_run(chat):
@@ -144,6 +162,42 @@ def test_chat_steers_a_running_run(chat):
 def test_chat_stop_says_cancelled(chat):
     s = scenario(chat, "chatStop")
     assert s["log"].count("■ cancelled") == 2, s["log"]
+
+
+def test_chat_queues_shows_removes_and_runs_the_queued_prompt_next(chat):
+    """Decision 74: queued prompts are shown each with Remove; a removed one never reaches the
+    model; the other runs after the running run, in the same session."""
+    s = scenario(chat, "chatQueue")
+    assert [t.split("Remove")[0].strip() for t in s["queuedTexts"]] == [
+        f"queued: {TASKS['chatQueued1']}", f"queued: {TASKS['chatQueued2']}"], s["queuedTexts"]
+    assert s["prompts"] == [TASKS["chatQueueSlow"], TASKS["chatQueued1"]] and s["queueAfter"] == 0
+    requests = chat["requests"][TASKS["chatQueueSlow"]]
+    assert len(requests) == 2 and user_texts(requests[1])[-1] == TASKS["chatQueued1"]
+    assert TASKS["chatQueued2"] not in json.dumps([r["messages"] for r in requests])
+
+
+def test_chat_resumes_a_session_from_its_history_and_forks_an_earlier_prompt(chat):
+    s = scenario(chat, "chatForkAndResume")
+    assert s["resumedPrompts"] == [TASKS["chatFirst"], TASKS["chatSecond"], TASKS["chatEdit"]]
+    assert "■ done" in s["resumedLog"] and "edit_file" in s["resumedLog"]
+    # the fork holds the history before the edited prompt's run; the old session stays
+    assert s["forkPrompts"] == [TASKS["chatFirst"]], s["forkPrompts"]
+    assert s["afterPrompts"] == [TASKS["chatFirst"], TASKS["chatForked"]]
+    forked = chat["requests"][TASKS["chatFirst"]][4]
+    assert user_texts(forked)[-1] == TASKS["chatForked"]
+    assert TASKS["chatSecond"] not in json.dumps(forked["messages"])
+    assert TASKS["chatBold"] in json.dumps(forked["messages"])
+
+
+def test_chat_hidden_approval_notifies_with_open_chat_then_is_answered_in_the_view(chat):
+    """Decision 79: the view hidden, the notification offers "Open chat"; there, Deny with a
+    typed reason answers the server's request (the model is told the reason)."""
+    s = scenario(chat, "chatHiddenApproval")
+    buttons = [b.strip() for b in s["toastButtons"]]
+    assert buttons[:4] == ["Allow", "Allow for session", "Always allow", "Deny"] and "Open chat" in buttons
+    assert s["toastsAfter"] == 0
+    second = chat["requests"][TASKS["chatHidden"]][1]
+    assert f"the user's reason: {TASKS['chatHiddenReason']}" in vs.tool_results(second)
 
 
 def test_chat_leaves_no_processes(chat):

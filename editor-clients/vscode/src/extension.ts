@@ -33,7 +33,8 @@ export function activate(context: vscode.ExtensionContext): void {
   const progress = new ProgressView(
     runs,
     (runId) => void commands.cancelFromProgress(runId),
-    () => stream.reveal(),
+    // The chat shows its runs itself: the Agent output comes forward only when it is hidden.
+    () => (chat.visible ? undefined : stream.reveal()),
   );
   const agentServer: AgentServer = new AgentServer(
     {

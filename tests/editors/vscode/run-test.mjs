@@ -70,6 +70,9 @@ const NAMED_ONLY = [
   ['chatApproval', chat.chatApproval],
   ['chatSteer', chat.chatSteer],
   ['chatStop', chat.chatStop],
+  ['chatQueue', chat.chatQueue],
+  ['chatForkAndResume', chat.chatForkAndResume],
+  ['chatHiddenApproval', chat.chatHiddenApproval],
 ];
 
 function writeWorkspace(dirs) {

@@ -4,7 +4,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { step, t, waitFor } from './harness.mjs';
-import { openFile, palette, pickQuickItem } from './workbench.mjs';
+import { answerInputBox, clickToastButton, openFile, palette, pickQuickItem, toastWithButton } from './workbench.mjs';
 
 /** The chat view's page (the webview's outer iframe, then its active inner frame). */
 function chat(page) {
@@ -53,6 +53,12 @@ export async function chatMarkdownAndFollowUp({ page, tasks }) {
   await waitInLog(page, 'two stops', (text) => (text.match(/■ done/g) ?? []).length === 2);
   r.prompts = await chat(page).locator('.user .prompt').allInnerTexts();
   r.log = await logText(page);
+  // the session picker lists this session, marked current
+  await chat(page).locator('button#sessions').click();
+  const row = page.locator('.quick-input-widget .quick-input-list .monaco-list-row', { hasText: tasks.chatFirst.slice(0, 20) });
+  await step('the session in the picker', () => row.first().waitFor({ state: 'visible', timeout: t(30_000) }));
+  r.sessionsPick = (await page.locator('.quick-input-widget .quick-input-list').innerText()).replace(/\u00a0/g, ' ');
+  await page.keyboard.press('Escape');
   return r;
 }
 
@@ -61,7 +67,6 @@ export async function chatApproval({ page, dirs, tasks }) {
   const r = {};
   await step('open calc.py', () => openFile(page, 'calc.py'));
   await palette(page, 'Agent: Open Chat');
-  await newChatSession(page);
   await step('send the edit prompt', () => send(page, tasks.chatEdit));
   const approval = chat(page).locator('.approval').filter({ has: chat(page).locator('button') }).first();
   await step('the approval in the view', () => approval.waitFor({ state: 'visible', timeout: t(60_000) }));
@@ -69,15 +74,15 @@ export async function chatApproval({ page, dirs, tasks }) {
   r.buttons = await approval.locator('.approval-buttons button').allInnerTexts();
   r.toastsWhileVisible = await page.locator('.notifications-toasts .notification-toast', { hasText: 'edit_file' }).count();
   await page.screenshot({ path: path.join(dirs.shots, 'chat.png') });
+  const stopsBefore = ((await logText(page)).match(/■ done/g) ?? []).length;
   await step('click Allow', () => approval.getByRole('button', { name: 'Allow', exact: true }).click());
-  await waitInLog(page, 'the run to stop', (text) => text.includes('■ done'));
+  await waitInLog(page, 'the run to stop', (text) => (text.match(/■ done/g) ?? []).length > stopsBefore);
   r.fileOnDisk = await waitFor('the edit on disk', () => {
     const text = fs.readFileSync(path.join(dirs.workspace, 'calc.py'), 'utf8');
     return text.includes('return a + b') ? text : undefined;
   }, t(30_000));
   r.toolEntries = await chat(page).locator('details.tool').allInnerTexts();
   r.log = await logText(page);
-  await page.screenshot({ path: path.join(dirs.shots, 'chat.png') });
   return r;
 }
 
@@ -109,5 +114,71 @@ export async function chatStop({ page, tasks }) {
   await step('Escape in the input', () => chat(page).locator('textarea#input').press('Escape'));
   await waitInLog(page, 'a second "cancelled"', (text) => (text.match(/■ cancelled/g) ?? []).length === 2, 30_000);
   r.log = await logText(page);
+  return r;
+}
+
+/** "Edit and resend" on the second prompt: a fork before it, the prompt back in the input;
+ * the edited prompt runs in the fork; the session picker then shows the old session again,
+ * rendered from agentLsp.history. */
+export async function chatForkAndResume({ page, tasks }) {
+  const r = {};
+  await palette(page, 'Agent: Open Chat');
+  await chat(page).locator('button#sessions').click();
+  await pickQuickItem(page, tasks.chatFirst.slice(0, 20));
+  await waitInLog(page, 'the resumed session rendered from its history',
+    (text) => text.includes(tasks.chatSecondAnswer) && text.includes(tasks.chatEdit));
+  r.resumedPrompts = await chat(page).locator('.user .prompt').allInnerTexts();
+  r.resumedLog = await logText(page);
+  const second = chat(page).locator('.user', { hasText: tasks.chatSecond });
+  await step('Edit and resend', () => second.getByRole('button', { name: 'Edit and resend' }).click());
+  const input = chat(page).locator('textarea#input');
+  await waitFor('the prompt back in the input', async () => (await input.inputValue()) === tasks.chatSecond, t(30_000));
+  r.forkPrompts = await chat(page).locator('.user .prompt').allInnerTexts();
+  await input.fill(tasks.chatForked);
+  await input.press('Enter');
+  await waitInLog(page, 'the forked answer', (text) => text.includes(tasks.chatForkedAnswer) && text.includes('■ done'));
+  r.afterPrompts = await chat(page).locator('.user .prompt').allInnerTexts();
+  return r;
+}
+
+/** Queue ticked: two prompts queued while a run runs, one removed; the other runs next. */
+export async function chatQueue({ page, tasks }) {
+  const r = {};
+  await newChatSession(page);
+  await step('send the slow prompt', () => send(page, tasks.chatQueueSlow));
+  await waitInLog(page, 'the slow answer streaming', (text) => text.includes(tasks.chatSlowStart), 60_000);
+  await chat(page).locator('#queue-mode').check();
+  await send(page, tasks.chatQueued1);
+  await send(page, tasks.chatQueued2);
+  const rows = chat(page).locator('#queue .queued');
+  await waitFor('two queued prompts', async () => (await rows.count()) === 2, t(30_000));
+  r.queuedTexts = await rows.allInnerTexts();
+  await rows.filter({ hasText: tasks.chatQueued2 }).getByRole('button', { name: 'Remove' }).click();
+  await waitFor('one queued prompt', async () => (await rows.count()) === 1, t(30_000));
+  await waitInLog(page, 'the queued prompt answered',
+    (text) => text.includes(tasks.chatQueuedAnswer) && (text.match(/■ done/g) ?? []).length === 2, 90_000);
+  r.prompts = await chat(page).locator('.user .prompt').allInnerTexts();
+  r.queueAfter = await rows.count();
+  await chat(page).locator('#queue-mode').uncheck();
+  return r;
+}
+
+/** The chat hidden (Explorer in front): a palette run's approval comes as a notification with
+ * "Open chat"; that button moves the question into the view, where Deny with a reason answers. */
+export async function chatHiddenApproval({ page, tasks }) {
+  const r = {};
+  await palette(page, 'View: Show Explorer');
+  await palette(page, 'Agent: New Session');
+  await palette(page, 'Agent: Run Task…');
+  await answerInputBox(page, tasks.chatHidden);
+  const note = await step('the approval notification', () => toastWithButton(page, 'edit_file', 'Open chat', 60_000));
+  r.toastButtons = await note.locator('.monaco-button').allInnerTexts();
+  await clickToastButton(note, 'Open chat');
+  const approval = chat(page).locator('.approval').filter({ has: chat(page).locator('.approval-buttons') }).first();
+  await step('the approval in the view', () => approval.waitFor({ state: 'visible', timeout: t(30_000) }));
+  await approval.locator('input.reason').fill(tasks.chatHiddenReason);
+  await approval.getByRole('button', { name: 'Deny', exact: true }).click();
+  await waitFor('the approval answered', async () => (await approval.count()) === 0, t(30_000));
+  r.toastsAfter = await page.locator('.notifications-toasts .notification-toast', { hasText: 'edit_file' }).count();
   return r;
 }

@@ -23,6 +23,26 @@ export type ChatItem =
   | { kind: 'quiet'; id: string; text: string }
   | { kind: 'stop'; id: string; text: string; reason: string };
 
+/** A streamed answer longer than this is cut at a paragraph break into a finished part. */
+const SPLIT_AT = 4000;
+
+/** The last paragraph break (a blank line outside a code fence), or 0. */
+function safeCut(raw: string): number {
+  let inFence = false;
+  let cut = 0;
+  let offset = 0;
+  for (const line of raw.split('\n')) {
+    const end = offset + line.length + 1;
+    if (/^\s{0,3}(```|~~~)/.test(line)) {
+      inFence = !inFence;
+    } else if (!inFence && line.trim() === '' && offset > 0 && end < raw.length) {
+      cut = end;
+    }
+    offset = end;
+  }
+  return cut;
+}
+
 /** How many lines of a tool's result the entry shows. */
 const RESULT_LINES = 12;
 
@@ -140,6 +160,13 @@ export class Conversation {
       run.segment = { id: `${runId}:${kind}:${run.counter++}`, kind, raw: '' };
     }
     run.segment.raw += text;
+    const cut = run.segment.raw.length > SPLIT_AT ? safeCut(run.segment.raw) : 0;
+    if (cut > 0) {
+      // The finished part is drawn once; only the tail is re-rendered while it streams.
+      const rest = run.segment.raw.slice(cut);
+      this.put({ kind, id: run.segment.id, raw: run.segment.raw.slice(0, cut) });
+      run.segment = { id: `${runId}:${kind}:${run.counter++}`, kind, raw: rest };
+    }
     this.put({ kind, id: run.segment.id, raw: run.segment.raw });
   }
 
