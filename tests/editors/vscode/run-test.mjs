@@ -73,6 +73,7 @@ const NAMED_ONLY = [
   ['chatQueue', chat.chatQueue],
   ['chatForkAndResume', chat.chatForkAndResume],
   ['chatHiddenApproval', chat.chatHiddenApproval],
+  ['chatBench', chat.chatBench],
 ];
 
 function writeWorkspace(dirs) {

@@ -182,3 +182,37 @@ export async function chatHiddenApproval({ page, tasks }) {
   r.toastsAfter = await page.locator('.notifications-toasts .notification-toast', { hasText: 'edit_file' }).count();
   return r;
 }
+
+/** benchmarks/chat_view.py: a long fast answer streamed into the view; how busy the view's
+ * page was (the lateness of a 10 ms timer, summed) and whether every word arrived. */
+export async function chatBench({ page, tasks }) {
+  const r = {};
+  await palette(page, 'Agent: Open Chat');
+  const body = chat(page).locator('body');
+  await body.waitFor({ state: 'attached', timeout: t(60_000) });
+  await body.evaluate(() => {
+    const probe = { late: 0, start: performance.now(), stop: 0 };
+    let last = performance.now();
+    const tick = () => {
+      const now = performance.now();
+      probe.late += Math.max(0, now - last - 10);
+      last = now;
+      if (!probe.stop) setTimeout(tick, 10);
+    };
+    setTimeout(tick, 10);
+    window.agentLspProbe = probe;
+  });
+  await send(page, tasks.chatBench);
+  const started = Date.now();
+  await waitInLog(page, 'the long answer to finish', (text) => text.includes('■ done'), tasks.chatBenchSeconds * 1000 * 3 + 60_000);
+  r.wallMs = Date.now() - started;
+  r.probe = await body.evaluate(() => {
+    const probe = window.agentLspProbe;
+    probe.stop = performance.now();
+    return { lateMs: probe.late, elapsedMs: probe.stop - probe.start };
+  });
+  const text = await logText(page);
+  r.words = (text.match(/\bw\d+\b/g) ?? []).length;
+  r.lastWord = (text.match(/\bw\d+\b/g) ?? []).pop();
+  return r;
+}
