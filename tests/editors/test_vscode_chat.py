@@ -41,6 +41,7 @@ TASKS: dict[str, str] = {
     "chatForkedAnswer": "Hello from the fork.",
     "chatHidden": "Change mul in calc.py while the chat is hidden",
     "chatHiddenReason": "leave mul alone, asked in the chat",
+    "chatAttach": "What do these attachments hold?",
 }
 FIRST_ANSWER = (
     f"Here is a **{TASKS['chatBold']}** word.\n\n```python\nprint('snippet')\n```\n\n"
@@ -71,6 +72,7 @@ def script(model: Any) -> None:
         {"text": "Changing.", "tool_calls": [vs.edit("calc.py", "return a * b", "return a ** b")]},
         {"text": "Left mul alone."},
     ])
+    model.add(k["chatAttach"], [{"text": "A function, a title and a dot."}])
     model.add(k["chatHang"], [{"text": "too late", "ttft": 60}, {"text": "too late", "ttft": 60}])
 
 
@@ -89,7 +91,7 @@ def chat(tmp_path_factory: pytest.TempPathFactory, tools: dict[str, str]) -> dic
         marker = f"agent-lsp-vscode-chat-{os.getpid()}-{tmp.name}"
         env = {**os.environ, **tools, "AGENT_LSP_E2E_MARKER": marker, "AGENT_LSP_SERVER": str(wrapper),
                "AGENT_LSP_MODEL_URL": model.base_url,
-               "AGENT_LSP_SCENARIOS": "chatMarkdownAndFollowUp,chatApproval,chatSteer,chatStop,chatQueue,chatForkAndResume,chatHiddenApproval",
+               "AGENT_LSP_SCENARIOS": "chatMarkdownAndFollowUp,chatApproval,chatSteer,chatStop,chatQueue,chatForkAndResume,chatHiddenApproval,chatAttach",
                "AGENT_LSP_SCREENSHOT_DIR": str(tmp / "screenshots"),
                "AGENT_LSP_TASKS": json.dumps(TASKS)}
         try:
@@ -162,6 +164,7 @@ def test_chat_steers_a_running_run(chat):
 def test_chat_stop_says_cancelled(chat):
     s = scenario(chat, "chatStop")
     assert s["log"].count("■ cancelled") == 2, s["log"]
+    assert s["editorFocused"] is True  # Escape when idle: back to the editor
 
 
 def test_chat_queues_shows_removes_and_runs_the_queued_prompt_next(chat):
@@ -198,6 +201,20 @@ def test_chat_hidden_approval_notifies_with_open_chat_then_is_answered_in_the_vi
     assert s["toastsAfter"] == 0
     second = chat["requests"][TASKS["chatHidden"]][1]
     assert f"the user's reason: {TASKS['chatHiddenReason']}" in vs.tool_results(second)
+
+
+def test_chat_attaches_a_selection_a_file_and_a_pasted_image(chat):
+    s = scenario(chat, "chatAttach")
+    chips = " ".join(s["chips"])
+    assert "calc.py:1-" in chips and "README.md" in chips and "image: dot.png" in chips, s["chips"]
+    assert s["chipsAfter"] == 0  # sent with that message, gone from the next
+    request = chat["requests"][TASKS["chatAttach"]][0]
+    user = [m for m in request["messages"] if m["role"] == "user"][-1]
+    dumped = json.dumps(user)
+    assert "calc.py:1-" in dumped and "def add(a, b):" in dumped, dumped[:2000]
+    assert "README.md" in dumped and "# sample" in dumped, dumped[:2000]
+    assert "data:image/png;base64,iVBORw0KGgo" in dumped, dumped[:2000]
+    assert TASKS["chatAttach"] in dumped
 
 
 def test_chat_leaves_no_processes(chat):

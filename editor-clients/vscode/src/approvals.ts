@@ -66,6 +66,7 @@ export class ApprovalView implements vscode.Disposable {
     const edit = ref ? this.proposed.get(keyOf(ref.runId!, ref.callId!)) : undefined;
     let closeDiff: (() => Promise<void>) | undefined;
     const openDiff = async () => {
+      await closeDiff?.(); // "Show diff" again: one diff tab, not two
       if (edit?.files?.length) {
         closeDiff = await this.diff.showMany(
           edit.tool ?? 'edit',

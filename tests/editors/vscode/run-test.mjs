@@ -73,6 +73,7 @@ const NAMED_ONLY = [
   ['chatQueue', chat.chatQueue],
   ['chatForkAndResume', chat.chatForkAndResume],
   ['chatHiddenApproval', chat.chatHiddenApproval],
+  ['chatAttach', chat.chatAttach],
   ['chatBench', chat.chatBench],
 ];
 

@@ -114,6 +114,11 @@ export async function chatStop({ page, tasks }) {
   await step('Escape in the input', () => chat(page).locator('textarea#input').press('Escape'));
   await waitInLog(page, 'a second "cancelled"', (text) => (text.match(/■ cancelled/g) ?? []).length === 2, 30_000);
   r.log = await logText(page);
+  // idle, Escape in the input hands the focus back to the editor
+  await waitFor('Stop disabled (idle)', async () => !(await stop.isEnabled()), t(30_000));
+  await chat(page).locator('textarea#input').press('Escape');
+  r.editorFocused = await waitFor('the editor focused', async () =>
+    (await page.locator('.editor-group-container .monaco-editor.focused').count()) > 0, t(15_000)).catch(() => false);
   return r;
 }
 
@@ -214,5 +219,38 @@ export async function chatBench({ page, tasks }) {
   const text = await logText(page);
   r.words = (text.match(/\bw\d+\b/g) ?? []).length;
   r.lastWord = (text.match(/\bw\d+\b/g) ?? []).pop();
+  return r;
+}
+
+/** Attachments: a selection ("Agent: Add Selection to Chat"), a file ("@", quick pick) and a
+ * pasted image go with the next message. */
+export async function chatAttach({ page, tasks }) {
+  const r = {};
+  await openFile(page, 'calc.py');
+  await page.locator('.editor-group-container .monaco-editor .view-lines').first().click();
+  await page.keyboard.press('Control+Home');
+  await page.keyboard.press('Shift+ArrowDown');
+  await page.keyboard.press('Shift+ArrowDown');
+  await palette(page, 'Agent: Add Selection to Chat');
+  const chips = chat(page).locator('#attachments .chip');
+  await waitFor('the selection chip', async () => (await chips.count()) === 1, t(30_000));
+  await newChatSession(page);
+  const input = chat(page).locator('textarea#input');
+  await input.click();
+  await input.pressSequentially('@');
+  await step('the file pick', () => pickQuickItem(page, 'README.md'));
+  await waitFor('two chips', async () => (await chips.count()) === 2, t(30_000));
+  await input.evaluate((node) => {
+    // a 1x1 PNG pasted into the input
+    const png = Uint8Array.from(atob('iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg=='), (c) => c.charCodeAt(0));
+    const data = new DataTransfer();
+    data.items.add(new File([png], 'dot.png', { type: 'image/png' }));
+    node.dispatchEvent(new ClipboardEvent('paste', { clipboardData: data, bubbles: true, cancelable: true }));
+  });
+  await waitFor('three chips', async () => (await chips.count()) === 3, t(30_000));
+  r.chips = await chips.allInnerTexts();
+  await send(page, tasks.chatAttach);
+  await waitInLog(page, 'the answer', (text) => text.includes('■ done'));
+  r.chipsAfter = await chips.count();
   return r;
 }
