@@ -42,6 +42,7 @@ TASKS: dict[str, str] = {
     "chatHidden": "Change mul in calc.py while the chat is hidden",
     "chatHiddenReason": "leave mul alone, asked in the chat",
     "chatAttach": "What do these attachments hold?",
+    "chatStopQueued": "Think forever, with a queue behind",
 }
 FIRST_ANSWER = (
     f"Here is a **{TASKS['chatBold']}** word.\n\n```python\nprint('snippet')\n```\n\n"
@@ -73,6 +74,7 @@ def script(model: Any) -> None:
         {"text": "Left mul alone."},
     ])
     model.add(k["chatAttach"], [{"text": "A function, a title and a dot."}])
+    model.add(k["chatStopQueued"], [{"text": "too late", "ttft": 60}])
     model.add(k["chatHang"], [{"text": "too late", "ttft": 60}, {"text": "too late", "ttft": 60}])
 
 
@@ -91,7 +93,7 @@ def chat(tmp_path_factory: pytest.TempPathFactory, tools: dict[str, str]) -> dic
         marker = f"agent-lsp-vscode-chat-{os.getpid()}-{tmp.name}"
         env = {**os.environ, **tools, "AGENT_LSP_E2E_MARKER": marker, "AGENT_LSP_SERVER": str(wrapper),
                "AGENT_LSP_MODEL_URL": model.base_url,
-               "AGENT_LSP_SCENARIOS": "chatMarkdownAndFollowUp,chatApproval,chatSteer,chatStop,chatQueue,chatForkAndResume,chatHiddenApproval,chatAttach",
+               "AGENT_LSP_SCENARIOS": "chatMarkdownAndFollowUp,chatApproval,chatSteer,chatStop,chatQueue,chatForkAndResume,chatHiddenApproval,chatAttach,chatStopQueued,chatRewind",
                "AGENT_LSP_SCREENSHOT_DIR": str(tmp / "screenshots"),
                "AGENT_LSP_TASKS": json.dumps(TASKS)}
         try:
@@ -215,6 +217,19 @@ def test_chat_attaches_a_selection_a_file_and_a_pasted_image(chat):
     assert "README.md" in dumped and "# sample" in dumped, dumped[:2000]
     assert "data:image/png;base64,iVBORw0KGgo" in dumped, dumped[:2000]
     assert TASKS["chatAttach"] in dumped
+
+
+def test_chat_stop_removes_the_queued_prompts_then_cancels_the_run(chat):
+    s = scenario(chat, "chatStopQueued")
+    assert s["prompts"] == [TASKS["chatStopQueued"]]  # the queued ones never entered the session
+    requests = chat["requests"][TASKS["chatStopQueued"]]
+    assert len(requests) == 1 and "queued A" not in json.dumps(requests)
+
+
+def test_chat_rewind_to_here_puts_the_files_back_and_drops_the_run(chat):
+    s = scenario(chat, "chatRewind")
+    assert "return a - b" in s["fileOnDisk"] and "return a + b" not in s["fileOnDisk"]
+    assert s["prompts"] == [TASKS["chatFirst"], TASKS["chatSecond"]], s["prompts"]
 
 
 def test_chat_leaves_no_processes(chat):

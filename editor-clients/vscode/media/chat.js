@@ -75,7 +75,8 @@
     const node = el('div', 'item approval ' + item.state);
     node.appendChild(el('div', 'approval-text', item.text));
     if (!item.buttons) {
-      node.appendChild(el('div', 'approval-state', item.state));
+      const waitsInPreview = item.inPreview && item.state === 'pending';
+      node.appendChild(el('div', 'approval-state', waitsInPreview ? 'Review in preview' : item.state));
       return node;
     }
     const reason = el('input', 'reason');

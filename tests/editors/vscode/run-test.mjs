@@ -74,6 +74,8 @@ const NAMED_ONLY = [
   ['chatForkAndResume', chat.chatForkAndResume],
   ['chatHiddenApproval', chat.chatHiddenApproval],
   ['chatAttach', chat.chatAttach],
+  ['chatStopQueued', chat.chatStopQueued],
+  ['chatRewind', chat.chatRewind],
   ['chatBench', chat.chatBench],
 ];
 

@@ -254,3 +254,49 @@ export async function chatAttach({ page, tasks }) {
   r.chipsAfter = await chips.count();
   return r;
 }
+
+/** "Rewind to here" on the edit prompt of the first session (after a confirmation): calc.py is
+ * back as before it, and the view, re-read from agentLsp.history, no longer lists that run. */
+export async function chatRewind({ page, dirs, tasks }) {
+  const r = {};
+  await palette(page, 'Agent: Open Chat');
+  await chat(page).locator('button#sessions').click();
+  // the first session, not its fork (titled "… (fork)")
+  const rows = page.locator('.quick-input-widget .quick-input-list .monaco-list-row', { hasText: tasks.chatFirst.slice(0, 20) });
+  await rows.first().waitFor({ state: 'visible', timeout: t(30_000) });
+  await rows.filter({ hasNotText: 'fork' }).first().click();
+  const edit = chat(page).locator('.user', { hasText: tasks.chatEdit });
+  await step('the session with the edit prompt', () => edit.waitFor({ state: 'visible', timeout: t(30_000) }));
+  await edit.getByRole('button', { name: 'Rewind to here' }).click();
+  const dialog = page.locator('.monaco-dialog-box');
+  await step('the confirmation', () => dialog.waitFor({ state: 'visible', timeout: t(30_000) }));
+  r.dialogText = await dialog.innerText();
+  await dialog.getByRole('button', { name: 'Rewind', exact: true }).click();
+  r.fileOnDisk = await waitFor('calc.py back on disk', () => {
+    const text = fs.readFileSync(path.join(dirs.workspace, 'calc.py'), 'utf8');
+    return text.includes('return a - b') ? text : undefined;
+  }, t(30_000));
+  await waitFor('the rewound run gone from the view', async () => (await edit.count()) === 0, t(30_000));
+  r.prompts = await chat(page).locator('.user .prompt').allInnerTexts();
+  return r;
+}
+
+/** Decision 74: Stop with two prompts queued removes both (newest first), then cancels the run. */
+export async function chatStopQueued({ page, tasks }) {
+  const r = {};
+  await newChatSession(page);
+  await send(page, tasks.chatStopQueued);
+  const stop = chat(page).locator('button#stop');
+  await waitFor('Stop enabled', () => stop.isEnabled(), t(30_000));
+  await chat(page).locator('#queue-mode').check();
+  await send(page, 'queued A');
+  await send(page, 'queued B');
+  const rows = chat(page).locator('#queue .queued');
+  await waitFor('two queued prompts', async () => (await rows.count()) === 2, t(30_000));
+  await stop.click();
+  await waitInLog(page, '"cancelled"', (text) => text.includes('■ cancelled'), 30_000);
+  await waitFor('no queued prompt', async () => (await rows.count()) === 0, t(30_000));
+  r.prompts = await chat(page).locator('.user .prompt').allInnerTexts();
+  await chat(page).locator('#queue-mode').uncheck();
+  return r;
+}

@@ -10,6 +10,7 @@ import type { LanguageClient } from 'vscode-languageclient/node';
 import { callServer, GetClient } from '../callServer';
 import { describeError, log } from '../logger';
 import { RunRegistry, RunStarted, shortTitle } from '../runs';
+import * as settings from '../settings';
 import type { StreamEvent } from '../stream';
 import { Attachments } from './attachments';
 import { Conversation } from './conversation';
@@ -39,8 +40,9 @@ interface Waiting {
   resolve: (answer: ChatAnswer | undefined) => void;
 }
 
-/** Runs of other sessions' events that came before `agentLsp.run` answered are kept this long. */
-const EARLY_EVENTS = 2000;
+/** Events of runs not known to be the chat's are kept this long (`agentLsp.run` may answer
+ * after its run's first events), without the whole new text of an edit. */
+const EARLY_EVENTS = 400;
 
 export class Chat implements vscode.Disposable {
   readonly webview: ChatWebview;
@@ -65,7 +67,7 @@ export class Chat implements vscode.Disposable {
     private readonly onRunStarted: (runId: string, prompt: string) => void,
   ) {
     this.webview = new ChatWebview(extensionUri, (m) => void this.guard(() => this.onMessage(m)), () => this.redraw());
-    this.conversation = new Conversation((item) => this.webview.changed(item));
+    this.conversation = new Conversation((item) => this.webview.changed(item), settings.editPreview);
     this.attachments = new Attachments(client, () => this.postState());
   }
 
@@ -96,7 +98,7 @@ export class Chat implements vscode.Disposable {
   /** Every `agentLsp/stream` event of the server. */
   onStream(event: StreamEvent): void {
     if (!this.mine.has(event.runId)) {
-      this.early.push(event);
+      this.early.push(event.newText === undefined ? event : { ...event, newText: undefined });
       if (this.early.length > EARLY_EVENTS) {
         this.early = this.early.slice(-EARLY_EVENTS / 2);
       }
@@ -334,22 +336,28 @@ export class Chat implements vscode.Disposable {
     }
   }
 
+  /** Another session in the view: the runs of the one it showed are no longer drawn. */
+  private leaveSession(): void {
+    this.mine.clear();
+    this.queued.length = 0;
+    this.running = undefined;
+    this.conversation.clear();
+  }
+
   newSession(): void {
+    this.leaveSession();
     this.sessionId = undefined;
     this.title = 'New session';
-    this.running = undefined;
     this.meter = '';
-    this.conversation.clear();
     this.redraw();
   }
 
   /** Shows a session as it was seen live, from `agentLsp.history`; the next message continues it. */
   async load(sessionId: string): Promise<void> {
     const history = await callServer<HistoryAnswer>(await this.client(), 'agentLsp.history', { sessionId });
-    this.conversation.clear();
+    this.leaveSession();
     this.sessionId = history.sessionId;
     this.title = history.title || 'Session';
-    this.running = undefined;
     for (const run of history.runs ?? []) {
       this.mine.add(run.runId);
       this.conversation.userPrompt(run.runId, run.prompt);

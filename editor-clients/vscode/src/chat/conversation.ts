@@ -19,6 +19,8 @@ export type ChatItem =
       buttons?: string[];
       answerKey?: string;
       hasDiff?: boolean;
+      /** An edit the user reviews in VS Code's Refactor Preview (Decision 79). */
+      inPreview?: boolean;
     }
   | { kind: 'quiet'; id: string; text: string }
   | { kind: 'stop'; id: string; text: string; reason: string };
@@ -56,7 +58,10 @@ export class Conversation {
   readonly items = new Map<string, ChatItem>();
   private readonly runs = new Map<string, RunState>();
 
-  constructor(private readonly changed: (item: ChatItem) => void) {}
+  constructor(
+    private readonly changed: (item: ChatItem) => void,
+    private readonly editPreview: () => boolean = () => false,
+  ) {}
 
   clear(): void {
     this.items.clear();
@@ -136,7 +141,8 @@ export class Conversation {
       const waiting = state === 'pending' ? { buttons: known.buttons, answerKey: known.answerKey } : {};
       this.put({ ...known, text: text || known.text, state, buttons: undefined, answerKey: undefined, ...waiting });
     } else {
-      this.put({ kind: 'approval', id, text, state, hasDiff: Boolean(event.diff || event.files?.length) });
+      const hasDiff = Boolean(event.diff || event.files?.length);
+      this.put({ kind: 'approval', id, text, state, hasDiff, inPreview: hasDiff && this.editPreview() });
     }
   }
 
