@@ -44,9 +44,9 @@ export async function chatMarkdownAndFollowUp({ page, tasks }) {
     chat(page).locator('.text strong', { hasText: tasks.chatBold }).waitFor({ state: 'visible', timeout: t(60_000) }));
   await step('the code block', () =>
     chat(page).locator('.code pre code').first().waitFor({ state: 'visible', timeout: t(30_000) }));
+  await waitInLog(page, 'the first run to stop', (text) => text.includes('■ done'));
   r.codeText = await chat(page).locator('.code pre code').first().innerText();
   r.copyButtons = await chat(page).locator('.code button.copy').count();
-  await waitInLog(page, 'the first run to stop', (text) => text.includes('■ done'));
   r.rawHtmlShown = await chat(page).locator('.text script, .text img[src^="http"], .text a[href^="command:"]').count();
   await step('send the follow-up', () => send(page, tasks.chatSecond));
   await waitInLog(page, 'the follow-up answer', (text) => text.includes(tasks.chatSecondAnswer));
