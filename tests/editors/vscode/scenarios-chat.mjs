@@ -24,6 +24,16 @@ async function waitInLog(page, what, predicate, ms = 60_000) {
   return waitFor(what, async () => predicate(await logText(page)), t(ms));
 }
 
+/** "Agent: Open Chat", then wait until the view's input has the focus: the command focuses it
+ * a moment later, which would close a quick pick opened in between. */
+async function openChat(page) {
+  await palette(page, 'Agent: Open Chat');
+  const input = chat(page).locator('textarea#input');
+  await input.waitFor({ state: 'visible', timeout: t(60_000) });
+  await waitFor('the chat input focused', () =>
+    input.evaluate((node) => document.activeElement === node && document.hasFocus()), t(30_000));
+}
+
 /** The Sessions… button, then "New session" in the quick pick. */
 async function newChatSession(page) {
   await chat(page).locator('button#sessions').click();
@@ -34,7 +44,7 @@ async function newChatSession(page) {
 /** "Agent: Open Chat"; a prompt whose answer has **bold** and a code block, then a follow-up. */
 export async function chatMarkdownAndFollowUp({ page, tasks }) {
   const r = {};
-  await step('Agent: Open Chat', () => palette(page, 'Agent: Open Chat'));
+  await step('Agent: Open Chat', () => openChat(page));
   const input = chat(page).locator('textarea#input');
   await step('the chat view', () => input.waitFor({ state: 'visible', timeout: t(60_000) }));
   r.placeholder = await input.getAttribute('placeholder');
@@ -66,7 +76,7 @@ export async function chatMarkdownAndFollowUp({ page, tasks }) {
 export async function chatApproval({ page, dirs, tasks }) {
   const r = {};
   await step('open calc.py', () => openFile(page, 'calc.py'));
-  await palette(page, 'Agent: Open Chat');
+  await openChat(page);
   await step('send the edit prompt', () => send(page, tasks.chatEdit));
   const approval = chat(page).locator('.approval').filter({ has: chat(page).locator('button') }).first();
   await step('the approval in the view', () => approval.waitFor({ state: 'visible', timeout: t(60_000) }));
@@ -127,7 +137,7 @@ export async function chatStop({ page, tasks }) {
  * rendered from agentLsp.history. */
 export async function chatForkAndResume({ page, tasks }) {
   const r = {};
-  await palette(page, 'Agent: Open Chat');
+  await openChat(page);
   await chat(page).locator('button#sessions').click();
   await pickQuickItem(page, tasks.chatFirst.slice(0, 20));
   await waitInLog(page, 'the resumed session rendered from its history',
@@ -192,7 +202,7 @@ export async function chatHiddenApproval({ page, tasks }) {
  * page was (the lateness of a 10 ms timer, summed) and whether every word arrived. */
 export async function chatBench({ page, tasks }) {
   const r = {};
-  await palette(page, 'Agent: Open Chat');
+  await openChat(page);
   const body = chat(page).locator('body');
   await body.waitFor({ state: 'attached', timeout: t(60_000) });
   await body.evaluate(() => {
@@ -259,7 +269,7 @@ export async function chatAttach({ page, tasks }) {
  * back as before it, and the view, re-read from agentLsp.history, no longer lists that run. */
 export async function chatRewind({ page, dirs, tasks }) {
   const r = {};
-  await palette(page, 'Agent: Open Chat');
+  await openChat(page);
   await chat(page).locator('button#sessions').click();
   // the first session, not its fork (titled "… (fork)")
   const rows = page.locator('.quick-input-widget .quick-input-list .monaco-list-row', { hasText: tasks.chatFirst.slice(0, 20) });
