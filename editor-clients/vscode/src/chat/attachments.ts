@@ -98,6 +98,17 @@ export class Attachments {
     this.changed();
   }
 
+  /** What is attached now, to put back if the message could not be sent. */
+  snapshot(): { files: FileRef[]; images: Image[] } {
+    return { files: [...this.files], images: [...this.images] };
+  }
+
+  restore(saved: { files: FileRef[]; images: Image[] }): void {
+    this.files = saved.files;
+    this.images = saved.images;
+    this.changed();
+  }
+
   /** The run's `context` and `images`; the next message starts with none. */
   async take(client?: LanguageClient): Promise<{ context?: object[]; images?: object[] }> {
     const c2p = (client ?? (await this.client())).code2ProtocolConverter;

@@ -215,11 +215,23 @@ export class Chat implements vscode.Disposable {
     }
   }
 
-  /** Enter in the input: a follow-up, a steer, or (Queue ticked) a queued run. */
+  /** Enter in the input: a follow-up, a steer, or (Queue ticked) a queued run. A message the
+   * server refused goes back into the input with its attachments: nothing typed is lost. */
   async send(text: string, queue: boolean): Promise<void> {
     if (!text.trim()) {
       return;
     }
+    const saved = this.attachments.snapshot();
+    try {
+      await this.sendNow(text, queue);
+    } catch (err) {
+      this.attachments.restore(saved);
+      void this.webview.post({ type: 'input', text });
+      throw err;
+    }
+  }
+
+  private async sendNow(text: string, queue: boolean): Promise<void> {
     const client = await this.client();
     if (this.running && !queue) {
       const landed = await callServer<boolean>(client, 'agentLsp.steer', { runId: this.running, text });
