@@ -43,6 +43,8 @@ TASKS: dict[str, str] = {
     "chatHiddenReason": "leave mul alone, asked in the chat",
     "chatAttach": "What do these attachments hold?",
     "chatStopQueued": "Think forever, with a queue behind",
+    "chatKinds": "Answer as a newer server would in the chat",
+    "chatKindsFinal": "Chat kinds checked.",
 }
 FIRST_ANSWER = (
     f"Here is a **{TASKS['chatBold']}** word.\n\n```python\nprint('snippet')\n```\n\n"
@@ -75,6 +77,7 @@ def script(model: Any) -> None:
     ])
     model.add(k["chatAttach"], [{"text": "A function, a title and a dot."}])
     model.add(k["chatStopQueued"], [{"text": "too late", "ttft": 60}])
+    model.add(k["chatKinds"], [{"text": k["chatKindsFinal"]}])
     model.add(k["chatHang"], [{"text": "too late", "ttft": 60}, {"text": "too late", "ttft": 60}])
 
 
@@ -84,16 +87,17 @@ def chat(tmp_path_factory: pytest.TempPathFactory, tools: dict[str, str]) -> dic
 
     tmp = tmp_path_factory.mktemp("vscode-chat")
     wrapper = tmp / "agent-lsp"
-    # this checkout's server, whatever agent-lsp the interpreter has installed
+    # this checkout's server, behind the pipe that plays a newer server for one run
     wrapper.write_text(f'#!/bin/sh\nPYTHONPATH={shlex.quote(str(vs.REPO))} exec '
-                       f'{shlex.quote(sys.executable)} -m agent_lsp "$@"\n')
+                       f'{shlex.quote(sys.executable)} {shlex.quote(str(vs.HERE / "newer_server.py"))} '
+                       f'{shlex.quote(TASKS["chatKindsFinal"])} "$@"\n')
     wrapper.chmod(0o755)
     with ScriptedModelServer() as model:
         script(model)
         marker = f"agent-lsp-vscode-chat-{os.getpid()}-{tmp.name}"
         env = {**os.environ, **tools, "AGENT_LSP_E2E_MARKER": marker, "AGENT_LSP_SERVER": str(wrapper),
                "AGENT_LSP_MODEL_URL": model.base_url,
-               "AGENT_LSP_SCENARIOS": "chatMarkdownAndFollowUp,chatApproval,chatSteer,chatStop,chatQueue,chatForkAndResume,chatHiddenApproval,chatAttach,chatStopQueued,chatRewind",
+               "AGENT_LSP_SCENARIOS": "chatMarkdownAndFollowUp,chatApproval,chatSteer,chatStop,chatQueue,chatForkAndResume,chatHiddenApproval,chatAttach,chatStopQueued,chatRewind,chatUnknownKinds",
                "AGENT_LSP_SCREENSHOT_DIR": str(tmp / "screenshots"),
                "AGENT_LSP_TASKS": json.dumps(TASKS)}
         try:
@@ -230,6 +234,14 @@ def test_chat_rewind_to_here_puts_the_files_back_and_drops_the_run(chat):
     s = scenario(chat, "chatRewind")
     assert "return a - b" in s["fileOnDisk"] and "return a + b" not in s["fileOnDisk"]
     assert s["prompts"] == [TASKS["chatFirst"], TASKS["chatSecond"]], s["prompts"]
+
+
+def test_chat_ignores_unknown_stream_kinds_and_report_fields(chat):
+    """Decision 90: a newer server's kind and report fields draw nothing; its steer reads as
+    the user's words; the run ends as usual."""
+    s = scenario(chat, "chatUnknownKinds")
+    assert "» use tabs" in s["log"] and TASKS["chatKindsFinal"] in s["log"] and "■ done" in s["log"], s["log"]
+    assert "gibberish" not in s["log"] and "someFutureKind" not in s["log"] and "futureField" not in s["log"]
 
 
 def test_chat_leaves_no_processes(chat):

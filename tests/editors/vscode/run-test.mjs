@@ -76,6 +76,7 @@ const NAMED_ONLY = [
   ['chatAttach', chat.chatAttach],
   ['chatStopQueued', chat.chatStopQueued],
   ['chatRewind', chat.chatRewind],
+  ['chatUnknownKinds', chat.chatUnknownKinds],
   ['chatBench', chat.chatBench],
 ];
 

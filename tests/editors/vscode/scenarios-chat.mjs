@@ -310,3 +310,11 @@ export async function chatStopQueued({ page, tasks }) {
   await chat(page).locator('#queue-mode').uncheck();
   return r;
 }
+
+/** A newer server's stream (Decision 90): an unknown kind and report fields draw nothing. */
+export async function chatUnknownKinds({ page, tasks }) {
+  await newChatSession(page);
+  await send(page, tasks.chatKinds);
+  await waitInLog(page, 'the run to stop', (text) => text.includes('■ done'));
+  return { log: await logText(page) };
+}
