@@ -48,7 +48,8 @@ TASKS: dict[str, str] = {
 }
 FIRST_ANSWER = (
     f"Here is a **{TASKS['chatBold']}** word.\n\n```python\nprint('snippet')\n```\n\n"
-    "<script>alert(1)</script> and a [link](command:workbench.action.quit)\n"
+    "<script>alert(1)</script> and a [link](command:workbench.action.quit); "
+    "[the docs](https://example.com/docs)\n"
 )
 
 
@@ -137,6 +138,8 @@ def test_chat_renders_streamed_markdown_and_follows_up_in_the_same_session(chat)
     # html: false: the model's <script> is text, not markup; the command: link is not a link
     assert s["rawHtmlShown"] == 0
     assert "<script>alert(1)</script>" in s["log"], s["log"]
+    # a web link is opened by the extension only after a confirmation (Cancelled here)
+    assert "open https://example.com/docs?" in s["linkDialog"], s["linkDialog"]
     assert s["prompts"] == [TASKS["chatFirst"], TASKS["chatSecond"]]
     first, follow_up = chat["requests"][TASKS["chatFirst"]][:2]
     # the follow-up ran in the same session: the model saw the first prompt and its answer

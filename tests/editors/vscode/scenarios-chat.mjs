@@ -57,6 +57,12 @@ export async function chatMarkdownAndFollowUp({ page, tasks }) {
   await waitInLog(page, 'the first run to stop', (text) => text.includes('■ done'));
   r.codeText = await chat(page).locator('.code pre code').first().innerText();
   r.copyButtons = await chat(page).locator('.code button.copy').count();
+  await chat(page).locator('.text a[href="https://example.com/docs"]').click();
+  const dialog = page.locator('.monaco-dialog-box');
+  await step('the link confirmation', () => dialog.waitFor({ state: 'visible', timeout: t(30_000) }));
+  r.linkDialog = await dialog.innerText();
+  await dialog.getByRole('button', { name: 'Cancel', exact: true }).click();
+  await dialog.waitFor({ state: 'hidden', timeout: t(30_000) });
   r.rawHtmlShown = await chat(page).locator('.text script, .text img[src^="http"], .text a[href^="command:"]').count();
   await step('send the follow-up', () => send(page, tasks.chatSecond));
   await waitInLog(page, 'the follow-up answer', (text) => text.includes(tasks.chatSecondAnswer));
