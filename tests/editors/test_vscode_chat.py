@@ -203,11 +203,13 @@ def test_chat_resumes_a_session_from_its_history_and_forks_an_earlier_prompt(cha
 
 def test_chat_hidden_approval_notifies_with_open_chat_then_is_answered_in_the_view(chat):
     """Decision 79: the view hidden, the notification offers "Open chat"; there, Deny with a
-    typed reason answers the server's request (the model is told the reason)."""
+    typed reason answers the server's request (the model is told the reason), all from the
+    keyboard."""
     s = scenario(chat, "chatHiddenApproval")
     buttons = [b.strip() for b in s["toastButtons"]]
     assert buttons[:4] == ["Allow", "Allow for session", "Always allow", "Deny"] and "Open chat" in buttons
     assert s["toastsAfter"] == 0
+    assert s["focusedButton"] == "Deny"  # answered with the keyboard only
     second = chat["requests"][TASKS["chatHidden"]][1]
     assert f"the user's reason: {TASKS['chatHiddenReason']}" in vs.tool_results(second)
 

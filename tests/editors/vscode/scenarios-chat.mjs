@@ -197,8 +197,15 @@ export async function chatHiddenApproval({ page, tasks }) {
   await clickToastButton(note, 'Open chat');
   const approval = chat(page).locator('.approval').filter({ has: chat(page).locator('.approval-buttons') }).first();
   await step('the approval in the view', () => approval.waitFor({ state: 'visible', timeout: t(30_000) }));
-  await approval.locator('input.reason').fill(tasks.chatHiddenReason);
-  await approval.getByRole('button', { name: 'Deny', exact: true }).click();
+  // keyboard only, from the input: Shift+Tab reaches the reason, then Show diff, then Deny
+  const input = chat(page).locator('textarea#input');
+  await input.focus();
+  await input.press('Shift+Tab');
+  await page.keyboard.type(tasks.chatHiddenReason);
+  await page.keyboard.press('Shift+Tab');
+  await page.keyboard.press('Shift+Tab');
+  r.focusedButton = await approval.locator('button:focus').innerText().catch(() => '');
+  await page.keyboard.press('Enter');
   await waitFor('the approval answered', async () => (await approval.count()) === 0, t(30_000));
   r.toastsAfter = await page.locator('.notifications-toasts .notification-toast', { hasText: 'edit_file' }).count();
   return r;
