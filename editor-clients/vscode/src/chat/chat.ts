@@ -12,6 +12,7 @@ import { describeError, log } from '../logger';
 import { RunRegistry, RunStarted, shortTitle } from '../runs';
 import * as settings from '../settings';
 import type { StreamEvent } from '../stream';
+import { ChatAnswer, ChatApprovalRequest, ChatApprovals } from './approvals';
 import { Attachments } from './attachments';
 import { Conversation } from './conversation';
 import { ChatWebview, FromWebview } from './view';
@@ -19,25 +20,6 @@ import { ChatWebview, FromWebview } from './view';
 interface Queued {
   runId: string;
   text: string;
-}
-
-/** The parts of an approval request the chat needs (see approvals.ts). */
-export interface ChatApprovalRequest {
-  runId: string;
-  callId: string;
-  message: string;
-  titles: string[];
-  showDiff?: () => void;
-}
-
-export interface ChatAnswer {
-  title: string;
-  reason?: string;
-}
-
-interface Waiting {
-  request: ChatApprovalRequest;
-  resolve: (answer: ChatAnswer | undefined) => void;
 }
 
 /** Events of runs not known to be the chat's are kept this long (`agentLsp.run` may answer
@@ -56,7 +38,7 @@ export class Chat implements vscode.Disposable {
   private readonly mine = new Set<string>();
   /** Events of runs not (yet) known to be the chat's: `agentLsp.run` may answer after them. */
   private early: StreamEvent[] = [];
-  private readonly waiting = new Map<string, Waiting>();
+  private readonly approvals: ChatApprovals;
   private meter = '';
   private status = '';
 
@@ -69,6 +51,7 @@ export class Chat implements vscode.Disposable {
     this.webview = new ChatWebview(extensionUri, (m) => void this.guard(() => this.onMessage(m)), () => this.redraw());
     this.conversation = new Conversation((item) => this.webview.changed(item), settings.editPreview);
     this.attachments = new Attachments(client, () => this.postState());
+    this.approvals = new ChatApprovals(this.conversation);
   }
 
   get visible(): boolean {
@@ -184,10 +167,10 @@ export class Chat implements vscode.Disposable {
         await this.stop();
         return;
       case 'approve':
-        this.answer(String(m.key ?? ''), String(m.title ?? ''), typeof m.reason === 'string' ? m.reason : undefined);
+        this.approvals.answer(String(m.key ?? ''), String(m.title ?? ''), typeof m.reason === 'string' ? m.reason : undefined);
         return;
       case 'showDiff':
-        this.waiting.get(String(m.key ?? ''))?.request.showDiff?.();
+        this.approvals.showDiff(String(m.key ?? ''));
         return;
       case 'removeQueued':
         await this.removeQueued(String(m.runId ?? ''));
@@ -383,32 +366,9 @@ export class Chat implements vscode.Disposable {
     this.redraw();
   }
 
-  // ---- approvals (Decision 79) ----
-
-  /** Asks in the view; undefined when the request was withdrawn. */
+  /** Asks in the view; undefined when the request was withdrawn (Decision 79). */
   ask(request: ChatApprovalRequest, token: vscode.CancellationToken): Promise<ChatAnswer | undefined> {
-    const key = `${request.runId}:${request.callId}:${Math.random().toString(36).slice(2)}`;
-    this.conversation.askApproval(request.runId, request.callId, request.message, request.titles, key, !!request.showDiff);
-    return new Promise((resolve) => {
-      const done = (answer: ChatAnswer | undefined, state: string) => {
-        sub.dispose();
-        this.waiting.delete(key);
-        this.conversation.approvalSettled(request.runId, request.callId, state);
-        resolve(answer);
-      };
-      const sub = token.onCancellationRequested(() => done(undefined, 'withdrawn'));
-      this.waiting.set(key, { request, resolve: (a) => done(a, a ? 'answered' : 'withdrawn') });
-    });
-  }
-
-  /** Only a button this extension drew for a waiting request answers it. */
-  private answer(key: string, title: string, reason: string | undefined): void {
-    const waiting = this.waiting.get(key);
-    if (!waiting || !waiting.request.titles.includes(title)) {
-      log.warn('chat: an answer for no waiting approval was ignored');
-      return;
-    }
-    waiting.resolve({ title, reason: title === 'Deny' && reason?.trim() ? reason.trim() : undefined });
+    return this.approvals.ask(request, token);
   }
 
   private async guard(action: () => Promise<void>): Promise<void> {
@@ -422,9 +382,7 @@ export class Chat implements vscode.Disposable {
 
   /** The server went away: its runs are over. */
   clear(): void {
-    for (const w of [...this.waiting.values()]) {
-      w.resolve(undefined);
-    }
+    this.approvals.withdrawAll();
     this.running = undefined;
     this.queued.length = 0;
     this.postState();
