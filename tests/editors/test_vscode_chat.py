@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -141,6 +142,7 @@ def test_chat_renders_streamed_markdown_and_follows_up_in_the_same_session(chat)
     # a web link is opened by the extension only after a confirmation (Cancelled here)
     assert "open https://example.com/docs?" in s["linkDialog"], s["linkDialog"]
     assert s["prompts"] == [TASKS["chatFirst"], TASKS["chatSecond"]]
+    assert re.fullmatch(r"ctx \d+k/128k", s["meter"]), s["meter"]  # the context meter (usage events)
     first, follow_up = chat["requests"][TASKS["chatFirst"]][:2]
     # the follow-up ran in the same session: the model saw the first prompt and its answer
     assert user_texts(follow_up)[-1] == TASKS["chatSecond"]

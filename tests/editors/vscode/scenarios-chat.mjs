@@ -69,6 +69,7 @@ export async function chatMarkdownAndFollowUp({ page, tasks }) {
   await waitInLog(page, 'two stops', (text) => (text.match(/■ done/g) ?? []).length === 2);
   r.prompts = await chat(page).locator('.user .prompt').allInnerTexts();
   r.log = await logText(page);
+  r.meter = await chat(page).locator('#meter').innerText();
   // the session picker lists this session, marked current
   await chat(page).locator('button#sessions').click();
   const row = page.locator('.quick-input-widget .quick-input-list .monaco-list-row', { hasText: tasks.chatFirst.slice(0, 20) });
