@@ -12,6 +12,19 @@ import type { StreamEvent } from './stream';
 
 export const SHOW_MESSAGE_REQUEST = 'window/showMessageRequest';
 
+/** The notification's extra button while the chat view is hidden (Decision 79). */
+const OPEN_CHAT = 'Open chat';
+
+/** The chat view's side of an approval (src/chat/chat.ts). */
+export interface ApprovalChat {
+  readonly visible: boolean;
+  reveal(): Promise<void>;
+  ask(
+    request: { runId: string; callId: string; message: string; titles: string[]; showDiff?: () => void },
+    token: vscode.CancellationToken,
+  ): Promise<{ title: string; reason?: string } | undefined>;
+}
+
 interface ActionItem {
   title: string;
   runId?: string;
@@ -28,6 +41,9 @@ interface MessageRequestParams {
 export class ApprovalView implements vscode.Disposable {
   /** `pending` approval events of edit tools, by runId + callId, until their request comes. */
   private readonly proposed = new Map<string, StreamEvent>();
+
+  /** The chat view: while it is visible, approvals are answered in it (Decision 79). */
+  chat: ApprovalChat | undefined;
 
   constructor(private readonly diff: DiffView) {}
 
@@ -51,19 +67,39 @@ export class ApprovalView implements vscode.Disposable {
     const edit = ref ? this.proposed.get(keyOf(ref.runId!, ref.callId!)) : undefined;
     let closeDiff: (() => Promise<void>) | undefined;
     const choice = edit ? hunkChoice(client, edit) : undefined;
-    if (edit?.uri && typeof edit.newText === 'string') {
-      closeDiff = await this.diff.show(
-        { uri: client.protocol2CodeConverter.asUri(edit.uri), tool: edit.tool ?? 'edit', newText: edit.newText },
-        choice,
-      );
-    } else if (edit?.files?.length) {
-      closeDiff = await this.diff.showMany(
-        edit.tool ?? 'edit',
-        edit.files.map((f) => ({ uri: client.protocol2CodeConverter.asUri(f.uri), diff: f.diff })),
-        choice,
-      );
-    }
+    const openDiff = async () => {
+      await closeDiff?.(); // "Show diff" again: one diff tab, not two
+      if (edit?.files?.length) {
+        closeDiff = await this.diff.showMany(
+          edit.tool ?? 'edit',
+          edit.files.map((f) => ({ uri: client.protocol2CodeConverter.asUri(f.uri), diff: f.diff })),
+          choice,
+        );
+      } else if (edit?.uri && typeof edit.newText === 'string') {
+        closeDiff = await this.diff.show(
+          { uri: client.protocol2CodeConverter.asUri(edit.uri), tool: edit.tool ?? 'edit', newText: edit.newText },
+          choice,
+        );
+      }
+    };
+    await openDiff();
+    // Allow with hunks rejected in the diff editor: answered by agentLsp.approve {hunks}, which
+    // withdraws this request (null)
+    const withHunks = async (chosen: ActionItem | null): Promise<ActionItem | null> => {
+      const kept = ref && choice && chosen?.title === 'Allow' ? keptHunks(edit?.files, choice.rejected) : undefined;
+      if (!kept) {
+        return chosen;
+      }
+      await client.sendRequest('workspace/executeCommand', {
+        command: 'agentLsp.approve',
+        arguments: [{ runId: ref!.runId, callId: ref!.callId, decision: 'allow', hunks: kept }],
+      });
+      return null;
+    };
     try {
+      if (ref && this.chat?.visible) {
+        return await withHunks(await this.askInChat(ref, params.message, actions, token, edit ? openDiff : undefined));
+      }
       const show =
         params.type === 1
           ? vscode.window.showErrorMessage
@@ -76,18 +112,17 @@ export class ApprovalView implements vscode.Disposable {
         : params.message;
       // A withdrawn request (the run was cancelled or timed out) cannot close the toast, but
       // our answer no longer matters then: stop waiting for it.
-      const chosen = await raceCancel(Promise.resolve(show<ActionItem>(message, ...actions)), token);
+      const offered = ref && this.chat ? [...actions, { title: OPEN_CHAT }] : actions;
+      const chosen = await raceCancel(Promise.resolve(show<ActionItem>(message, ...offered)), token);
       if (chosen === undefined) {
         return null;
       }
-      const kept = ref && choice && chosen.title === 'Allow' ? keptHunks(edit?.files, choice.rejected) : undefined;
-      if (kept) {
-        // Only some hunks: answered by agentLsp.approve, which withdraws this request.
-        await client.sendRequest('workspace/executeCommand', {
-          command: 'agentLsp.approve',
-          arguments: [{ runId: ref!.runId, callId: ref!.callId, decision: 'allow', hunks: kept }],
-        });
-        return null;
+      if (ref && this.chat && chosen.title === OPEN_CHAT) {
+        await this.chat.reveal();
+        return await withHunks(await this.askInChat(ref, params.message, actions, token, edit ? openDiff : undefined));
+      }
+      if (chosen.title === 'Allow') {
+        return await withHunks(chosen);
       }
       if (ref && chosen.title === 'Deny') {
         const reason = await vscode.window.showInputBox(
@@ -111,6 +146,31 @@ export class ApprovalView implements vscode.Disposable {
       }
       await closeDiff?.();
     }
+  }
+
+  /** Asked in the chat view with the server's own action items; only one of them answers. */
+  private async askInChat(
+    ref: ActionItem,
+    message: string,
+    actions: ActionItem[],
+    token: vscode.CancellationToken,
+    showDiff: (() => Promise<void>) | undefined,
+  ): Promise<ActionItem | null> {
+    const answer = await this.chat!.ask(
+      {
+        runId: ref.runId!,
+        callId: ref.callId!,
+        message,
+        titles: actions.map((a) => a.title),
+        showDiff: showDiff ? () => void showDiff() : undefined,
+      },
+      token,
+    );
+    const chosen = answer && actions.find((a) => a.title === answer.title);
+    if (!chosen) {
+      return null;
+    }
+    return answer.reason ? { ...chosen, reason: answer.reason } : chosen;
   }
 
   /** The server went away: nothing waits any more. */

@@ -1,6 +1,8 @@
 /** Entry point: wires the server, the commands, the stream, the approvals and the status together. */
 import * as vscode from 'vscode';
 import { ApprovalView } from './approvals';
+import { Chat } from './chat/chat';
+import { CHAT_VIEW } from './chat/view';
 import { AgentCommands } from './commands';
 import { DiffView } from './diffView';
 import { TOGGLE_HUNK, TOGGLE_HUNK_AT_CURSOR } from './hunkLens';
@@ -28,11 +30,14 @@ export function activate(context: vscode.ExtensionContext): void {
   const diff = new DiffView();
   const approvals = new ApprovalView(diff);
   const client = () => agentServer.client();
+  const chat = new Chat(context.extensionUri, client, runs, (runId, prompt) => stream.runStarted(runId, prompt));
+  approvals.chat = chat;
   const commands: AgentCommands = new AgentCommands(client, runs, stream, () => agentServer.restart());
   const progress = new ProgressView(
     runs,
     (runId) => void commands.cancelFromProgress(runId),
-    () => stream.reveal(),
+    // The chat shows its runs itself: the Agent output comes forward only when it is hidden.
+    () => (chat.visible ? undefined : stream.reveal()),
   );
   const agentServer: AgentServer = new AgentServer(
     {
@@ -48,6 +53,7 @@ export function activate(context: vscode.ExtensionContext): void {
         runs.seen(event.runId, event.runId);
         approvals.onStream(event);
         stream.handle(event);
+        chat.onStream(event);
         usage.onStream(event);
         processes.onStream(event);
         if (event.kind === 'stop') {
@@ -60,6 +66,7 @@ export function activate(context: vscode.ExtensionContext): void {
       onServerGone: () => {
         progress.closeAll();
         approvals.clear();
+        chat.clear();
         usage.clear();
         processes.clear();
         runs.clear();
@@ -90,8 +97,11 @@ export function activate(context: vscode.ExtensionContext): void {
     usage,
     diff,
     approvals,
+    chat,
+    vscode.window.registerWebviewViewProvider(CHAT_VIEW, chat.webview, { webviewOptions: { retainContextWhenHidden: true } }),
     agentServer,
     ...commands.register(),
+    ...chat.register(),
     reg('agentLsp.client.rewindRun', guard('rewind', () => rewindRun(client, runs, (line) => stream.note(line)))),
     reg('agentLsp.client.resumeSession', guard('resume', () => resumeSession(client, runs))),
     reg('agentLsp.client.pickModel', guard('pick model', () => pickModel(client, runs))),

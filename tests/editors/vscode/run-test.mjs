@@ -27,6 +27,7 @@ import {
   buildVsix, env, freePort, installExtension, loadPlaywright, log, makeDirs, outputChannelLog, required, result,
   startCodeServer, step, stopCodeServer, t, userSettingsFile, waitFor,
 } from './harness.mjs';
+import * as chat from './scenarios-chat.mjs';
 import * as codeIntel from './scenarios-codeintel.mjs';
 import * as core from './scenarios-core.mjs';
 import * as debug from './scenarios-debug.mjs';
@@ -69,6 +70,18 @@ const NAMED_ONLY = [
   ['codeIntelTools', codeIntel.codeIntelTools],
   ['codeIntelRenamePreview', codeIntel.codeIntelRenamePreview],
   ['debugInVsCode', debug.debugInVsCode],
+  ['chatMarkdownAndFollowUp', chat.chatMarkdownAndFollowUp],
+  ['chatApproval', chat.chatApproval],
+  ['chatSteer', chat.chatSteer],
+  ['chatStop', chat.chatStop],
+  ['chatQueue', chat.chatQueue],
+  ['chatForkAndResume', chat.chatForkAndResume],
+  ['chatHiddenApproval', chat.chatHiddenApproval],
+  ['chatAttach', chat.chatAttach],
+  ['chatStopQueued', chat.chatStopQueued],
+  ['chatRewind', chat.chatRewind],
+  ['chatUnknownKinds', chat.chatUnknownKinds],
+  ['chatBench', chat.chatBench],
 ];
 
 function writeWorkspace(dirs) {
