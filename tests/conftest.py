@@ -31,6 +31,7 @@ SLOW_FILES = frozenset({
     "acp/test_langservers_acp.py",
     "acp/test_rename_acp.py",
     "benchmarks/test_smoke.py",
+    "benchmarks/test_standalone.py",
     "demo/test_demo.py",
     "e2e/test_code_intel_editor.py",
     "e2e/test_code_intel_lsp.py",
