@@ -69,15 +69,17 @@ export class ApprovalView implements vscode.Disposable {
     const choice = edit ? hunkChoice(client, edit) : undefined;
     const openDiff = async () => {
       await closeDiff?.(); // "Show diff" again: one diff tab, not two
-      if (edit?.files?.length) {
+      // one file: its text beside the proposed one; several (a rename): each file's diff (every
+      // edit approval lists its files with their hunks, so the single file goes first)
+      if (edit?.uri && typeof edit.newText === 'string') {
+        closeDiff = await this.diff.show(
+          { uri: client.protocol2CodeConverter.asUri(edit.uri), tool: edit.tool ?? 'edit', newText: edit.newText },
+          choice,
+        );
+      } else if (edit?.files?.length) {
         closeDiff = await this.diff.showMany(
           edit.tool ?? 'edit',
           edit.files.map((f) => ({ uri: client.protocol2CodeConverter.asUri(f.uri), diff: f.diff })),
-          choice,
-        );
-      } else if (edit?.uri && typeof edit.newText === 'string') {
-        closeDiff = await this.diff.show(
-          { uri: client.protocol2CodeConverter.asUri(edit.uri), tool: edit.tool ?? 'edit', newText: edit.newText },
           choice,
         );
       }
@@ -106,7 +108,7 @@ export class ApprovalView implements vscode.Disposable {
           : params.type === 2
             ? vscode.window.showWarningMessage
             : vscode.window.showInformationMessage;
-      const hunksNote = choice ? '; its lenses reject single hunks before Allow' : '';
+      const hunksNote = choice ? '; its title action rejects single hunks before Allow' : '';
       const message = closeDiff
         ? `${firstLine(params.message)} (the diff is open in the editor${hunksNote})${alwaysNote(params.message)}`
         : params.message;
