@@ -130,6 +130,7 @@ class Editor:
     edit_times: list[tuple[float, float]] = field(default_factory=list)  # (asked, answered), monotonic
     edit_request_ids: list[Any] = field(default_factory=list)
     edit_delay: float = 0.0  # seconds before the editor answers an applyEdit
+    edit_hold: asyncio.Event | None = None  # the editor answers an applyEdit once it is set
     did_change_delay: float = 0.0  # seconds before the didChange of an applied edit (Neovim debounces 150 ms)
     refuse_edits: bool = False
     refuse_reason: str | None = "refused by the test editor"  # None: applied false without a reason (a preview's Discard)
@@ -363,6 +364,8 @@ async def start_editor(root: Path, caps: str | types.ClientCapabilities, *, init
         asked = time.monotonic()
         if editor.edit_delay:
             await asyncio.sleep(editor.edit_delay)  # a slow editor (or one asking the user first)
+        if editor.edit_hold is not None:  # the user looks at the preview until the test says
+            await editor.edit_hold.wait()
         editor.edit_times.append((asked, time.monotonic()))
         if editor.error_edits:
             raise ValueError("the test editor cannot apply this edit")
