@@ -134,3 +134,18 @@ async def test_a_hunk_unticked_in_the_rename_preview_is_left_and_the_model_is_wa
     # the checkpoint holds what landed: a rewind puts the renamed file back, the other is as it was
     await editor.execute("agentLsp.rewind", {"runId": report["runId"]})
     assert all(p.read_text() == text for p, text in before.items())
+
+
+async def test_a_rename_with_every_hunk_unticked_but_the_confirming_entry_is_a_denial(open_editor, model, workspace):
+    root = workspace.resolve()
+    _, before = project(root)
+    model.add("RENAME", [{"tool_calls": [RENAME]}, {"text": "understood"}])
+    editor = await open_editor(preview_caps(), init=servers())
+    editor.preview_unticked = {"agent-lsp-hunk-0", "agent-lsp-hunk-1"}
+    editor.preview_confirmed = True  # Apply with only the entry that changes nothing
+    started = await editor.run("RENAME Invoice.total to grand_total")
+    report = await editor.wait_stop(started["runId"], 120)
+
+    assert report["denied"] == 1, report
+    assert tool_messages(model.requests[-1])["call_r"].startswith("denied: the user rejected the edit in the preview")
+    assert all(p.read_text() == text for p, text in before.items())
