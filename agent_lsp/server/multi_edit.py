@@ -79,8 +79,7 @@ async def apply_all(
     if preview is not None and ws.caps.has_document_changes:
         # which hunks did the user keep in the preview? (each file's text, when not all)
         for change in rebased:
-            now = await ws._text_now(change.path)
-            if now is not None and now != change.after:
+            if (now := await ws.unticked_text(change.path, change.after)) is not None:
                 merged.texts[change.path] = now
     return merged
 
