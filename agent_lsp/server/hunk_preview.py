@@ -29,8 +29,8 @@ def hunk_edits(
 ) -> tuple[list[types.AnnotatedTextEdit], dict[str, types.ChangeAnnotation]]:
     """The file's edits, one per change of each hunk (the preview lists them under the hunk's
     name), and the hunks' annotations. `total`: the approval's count of hunks (every file's);
-    `trim`: each change cut to the characters that differ (a rename's places), else its whole
-    lines."""
+    `trim`: each changed line (of a change that keeps its line count) cut to the characters
+    that differ (a rename's places), else each change's whole lines."""
     old, new = before.splitlines(keepends=True), after.splitlines(keepends=True)
     starts = [0]
     for line in old:
@@ -44,7 +44,7 @@ def hunk_edits(
             needs_confirmation=False,
             description=f"untick to leave lines {hunk.header} as they are",
         )
-        for i1, i2, j1, j2 in hunk.changes:
+        for i1, i2, j1, j2 in _pieces(hunk.changes, old, new, trim):
             was, becomes = "".join(old[i1:i2]), "".join(new[j1:j2])
             first, end, end_new = (
                 changed_span(was, becomes) if trim else (0, len(was), len(becomes))
@@ -60,6 +60,22 @@ def hunk_edits(
                 )
             )
     return edits, annotations
+
+
+def _pieces(
+    changes: tuple[tuple[int, int, int, int], ...], old: list[str], new: list[str], by_line: bool
+) -> list[tuple[int, int, int, int]]:
+    """The changes, those that keep their line count split line by line (`by_line`; lines
+    that stay the same dropped)."""
+    if not by_line:
+        return list(changes)
+    out = []
+    for i1, i2, j1, j2 in changes:
+        if i2 - i1 != j2 - j1:
+            out.append((i1, i2, j1, j2))
+            continue
+        out += [(i, i + 1, j1 + i - i1, j1 + i - i1 + 1) for i in range(i1, i2)]
+    return [(i1, i2, j1, j2) for i1, i2, j1, j2 in out if old[i1:i2] != new[j1:j2]]
 
 
 def confirming_entry(
