@@ -19,7 +19,7 @@ from agent_lsp.agent.fs.shared_read import SharedRead
 from agent_lsp.agent.host_rewind import HostRewinds
 from agent_lsp.agent.images import ImagePart
 from agent_lsp.agent.loop.attach import Attachment, AttachmentRefused
-from agent_lsp.agent.loop.budget import check_budget
+from agent_lsp.agent.loop.budget import BudgetRefused, check_budget
 from agent_lsp.agent.loop.handle import BY_USER, RunHandle, RunPhase, unstarted_report
 from agent_lsp.agent.loop.prompt_plan import PromptPlan
 from agent_lsp.agent.loop.run import RunOptions, run_task
@@ -502,13 +502,16 @@ class AgentHost:
 
     @staticmethod
     async def _resolved(request: RunRequest) -> tuple[RunRequest, str | None]:
-        """The request with its prompt made now (its `resolve`), or why it could not be. A
-        cancel arriving meanwhile is re-armed, so run_task ends the run `cancelled`."""
+        """The request with its prompt made now (its `resolve`), or why it could not be (a file,
+        a command's model over the budget). A cancel arriving meanwhile is re-armed, so run_task
+        ends the run `cancelled`."""
         if request.resolve is None:
             return request, None
         try:
             prompt, plan = await request.resolve()
-        except AttachmentRefused as exc:
+            if plan is not None and plan.model:  # a command's model: its budget (Decision 36)
+                check_budget(plan.settings, plan.model)
+        except (AttachmentRefused, BudgetRefused) as exc:
             return request, str(exc)
         except asyncio.CancelledError:
             task = asyncio.current_task()

@@ -254,3 +254,22 @@ async def test_a_queued_question_whose_selection_emptied_meanwhile_ends_fatal(op
     follow = await editor.run("follow up", sessionId=first["sessionId"])
     await editor.wait_stop(follow["runId"])
     assert "why?" not in json.dumps(model.requests[-1]["messages"])
+
+
+async def test_a_queued_command_whose_model_the_budget_cannot_price_ends_fatal(open_editor, model, workspace):
+    """Decision 36 holds for a command resolved when its queued run starts: a `model:` with no
+    price under a budget ends that run before any model call."""
+    command = workspace / ".claude" / "commands" / "big.md"
+    command.parent.mkdir(parents=True)
+    command.write_text("---\nmodel: costly\n---\nThink hard about $ARGUMENTS.\n")
+    editor = await open_editor("visual-studio-code", init={
+        "pricing": {"m": {"inputPerMTok": 1, "outputPerMTok": 1}}, "budget": {"maxCostUsd": 5}})
+    first, release = await hold_first_run(editor, model, [{"text": "never"}])
+    queued = await editor.run("/big x", sessionId=first["sessionId"], queue=True)
+    assert queued["queued"] is True
+    release.set()
+
+    await editor.wait_stop(first["runId"])
+    report = await editor.wait_stop(queued["runId"])
+    assert report["stopReason"] == "fatal" and "the cost of model `costly` is unknown" in report["summary"]
+    assert len(model.requests) == 2 and all(r["model"] == "m" for r in model.requests)
