@@ -8,7 +8,7 @@ import logging
 import time
 import weakref
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -18,8 +18,8 @@ from agent_lsp.agent.fs.prompt_files import PromptFiles, discover_shared
 from agent_lsp.agent.fs.shared_read import SharedRead
 from agent_lsp.agent.host_rewind import HostRewinds
 from agent_lsp.agent.images import ImagePart
-from agent_lsp.agent.loop.attach import Attachment
-from agent_lsp.agent.loop.budget import check_budget
+from agent_lsp.agent.loop.attach import Attachment, AttachmentRefused
+from agent_lsp.agent.loop.budget import BudgetRefused, check_budget
 from agent_lsp.agent.loop.handle import BY_USER, RunHandle, RunPhase, unstarted_report
 from agent_lsp.agent.loop.prompt_plan import PromptPlan
 from agent_lsp.agent.loop.run import RunOptions, run_task
@@ -93,6 +93,9 @@ class RunRequest:
     context: list[Attachment] | None = None  # read when the run starts (Decision 53)
     # On a session whose run runs: wait for it to end (any stop) instead of being refused.
     queue: bool = False
+    # The front end's prompt and slash command, made when the run starts (a queued run,
+    # Decision 49): they replace `prompt` and `plan`; AttachmentRefused ends the run `fatal`.
+    resolve: Callable[[], Awaitable[tuple[str, PromptPlan | None]]] | None = None
 
     @property
     def run_settings(self) -> Settings:
@@ -448,7 +451,9 @@ class AgentHost:
             self._ended(request, handle)
 
     async def _run(self, request: RunRequest, handle: RunHandle) -> RunReport:
-        """The run's prelude (host._prelude), its options, its model client, then run_task."""
+        """The prompt resolved, the run's prelude (host._prelude), its options, its model client,
+        then run_task."""
+        request, refusal = await self._resolved(request)
         settings, session, plan, ports = (
             request.run_settings,
             request.session,
@@ -478,6 +483,7 @@ class AgentHost:
             model_name=run_model,
             readable=plan.readable if plan is not None else [],
             permissions=granted,
+            refusal=refusal,
         )
         handle.model = self.model_for(
             settings, run_model or session.model, session.reasoning_effort
@@ -493,6 +499,27 @@ class AgentHost:
             options=options,
             handle=handle,
         )
+
+    @staticmethod
+    async def _resolved(request: RunRequest) -> tuple[RunRequest, str | None]:
+        """The request with its prompt made now (its `resolve`), or why it could not be (a file,
+        a command's model over the budget). A cancel arriving meanwhile is re-armed, so run_task
+        ends the run `cancelled`."""
+        if request.resolve is None:
+            return request, None
+        try:
+            prompt, plan = await request.resolve()
+            if plan is not None and plan.model:  # a command's model: its budget (Decision 36)
+                check_budget(plan.settings, plan.model)
+        except (AttachmentRefused, BudgetRefused) as exc:
+            return request, str(exc)
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if task is not None:
+                task.uncancel()
+                task.cancel()
+            return request, None
+        return replace(request, prompt=prompt, plan=plan, resolve=None), None
 
     def _saver(self, store: SessionStore) -> Callable[[Session, RunRecord], Awaitable[None]]:
         """How a run's session is saved at its start and its stop."""

@@ -34,6 +34,9 @@ class EditOutcome:
     # A previewed edit whose hunks the user could untick: the file's text once it was applied
     # (the tool learns from it which hunks landed, Decision 80).
     text: str | None = None
+    # ... the same for a previewed edit of several files (a rename): the text of each file that
+    # did not get all of its hunks
+    texts: dict[Path, str] = field(default_factory=dict)
     # Co-editing (CONTRACT "Working beside the user"): the files whose text changed while the
     # edit waited and was merged with it, with the text each holds now (not the agent's `after`)
     landed: dict[Path, str] = field(default_factory=dict)

@@ -1,22 +1,24 @@
 """A multi-file edit (a rename) as ONE `workspace/applyEdit`: a TextDocumentEdit per file (with
 the open buffer's version, so the editor refuses it on a buffer that moved on) or `changes`,
 built on each file's text as it is when sent (merged with the user's changes made meanwhile),
-all applied or none (CONTRACT "Code intelligence": rename_symbol). With `preview`, every file's
-edits carry one change annotation that needs confirmation: the editor's own preview asks, for
-the whole rename at once (CONTRACT "Edit review")."""
+all applied or none (CONTRACT "Code intelligence": rename_symbol). With `preview`, the editor's
+own preview asks once for the whole rename, hunk by hunk (CONTRACT "Edit review", Decision 80):
+the user unticks the hunks they do not want, and the files' texts after the apply say which
+landed."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from difflib import SequenceMatcher
 from typing import Any
 
 from lsprotocol import types
 
 from agent_lsp.agent.fs.merge import NOT_SAVED, applied_outcome
 from agent_lsp.agent.ports import EditOutcome, FileChange
-from agent_lsp.server.positions import lsp_lines, minimal_edit
-from agent_lsp.server.preview_gate import PREVIEW_ANNOTATION, preview_gate
+from agent_lsp.agent.tools.hunks import file_hunks
+from agent_lsp.server.hunk_preview import confirming_entry, hunk_edits
+from agent_lsp.server.positions import minimal_edit
+from agent_lsp.server.preview_gate import preview_gate
 from agent_lsp.server.rpc import ClientRequestError, client_request
 
 RESOLVE_ATTEMPTS = 3
@@ -74,6 +76,11 @@ async def apply_all(
         )
     for path, version in expected.items():
         await ws._until_version(path, version)
+    if preview is not None and ws.caps.has_document_changes:
+        # which hunks did the user keep in the preview? (each file's text, when not all)
+        for change in rebased:
+            if (now := await ws.unticked_text(change.path, change.after)) is not None:
+                merged.texts[change.path] = now
     return merged
 
 
@@ -123,77 +130,46 @@ async def _resolved_once(
 def _workspace_edit(
     ws: Any, changes: list[FileChange], preview: str | None
 ) -> tuple[types.WorkspaceEdit, dict[Any, int]]:
-    """The one edit of every file (annotated for the editor's preview when asked), and the
-    version each open buffer has once it is in."""
+    """The one edit of every file, and the version each open buffer has once it is in. For
+    the editor's preview (Decision 80): each hunk its own ticked change, numbered across the
+    files, each renamed place its own edit, plus the one entry that asks."""
     annotated = preview is not None and ws.caps.has_document_changes
     document_changes: list[Any] = []
     plain: dict[str, list[types.TextEdit]] = {}
     expected: dict[Any, int] = {}
-    for change in changes:
+    per_file = file_hunks([(str(c.path), c.before.text, c.after) for c in changes])
+    total = sum(len(h) for _, h in per_file)
+    noop, annotations = confirming_entry(preview or "")
+    for change, (_, hunks) in zip(changes, per_file, strict=True):
         open_doc = ws._open_document(change.path)
         uri = open_doc.uri if open_doc is not None else change.path.as_uri()
         text_edit = minimal_edit(ws.ls, change.before.text, change.after)
-        edits: list[types.TextEdit | types.AnnotatedTextEdit] = (
-            [
-                types.AnnotatedTextEdit(
-                    range=e.range, new_text=e.new_text, annotation_id=PREVIEW_ANNOTATION
-                )
-                for e in _hunk_edits(ws.ls, change.before.text, change.after)
-            ]
-            if annotated
-            else [text_edit]
-        )
         if open_doc is not None:
             expected[change.path] = (open_doc.version or 0) + 1
-        if ws.caps.has_document_changes:
-            document_changes.append(
-                types.TextDocumentEdit(
-                    text_document=types.OptionalVersionedTextDocumentIdentifier(
-                        uri=uri, version=open_doc.version if open_doc is not None else None
-                    ),
-                    edits=edits,
-                )
-            )
-        else:
+        if not ws.caps.has_document_changes:
             plain[uri] = [text_edit]
-    annotations = (
-        {
-            PREVIEW_ANNOTATION: types.ChangeAnnotation(
-                label=preview,
-                needs_confirmation=True,
-                description="edit " + ", ".join(c.path.name for c in changes),
-            )
-        }
-        if annotated and preview is not None
-        else None
-    )
-    workspace_edit = (
-        types.WorkspaceEdit(document_changes=document_changes, change_annotations=annotations)
-        if ws.caps.has_document_changes
-        else types.WorkspaceEdit(changes=plain)
-    )
-    return workspace_edit, expected
-
-
-def _hunk_edits(ls: Any, before: str, after: str) -> list[types.TextEdit]:
-    """The previewed edits of a file: one per changed run of lines, each trimmed to what
-    changed, so the editor's preview lists each renamed place rather than one span from the
-    first to the last."""
-    old, new = lsp_lines(before), lsp_lines(after)
-    out = []
-    for tag, i1, i2, j1, j2 in SequenceMatcher(None, old, new, autojunk=False).get_opcodes():
-        if tag == "equal":
             continue
-        # the hunk starts a line: its positions are the document's, `i1` lines down
-        edit = minimal_edit(ls, "".join(old[i1:i2]), "".join(new[j1:j2]))
-
-        def down(p: types.Position, by: int = i1) -> types.Position:
-            return types.Position(line=p.line + by, character=p.character)
-
-        out.append(
-            types.TextEdit(
-                range=types.Range(start=down(edit.range.start), end=down(edit.range.end)),
-                new_text=edit.new_text,
+        edits: list[types.TextEdit | types.AnnotatedTextEdit] = [text_edit]
+        if annotated:
+            hunk_changes, named = hunk_edits(
+                ws.ls, change.before.text, change.after, hunks, total=total, trim=True
+            )
+            edits = [*([noop] if not document_changes else []), *hunk_changes]
+            annotations.update(named)
+        document_changes.append(
+            types.TextDocumentEdit(
+                text_document=types.OptionalVersionedTextDocumentIdentifier(
+                    uri=uri, version=open_doc.version if open_doc is not None else None
+                ),
+                edits=edits,
             )
         )
-    return out
+    if not ws.caps.has_document_changes:
+        return types.WorkspaceEdit(changes=plain), expected
+    return (
+        types.WorkspaceEdit(
+            document_changes=document_changes,
+            change_annotations=annotations if annotated else None,
+        ),
+        expected,
+    )

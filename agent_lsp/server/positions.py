@@ -36,8 +36,9 @@ def _end_position(ls: LanguageServer, text: str) -> types.Position:
     return offset_position(ls, lines, len(text))
 
 
-def minimal_edit(ls: LanguageServer, before: str, after: str) -> types.TextEdit:
-    """One TextEdit covering only what changed, with positions in the negotiated encoding."""
+def changed_span(before: str, after: str) -> tuple[int, int, int]:
+    """Where `after` differs from `before`: the start, and the end in each (character offsets),
+    never splitting a \\r\\n pair (editors treat it as one line break)."""
     start = 0
     limit = min(len(before), len(after))
     while start < limit and before[start] == after[start]:
@@ -46,12 +47,17 @@ def minimal_edit(ls: LanguageServer, before: str, after: str) -> types.TextEdit:
     while end_b > start and end_a > start and before[end_b - 1] == after[end_a - 1]:
         end_b -= 1
         end_a -= 1
-    # Never split a \r\n pair: editors treat it as one line break.
     if 0 < start < len(before) and before[start - 1] == "\r" and before[start] == "\n":
         start -= 1
     if 0 < end_b < len(before) and before[end_b - 1] == "\r" and before[end_b] == "\n":
         end_b += 1
         end_a += 1
+    return start, end_b, end_a
+
+
+def minimal_edit(ls: LanguageServer, before: str, after: str) -> types.TextEdit:
+    """One TextEdit covering only what changed, with positions in the negotiated encoding."""
+    start, end_b, end_a = changed_span(before, after)
     lines = lsp_lines(before)
     return types.TextEdit(
         range=types.Range(

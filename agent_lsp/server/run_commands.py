@@ -8,6 +8,8 @@ from typing import Any
 
 from lsprotocol import types
 
+from agent_lsp.agent.loop.attach import AttachmentRefused
+from agent_lsp.agent.loop.prompt_plan import PromptPlan
 from agent_lsp.server.agent_server import AgentServer
 from agent_lsp.server.rpc import safe_notify
 
@@ -16,15 +18,29 @@ async def run(ls: AgentServer, *args: Any) -> dict[str, Any]:
     from agent_lsp.server import commands
     from agent_lsp.server.folders import workspace_roots
     from agent_lsp.server.prompt_files import plan_run
-    from agent_lsp.server.run_prompt import build_run_prompt
+    from agent_lsp.server.run_prompt import build_run_prompt, document_context
 
     parsed = commands.parse_args(commands.RunArgs, "agentLsp.run", args)
     # CONTRACT Decision 8: the first run sees the workspace's settings
     await ls.settings_ready()
     settings = ls.config.settings  # (each look at ls.config checks the user's file)
-    # a `/name args` prompt runs that prompt file (Decision 34); titles keep it as typed
-    expanded, plan = await plan_run(ls.runs.host, workspace_roots(ls), parsed, settings)
-    prompt = await build_run_prompt(ls, expanded)
+
+    async def resolve() -> tuple[str, PromptPlan | None]:
+        # a `/name args` prompt runs that prompt file (Decision 34); titles keep it as typed
+        expanded, plan = await plan_run(ls.runs.host, workspace_roots(ls), parsed, settings)
+        return await build_run_prompt(ls, expanded), plan
+
+    async def resolve_at_start() -> tuple[str, PromptPlan | None]:
+        try:
+            return await resolve()
+        except commands.JsonRpcInvalidParams as exc:  # its file changed meanwhile
+            raise AttachmentRefused(str(exc)) from None
+
+    # A queued run's command file and document are read when it starts (Decision 49); a
+    # document outside the workspace is a parameter error now (Decision 75).
+    if parsed.queue and parsed.text_document is not None:
+        await document_context(ls, parsed.text_document.uri, need_text=False)
+    prompt, plan = (parsed.typed, None) if parsed.queue else await resolve()
     title = "Agent: " + parsed.typed.strip().splitlines()[0][:60]
     try:
         started = await ls.runs.start(
@@ -38,6 +54,7 @@ async def run(ls: AgentServer, *args: Any) -> dict[str, Any]:
             request=parsed.typed,
             plan=plan,
             queue=parsed.queue,
+            resolve=resolve_at_start if parsed.queue else None,
             images=parsed.images,
             context=[c.attachment() for c in parsed.context or []],
         )

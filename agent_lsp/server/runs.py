@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -185,6 +186,7 @@ class RunRegistry:
         queue: bool = False,
         images: list[ImagePart] | None = None,
         context: list[Attachment] | None = None,
+        resolve: Callable[[], Awaitable[tuple[str, PromptPlan | None]]] | None = None,
     ) -> RunHandle:
         """Start a run in the background (`queue`: or after its session's running run); a
         ValueError (shown to the client) if it cannot."""
@@ -235,6 +237,7 @@ class RunRegistry:
                     queue=queue,
                     images=images,
                     context=context,
+                    resolve=resolve,
                 )
             )
         except ValueError:  # the session was claimed meanwhile: this run never starts

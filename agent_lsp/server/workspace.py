@@ -224,18 +224,17 @@ class LspWorkspace:
         if editing:
             outcome.message = "\n".join(filter(None, [outcome.message, NOT_SAVED]))
         if preview is not None and before is not None and self.caps.has_document_changes:
-            # which hunks did the user keep in the preview? (the text, when not all of them)
-            now = await self._text_now(path)
-            if now is not None and now != resolution.text:
-                outcome.text = now
+            outcome.text = await self.unticked_text(path, resolution.text)
         return outcome
 
-    async def _text_now(self, path: Path) -> str | None:
-        """The file's text after a previewed edit."""
+    async def unticked_text(self, path: Path, applied: str) -> str | None:
+        """The file's text after a previewed edit when it is not `applied` (the user unticked
+        hunks: the tool learns from it which landed, Decision 80); else None."""
         try:
-            return (await self.read(path)).text
+            now = (await self.read(path)).text
         except (ValueError, OSError):
             return None
+        return now if now != applied else None
 
     async def _resolved(
         self, path: Path, before: Document | None, after: str

@@ -130,12 +130,14 @@ class Editor:
     edit_times: list[tuple[float, float]] = field(default_factory=list)  # (asked, answered), monotonic
     edit_request_ids: list[Any] = field(default_factory=list)
     edit_delay: float = 0.0  # seconds before the editor answers an applyEdit
+    edit_hold: asyncio.Event | None = None  # the editor answers an applyEdit once it is set
     did_change_delay: float = 0.0  # seconds before the didChange of an applied edit (Neovim debounces 150 ms)
     refuse_edits: bool = False
     refuse_reason: str | None = "refused by the test editor"  # None: applied false without a reason (a preview's Discard)
     # A Refactor Preview as VS Code shows it: edits whose annotation needs confirmation start
     # unticked, the others ticked; these annotation ids the user unticked (None: no preview).
     preview_unticked: set[str] | None = None
+    preview_confirmed: bool = False  # the user also ticks the preview's entries that ask
     error_edits: bool = False  # answer applyEdit with a JSON-RPC error (like eglot on a stale version)
     configuration_requests: list[types.ConfigurationParams] = field(default_factory=list)
     server_capabilities: Any = None
@@ -363,13 +365,15 @@ async def start_editor(root: Path, caps: str | types.ClientCapabilities, *, init
         asked = time.monotonic()
         if editor.edit_delay:
             await asyncio.sleep(editor.edit_delay)  # a slow editor (or one asking the user first)
+        if editor.edit_hold is not None:  # the user looks at the preview until the test says
+            await editor.edit_hold.wait()
         editor.edit_times.append((asked, time.monotonic()))
         if editor.error_edits:
             raise ValueError("the test editor cannot apply this edit")
         if editor.refuse_edits:
             return types.ApplyWorkspaceEditResult(applied=False, failure_reason=editor.refuse_reason)
         if editor.preview_unticked is not None:
-            ticked = ticked_only(params.edit, editor.preview_unticked)
+            ticked = ticked_only(params.edit, editor.preview_unticked, editor.preview_confirmed)
             if not ticked.document_changes:  # Apply with nothing ticked
                 return types.ApplyWorkspaceEditResult(applied=False)
             return apply_workspace_edit(editor, ticked)
@@ -403,14 +407,15 @@ async def keep_stderr(editor: Editor) -> None:
         sys.stderr.buffer.write(line)
 
 
-def ticked_only(edit: types.WorkspaceEdit, unticked: set[str]) -> types.WorkspaceEdit:
+def ticked_only(edit: types.WorkspaceEdit, unticked: set[str], confirmed: bool = False) -> types.WorkspaceEdit:
     """What a Refactor Preview's Apply applies: the ticked edits (VS Code answers applied:
-    false when nothing is ticked: an empty edit here makes the test say so)."""
+    false when nothing is ticked: an empty edit here makes the test say so). Entries that need
+    confirmation start unticked; `confirmed`: the user ticked them."""
     notes = edit.change_annotations or {}
 
     def ticked(e: Any) -> bool:
         name = getattr(e, "annotation_id", None)
-        return name is None or (name not in unticked and not notes[name].needs_confirmation)
+        return name is None or (name not in unticked and (confirmed or not notes[name].needs_confirmation))
 
     changes = [attrs.evolve(c, edits=[e for e in c.edits if ticked(e)])
                for c in edit.document_changes or [] if isinstance(c, types.TextDocumentEdit)]

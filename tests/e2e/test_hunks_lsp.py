@@ -191,6 +191,20 @@ async def test_apply_with_every_hunk_unticked_is_a_rejection(open_editor, model,
     assert tool_messages(model.requests[-1])["call_w"].startswith("denied: the user rejected the edit in the preview")
 
 
+async def test_apply_with_only_the_confirming_entry_ticked_is_a_rejection(open_editor, model, workspace):
+    """The user may tick the no-op entry and untick every hunk: Apply then changes nothing, which
+    is a denial (not an error of the tool)."""
+    (workspace / "notes.txt").write_text(BEFORE)
+    model.add("tidy", [{"tool_calls": [WRITE]}, {"text": "ok"}])
+    editor = await open_editor(preview_editor_caps())
+    editor.preview_unticked = {f"agent-lsp-hunk-{i}" for i in range(3)}
+    editor.preview_confirmed = True
+    started = await editor.run("tidy the notes")
+    report = await editor.wait_stop(started["runId"])
+    assert report["denied"] == 1 and (workspace / "notes.txt").read_text() == BEFORE
+    assert tool_messages(model.requests[-1])["call_w"].startswith("denied: the user rejected the edit in the preview")
+
+
 async def test_the_message_requests_allow_may_carry_the_kept_hunks(open_editor, model, workspace):
     """Our Emacs client answers the message request itself: `{title: "Allow", hunks}` keeps only
     those hunks, like `agentLsp.approve {hunks}`; hunks it does not offer apply nothing."""

@@ -179,3 +179,97 @@ async def test_a_second_cancel_is_harmless_one_stop_event(open_editor, model):
     assert len(editor.events(run_id, "stop")) == 1
     assert editor.events(run_id)[-1]["kind"] == "stop"
     assert await editor.execute("agentLsp.cancel", {"runId": run_id}) is False
+
+
+async def hold_first_run(editor, model, replies: list[dict]) -> tuple[dict, asyncio.Event]:
+    """A first run held at its approval (the user takes a moment), so what the test changes
+    meanwhile surely happens while it runs; the queued run's replies follow."""
+    model.add("first job", [
+        {"tool_calls": [{"id": "call_1", "name": "run_command", "arguments": {"command": "echo hi"}}]},
+        {"text": "first done"},
+        *replies,
+    ])
+    release = asyncio.Event()
+    editor.approval_answers = [held_approval(release)]
+    first = await editor.run("first job")
+    await editor.wait_for(lambda: editor.approval_requests, 10, "the approval request")
+    return first, release
+
+
+async def test_a_queued_slash_command_runs_its_file_as_it_is_when_the_run_starts(open_editor, model, workspace):
+    command = workspace / ".claude" / "commands" / "review.md"
+    command.parent.mkdir(parents=True)
+    command.write_text("Old steps: review $ARGUMENTS.\n")
+    editor = await open_editor("visual-studio-code")
+    first, release = await hold_first_run(editor, model, [{"text": "reviewed"}])
+    queued = await editor.run("/review calc.py", sessionId=first["sessionId"], queue=True)
+    assert queued["queued"] is True
+    command.write_text("New steps: review $ARGUMENTS twice.\n")  # edited while the first runs
+    release.set()
+
+    assert (await editor.wait_stop(first["runId"]))["finalText"] == "first done"
+    report = await editor.wait_stop(queued["runId"])
+    assert report["stopReason"] == "done" and report["finalText"] == "reviewed"
+    last = model.requests[-1]["messages"][-1]
+    assert last == {"role": "user", "content": "New steps: review calc.py twice."}
+    status = [e["text"] for e in editor.events(queued["runId"], "status")]
+    assert any(t.startswith("/review: project command ") for t in status), status
+
+
+async def test_a_queued_run_sends_its_context_buffer_as_it_is_when_the_run_starts(open_editor, model):
+    editor = await open_editor("visual-studio-code")
+    uri = editor.open("calc.py")
+    editor.type_into("calc.py", "def add(a, b):\n    return a - b  # before\n")
+    first, release = await hold_first_run(editor, model, [{"text": "seen"}])
+    queued = await editor.run("is add right?", sessionId=first["sessionId"], queue=True,
+                              context=[{"uri": uri}])
+    assert queued["queued"] is True
+    editor.type_into("calc.py", "def add(a, b):\n    return a + b  # after\n")  # typed meanwhile
+    release.set()
+
+    await editor.wait_stop(first["runId"])
+    assert (await editor.wait_stop(queued["runId"]))["stopReason"] == "done"
+    content = model.requests[-1]["messages"][-1]["content"]
+    assert content == "calc.py\n```\ndef add(a, b):\n    return a + b  # after\n```\n\nis add right?"
+
+
+async def test_a_queued_question_whose_selection_emptied_meanwhile_ends_fatal(open_editor, model):
+    editor = await open_editor("visual-studio-code")
+    uri = editor.open("calc.py")
+    editor.type_into("calc.py", "x = 1\n")
+    first, release = await hold_first_run(editor, model, [{"text": "after"}])
+    selection = {"start": {"line": 0, "character": 0}, "end": {"line": 0, "character": 5}}
+    queued = await editor.execute("agentLsp.run", {
+        "question": "why?", "textDocument": {"uri": uri}, "range": selection,
+        "sessionId": first["sessionId"], "queue": True,
+    })
+    assert queued["queued"] is True
+    editor.type_into("calc.py", "\n")  # the selected text is gone when the run starts
+    release.set()
+
+    await editor.wait_stop(first["runId"])
+    report = await editor.wait_stop(queued["runId"])
+    assert report["stopReason"] == "fatal" and "the range selects no text in calc.py" in report["summary"]
+    assert len(model.requests) == 2  # no model call for it; the session goes on without it
+    follow = await editor.run("follow up", sessionId=first["sessionId"])
+    await editor.wait_stop(follow["runId"])
+    assert "why?" not in json.dumps(model.requests[-1]["messages"])
+
+
+async def test_a_queued_command_whose_model_the_budget_cannot_price_ends_fatal(open_editor, model, workspace):
+    """Decision 36 holds for a command resolved when its queued run starts: a `model:` with no
+    price under a budget ends that run before any model call."""
+    command = workspace / ".claude" / "commands" / "big.md"
+    command.parent.mkdir(parents=True)
+    command.write_text("---\nmodel: costly\n---\nThink hard about $ARGUMENTS.\n")
+    editor = await open_editor("visual-studio-code", init={
+        "pricing": {"m": {"inputPerMTok": 1, "outputPerMTok": 1}}, "budget": {"maxCostUsd": 5}})
+    first, release = await hold_first_run(editor, model, [{"text": "never"}])
+    queued = await editor.run("/big x", sessionId=first["sessionId"], queue=True)
+    assert queued["queued"] is True
+    release.set()
+
+    await editor.wait_stop(first["runId"])
+    report = await editor.wait_stop(queued["runId"])
+    assert report["stopReason"] == "fatal" and "the cost of model `costly` is unknown" in report["summary"]
+    assert len(model.requests) == 2 and all(r["model"] == "m" for r in model.requests)

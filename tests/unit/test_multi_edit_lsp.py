@@ -10,7 +10,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from lsprotocol import types
-from pygls.workspace import PositionCodec
+from pygls.workspace import PositionCodec, TextDocument
 
 from agent_lsp.agent.ports import Document, FileChange
 from agent_lsp.server.capabilities import ClientCaps
@@ -98,3 +98,26 @@ async def test_without_document_changes_one_changes_edit_and_a_refusal_is_report
     assert not outcome.applied and outcome.message == "no"
     assert len(client.sent) == 1 and set(client.sent[0][1].edit.changes) == {
         (tmp_path / "a.py").as_uri(), (tmp_path / "b.py").as_uri()}
+
+
+async def test_a_previewed_rename_is_hunk_by_hunk_and_its_edits_give_the_new_text(tmp_path: Path):
+    """Decision 80: one confirming no-op, then each hunk's places (UTF-16 positions past an emoji,
+    CRLF line ends) that, applied, give exactly the agent's text."""
+    before = "a = 🎉area\r\nb = '🎉' + area\r\n" + "pad\r\n" * 8 + "c = area\r\n"
+    after = before.replace("area", "surface")
+    path = tmp_path / "a.py"
+    path.write_bytes(before.encode())
+    client = FakeClient({})
+    ws = LspWorkspace(client, ClientCaps(can_apply_edit=True, has_document_changes=True), [tmp_path])  # type: ignore[arg-type]
+    await ws.apply_all([FileChange(path, Document(path, before), after)], label="rename", preview="agent-lsp: rename")
+    [(_, params)] = client.sent
+    [change] = params.edit.document_changes
+    noop, *edits = change.edits
+    notes = params.edit.change_annotations
+    assert noop.new_text == "" and notes[noop.annotation_id].needs_confirmation is True
+    assert [e.annotation_id for e in edits] == ["agent-lsp-hunk-0"] * 2 + ["agent-lsp-hunk-1"]
+    assert [notes[f"agent-lsp-hunk-{i}"].needs_confirmation for i in (0, 1)] == [False, False]
+    doc = TextDocument(path.as_uri(), before)
+    for edit in reversed(edits):
+        doc.apply_change(types.TextDocumentContentChangePartial(range=edit.range, text=edit.new_text))
+    assert doc.source == after

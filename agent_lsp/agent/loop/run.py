@@ -350,6 +350,8 @@ async def _main(
     is offered, the start record, the SessionStart/UserPromptSubmit hooks, then the loop."""
     run, session = built.run, built.run.session
     seams, paths, transcript = run.seams, run.paths, run.seams.transcript
+    if options.refusal is not None:
+        raise AttachmentRefused(options.refusal)
     if options.context:
         await _attach(built, prompt, workspace, options)
     if options.on_record is not None:

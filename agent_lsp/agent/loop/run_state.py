@@ -78,6 +78,9 @@ class RunOptions:
     images: list[ImagePart] = field(default_factory=list)  # sent with the prompt (Decision 54)
     # files and selections read when the run starts, put before the prompt (Decision 53)
     context: list[Attachment] = field(default_factory=list)
+    # Why the prompt could not be made when the run started (a queued run's file, Decision 49):
+    # the run ends `fatal` with it before any model call.
+    refusal: str | None = None
 
 
 @dataclass

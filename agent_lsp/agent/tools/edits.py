@@ -228,10 +228,13 @@ async def _refresh(
 def _in_preview(
     shown: str, before: Document | None, after: str, hunks: list[Hunk], final: str
 ) -> tuple[str, str]:
-    """The result's head and note for a preview in which the user unticked some hunks."""
+    """The result's head and note for a preview in which the user unticked some hunks;
+    EditRejected when they unticked them all (and ticked the entry that asks)."""
     old = before.text if before else None
     head = diff_summary(shown, old, final)
     chosen = landed_hunks(old, after, hunks, final)
+    if chosen is not None and not chosen:
+        raise EditRejected("the user rejected the edit in the preview")
     if chosen is None:
         return head, (
             "the user changed the edit in the editor's preview (not a choice of whole hunks); "

@@ -8,6 +8,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 CONTEXT = 3  # the unified diff's context lines: the diff the user is shown
+RENAME_WARNING = (
+    "Warning: only part of the rename was applied, so the code may not compile "
+    "(references to the old name remain); check before going on."
+)
 
 
 @dataclass(frozen=True)
@@ -143,12 +147,7 @@ def partial_note(
             parts.append(f"the user rejected hunk {hunk.index + 1} of {total} ({place})")
             shown.append(f"rejected hunk {hunk.index + 1} ({name}):\n{hunk.text.rstrip()}")
     note = "; ".join(parts) + ". Those rejected lines were not changed.\n" + "\n".join(shown)
-    if rename:
-        note += (
-            "\nWarning: only part of the rename was applied, so the code may not compile "
-            "(references to the old name remain); check before going on."
-        )
-    return note
+    return note + (f"\n{RENAME_WARNING}" if rename else "")
 
 
 def landed_hunks(

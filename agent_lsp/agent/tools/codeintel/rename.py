@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import Field
 
-from agent_lsp.agent.ports import CodeIntelError, Document, FileChange
+from agent_lsp.agent.ports import CodeIntelError, Document, EditOutcome, FileChange
 from agent_lsp.agent.tools.base import EditRejected, Prepared, Tool, ToolContext, ToolError
 from agent_lsp.agent.tools.codeintel.navigate import SymbolArgs
 from agent_lsp.agent.tools.codeintel.positions import TextIndex, symbol_position
@@ -26,7 +26,14 @@ from agent_lsp.agent.tools.codeintel.service import (
 )
 from agent_lsp.agent.tools.codeintel.sources import caveat_of, encoding_of, no_source, with_notes
 from agent_lsp.agent.tools.edits import applied_late, diff_summary, unified_diff
-from agent_lsp.agent.tools.hunks import Hunk, file_hunks, partial_note, with_hunks
+from agent_lsp.agent.tools.hunks import (
+    RENAME_WARNING,
+    Hunk,
+    file_hunks,
+    landed_hunks,
+    partial_note,
+    with_hunks,
+)
 from agent_lsp.agent.tools.paths import PathRefused
 
 DETAIL_DIFF_LINES = 400  # the approval's detail: every file's diff, cut here (the event has all)
@@ -235,15 +242,17 @@ def _prepared(
             )
         if outcome.rejected:
             raise EditRejected("the user rejected the edit in the preview")
+        note = _unticked(changes, shown, outcome) if outcome.texts else note
         landed = changes if outcome.applied else await _landed(ctx, changes)
+        final = {c.path: c.after for c in changes} | outcome.landed | outcome.texts
         for change in landed:
             ctx.changes.add(change.path)
             if ctx.checkpoint is not None:
                 if change.path in first and change.path in outcome.merged_onto:
                     await ctx.checkpoint.merged_onto(change.path, outcome.merged_onto[change.path])
-                ctx.checkpoint.edited(change.path, outcome.landed.get(change.path, change.after))
+                ctx.checkpoint.edited(change.path, final[change.path])
         for change in landed:
-            await sync_sources(ctx, change.path, outcome.landed.get(change.path, change.after))
+            await sync_sources(ctx, change.path, final[change.path])
         if not outcome.applied:
             reason = outcome.message or "the editor refused the edit"
             raise ToolError(
@@ -262,7 +271,7 @@ def _prepared(
     return Prepared(
         with_notes("\n".join([head, *body]), notes),
         execute,
-        # the editor's own preview of every file, one annotation (CONTRACT "Edit review")
+        # the editor's own preview of every file, hunk by hunk (Decision 80)
         preview=lambda: execute(f"agent-lsp: rename_symbol {ctx.paths.display(target_path)}"),
         diff="".join(diffs),
         files=[{"uri": c.path.as_uri(), "diff": d} for c, d in zip(changes, diffs, strict=True)],
@@ -289,6 +298,32 @@ async def _apply_hunks(
         [(s, h) for s, (_, h) in zip(shown, hunks, strict=True)], chosen, rename=True
     )
     return await execute(None, [c for c in kept if c.after != c.before.text], note)
+
+
+def _unticked(changes: list[FileChange], shown: list[str], outcome: EditOutcome) -> str:
+    """What the model reads when the user unticked hunks of the rename in the editor's preview
+    (Decision 80): the hunks numbered as the preview showed them (on each file's text as it was
+    sent), which landed and which not, and the warning; EditRejected when none landed."""
+    before = outcome.merged_onto  # the files merged meanwhile: what the preview was built on
+    sent = [
+        (c.path, before.get(c.path, c.before.text), outcome.landed.get(c.path, c.after))
+        for c in changes
+    ]
+    per_file = file_hunks([(str(path), old, new) for path, old, new in sent])
+    chosen: set[int] = set()
+    for (path, old, new), (_, hunks) in zip(sent, per_file, strict=True):
+        landed = landed_hunks(old, new, hunks, outcome.texts.get(path, new))
+        if landed is None:
+            return (
+                "the user changed the rename in the editor's preview (not a choice of whole "
+                f"hunks); read the files again to see what landed.\n{RENAME_WARNING}"
+            )
+        chosen |= landed
+    if not chosen:
+        raise EditRejected("the user rejected the edit in the preview")
+    return partial_note(
+        [(s, h) for s, (_, h) in zip(shown, per_file, strict=True)], chosen, rename=True
+    )
 
 
 async def _landed(ctx: ToolContext, changes: list[FileChange]) -> list[FileChange]:
