@@ -24,6 +24,9 @@ interface Shown {
 export class HunkLenses implements vscode.CodeLensProvider, vscode.Disposable {
   private readonly shown = new Map<string, Shown>();
   private readonly changed = new vscode.EventEmitter<void>();
+  private readonly toggled = new vscode.EventEmitter<ReadonlySet<number>>();
+  /** A hunk was toggled in a diff editor: the approval's shared `rejected` set changed. */
+  readonly onDidToggle = this.toggled.event;
   private readonly decoration = vscode.window.createTextEditorDecorationType({});
   readonly onDidChangeCodeLenses = this.changed.event;
 
@@ -61,6 +64,12 @@ export class HunkLenses implements vscode.CodeLensProvider, vscode.Disposable {
     if (!shown.rejected.delete(index)) {
       shown.rejected.add(index);
     }
+    this.refresh();
+    this.toggled.fire(shown.rejected);
+  }
+
+  /** The shared `rejected` set changed elsewhere (the chat view): redraw the lenses. */
+  refresh(): void {
     this.changed.fire();
     this.decorate();
   }
@@ -109,6 +118,7 @@ export class HunkLenses implements vscode.CodeLensProvider, vscode.Disposable {
   dispose(): void {
     this.shown.clear();
     this.changed.dispose();
+    this.toggled.dispose();
     this.decoration.dispose();
   }
 }
@@ -125,4 +135,15 @@ export function keptHunks(files: { hunks?: HunkInfo[] }[] | undefined, rejected:
     return undefined;
   }
   return (files ?? []).flatMap((f) => (f.hunks ?? []).map((h) => h.index)).filter((i) => !rejected.has(i));
+}
+
+/** An approval's hunks as the chat view reviews them (its `rejected` is the diff editor's). */
+export interface HunkReview {
+  files: { name: string; diff: string; hunks: HunkInfo[] }[];
+  total: number;
+  rejected: ReadonlySet<number>;
+  /** Rejects or keeps one offered hunk, in the chat and the diff editor alike. */
+  toggle(index: number): void;
+  /** The diff editor toggled a hunk of this approval. */
+  onDidChange(listener: () => void): vscode.Disposable;
 }
