@@ -34,6 +34,7 @@ export class HunkLenses implements vscode.CodeLensProvider, vscode.Disposable {
   add(proposed: vscode.Uri, hunks: HunkInfo[], total: number, rejected: Set<number>): void {
     if (hunks.length > 0) {
       this.shown.set(proposed.toString(), { hunks, total, rejected });
+      this.offered();
       this.changed.fire();
       setTimeout(() => this.decorate(), 300); // once the diff editor is open
     }
@@ -41,6 +42,13 @@ export class HunkLenses implements vscode.CodeLensProvider, vscode.Disposable {
 
   remove(proposed: vscode.Uri): void {
     this.shown.delete(proposed.toString());
+    this.offered();
+  }
+
+  /** The palette offers the hunk action while a diff with hunks is open: in a multi-file diff
+   * editor (`vscode.changes`) `resourceScheme` is not the proposed side's. */
+  private offered(): void {
+    void vscode.commands.executeCommand('setContext', 'agentLsp.hunksOffered', this.shown.size > 0);
   }
 
   /** The title action: rejects or keeps the hunk the cursor of the active diff side is in. */
