@@ -175,8 +175,9 @@ def test_chat_answers_an_approval_with_its_own_allow_button(chat):
 
 def test_chat_rejects_one_hunk_of_three_inline_then_allow_applies_the_others(chat):
     """Issue 35: the approval card shows the edit's three hunks (headers, coloured lines, text
-    only); hunk 2 rejected with its keyboard-reachable toggle, then Allow: hunks 1 and 3 land
-    and the model's next request says hunk 2 was rejected."""
+    only); hunk 2 rejected with its keyboard-reachable toggle; hunk 3 rejected in the diff editor
+    shows in the card and is kept again there; Allow: hunks 1 and 3 land and the model's next
+    request says hunk 2 was rejected."""
     s = scenario(chat, "chatHunks")
     assert len(s["headers"]) == 3 and all(h.startswith("@@ -") for h in s["headers"]), s["headers"]
     assert s["added"] == ["+LINE FIVE", "+forty", "+forty-one"], s["added"]
@@ -186,6 +187,8 @@ def test_chat_rejects_one_hunk_of_three_inline_then_allow_applies_the_others(cha
     assert s["focusStays"] is True  # Enter on the toggle leaves the focus on it
     assert s["states"] == ["kept", "rejected", "kept"], s["states"]
     assert "2 of 3" in s["summary"], s["summary"]
+    # one choice in two places: hunk 3 rejected in the diff editor shows in the card
+    assert s["statesAfterDiff"] == ["kept", "rejected", "rejected"], s["statesAfterDiff"]
     after = s["fileAfter"]
     assert "LINE FIVE" in after and "line 40\n" in after and "forty" not in after
     assert "line 55\n" not in after
