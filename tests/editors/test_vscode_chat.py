@@ -185,6 +185,7 @@ def test_chat_rejects_one_hunk_of_three_inline_then_allow_applies_the_others(cha
     assert s["addedBackground"] not in ("", "rgba(0, 0, 0, 0)"), s["addedBackground"]
     assert s["toggles"] == ["Reject", "Reject", "Reject"], s["toggles"]
     assert s["focusStays"] is True  # Enter on the toggle leaves the focus on it
+    assert s["reasonKept"] == "a draft reason"  # the redrawn card keeps what was typed
     assert s["states"] == ["kept", "rejected", "kept"], s["states"]
     assert "2 of 3" in s["summary"], s["summary"]
     # one choice in two places: hunk 3 rejected in the diff editor shows in the card

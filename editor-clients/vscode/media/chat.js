@@ -129,6 +129,7 @@
     reason.type = 'text';
     reason.placeholder = 'Reason for Deny (optional)';
     reason.setAttribute('aria-label', 'Reason for Deny');
+    reason.dataset.focusKey = 'reason';
     const row = el('div', 'approval-buttons');
     for (const title of item.buttons) {
       row.appendChild(button(title, () => {
@@ -160,6 +161,10 @@
     const old = log.querySelector(`[data-id="${CSS.escape(item.id)}"]`);
     // a hunk toggled with the keyboard keeps the focus on its toggle once redrawn
     const focused = old && old.contains(document.activeElement) ? document.activeElement.dataset.focusKey : undefined;
+    const asked = old && old.querySelector('.approval-buttons'); // buttons drawn before: no refocus
+    const typed = old && old.querySelector('input.reason');
+    const reason = node.querySelector('input.reason');
+    if (typed && reason) reason.value = typed.value; // a redrawn card keeps the typed reason
     if (old) {
       if (old.tagName === 'DETAILS' && old.open) node.open = true;
       old.replaceWith(node);
@@ -169,7 +174,7 @@
     const again = focused && node.querySelector(`[data-focus-key="${CSS.escape(focused)}"]`);
     if (again) {
       again.focus();
-    } else if (item.kind === 'approval' && item.buttons) {
+    } else if (item.kind === 'approval' && item.buttons && !asked) {
       const first = node.querySelector('.approval-buttons button');
       if (first && document.activeElement !== input) first.focus();
     }

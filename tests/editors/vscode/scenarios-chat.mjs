@@ -351,12 +351,14 @@ export async function chatHunks({ page, dirs, tasks }) {
   r.removed = await approval.locator('.hunk-lines .del').allInnerTexts();
   r.addedBackground = await approval.locator('.hunk-lines .add').first().evaluate((n) => getComputedStyle(n).backgroundColor);
   r.toggles = await approval.locator('button.hunk-toggle').allInnerTexts();
+  await approval.locator('input.reason').fill('a draft reason');
   const toggle = approval.getByRole('button', { name: 'Reject hunk 2 of 3', exact: true });
   await toggle.focus();
   await page.keyboard.press('Enter');
   const keep = approval.getByRole('button', { name: 'Keep hunk 2 of 3', exact: true });
   await step('hunk 2 rejected', () => keep.waitFor({ state: 'visible', timeout: t(30_000) }));
   r.focusStays = await keep.evaluate((node) => document.activeElement === node);
+  r.reasonKept = await approval.locator('input.reason').inputValue();
   r.states = await approval.locator('.hunk-state').allInnerTexts();
   r.summary = await approval.locator('.hunk-summary').innerText();
   // the diff editor's title action rejects hunk 3: the card shows it (one choice, two places);
