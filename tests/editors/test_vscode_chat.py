@@ -46,6 +46,8 @@ TASKS: dict[str, str] = {
     "chatStopQueued": "Think forever, with a queue behind",
     "chatKinds": "Answer as a newer server would in the chat",
     "chatKindsFinal": "Chat kinds checked.",
+    "chatHunks": "Tidy chathunks.txt from the chat",
+    "chatHunksBefore": "".join(f"line {i}\n" for i in range(1, 61)),
 }
 FIRST_ANSWER = (
     f"Here is a **{TASKS['chatBold']}** word.\n\n```python\nprint('snippet')\n```\n\n"
@@ -80,6 +82,13 @@ def script(model: Any) -> None:
     model.add(k["chatAttach"], [{"text": "A function, a title and a dot."}])
     model.add(k["chatStopQueued"], [{"text": "too late", "ttft": 60}])
     model.add(k["chatKinds"], [{"text": k["chatKindsFinal"]}])
+    hunks_after = (k["chatHunksBefore"].replace("line 5\n", "LINE FIVE\n")
+                   .replace("line 40\n", "forty\nforty-one\n").replace("line 55\n", ""))
+    model.add(k["chatHunks"], [
+        {"text": "Tidying.", "tool_calls": [
+            {"name": "write_file", "arguments": {"path": "chathunks.txt", "content": hunks_after}}]},
+        {"text": "Tidied."},
+    ])
     model.add(k["chatHang"], [{"text": "too late", "ttft": 60}, {"text": "too late", "ttft": 60}])
 
 
@@ -99,7 +108,7 @@ def chat(tmp_path_factory: pytest.TempPathFactory, tools: dict[str, str]) -> dic
         marker = f"agent-lsp-vscode-chat-{os.getpid()}-{tmp.name}"
         env = {**os.environ, **tools, "AGENT_LSP_E2E_MARKER": marker, "AGENT_LSP_SERVER": str(wrapper),
                "AGENT_LSP_MODEL_URL": model.base_url,
-               "AGENT_LSP_SCENARIOS": "chatMarkdownAndFollowUp,chatApproval,chatSteer,chatStop,chatQueue,chatForkAndResume,chatHiddenApproval,chatAttach,chatStopQueued,chatRewind,chatUnknownKinds",
+               "AGENT_LSP_SCENARIOS": "chatMarkdownAndFollowUp,chatApproval,chatHunks,chatSteer,chatStop,chatQueue,chatForkAndResume,chatHiddenApproval,chatAttach,chatStopQueued,chatRewind,chatUnknownKinds",
                "AGENT_LSP_SCREENSHOT_DIR": str(tmp / "screenshots"),
                "AGENT_LSP_TASKS": json.dumps(TASKS)}
         try:
@@ -162,6 +171,31 @@ def test_chat_answers_an_approval_with_its_own_allow_button(chat):
     assert any("edit_file" in e and "ok" in e for e in s["toolEntries"]), s["toolEntries"]
     edit_requests = chat["requests"][TASKS["chatFirst"]][2:4]
     assert len(edit_requests) == 2 and user_texts(edit_requests[0])[-1] == TASKS["chatEdit"]
+
+
+def test_chat_rejects_one_hunk_of_three_inline_then_allow_applies_the_others(chat):
+    """Issue 35: the approval card shows the edit's three hunks (headers, coloured lines, text
+    only); hunk 2 rejected with its keyboard-reachable toggle; hunk 3 rejected in the diff editor
+    shows in the card and is kept again there; Allow: hunks 1 and 3 land and the model's next
+    request says hunk 2 was rejected."""
+    s = scenario(chat, "chatHunks")
+    assert len(s["headers"]) == 3 and all(h.startswith("@@ -") for h in s["headers"]), s["headers"]
+    assert s["added"] == ["+LINE FIVE", "+forty", "+forty-one"], s["added"]
+    assert s["removed"] == ["-line 5", "-line 40", "-line 55"], s["removed"]
+    assert s["addedBackground"] not in ("", "rgba(0, 0, 0, 0)"), s["addedBackground"]
+    assert s["toggles"] == ["Reject", "Reject", "Reject"], s["toggles"]
+    assert s["focusStays"] is True  # Enter on the toggle leaves the focus on it
+    assert s["reasonKept"] == "a draft reason"  # the redrawn card keeps what was typed
+    assert s["states"] == ["kept", "rejected", "kept"], s["states"]
+    assert "2 of 3" in s["summary"], s["summary"]
+    # one choice in two places: hunk 3 rejected in the diff editor shows in the card
+    assert s["statesAfterDiff"] == ["kept", "rejected", "rejected"], s["statesAfterDiff"]
+    after = s["fileAfter"]
+    assert "LINE FIVE" in after and "line 40\n" in after and "forty" not in after
+    assert "line 55\n" not in after
+    assert s["settledStates"] == ["kept", "rejected", "kept"] and s["settledToggles"] == 0, s
+    result = vs.tool_results(chat["requests"][TASKS["chatHunks"]][1])
+    assert "the user rejected hunk 2 of 3" in result, result
 
 
 def test_chat_steers_a_running_run(chat):

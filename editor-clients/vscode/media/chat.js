@@ -71,9 +71,55 @@
     return details;
   }
 
+  // An edit's hunks (issue 35): each `@@` header and its lines as text nodes, with a
+  // Keep/Reject toggle while the extension waits for the answer. Allow then applies the kept
+  // hunks only; all rejected is a Deny.
+  function renderHunks(item) {
+    const review = item.review;
+    const rejected = new Set(review.rejected);
+    const box = el('div', 'hunks');
+    for (const file of review.files) {
+      box.appendChild(el('div', 'hunk-file', file.name));
+      for (const hunk of file.hunks) {
+        const gone = rejected.has(hunk.index);
+        const name = `hunk ${hunk.index + 1} of ${review.total}`;
+        const part = el('div', 'hunk' + (gone ? ' rejected' : ''));
+        const head = el('div', 'hunk-head');
+        head.appendChild(el('span', 'hunk-header', hunk.header));
+        if (item.buttons) {
+          const toggle = button(gone ? 'Keep' : 'Reject',
+            () => vscode.postMessage({ type: 'toggleHunk', key: item.answerKey, index: hunk.index }),
+            gone ? `Rejected: keep ${name}` : `Kept: reject ${name}`);
+          toggle.className = 'hunk-toggle';
+          toggle.setAttribute('aria-label', `${gone ? 'Keep' : 'Reject'} ${name}`);
+          toggle.setAttribute('aria-pressed', String(gone));
+          toggle.dataset.focusKey = 'hunk-' + hunk.index;
+          head.appendChild(toggle);
+        }
+        head.appendChild(el('span', 'hunk-state', gone ? 'rejected' : 'kept'));
+        part.appendChild(head);
+        const pre = el('pre', 'hunk-lines');
+        for (const line of hunk.lines) {
+          const kind = line[0] === '+' ? 'add' : line[0] === '-' ? 'del' : 'ctx';
+          pre.appendChild(el('span', 'line ' + kind, line || ' '));
+        }
+        part.appendChild(pre);
+        box.appendChild(part);
+      }
+    }
+    if (item.buttons && rejected.size > 0) {
+      const kept = review.total - rejected.size;
+      box.appendChild(el('div', 'hunk-summary', kept === 0
+        ? 'Every hunk rejected: Allow applies nothing (a denial)'
+        : `Allow applies ${kept} of ${review.total} hunks`));
+    }
+    return box;
+  }
+
   function renderApproval(item) {
     const node = el('div', 'item approval ' + item.state);
     node.appendChild(el('div', 'approval-text', item.text));
+    if (item.review) node.appendChild(renderHunks(item));
     if (!item.buttons) {
       const waitsInPreview = item.inPreview && item.state === 'pending';
       node.appendChild(el('div', 'approval-state', waitsInPreview ? 'Review in preview' : item.state));
@@ -83,6 +129,7 @@
     reason.type = 'text';
     reason.placeholder = 'Reason for Deny (optional)';
     reason.setAttribute('aria-label', 'Reason for Deny');
+    reason.dataset.focusKey = 'reason';
     const row = el('div', 'approval-buttons');
     for (const title of item.buttons) {
       row.appendChild(button(title, () => {
@@ -112,14 +159,23 @@
     const node = render(item);
     node.dataset.id = item.id;
     const old = log.querySelector(`[data-id="${CSS.escape(item.id)}"]`);
+    // a hunk toggled with the keyboard keeps the focus on its toggle once redrawn
+    const focused = old && old.contains(document.activeElement) ? document.activeElement.dataset.focusKey : undefined;
+    const asked = old && old.querySelector('.approval-buttons'); // buttons drawn before: no refocus
+    const typed = old && old.querySelector('input.reason');
+    const reason = node.querySelector('input.reason');
+    if (typed && reason) reason.value = typed.value; // a redrawn card keeps the typed reason
     if (old) {
       if (old.tagName === 'DETAILS' && old.open) node.open = true;
       old.replaceWith(node);
     } else {
       log.appendChild(node);
     }
-    if (item.kind === 'approval' && item.buttons) {
-      const first = node.querySelector('button');
+    const again = focused && node.querySelector(`[data-focus-key="${CSS.escape(focused)}"]`);
+    if (again) {
+      again.focus();
+    } else if (item.kind === 'approval' && item.buttons && !asked) {
+      const first = node.querySelector('.approval-buttons button');
       if (first && document.activeElement !== input) first.focus();
     }
   }

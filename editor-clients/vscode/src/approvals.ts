@@ -6,7 +6,7 @@
 import * as vscode from 'vscode';
 import type { LanguageClient } from 'vscode-languageclient/node';
 import { DiffView, type HunkChoice } from './diffView';
-import { keptHunks, type HunkInfo } from './hunkLens';
+import { keptHunks, type HunkInfo, type HunkLenses, type HunkReview } from './hunkLens';
 import { describeError, log } from './logger';
 import type { StreamEvent } from './stream';
 
@@ -20,7 +20,14 @@ export interface ApprovalChat {
   readonly visible: boolean;
   reveal(): Promise<void>;
   ask(
-    request: { runId: string; callId: string; message: string; titles: string[]; showDiff?: () => void },
+    request: {
+      runId: string;
+      callId: string;
+      message: string;
+      titles: string[];
+      showDiff?: () => void;
+      review?: HunkReview;
+    },
     token: vscode.CancellationToken,
   ): Promise<{ title: string; reason?: string } | undefined>;
 }
@@ -67,6 +74,7 @@ export class ApprovalView implements vscode.Disposable {
     const edit = ref ? this.proposed.get(keyOf(ref.runId!, ref.callId!)) : undefined;
     let closeDiff: (() => Promise<void>) | undefined;
     const choice = edit ? hunkChoice(client, edit) : undefined;
+    const review = edit && choice ? hunkReview(client, edit, choice, this.diff.lenses) : undefined;
     const openDiff = async () => {
       await closeDiff?.(); // "Show diff" again: one diff tab, not two
       // one file: its text beside the proposed one; several (a rename): each file's diff (every
@@ -100,7 +108,7 @@ export class ApprovalView implements vscode.Disposable {
     };
     try {
       if (ref && this.chat?.visible) {
-        return await withHunks(await this.askInChat(ref, params.message, actions, token, edit ? openDiff : undefined));
+        return await withHunks(await this.askInChat(ref, params.message, actions, token, edit ? openDiff : undefined, review));
       }
       const show =
         params.type === 1
@@ -121,7 +129,7 @@ export class ApprovalView implements vscode.Disposable {
       }
       if (ref && this.chat && chosen.title === OPEN_CHAT) {
         await this.chat.reveal();
-        return await withHunks(await this.askInChat(ref, params.message, actions, token, edit ? openDiff : undefined));
+        return await withHunks(await this.askInChat(ref, params.message, actions, token, edit ? openDiff : undefined, review));
       }
       if (chosen.title === 'Allow') {
         return await withHunks(chosen);
@@ -157,6 +165,7 @@ export class ApprovalView implements vscode.Disposable {
     actions: ActionItem[],
     token: vscode.CancellationToken,
     showDiff: (() => Promise<void>) | undefined,
+    review: HunkReview | undefined,
   ): Promise<ActionItem | null> {
     const answer = await this.chat!.ask(
       {
@@ -165,6 +174,7 @@ export class ApprovalView implements vscode.Disposable {
         message,
         titles: actions.map((a) => a.title),
         showDiff: showDiff ? () => void showDiff() : undefined,
+        review,
       },
       token,
     );
@@ -196,6 +206,32 @@ function hunkChoice(client: LanguageClient, edit: StreamEvent): HunkChoice | und
     }
   }
   return total > 0 ? { files, total, rejected: new Set<number>() } : undefined;
+}
+
+/** The chat view's side of the hunk choice: the same `rejected` set as the diff editor's
+ * lenses, so a hunk rejected in either place is rejected (only offered hunks toggle). */
+function hunkReview(client: LanguageClient, edit: StreamEvent, choice: HunkChoice, lenses: HunkLenses): HunkReview {
+  const offered = new Set([...choice.files.values()].flat().map((h) => h.index));
+  return {
+    files: (edit.files ?? [])
+      .filter((f) => f.hunks?.length)
+      .map((f) => ({
+        name: vscode.workspace.asRelativePath(client.protocol2CodeConverter.asUri(f.uri)),
+        diff: f.diff,
+        hunks: f.hunks ?? [],
+      })),
+    total: choice.total,
+    rejected: choice.rejected,
+    toggle: (index) => {
+      if (offered.has(index)) {
+        if (!choice.rejected.delete(index)) {
+          choice.rejected.add(index);
+        }
+        lenses.refresh();
+      }
+    },
+    onDidChange: (listener) => lenses.onDidToggle((set) => set === choice.rejected && listener()),
+  };
 }
 
 function keyOf(runId: string, callId: string): string {

@@ -24,6 +24,9 @@ interface Shown {
 export class HunkLenses implements vscode.CodeLensProvider, vscode.Disposable {
   private readonly shown = new Map<string, Shown>();
   private readonly changed = new vscode.EventEmitter<void>();
+  private readonly toggled = new vscode.EventEmitter<ReadonlySet<number>>();
+  /** A hunk was toggled in a diff editor: the approval's shared `rejected` set changed. */
+  readonly onDidToggle = this.toggled.event;
   private readonly decoration = vscode.window.createTextEditorDecorationType({});
   readonly onDidChangeCodeLenses = this.changed.event;
 
@@ -31,6 +34,7 @@ export class HunkLenses implements vscode.CodeLensProvider, vscode.Disposable {
   add(proposed: vscode.Uri, hunks: HunkInfo[], total: number, rejected: Set<number>): void {
     if (hunks.length > 0) {
       this.shown.set(proposed.toString(), { hunks, total, rejected });
+      this.offered();
       this.changed.fire();
       setTimeout(() => this.decorate(), 300); // once the diff editor is open
     }
@@ -38,6 +42,13 @@ export class HunkLenses implements vscode.CodeLensProvider, vscode.Disposable {
 
   remove(proposed: vscode.Uri): void {
     this.shown.delete(proposed.toString());
+    this.offered();
+  }
+
+  /** The palette offers the hunk action while a diff with hunks is open: in a multi-file diff
+   * editor (`vscode.changes`) `resourceScheme` is not the proposed side's. */
+  private offered(): void {
+    void vscode.commands.executeCommand('setContext', 'agentLsp.hunksOffered', this.shown.size > 0);
   }
 
   /** The title action: rejects or keeps the hunk the cursor of the active diff side is in. */
@@ -61,6 +72,12 @@ export class HunkLenses implements vscode.CodeLensProvider, vscode.Disposable {
     if (!shown.rejected.delete(index)) {
       shown.rejected.add(index);
     }
+    this.refresh();
+    this.toggled.fire(shown.rejected);
+  }
+
+  /** The shared `rejected` set changed elsewhere (the chat view): redraw the lenses. */
+  refresh(): void {
     this.changed.fire();
     this.decorate();
   }
@@ -109,6 +126,7 @@ export class HunkLenses implements vscode.CodeLensProvider, vscode.Disposable {
   dispose(): void {
     this.shown.clear();
     this.changed.dispose();
+    this.toggled.dispose();
     this.decoration.dispose();
   }
 }
@@ -125,4 +143,15 @@ export function keptHunks(files: { hunks?: HunkInfo[] }[] | undefined, rejected:
     return undefined;
   }
   return (files ?? []).flatMap((f) => (f.hunks ?? []).map((h) => h.index)).filter((i) => !rejected.has(i));
+}
+
+/** An approval's hunks as the chat view reviews them (its `rejected` is the diff editor's). */
+export interface HunkReview {
+  files: { name: string; diff: string; hunks: HunkInfo[] }[];
+  total: number;
+  rejected: ReadonlySet<number>;
+  /** Rejects or keeps one offered hunk, in the chat and the diff editor alike. */
+  toggle(index: number): void;
+  /** The diff editor toggled a hunk of this approval. */
+  onDidChange(listener: () => void): vscode.Disposable;
 }

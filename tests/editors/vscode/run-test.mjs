@@ -72,6 +72,7 @@ const NAMED_ONLY = [
   ['debugInVsCode', debug.debugInVsCode],
   ['chatMarkdownAndFollowUp', chat.chatMarkdownAndFollowUp],
   ['chatApproval', chat.chatApproval],
+  ['chatHunks', chat.chatHunks],
   ['chatSteer', chat.chatSteer],
   ['chatStop', chat.chatStop],
   ['chatQueue', chat.chatQueue],

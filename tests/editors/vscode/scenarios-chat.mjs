@@ -332,3 +332,60 @@ export async function chatUnknownKinds({ page, tasks }) {
   await waitInLog(page, 'the run to stop', (text) => text.includes('■ done'));
   return { log: await logText(page) };
 }
+
+/** Issue 35: an edit of three hunks shown inline in the approval card; hunk 2 rejected with the
+ * keyboard (its toggle, Enter); hunk 3 rejected in the diff editor shows in the card and is kept
+ * again there; then Allow: hunks 1 and 3 land, the model hears of hunk 2. */
+export async function chatHunks({ page, dirs, tasks }) {
+  const r = {};
+  const file = path.join(dirs.workspace, 'chathunks.txt');
+  fs.writeFileSync(file, tasks.chatHunksBefore);
+  await openChat(page);
+  await newChatSession(page);
+  await step('send the three-hunk edit prompt', () => send(page, tasks.chatHunks));
+  const approval = chat(page).locator('.approval').filter({ has: chat(page).locator('.approval-buttons') }).first();
+  await step('the approval with its hunks', () =>
+    approval.locator('.hunk').nth(2).waitFor({ state: 'visible', timeout: t(60_000) }));
+  r.headers = await approval.locator('.hunk-header').allInnerTexts();
+  r.added = await approval.locator('.hunk-lines .add').allInnerTexts();
+  r.removed = await approval.locator('.hunk-lines .del').allInnerTexts();
+  r.addedBackground = await approval.locator('.hunk-lines .add').first().evaluate((n) => getComputedStyle(n).backgroundColor);
+  r.toggles = await approval.locator('button.hunk-toggle').allInnerTexts();
+  await approval.locator('input.reason').fill('a draft reason');
+  const toggle = approval.getByRole('button', { name: 'Reject hunk 2 of 3', exact: true });
+  await toggle.focus();
+  await page.keyboard.press('Enter');
+  const keep = approval.getByRole('button', { name: 'Keep hunk 2 of 3', exact: true });
+  await step('hunk 2 rejected', () => keep.waitFor({ state: 'visible', timeout: t(30_000) }));
+  r.focusStays = await keep.evaluate((node) => document.activeElement === node);
+  r.reasonKept = await approval.locator('input.reason').inputValue();
+  r.states = await approval.locator('.hunk-state').allInnerTexts();
+  r.summary = await approval.locator('.hunk-summary').innerText();
+  // the diff editor's title action rejects hunk 3: the card shows it (one choice, two places);
+  // Keep in the card then keeps it for Allow too
+  const side = page.locator('.monaco-diff-editor .editor.modified .view-lines').first();
+  await step('the proposed side of the diff', () => side.waitFor({ state: 'visible', timeout: t(30_000) }));
+  await side.click();
+  await page.keyboard.press('Control+g');
+  await page.keyboard.type('56'); // "line 56", in the third hunk
+  await page.keyboard.press('Enter');
+  await step('Agent: Reject or Keep the Hunk at the Cursor', () => palette(page, 'Agent: Reject or Keep the Hunk at the Cursor'));
+  const keep3 = approval.getByRole('button', { name: 'Keep hunk 3 of 3', exact: true });
+  await step('hunk 3 rejected in the card', () => keep3.waitFor({ state: 'visible', timeout: t(30_000) }));
+  r.statesAfterDiff = await approval.locator('.hunk-state').allInnerTexts();
+  await page.screenshot({ path: path.join(dirs.shots, 'chat-hunks.png') });
+  await keep3.click();
+  await step('hunk 3 kept again', () => approval.getByRole('button', { name: 'Reject hunk 3 of 3', exact: true })
+    .waitFor({ state: 'visible', timeout: t(30_000) }));
+  const stopsBefore = ((await logText(page)).match(/■ done/g) ?? []).length;
+  await step('click Allow', () => approval.getByRole('button', { name: 'Allow', exact: true }).click());
+  await waitInLog(page, 'the run to stop', (text) => (text.match(/■ done/g) ?? []).length > stopsBefore);
+  r.fileAfter = await waitFor('the kept hunks on disk', () => {
+    const text = fs.readFileSync(file, 'utf8');
+    return text.includes('LINE FIVE') ? text : undefined;
+  }, t(30_000));
+  const settled = chat(page).locator('.approval', { hasText: 'chathunks.txt' }).last();
+  r.settledStates = await settled.locator('.hunk-state').allInnerTexts();
+  r.settledToggles = await settled.locator('button.hunk-toggle').count();
+  return r;
+}

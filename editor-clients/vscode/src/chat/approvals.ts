@@ -5,8 +5,9 @@
  */
 import * as crypto from 'node:crypto';
 import type * as vscode from 'vscode';
+import type { HunkReview } from '../hunkLens';
 import { log } from '../logger';
-import type { Conversation } from './conversation';
+import { reviewOf, type Conversation } from './conversation';
 
 /** The parts of an approval request the chat needs (see ../approvals.ts). */
 export interface ChatApprovalRequest {
@@ -15,6 +16,8 @@ export interface ChatApprovalRequest {
   message: string;
   titles: string[];
   showDiff?: () => void;
+  /** An edit's hunks, each kept or rejected before Allow (shared with the diff editor). */
+  review?: HunkReview;
 }
 
 export interface ChatAnswer {
@@ -36,9 +39,13 @@ export class ChatApprovals {
   ask(request: ChatApprovalRequest, token: vscode.CancellationToken): Promise<ChatAnswer | undefined> {
     const key = crypto.randomBytes(16).toString('hex'); // the webview cannot guess another's
     this.conversation.askApproval(request.runId, request.callId, request.message, request.titles, key, !!request.showDiff);
+    this.hunksChanged(request);
+    // a hunk toggled in the diff editor shows in the view too
+    const fromDiff = request.review?.onDidChange(() => this.hunksChanged(request));
     return new Promise((resolve) => {
       const done = (answer: ChatAnswer | undefined, state: string) => {
         sub.dispose();
+        fromDiff?.dispose();
         this.waiting.delete(key);
         this.conversation.approvalSettled(request.runId, request.callId, state);
         resolve(answer);
@@ -56,6 +63,23 @@ export class ChatApprovals {
       return;
     }
     waiting.resolve({ title, reason: title === 'Deny' && reason?.trim() ? reason.trim() : undefined });
+  }
+
+  /** Only a toggle this extension drew for a waiting request's offered hunk toggles it. */
+  toggleHunk(key: string, index: number): void {
+    const request = this.waiting.get(key)?.request;
+    if (!request?.review || !Number.isInteger(index)) {
+      log.warn('chat: a hunk toggle for no waiting approval was ignored');
+      return;
+    }
+    request.review.toggle(index);
+    this.hunksChanged(request);
+  }
+
+  private hunksChanged(request: ChatApprovalRequest): void {
+    if (request.review) {
+      this.conversation.hunksChanged(request.runId, request.callId, reviewOf(request.review));
+    }
   }
 
   showDiff(key: string): void {

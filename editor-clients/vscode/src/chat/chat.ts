@@ -172,6 +172,9 @@ export class Chat implements vscode.Disposable {
       case 'showDiff':
         this.approvals.showDiff(String(m.key ?? ''));
         return;
+      case 'toggleHunk':
+        this.approvals.toggleHunk(String(m.key ?? ''), Number(m.index));
+        return;
       case 'removeQueued':
         await this.removeQueued(String(m.runId ?? ''));
         return;

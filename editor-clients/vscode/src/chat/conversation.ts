@@ -3,6 +3,7 @@
  * into items (the user's prompts, Markdown answers, thinking, tool calls, approvals, quiet
  * lines, stops) that the webview draws and updates by id.
  */
+import type { HunkInfo, HunkReview } from '../hunkLens';
 import type { StreamEvent } from '../stream';
 import { renderMarkdown } from './markdown';
 
@@ -21,9 +22,62 @@ export type ChatItem =
       hasDiff?: boolean;
       /** An edit the user reviews in VS Code's Refactor Preview (Decision 79). */
       inPreview?: boolean;
+      /** An edit's hunks, shown inline, each kept or rejected (issue 35). */
+      review?: ChatReview;
     }
   | { kind: 'quiet'; id: string; text: string }
   | { kind: 'stop'; id: string; text: string; reason: string };
+
+/** One hunk of an edit as the view shows it: its `@@` header and its diff lines. */
+export interface ChatHunk {
+  index: number;
+  header: string;
+  lines: string[];
+}
+
+export interface ChatReview {
+  files: { name: string; hunks: ChatHunk[] }[];
+  total: number;
+  rejected: number[];
+}
+
+/** How many lines of one hunk the view shows ("Show diff" has them all). */
+const HUNK_LINES = 200;
+
+/** An approval's hunk review as the view draws it (plain text: the webview makes text nodes). */
+export function reviewOf(review: HunkReview): ChatReview {
+  return {
+    files: review.files.map((f) => ({ name: f.name, hunks: splitHunks(f.diff, f.hunks) })),
+    total: review.total,
+    rejected: [...review.rejected].sort((a, b) => a - b),
+  };
+}
+
+/** A file's unified diff cut at its `@@` lines, each matched to the offered hunk it heads. */
+function splitHunks(diff: string, hunks: HunkInfo[]): ChatHunk[] {
+  const left = [...hunks];
+  const found: ChatHunk[] = [];
+  let current: ChatHunk | undefined;
+  for (const line of diff.split('\n')) {
+    if (line.startsWith('@@')) {
+      const at = left.findIndex((h) => h.header.trim() === line.trim());
+      const hunk = left.splice(Math.max(at, 0), 1)[0];
+      current = hunk ? { index: hunk.index, header: line, lines: [] } : undefined;
+      if (current) {
+        found.push(current);
+      }
+    } else if (!current || line === '') {
+      continue; // the file's `---`/`+++` lines, the diff's last newline
+    } else if (current.lines.length < HUNK_LINES) {
+      current.lines.push(line);
+    } else if (current.lines.length === HUNK_LINES) {
+      current.lines.push('…');
+    }
+  }
+  // a hunk the diff does not show still gets its toggle
+  found.push(...left.map((h) => ({ index: h.index, header: h.header, lines: [] })));
+  return found.sort((a, b) => a.index - b.index);
+}
 
 /** A streamed answer longer than this is cut at a paragraph break into a finished part. */
 const SPLIT_AT = 4000;
@@ -129,6 +183,14 @@ export class Conversation {
     const item = this.items.get(`${runId}:approval:${callId}`);
     if (item?.kind === 'approval') {
       this.put({ ...item, buttons: undefined, answerKey: undefined, state: item.state === 'pending' ? state : item.state });
+    }
+  }
+
+  /** The hunks kept and rejected changed (in the view or in the diff editor). */
+  hunksChanged(runId: string, callId: string, review: ChatReview): void {
+    const item = this.items.get(`${runId}:approval:${callId}`);
+    if (item?.kind === 'approval') {
+      this.put({ ...item, review });
     }
   }
 
