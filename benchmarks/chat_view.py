@@ -1,4 +1,4 @@
-"""The VS Code chat view under a fast stream (issue 34): 2,000 tokens/s for 60 s into the view
+"""The VS Code chat view under a fast stream: 2,000 tokens/s for 60 s into the view
 in a real VS Code (code-server); targets: the view's page busy < 50% of the time, no text
 dropped.
 

@@ -1,4 +1,4 @@
-"""Co-editing (issue 35): the three-way merge an edit goes through when the file changed while it
+"""Co-editing: the three-way merge an edit goes through when the file changed while it
 waited, on a 5,000-line file with 20 hunks changed by the user and 20 by the agent.
 
     python benchmarks/merge.py [--runs R]

@@ -1,5 +1,5 @@
 """Steering: a steer reaches the next model request within one turn boundary, with no added
-model call (issue 34, "Speed").
+model call (a conversation's speed target).
 
 A headless run (run_task, in process) against the scripted model: a `run_command` of a command
 that takes STEP seconds, then the final answer. Two set-ups interleaved run by run: without a

@@ -1,5 +1,5 @@
 """Verify: what the `verify` setting adds when the agent already ran the same check after its
-last edit (issue 35, "Verified done").
+last edit ("Verified done").
 
 A headless run (run_task, in process) against the scripted model: an `edit_file`, then the
 agent's own `run_command` of the check (`python -m unittest -q check`, a recognised runner),

@@ -211,6 +211,10 @@ vim.ui.select = function(items, opts, on_choice)
   end
   on_choice(nil)
 end
+-- approvals wait inline; :AgentApprove asks them with the pick above
+vim.api.nvim_create_autocmd('User', { pattern = 'AgentLspApproval', callback = function()
+  vim.schedule(function() vim.cmd('AgentApprove') end)
+end })
 vim.cmd('AgentRun Rename greet of Greeter to salute')
 T.wait_run_end(T.RUN_MS)
 """, model_url=model.base_url)
