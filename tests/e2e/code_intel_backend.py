@@ -80,4 +80,12 @@ class RealServer:
             self.client.exit(None)
         except Exception:  # noqa: BLE001 - already gone
             pass
+        # pygls's stop waits for the process: one that missed its shutdown or exit (a busy
+        # server under load) is killed rather than waited for forever
+        process = getattr(self.client, "_server", None)
+        if process is not None and process.returncode is None:
+            try:
+                await asyncio.wait_for(process.wait(), 10)
+            except TimeoutError:
+                process.kill()
         await asyncio.wait_for(self.client.stop(), 10)
