@@ -9,6 +9,7 @@ import { DiffView, type HunkChoice } from './diffView';
 import { keptHunks, type HunkInfo, type HunkLenses, type HunkReview } from './hunkLens';
 import { describeError, log } from './logger';
 import type { StreamEvent } from './stream';
+import type { ChatApprovalRequest } from './chat/approvals';
 
 export const SHOW_MESSAGE_REQUEST = 'window/showMessageRequest';
 
@@ -19,17 +20,7 @@ const OPEN_CHAT = 'Open chat';
 export interface ApprovalChat {
   readonly visible: boolean;
   reveal(): Promise<void>;
-  ask(
-    request: {
-      runId: string;
-      callId: string;
-      message: string;
-      titles: string[];
-      showDiff?: () => void;
-      review?: HunkReview;
-    },
-    token: vscode.CancellationToken,
-  ): Promise<{ title: string; reason?: string } | undefined>;
+  ask(request: ChatApprovalRequest, token: vscode.CancellationToken): Promise<{ title: string; reason?: string } | undefined>;
 }
 
 interface ActionItem {
