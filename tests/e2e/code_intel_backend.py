@@ -5,6 +5,7 @@ jedi-language-server, so the JSON that reaches agent-lsp is a real server's."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import shutil
 import sys
 from pathlib import Path
@@ -88,4 +89,7 @@ class RealServer:
                 await asyncio.wait_for(process.wait(), 10)
             except TimeoutError:
                 process.kill()
-        await asyncio.wait_for(self.client.stop(), 10)
+        # its reader may never see EOF (a helper process of the server keeps the pipe open):
+        # the server is gone, so its client's last wait is given up rather than failing the test
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.client.stop(), 10)
