@@ -188,7 +188,8 @@ PREVIEW_TASK = "Rename greet of Greeter to salute, in the preview"
 def test_vscode_rename_opens_in_the_refactor_preview(tmp_path_factory, tools):  # noqa: F811
     """CONTRACT "Edit review": with agentLsp.editPreview on, rename_symbol is ONE annotated
     applyEdit that VS Code shows in its Refactor Preview with both files (screenshot
-    rename-preview.png), no approval toast; applied there, both files change."""
+    rename-preview.png), no approval toast, each renamed place ticked (Decision 80); Apply
+    alone, and both files change."""
     from agent_lsp.testing.scripted_model import ScriptedModelServer
 
     tmp = tmp_path_factory.mktemp("vscode-ci-preview")
@@ -218,6 +219,13 @@ def test_vscode_rename_opens_in_the_refactor_preview(tmp_path_factory, tools):  
     assert scenario is not None and "error" not in scenario, \
         f"{scenario}\n{result.get('error')}\nserver log: {result.get('serverLog', '')[-6000:]}"
     assert leftovers == [] and result["orphans"] == []
+    # Decision 80: each renamed place (its own row) and both files open ticked; the one row
+    # left unticked is the confirming no-op entry, so Apply alone renames everywhere
+    rows = scenario["rowsBefore"]
+    places = [row for row in rows if "replacing greet with salute" in (row["aria"] or "")]
+    assert len(places) == 3 and all(row["checked"] for row in places), rows
+    assert [row["checked"] for row in rows if row["text"] in ("main.ts", "shapes.ts")] == [True, True], rows
+    assert [row["aria"] for row in rows if not row["checked"]] == [None], rows
     assert "main.ts" in scenario["panelText"] and "shapes.ts" in scenario["panelText"], scenario["panelText"]
     assert "('you');" in scenario["panelText"], "each renamed place is its own line in the preview"
     assert not [t for t in scenario["toasts"] if "rename_symbol" in t], scenario["toasts"]

@@ -55,8 +55,8 @@ export async function codeIntelTools({ page, dirs, tasks }) {
 const serverStarts = (dirs) => (outputChannelLog(dirs, 'agent-lsp').match(/server started/g) ?? []).length;
 
 /** rename_symbol with agentLsp.editPreview on (CONTRACT "Edit review"): the rename of both
- * files opens in VS Code's Refactor Preview (screenshot rename-preview.png), no approval toast;
- * ticked and applied there, both files change. */
+ * files opens in VS Code's Refactor Preview (screenshot rename-preview.png), no approval toast,
+ * each renamed place ticked; Apply alone, and both files change. */
 export async function codeIntelRenamePreview({ page, dirs, tasks }) {
   const r = {};
   await step('the server started', () => waitFor('"server started"', () => serverStarts(dirs) >= 1, t(60_000)));
@@ -77,14 +77,19 @@ export async function codeIntelRenamePreview({ page, dirs, tasks }) {
     const text = await panel.first().innerText();
     return text.includes('main.ts') && text.includes('shapes.ts');
   }, t(15_000)).catch(() => {});
+  // Decision 80: every renamed place opens ticked (only the confirming no-op entry is not), so
+  // Apply alone renames in both files. Rows are read once the places are listed.
+  const rows = panel.locator('.monaco-list-row');
+  await waitFor('the renamed places listed', async () => (await rows.filter({ hasText: "('you')" }).count()) > 0, t(15_000))
+    .catch(() => {});
+  r.rowsBefore = await Promise.all((await rows.all()).map(async (row) => ({
+    text: (await row.innerText()).replace(/\u00a0/g, ' ').slice(0, 200),
+    aria: await row.getAttribute('aria-label'),
+    checked: (await row.locator('.edit-checkbox.checked').count()) > 0,
+  })));
   await page.screenshot({ path: path.join(dirs.shots, 'rename-preview.png') });
   r.panelText = (await panel.first().innerText()).replace(/\u00a0/g, ' ').slice(0, 3000);
   r.toasts = await page.locator('.notifications-toasts .notification-toast').allInnerTexts();
-  // needsConfirmation edits start unchecked: tick them (a file's box ticks its edits), then Apply.
-  const unchecked = panel.locator('.edit-checkbox:not(.checked)');
-  for (let i = 0; i < 8 && (await unchecked.count()) > 0; i++) {
-    await unchecked.first().click();
-  }
   await panel.getByRole('button', { name: 'Apply', exact: true }).click();
   await step('run stopped', () => waitFor('the stop event in the Agent output',
     () => /■/.test(agentLog(dirs).slice(before.length)), t(60_000)));

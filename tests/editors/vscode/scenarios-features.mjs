@@ -194,7 +194,7 @@ export async function editPreview({ page, dirs, tasks }) {
   r.checkboxes = await panel.locator('.edit-checkbox').count();
   r.checkedBefore = await panel.locator('.edit-checkbox.checked').count();
   r.toasts = await page.locator('.notifications-toasts .notification-toast').allInnerTexts();
-  // needsConfirmation edits start unchecked: tick them (a file's box ticks its edits), then Apply.
+  // the hunks open ticked; the confirming no-op entry does not: ticking it too changes nothing
   const unchecked = panel.locator('.edit-checkbox:not(.checked)');
   for (let i = 0; i < 5 && (await unchecked.count()) > 0; i++) {
     await unchecked.first().click();
