@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import os
 import subprocess
-from collections.abc import Iterator
+import tempfile
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from agent_lsp.testing.scripted_model import ScriptedModelServer
 from tests import forkserver
+from tests.demo import thinking
 
 SAMPLE = {
     "calc.py": "def add(a, b):\n    return a - b\n\n\ndef mul(a, b):\n    return a * b\n",
@@ -57,6 +59,9 @@ SLOW_TESTS = frozenset({  # "file::test" without parameters
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     here = Path(__file__).parent
+    # the demo played beside the others from the start (tests/demo/thinking.py) is read last,
+    # when its two minutes of thinking are over (a file at a time: its whole file goes last)
+    items.sort(key=lambda item: item.path == here / THINKING_DEMO_FILE)
     for item in items:
         try:
             name = item.path.relative_to(here).as_posix()
@@ -64,6 +69,40 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             continue
         if name in SLOW_FILES or f"{name}::{item.name.split('[')[0]}" in SLOW_TESTS:
             item.add_marker(pytest.mark.slow)
+
+
+THINKING_DEMO_FILE = "demo/test_demo.py"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The controlling pytest process starts the demo whose person thinks for two minutes
+    (tests/demo/thinking.py) at once, when the run will read it, so the wait overlaps the
+    other tests instead of holding a worker."""
+    if _reads_the_thinking_demo(config):
+        thinking.start_beside(lambda folder: _path_without_analysers(
+            lambda name: Path(tempfile.mkdtemp(prefix=name, dir=folder))))
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    thinking.stop_beside()
+
+
+def _reads_the_thinking_demo(config: pytest.Config) -> bool:
+    if (hasattr(config, "workerinput") or config.option.collectonly or config.option.keyword
+            or "slow" in (config.option.markexpr or "")):
+        return False  # a worker, a listing, a selection by name or by marker: played in the test
+    target = Path(__file__).parent / THINKING_DEMO_FILE
+    here = config.invocation_params.dir
+    ignored = [(here / p).resolve() for p in (config.option.ignore or [])]
+    if any(p == target or p in target.parents for p in ignored):
+        return False
+    for arg in config.args or [str(config.rootpath)]:
+        path, _, name = arg.partition("::")
+        found = (here / path).resolve()
+        if (found == target and name in ("", "test_demo_waits_for_a_person_thinking_over_an_approval")) \
+                or found in target.parents:
+            return True
+    return False
 
 
 @pytest.fixture
@@ -83,6 +122,10 @@ ANALYSERS = frozenset({"ty", "basedpyright-langserver", "pyright-langserver", "p
 
 @pytest.fixture(scope="session")
 def path_without_analysers(tmp_path_factory: pytest.TempPathFactory) -> str:
+    return _path_without_analysers(tmp_path_factory.mktemp)
+
+
+def _path_without_analysers(make_dir: Callable[[str], Path]) -> str:
     parts = []
     for index, entry in enumerate(os.environ.get("PATH", "").split(os.pathsep)):
         folder = Path(entry)
@@ -93,7 +136,7 @@ def path_without_analysers(tmp_path_factory: pytest.TempPathFactory) -> str:
         if not names & ANALYSERS:
             parts.append(entry)
             continue
-        shadow = tmp_path_factory.mktemp(f"path{index}")
+        shadow = make_dir(f"path{index}")
         for name in sorted(names - ANALYSERS):
             (shadow / name).symlink_to(folder / name)
         parts.append(str(shadow))
