@@ -68,8 +68,9 @@ const SCENARIOS = [
 const NAMED_ONLY = [
   ['codeIntelProbe', codeIntel.codeIntelProbe],
   ['codeIntelTools', codeIntel.codeIntelTools],
-  ['codeIntelRenamePreview', codeIntel.codeIntelRenamePreview],
   ['debugInVsCode', debug.debugInVsCode],
+  // last of these: it turns agentLsp.editPreview on
+  ['codeIntelRenamePreview', codeIntel.codeIntelRenamePreview],
   ['chatMarkdownAndFollowUp', chat.chatMarkdownAndFollowUp],
   ['chatApproval', chat.chatApproval],
   ['chatHunks', chat.chatHunks],
@@ -103,31 +104,8 @@ function writeWorkspace(dirs) {
   // TypeScript for code intelligence: VS Code's built-in TypeScript features answer for it.
   fs.writeFileSync(path.join(dirs.workspace, 'tsconfig.json'),
     JSON.stringify({ compilerOptions: { strict: true, target: 'es2020', module: 'commonjs' }, files: ['shapes.ts', 'main.ts'] }));
-  fs.writeFileSync(path.join(dirs.workspace, 'shapes.ts'), [
-    'export class Greeter {',
-    '  greet(name: string): string {',
-    "    return 'hello ' + name;",
-    '  }',
-    '}',
-    '',
-    'export class Other {',
-    '  greet(): string {',
-    "    return 'not this one';",
-    '  }',
-    '}',
-    '',
-    'export function welcome(g: Greeter): string {',
-    "  return g.greet('you');",
-    '}',
-    '',
-  ].join('\n'));
-  fs.writeFileSync(path.join(dirs.workspace, 'main.ts'), [
-    "import { Greeter, welcome } from './shapes';",
-    '',
-    'const g = new Greeter();',
-    "console.log(g.greet('a'), welcome(g), 'greet'); // greet in a comment",
-    '',
-  ].join('\n'));
+  fs.writeFileSync(path.join(dirs.workspace, 'shapes.ts'), codeIntel.SHAPES_TS);
+  fs.writeFileSync(path.join(dirs.workspace, 'main.ts'), codeIntel.MAIN_TS);
 }
 
 function writeUserSettings(dirs) {

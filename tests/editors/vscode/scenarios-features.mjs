@@ -3,7 +3,7 @@
 // workspace folders, the Refactor Preview, and the health check.
 import fs from 'node:fs';
 import path from 'node:path';
-import { outputChannelLog, step, t, waitFor } from './harness.mjs';
+import { editMachineSettings, outputChannelLog, serverStarts, step, t, waitFor } from './harness.mjs';
 import {
   answerInputBox, clearNotifications, clickToastButton, diffModifiedText, editorText, openFile, palette, pickQuickItem, plain,
   settled, statusBarTexts, toast, toastWithButton,
@@ -13,7 +13,6 @@ const agentLog = (dirs) => outputChannelLog(dirs, 'Agent');
 const serverLog = (dirs) => outputChannelLog(dirs, 'agent-lsp');
 const since = (dirs, before) => agentLog(dirs).slice(before.length);
 const count = (text, re) => (text.match(re) ?? []).length;
-const serverStarts = (dirs) => count(serverLog(dirs), /server started/g);
 
 async function runTask(page, task) {
   await palette(page, 'Agent: Run Task…');
@@ -22,13 +21,6 @@ async function runTask(page, task) {
 
 async function waitDone(dirs, before, n = 1, timeoutMs = 60_000) {
   await waitFor(`${n} x "stop reason: done"`, () => count(since(dirs, before), /stop reason: done/g) >= n, t(timeoutMs));
-}
-
-function editMachineSettings(dirs, change) {
-  const file = path.join(dirs.userData, 'Machine', 'settings.json');
-  const machine = JSON.parse(fs.readFileSync(file, 'utf8'));
-  change(machine);
-  fs.writeFileSync(file, JSON.stringify(machine, null, 2));
 }
 
 /** The start-up health check: the configured model is not one the endpoint lists. */

@@ -48,7 +48,8 @@ export async function openFile(page, name) {
   const input = page.locator('.quick-input-widget input');
   await input.waitFor({ state: 'visible', timeout: t(30_000) });
   await input.fill(name);
-  await page.locator('.quick-input-list .monaco-list-row', { hasText: name }).first()
+  // the row Enter opens: the recently opened list shows `name` before the filter applies
+  await page.locator('.quick-input-list .monaco-list-row.focused', { hasText: name }).first()
     .waitFor({ state: 'visible', timeout: t(30_000) });
   await page.keyboard.press('Enter');
   await page.locator('.tabs-container .tab.active', { hasText: name.split('/').pop() })
