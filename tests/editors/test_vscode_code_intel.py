@@ -122,6 +122,7 @@ def session(tmp_path_factory: pytest.TempPathFactory, tools: dict[str, str]) -> 
                  "configuredModel": "scripted", "agentServer": str(agent_server)}
         env = {**os.environ, **tools, "AGENT_LSP_E2E_MARKER": marker, "AGENT_LSP_SERVER": str(probe_server),
                "AGENT_LSP_MODEL_URL": model.base_url, "AGENT_LSP_SCENARIOS": SCENARIOS,
+               "AGENT_LSP_VSIX": vs.built_vsix(tmp_path_factory, tools),
                "AGENT_LSP_SCREENSHOT_DIR": str(tmp / "screenshots"), "AGENT_LSP_TASKS": json.dumps(tasks),
                "AGENT_LSP_PROBE_OUT": str(out)}
         try:
