@@ -4,7 +4,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { step, t, waitFor } from './harness.mjs';
-import { answerInputBox, clickToastButton, openFile, palette, pickQuickItem, toastWithButton } from './workbench.mjs';
+import { answerInputBox, chooseRow, clickToastButton, openFile, palette, pickQuickItem, toastWithButton } from './workbench.mjs';
 
 /** The chat view's page (the webview's outer iframe, then its active inner frame). */
 function chat(page) {
@@ -296,7 +296,7 @@ export async function chatRewind({ page, dirs, tasks }) {
   // the first session, not its fork (titled "… (fork)")
   const rows = page.locator('.quick-input-widget .quick-input-list .monaco-list-row', { hasText: tasks.chatFirst.slice(0, 20) });
   await rows.first().waitFor({ state: 'visible', timeout: t(30_000) });
-  await rows.filter({ hasNotText: 'fork' }).first().click();
+  await chooseRow(page, rows.filter({ hasNotText: 'fork' }).first());
   const edit = chat(page).locator('.user', { hasText: tasks.chatEdit });
   await step('the session with the edit prompt', () => edit.waitFor({ state: 'visible', timeout: t(30_000) }));
   await edit.getByRole('button', { name: 'Rewind to here' }).click();
