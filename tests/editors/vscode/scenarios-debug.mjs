@@ -1,7 +1,7 @@
 // The debugger through VS Code (CONTRACT "The debugger (turn 4)", Source 1): the agent's
 // debug_start runs in VS Code's own JavaScript debugger (js-debug, shipped with code-server),
 // so the Run and Debug view shows the session. Played only when named in AGENT_LSP_SCENARIOS
-// (test_vscode_debug.py).
+// (test_vscode_code_intel.py, in the code-intel window).
 import fs from 'node:fs';
 import path from 'node:path';
 import { outputChannelLog, step, t, waitFor } from './harness.mjs';
