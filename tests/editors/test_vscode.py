@@ -10,6 +10,7 @@ AGENT_LSP_UPDATE_SCREENSHOT=1 copies the screenshots into editor-clients/vscode/
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import re
@@ -182,6 +183,23 @@ def tools() -> dict[str, str]:
     return found
 
 
+def built_vsix(tmp_path_factory: pytest.TempPathFactory, tools: dict[str, str]) -> str:
+    """The extension built and packed once per pytest run (one build for every xdist worker:
+    the first builds under a lock, the others take its file), not once per driver run."""
+    base = tmp_path_factory.getbasetemp()
+    folder = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "agent-lsp-vsix"
+    folder.mkdir(exist_ok=True)
+    vsix = folder / "agent-lsp.vsix"
+    with open(folder / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not vsix.is_file():
+            proc = subprocess.run([tools["AGENT_LSP_NODE"], str(HERE / "build-vsix.mjs"), str(folder)],
+                                  capture_output=True, text=True, timeout=900, env={**os.environ, **tools}, cwd=REPO)
+            if proc.returncode != 0 or not vsix.is_file():
+                pytest.fail(f"build-vsix.mjs failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
+    return str(vsix)
+
+
 def kill_marked(marker: str) -> list[int]:
     """Ends the processes whose environment carries `marker` (code-server, its extension
     hosts, the agent-lsp servers), e.g. after the driver itself was killed by a timeout."""
@@ -235,6 +253,7 @@ def vscode(tmp_path_factory: pytest.TempPathFactory, tools: dict[str, str]) -> S
             "AGENT_LSP_SERVER": str(wrapper),
             "AGENT_LSP_MODEL_URL": model.base_url,
             "AGENT_LSP_SCREENSHOT_DIR": str(tmp / "screenshots"),
+            "AGENT_LSP_VSIX": built_vsix(tmp_path_factory, tools),
             "AGENT_LSP_VSIX_COPY": str(tmp / "agent-lsp.vsix"),
             "AGENT_LSP_MCP_TIME": str(MCP_TIME),
             "AGENT_LSP_TASKS": json.dumps(TASKS),

@@ -108,6 +108,7 @@ def chat(tmp_path_factory: pytest.TempPathFactory, tools: dict[str, str]) -> dic
         marker = f"agent-lsp-vscode-chat-{os.getpid()}-{tmp.name}"
         env = {**os.environ, **tools, "AGENT_LSP_E2E_MARKER": marker, "AGENT_LSP_SERVER": str(wrapper),
                "AGENT_LSP_MODEL_URL": model.base_url,
+               "AGENT_LSP_VSIX": vs.built_vsix(tmp_path_factory, tools),
                "AGENT_LSP_SCENARIOS": "chatMarkdownAndFollowUp,chatApproval,chatHunks,chatSteer,chatStop,chatQueue,chatForkAndResume,chatHiddenApproval,chatAttach,chatStopQueued,chatRewind,chatUnknownKinds",
                "AGENT_LSP_SCREENSHOT_DIR": str(tmp / "screenshots"),
                "AGENT_LSP_TASKS": json.dumps(TASKS)}
@@ -117,6 +118,7 @@ def chat(tmp_path_factory: pytest.TempPathFactory, tools: dict[str, str]) -> dic
         finally:
             leftovers = vs.kill_marked(marker)
         requests = {key: model.requests_for(key) for key in TASKS.values()}
+    (tmp / "result.json").write_text(proc.stdout)
     (tmp / "driver.log").write_text(proc.stderr)
     try:
         result = json.loads(proc.stdout)

@@ -1,8 +1,10 @@
-"""CONTRACT "Code intelligence", Source 1 in a real VS Code (code-server): the extension answers
-`agentLsp/codeIntel` from VS Code's built-in TypeScript language features (no extension to
-install). agent-lsp's real server with a probe (tests/e2e/code_intel_probe.py) asks its editor
-source once shapes.ts is open, as the code-intel tools do; each answer is the LSP JSON the
-extension converted from VS Code's objects."""
+"""CONTRACT "Code intelligence" and "The debugger (turn 4)", Source 1 in a real VS Code
+(code-server): the extension answers `agentLsp/codeIntel` from VS Code's built-in TypeScript
+language features (no extension to install), and runs the agent's debug_start in VS Code's own
+JavaScript debugger. agent-lsp's real server with a probe (tests/e2e/code_intel_probe.py) asks
+its editor source once shapes.ts is open, as the code-intel tools do; each answer is the LSP
+JSON the extension converted from VS Code's objects. Then, in the same window, agent-lsp's real
+server takes over (agentLsp.serverPath) for the agent's runs: one code-server for the file."""
 
 from __future__ import annotations
 
@@ -54,38 +56,102 @@ def plan() -> list[dict[str, Any]]:
     ]
 
 
+TASK = "Rename greet of Greeter to salute"
+PREVIEW_TASK = "Rename greet of Greeter to salute, in the preview"
+DEBUG_TASK = "Find out why average of avg.js is wrong"
+# One window for every test here: the probe's server first, then agent-lsp's real server
+# (agentLsp.serverPath changed, as a user would), the debugger, and the Refactor Preview last
+# (it turns agentLsp.editPreview on and renames the files back from their first state).
+SCENARIOS = "codeIntelProbe,codeIntelTools,debugInVsCode,codeIntelRenamePreview"
+
+
+def script(model: Any) -> None:
+    model.add(TASK, [
+        {"tool_calls": [{"id": "refs", "name": "find_references",
+                         "arguments": {"path": "shapes.ts", "line": 2, "symbol": "greet"}}]},
+        {"tool_calls": [{"id": "ren", "name": "rename_symbol",
+                         "arguments": {"path": "shapes.ts", "line": 2, "symbol": "greet", "newName": "salute"}}]},
+        {"text": "Renamed."},
+    ])
+    model.add(PREVIEW_TASK, [
+        {"tool_calls": [{"id": "ren", "name": "rename_symbol",
+                         "arguments": {"path": "shapes.ts", "line": 2, "symbol": "greet", "newName": "salute"}}]},
+        {"text": "Renamed."},
+    ])
+    model.add(DEBUG_TASK, [
+        {"tool_calls": [{"id": "start", "name": "debug_start", "arguments": {
+            "program": "avg.js", "breakpoints": [{"path": "avg.js", "line": 7}]}}]},
+        {"tool_calls": [{"id": "eval", "name": "debug_eval",
+                         "arguments": {"expression": "total * 2 + count"}}]},
+        {"tool_calls": [{"id": "next", "name": "debug_step", "arguments": {"action": "next"}}]},
+        {"tool_calls": [{"id": "cont", "name": "debug_step", "arguments": {"action": "continue"}}]},
+        {"tool_calls": [{"id": "crash", "name": "debug_start", "arguments": {"program": "crash.js"}}]},
+        {"tool_calls": [{"id": "py", "name": "debug_start", "arguments": {"program": "calc.py"}}]},
+        {"tool_calls": [{"id": "spin", "name": "debug_start", "arguments": {"program": "spin.js", "timeout": 2}}]},
+        {"tool_calls": [{"id": "again", "name": "debug_start", "arguments": {
+            "program": "avg.js", "breakpoints": [{"path": "avg.js", "line": 7}]}}]},
+        {"text": "count is one short: values.length - 1."},  # the run ends while paused
+    ])
+
+
+def executable(path: Path, command: str, env: dict[str, str] | None = None) -> Path:
+    """A shell script running `command` with this checkout's agent_lsp first on the path
+    (code-server hands its extensions a clean environment: no PYTHONPATH, none of our settings)."""
+    exports = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in (env or {}).items())
+    path.write_text(f"#!/bin/sh\nexport PYTHONPATH={shlex.quote(str(vs.REPO))}\n{exports}exec {command}\n")
+    path.chmod(0o755)
+    return path
+
+
 @pytest.fixture(scope="module")
-def probe(tmp_path_factory: pytest.TempPathFactory, tools: dict[str, str]) -> dict[str, Any]:  # noqa: F811
+def session(tmp_path_factory: pytest.TempPathFactory, tools: dict[str, str]) -> vs.Session:  # noqa: F811
+    from agent_lsp.testing.scripted_model import ScriptedModelServer
+
     tmp = tmp_path_factory.mktemp("vscode-ci")
     out = tmp / "answers.json"
     plan_file = tmp / "plan.json"
     plan_file.write_text(json.dumps(plan()))
-    wrapper = tmp / "agent-lsp"
-    # code-server hands its extensions a clean environment: the probe's settings go here
-    wrapper.write_text(f"#!/bin/sh\nexport AGENT_LSP_PROBE_PLAN={shlex.quote(str(plan_file))}\n"
-                       f"export AGENT_LSP_PROBE_OUT={shlex.quote(str(out))}\n"
-                       f"exec {shlex.quote(sys.executable)} {shlex.quote(str(PROBE))}\n")
-    wrapper.chmod(0o755)
-    marker = f"agent-lsp-vscode-ci-{os.getpid()}-{tmp.name}"
-    env = {**os.environ, **tools, "AGENT_LSP_E2E_MARKER": marker, "AGENT_LSP_SERVER": str(wrapper),
-           "AGENT_LSP_MODEL_URL": "http://127.0.0.1:9/v1", "AGENT_LSP_SCENARIOS": "codeIntelProbe",
-           "AGENT_LSP_SCREENSHOT_DIR": str(tmp / "screenshots"), "AGENT_LSP_TASKS": "{}",
-           "AGENT_LSP_PROBE_OUT": str(out)}
-    try:
-        proc = subprocess.run([tools["AGENT_LSP_NODE"], str(vs.HERE / "run-test.mjs")],
-                              capture_output=True, text=True, timeout=900, env=env, cwd=vs.REPO)
-    finally:
-        leftovers = vs.kill_marked(marker)
+    python = shlex.quote(sys.executable)
+    probe_server = executable(tmp / "agent-lsp-probe", f"{python} {shlex.quote(str(PROBE))}",
+                              {"AGENT_LSP_PROBE_PLAN": str(plan_file), "AGENT_LSP_PROBE_OUT": str(out)})
+    agent_server = executable(tmp / "agent-lsp", f'{python} -m agent_lsp "$@"')
+    with ScriptedModelServer() as model:
+        script(model)
+        marker = f"agent-lsp-vscode-ci-{os.getpid()}-{tmp.name}"
+        tasks = {"codeIntel": TASK, "codeIntelPreview": PREVIEW_TASK, "debug": DEBUG_TASK,
+                 "configuredModel": "scripted", "agentServer": str(agent_server)}
+        env = {**os.environ, **tools, "AGENT_LSP_E2E_MARKER": marker, "AGENT_LSP_SERVER": str(probe_server),
+               "AGENT_LSP_MODEL_URL": model.base_url, "AGENT_LSP_SCENARIOS": SCENARIOS,
+               "AGENT_LSP_VSIX": vs.built_vsix(tmp_path_factory, tools),
+               "AGENT_LSP_SCREENSHOT_DIR": str(tmp / "screenshots"), "AGENT_LSP_TASKS": json.dumps(tasks),
+               "AGENT_LSP_PROBE_OUT": str(out)}
+        try:
+            proc = subprocess.run([tools["AGENT_LSP_NODE"], str(vs.HERE / "run-test.mjs")],
+                                  capture_output=True, text=True, timeout=1200, env=env, cwd=vs.REPO)
+        finally:
+            leftovers = vs.kill_marked(marker)
+        requests = {task: model.requests_for(task) for task in (TASK, PREVIEW_TASK, DEBUG_TASK)}
+    (tmp / "result.json").write_text(proc.stdout)
     (tmp / "driver.log").write_text(proc.stderr)
     try:
         result = json.loads(proc.stdout)
     except json.JSONDecodeError:
         pytest.fail(f"run-test.mjs printed no JSON (exit {proc.returncode}):\n{proc.stderr[-6000:]}")
-    scenario = result["scenarios"].get("codeIntelProbe")
-    assert scenario is not None and "error" not in scenario, \
-        f"{scenario}\n{result.get('error')}\nserver log: {result.get('serverLog', '')[-6000:]}\n{proc.stderr[-3000:]}"
-    assert leftovers == [] and result["orphans"] == [], (leftovers, result["orphans"])
-    return {**scenario["answers"], "serverLog": result.get("serverLog", "")}
+    result["leftovers"] = leftovers
+    if os.environ.get("AGENT_LSP_UPDATE_SCREENSHOT") == "1":
+        for shot, name in (("rename-approval.png", "rename-approval.png"), ("rename-preview.png", "rename-preview.png"),
+                           ("debug-paused.png", "debug.png")):
+            if (tmp / "screenshots" / shot).is_file():
+                shutil.copy(tmp / "screenshots" / shot, vs.EXTENSION / name)
+    return vs.Session(result, requests, tmp, proc.stderr)
+
+
+@pytest.fixture(scope="module")
+def probe(session: vs.Session) -> dict[str, Any]:
+    scenario = session.scenario("codeIntelProbe")
+    assert session.result["leftovers"] == [] and session.result["orphans"] == [], \
+        (session.result["leftovers"], session.result["orphans"])
+    return {**scenario["answers"], "serverLog": scenario["serverLog"]}
 
 
 def name(uri: str) -> str:
@@ -130,44 +196,13 @@ def test_vscode_health_check_lists_the_code_intel_source(probe: dict[str, Any]):
         probe["serverLog"][-3000:]
 
 
-TASK = "Rename greet of Greeter to salute"
-
-
-def test_vscode_agent_finds_references_and_renames_through_typescript(tmp_path_factory, tools):  # noqa: F811
+def test_vscode_agent_finds_references_and_renames_through_typescript(session: vs.Session):
     """Agent: Run Task…: the model's find_references is answered by VS Code's TypeScript
     features (Greeter.greet's uses, not Other.greet), its rename_symbol is one approval with
     both files in one multi-diff editor (screenshot rename-approval.png) and changes both."""
-    from agent_lsp.testing.scripted_model import ScriptedModelServer
-
-    tmp = tmp_path_factory.mktemp("vscode-ci-tools")
-    wrapper = tmp / "agent-lsp"
-    wrapper.write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} -m agent_lsp "$@"\n')
-    wrapper.chmod(0o755)
-    with ScriptedModelServer() as model:
-        model.add(TASK, [
-            {"tool_calls": [{"id": "refs", "name": "find_references",
-                             "arguments": {"path": "shapes.ts", "line": 2, "symbol": "greet"}}]},
-            {"tool_calls": [{"id": "ren", "name": "rename_symbol",
-                             "arguments": {"path": "shapes.ts", "line": 2, "symbol": "greet", "newName": "salute"}}]},
-            {"text": "Renamed."},
-        ])
-        marker = f"agent-lsp-vscode-ci-tools-{os.getpid()}-{tmp.name}"
-        env = {**os.environ, **tools, "AGENT_LSP_E2E_MARKER": marker, "AGENT_LSP_SERVER": str(wrapper),
-               "AGENT_LSP_MODEL_URL": model.base_url, "AGENT_LSP_SCENARIOS": "codeIntelTools",
-               "AGENT_LSP_SCREENSHOT_DIR": str(tmp / "screenshots"),
-               "AGENT_LSP_TASKS": json.dumps({"codeIntel": TASK, "configuredModel": "scripted"})}
-        try:
-            proc = subprocess.run([tools["AGENT_LSP_NODE"], str(vs.HERE / "run-test.mjs")],
-                                  capture_output=True, text=True, timeout=900, env=env, cwd=vs.REPO)
-        finally:
-            leftovers = vs.kill_marked(marker)
-        requests = model.requests_for(TASK)
-    (tmp / "driver.log").write_text(proc.stderr)
-    result = json.loads(proc.stdout)
-    scenario = result["scenarios"].get("codeIntelTools")
-    assert scenario is not None and "error" not in scenario, \
-        f"{scenario}\n{result.get('error')}\nserver log: {result.get('serverLog', '')[-6000:]}"
-    assert leftovers == [] and result["orphans"] == []
+    scenario = session.scenario("codeIntelTools")
+    assert session.result["leftovers"] == [] and session.result["orphans"] == []
+    requests = session.requests[TASK]
     refs = next(m["content"] for m in requests[1]["messages"] if m.get("tool_call_id") == "refs")
     assert "main.ts:4:15" in refs and "shapes.ts:14:12" in refs, refs
     assert "greet(): string" in scenario["shapes"] and "salute(name: string)" in scenario["shapes"]
@@ -176,49 +211,16 @@ def test_vscode_agent_finds_references_and_renames_through_typescript(tmp_path_f
     assert scenario["diffTabs"] == ["Agent rename_symbol (current ↔ proposed) (2 files)"], scenario["diffTabs"]
     assert "main.ts" in scenario["diffPaneText"] and "salute" in scenario["diffPaneText"], scenario["diffPaneText"]
     assert scenario["diffTabsAfter"] == []
-    if os.environ.get("AGENT_LSP_UPDATE_SCREENSHOT") == "1":
-        shot = tmp / "screenshots" / "rename-approval.png"
-        if shot.is_file():
-            shutil.copy(shot, vs.EXTENSION / "rename-approval.png")
 
 
-PREVIEW_TASK = "Rename greet of Greeter to salute, in the preview"
-
-
-def test_vscode_rename_opens_in_the_refactor_preview(tmp_path_factory, tools):  # noqa: F811
+def test_vscode_rename_opens_in_the_refactor_preview(session: vs.Session):
     """CONTRACT "Edit review": with agentLsp.editPreview on, rename_symbol is ONE annotated
     applyEdit that VS Code shows in its Refactor Preview with both files (screenshot
     rename-preview.png), no approval toast, each renamed place ticked (Decision 80); Apply
     alone, and both files change."""
-    from agent_lsp.testing.scripted_model import ScriptedModelServer
-
-    tmp = tmp_path_factory.mktemp("vscode-ci-preview")
-    wrapper = tmp / "agent-lsp"
-    wrapper.write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} -m agent_lsp "$@"\n')
-    wrapper.chmod(0o755)
-    with ScriptedModelServer() as model:
-        model.add(PREVIEW_TASK, [
-            {"tool_calls": [{"id": "ren", "name": "rename_symbol",
-                             "arguments": {"path": "shapes.ts", "line": 2, "symbol": "greet", "newName": "salute"}}]},
-            {"text": "Renamed."},
-        ])
-        marker = f"agent-lsp-vscode-ci-preview-{os.getpid()}-{tmp.name}"
-        env = {**os.environ, **tools, "AGENT_LSP_E2E_MARKER": marker, "AGENT_LSP_SERVER": str(wrapper),
-               "AGENT_LSP_MODEL_URL": model.base_url, "AGENT_LSP_SCENARIOS": "codeIntelRenamePreview",
-               "AGENT_LSP_SCREENSHOT_DIR": str(tmp / "screenshots"),
-               "AGENT_LSP_TASKS": json.dumps({"codeIntelPreview": PREVIEW_TASK, "configuredModel": "scripted"})}
-        try:
-            proc = subprocess.run([tools["AGENT_LSP_NODE"], str(vs.HERE / "run-test.mjs")],
-                                  capture_output=True, text=True, timeout=900, env=env, cwd=vs.REPO)
-        finally:
-            leftovers = vs.kill_marked(marker)
-        requests = model.requests_for(PREVIEW_TASK)
-    (tmp / "driver.log").write_text(proc.stderr)
-    result = json.loads(proc.stdout)
-    scenario = result["scenarios"].get("codeIntelRenamePreview")
-    assert scenario is not None and "error" not in scenario, \
-        f"{scenario}\n{result.get('error')}\nserver log: {result.get('serverLog', '')[-6000:]}"
-    assert leftovers == [] and result["orphans"] == []
+    scenario = session.scenario("codeIntelRenamePreview")
+    assert session.result["leftovers"] == [] and session.result["orphans"] == []
+    requests = session.requests[PREVIEW_TASK]
     # Decision 80: each renamed place (its own row) and both files open ticked; the one row
     # left unticked is the confirming no-op entry, so Apply alone renames everywhere
     rows = scenario["rowsBefore"]
@@ -233,7 +235,62 @@ def test_vscode_rename_opens_in_the_refactor_preview(tmp_path_factory, tools):  
     assert "g.salute('a')" in scenario["main"] and "'greet'" in scenario["main"]
     ren = next(m["content"] for m in requests[-1]["messages"] if m.get("tool_call_id") == "ren")
     assert ren.startswith("applied: rename `greet` to `salute` in 2 files"), ren
-    if os.environ.get("AGENT_LSP_UPDATE_SCREENSHOT") == "1":
-        shot = tmp / "screenshots" / "rename-preview.png"
-        if shot.is_file():
-            shutil.copy(shot, vs.EXTENSION / "rename-preview.png")
+
+
+def tool_result(requests: list[dict[str, Any]], call_id: str) -> str:
+    for request in requests:
+        for message in request["messages"]:
+            if message.get("tool_call_id") == call_id:
+                return str(message["content"])
+    raise AssertionError(f"no result for {call_id}")
+
+
+def test_vscode_debugs_with_its_own_debugger_and_the_agent_reads_the_locals(session: vs.Session):
+    """debug_start on avg.js with a breakpoint on `return total / count`: VS Code's CALL STACK
+    shows the session paused on the breakpoint (while the debug_eval approval waits; screenshot
+    debug.png), the
+    model's next request holds `count = 2` and `total = 18` (values only the debugger knows),
+    debug_eval, next and a continue to the end work; an uncaught exception stops (crash.js); a
+    Python program without the Python Debugger extension is a clear tool error; an endless one
+    is paused at its timeout; a
+    last session still paused when the run
+    ends is ended with it (no debug session left in VS Code)."""
+    scenario = session.scenario("debugInVsCode")
+    requests = session.requests[DEBUG_TASK]
+    assert session.result["leftovers"] == [] and session.result["orphans"] == []
+    # the approval said where it runs
+    assert "runs in the editor's debugger" in scenario["startApproval"], scenario["startApproval"]
+    assert "debug: $ avg.js" in scenario["startApproval"], scenario["startApproval"]  # not `python3 avg.js`
+    # (a) VS Code's own debug view showed the agent's session paused at the breakpoint
+    assert re.search(r"Paused on breakpoint", scenario["callStack"], re.I), scenario["callStack"]
+    assert "average" in scenario["callStack"] and "avg.js" in scenario["callStack"], scenario["callStack"]
+    # (b) the agent got the stop with the locals only the debugger knows
+    start = tool_result(requests, "start")
+    assert start.startswith("state: stopped (breakpoint)"), start
+    assert "location: avg.js:7" in start, start
+    assert re.search(r"^count \(.*\) = 2$", start, re.M) and re.search(r"^total \(.*\) = 18$", start, re.M), start
+    assert re.search(r"^avg\.js:7 \S*average$", start, re.M), start
+    assert tool_result(requests, "eval").endswith("= 38"), tool_result(requests, "eval")
+    cont = tool_result(requests, "cont")
+    nxt = tool_result(requests, "next")
+    # js-debug stops at the end of the return statement and shows what it returns
+    assert nxt.startswith("state: stopped (step)\nlocation: avg.js:7"), nxt
+    assert re.search(r"^Return value \(.*\) = 9$", nxt, re.M), nxt
+    # js-debug sends no DAP `exited` event: VS Code's session ends without an exit code
+    assert cont.startswith("state: exited (unknown)") and "average 9" in cont, cont
+    # an uncaught exception stops there, though the user's Breakpoints view has it unticked
+    crash = tool_result(requests, "crash")
+    assert crash.startswith("state: stopped (exception)\nlocation: crash.js:3"), crash
+    assert re.search(r"^xs \(.*\) = .*\[1, 2, 3\]$", crash, re.M), crash
+    # no Python debugger in this VS Code: a clear tool error, and the run goes on
+    py = tool_result(requests, "py")
+    assert "VS Code has no Python debugger: install the Python Debugger extension" in py, py
+    # a program that never stops is paused at the timeout, where it is (Decision 88)
+    spin = tool_result(requests, "spin")
+    assert re.match(r"state: stopped \(pause\)\nlocation: spin\.js:[1-4]\n", spin), spin
+    again = tool_result(requests, "again")
+    assert again.startswith("state: stopped (breakpoint)\nlocation: avg.js:7"), again
+    # the session is the agent's, by name, in VS Code's debug view
+    assert "Agent: debug avg.js" in scenario["callStack"], scenario["callStack"]
+    # the run ended while the second session was paused: it ended with the run
+    assert scenario["toolbarAfter"] is False and scenario["debuggeesAfter"] == []

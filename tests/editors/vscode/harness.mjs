@@ -267,6 +267,19 @@ export function outputChannelLog(dirs, name) {
   return found.map((p) => fs.readFileSync(p, 'utf8')).join('\n');
 }
 
+/** Changes the remote ("Machine") settings file, where machine-scoped settings count. */
+export function editMachineSettings(dirs, change) {
+  const file = path.join(dirs.userData, 'Machine', 'settings.json');
+  const machine = JSON.parse(fs.readFileSync(file, 'utf8'));
+  change(machine);
+  fs.writeFileSync(file, JSON.stringify(machine, null, 2));
+}
+
+/** How many times the agent-lsp server has started in this window (restarts included). */
+export function serverStarts(dirs) {
+  return (outputChannelLog(dirs, 'agent-lsp').match(/server started/g) ?? []).length;
+}
+
 /** Milliseconds between the first log line matching `from` and the first after it matching `to`. */
 export function logInterval(text, from, to) {
   const stamp = (line) => Date.parse(line.slice(0, 23).replace(' ', 'T'));

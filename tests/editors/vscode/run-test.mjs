@@ -16,6 +16,10 @@
 //   AGENT_LSP_PLAYWRIGHT_DIR  folder whose node_modules holds playwright-core
 //   AGENT_LSP_NPM_CLI         npm-cli.js of this Node (to build and pack the extension)
 //   AGENT_LSP_CHROMIUM        default /usr/bin/chromium
+//   AGENT_LSP_CHROMIUM_ARGS   more Chromium switches, space-separated. Headless Chromium here
+//                             draws ~1 frame a second, and every Playwright click waits for two
+//                             stable frames (1-4 s); `--disable-frame-rate-limit` makes clicks
+//                             ~0.3 s but keeps a core busy, so it is not the default
 //   AGENT_LSP_VSIX            a ready .vsix: skips the build and pack
 //   AGENT_LSP_VSIX_COPY       where to copy the packed .vsix (the test reads its README)
 //   AGENT_LSP_SCREENSHOT_DIR  where screenshots go (default: the run's temp dir)
@@ -68,8 +72,9 @@ const SCENARIOS = [
 const NAMED_ONLY = [
   ['codeIntelProbe', codeIntel.codeIntelProbe],
   ['codeIntelTools', codeIntel.codeIntelTools],
-  ['codeIntelRenamePreview', codeIntel.codeIntelRenamePreview],
   ['debugInVsCode', debug.debugInVsCode],
+  // last of these: it turns agentLsp.editPreview on
+  ['codeIntelRenamePreview', codeIntel.codeIntelRenamePreview],
   ['chatMarkdownAndFollowUp', chat.chatMarkdownAndFollowUp],
   ['chatApproval', chat.chatApproval],
   ['chatHunks', chat.chatHunks],
@@ -103,31 +108,8 @@ function writeWorkspace(dirs) {
   // TypeScript for code intelligence: VS Code's built-in TypeScript features answer for it.
   fs.writeFileSync(path.join(dirs.workspace, 'tsconfig.json'),
     JSON.stringify({ compilerOptions: { strict: true, target: 'es2020', module: 'commonjs' }, files: ['shapes.ts', 'main.ts'] }));
-  fs.writeFileSync(path.join(dirs.workspace, 'shapes.ts'), [
-    'export class Greeter {',
-    '  greet(name: string): string {',
-    "    return 'hello ' + name;",
-    '  }',
-    '}',
-    '',
-    'export class Other {',
-    '  greet(): string {',
-    "    return 'not this one';",
-    '  }',
-    '}',
-    '',
-    'export function welcome(g: Greeter): string {',
-    "  return g.greet('you');",
-    '}',
-    '',
-  ].join('\n'));
-  fs.writeFileSync(path.join(dirs.workspace, 'main.ts'), [
-    "import { Greeter, welcome } from './shapes';",
-    '',
-    'const g = new Greeter();',
-    "console.log(g.greet('a'), welcome(g), 'greet'); // greet in a comment",
-    '',
-  ].join('\n'));
+  fs.writeFileSync(path.join(dirs.workspace, 'shapes.ts'), codeIntel.SHAPES_TS);
+  fs.writeFileSync(path.join(dirs.workspace, 'main.ts'), codeIntel.MAIN_TS);
 }
 
 function writeUserSettings(dirs) {
@@ -218,7 +200,8 @@ async function main() {
       executablePath: env.AGENT_LSP_CHROMIUM || '/usr/bin/chromium',
       headless: true,
       args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking',
-        '--disable-component-update', '--disable-sync', '--no-first-run', '--disable-quic'],
+        '--disable-component-update', '--disable-sync', '--no-first-run', '--disable-quic',
+        ...(env.AGENT_LSP_CHROMIUM_ARGS ? env.AGENT_LSP_CHROMIUM_ARGS.split(' ') : [])],
     }));
     const page = await browser.newPage({ viewport: { width: 1440, height: 900 } });
     page.setDefaultTimeout(t(45_000));

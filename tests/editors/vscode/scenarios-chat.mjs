@@ -4,7 +4,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { step, t, waitFor } from './harness.mjs';
-import { answerInputBox, clickToastButton, openFile, palette, pickQuickItem, toastWithButton } from './workbench.mjs';
+import { answerInputBox, chooseRow, clickToastButton, openFile, palette, pickQuickItem, toastWithButton } from './workbench.mjs';
 
 /** The chat view's page (the webview's outer iframe, then its active inner frame). */
 function chat(page) {
@@ -15,7 +15,9 @@ const logText = async (page) => chat(page).locator('#log').innerText();
 
 async function send(page, text) {
   const input = chat(page).locator('textarea#input');
-  await input.click();
+  // focus, not click: a click first waits for two stable frames (about 2 s here, see
+  // AGENT_LSP_CHROMIUM_ARGS in run-test.mjs); the message is typed into the input all the same
+  await input.focus();
   await input.fill(text);
   await input.press('Enter');
 }
@@ -36,9 +38,15 @@ async function openChat(page) {
 
 /** The Sessions… button, then "New session" in the quick pick. */
 async function newChatSession(page) {
-  await chat(page).locator('button#sessions').click();
-  await pickQuickItem(page, 'New session');
-  await waitFor('an empty conversation', async () => (await logText(page)).trim() === '', t(20_000));
+  await step('Sessions…', () => chat(page).locator('button#sessions').click());
+  // the first row, active in the pick: Enter takes it (a click first waits for two stable
+  // frames, and headless Chromium draws about one a second here)
+  const row = page.locator('.quick-input-widget .quick-input-list .monaco-list-row.focused', { hasText: 'New session' });
+  await step('"New session" picked', async () => {
+    await row.first().waitFor({ state: 'visible', timeout: t(30_000) });
+    await page.keyboard.press('Enter');
+  });
+  await step('an empty conversation', () => waitFor('an empty conversation', async () => (await logText(page)).trim() === '', t(20_000)));
 }
 
 /** "Agent: Open Chat"; a prompt whose answer has **bold** and a code block, then a follow-up. */
@@ -288,7 +296,7 @@ export async function chatRewind({ page, dirs, tasks }) {
   // the first session, not its fork (titled "… (fork)")
   const rows = page.locator('.quick-input-widget .quick-input-list .monaco-list-row', { hasText: tasks.chatFirst.slice(0, 20) });
   await rows.first().waitFor({ state: 'visible', timeout: t(30_000) });
-  await rows.filter({ hasNotText: 'fork' }).first().click();
+  await chooseRow(page, rows.filter({ hasNotText: 'fork' }).first());
   const edit = chat(page).locator('.user', { hasText: tasks.chatEdit });
   await step('the session with the edit prompt', () => edit.waitFor({ state: 'visible', timeout: t(30_000) }));
   await edit.getByRole('button', { name: 'Rewind to here' }).click();
@@ -309,16 +317,16 @@ export async function chatRewind({ page, dirs, tasks }) {
 export async function chatStopQueued({ page, tasks }) {
   const r = {};
   await newChatSession(page);
-  await send(page, tasks.chatStopQueued);
+  await step('send the prompt that never answers (queue)', () => send(page, tasks.chatStopQueued));
   const stop = chat(page).locator('button#stop');
   await waitFor('Stop enabled', () => stop.isEnabled(), t(30_000));
   await chat(page).locator('#queue-mode').check();
   await send(page, 'queued A');
   await send(page, 'queued B');
   const rows = chat(page).locator('#queue .queued');
-  await waitFor('two queued prompts', async () => (await rows.count()) === 2, t(30_000));
-  await stop.click();
-  await waitInLog(page, '"cancelled"', (text) => text.includes('■ cancelled'), 30_000);
+  await step('two queued prompts', () => waitFor('two queued prompts', async () => (await rows.count()) === 2, t(30_000)));
+  await step('click Stop (queue)', () => stop.click());
+  await step('cancelled (queue)', () => waitInLog(page, '"cancelled"', (text) => text.includes('■ cancelled'), 30_000));
   await waitFor('no queued prompt', async () => (await rows.count()) === 0, t(30_000));
   r.prompts = await chat(page).locator('.user .prompt').allInnerTexts();
   await chat(page).locator('#queue-mode').uncheck();

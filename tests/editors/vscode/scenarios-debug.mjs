@@ -1,10 +1,11 @@
 // The debugger through VS Code (CONTRACT "The debugger (turn 4)", Source 1): the agent's
 // debug_start runs in VS Code's own JavaScript debugger (js-debug, shipped with code-server),
 // so the Run and Debug view shows the session. Played only when named in AGENT_LSP_SCENARIOS
-// (test_vscode_debug.py).
+// (test_vscode_code_intel.py, in the code-intel window).
 import fs from 'node:fs';
 import path from 'node:path';
 import { outputChannelLog, step, t, waitFor } from './harness.mjs';
+import { useServer } from './scenarios-codeintel.mjs';
 import { answerInputBox, clickToastButton, palette, plain, toastWithButton } from './workbench.mjs';
 
 export const AVG_JS = [
@@ -48,10 +49,12 @@ const toolbar = (page) => page.locator('.debug-toolbar');
  * debug session. */
 export async function debugInVsCode({ page, dirs, tasks }) {
   const r = {};
+  await useServer(dirs, tasks.agentServer);
   fs.writeFileSync(path.join(dirs.workspace, 'avg.js'), AVG_JS);
   fs.writeFileSync(path.join(dirs.workspace, 'crash.js'), CRASH_JS);
   fs.writeFileSync(path.join(dirs.workspace, 'spin.js'), 'let n = 0;\nwhile (true) {\n  n += 1;\n}\n');
   const before = agentLog(dirs);
+  await palette(page, 'Agent: New Session'); // the model's script is found by the session's first prompt
   await palette(page, 'Agent: Run Task…');
   await answerInputBox(page, tasks.debug);
   const start = await step('debug_start approval', () => toastWithButton(page, 'debug_start', 'Allow', 120_000));

@@ -3,7 +3,7 @@
 // workspace folders, the Refactor Preview, and the health check.
 import fs from 'node:fs';
 import path from 'node:path';
-import { outputChannelLog, step, t, waitFor } from './harness.mjs';
+import { editMachineSettings, log, outputChannelLog, serverStarts, step, t, waitFor } from './harness.mjs';
 import {
   answerInputBox, clearNotifications, clickToastButton, diffModifiedText, editorText, openFile, palette, pickQuickItem, plain,
   settled, statusBarTexts, toast, toastWithButton,
@@ -13,7 +13,6 @@ const agentLog = (dirs) => outputChannelLog(dirs, 'Agent');
 const serverLog = (dirs) => outputChannelLog(dirs, 'agent-lsp');
 const since = (dirs, before) => agentLog(dirs).slice(before.length);
 const count = (text, re) => (text.match(re) ?? []).length;
-const serverStarts = (dirs) => count(serverLog(dirs), /server started/g);
 
 async function runTask(page, task) {
   await palette(page, 'Agent: Run Task…');
@@ -22,13 +21,6 @@ async function runTask(page, task) {
 
 async function waitDone(dirs, before, n = 1, timeoutMs = 60_000) {
   await waitFor(`${n} x "stop reason: done"`, () => count(since(dirs, before), /stop reason: done/g) >= n, t(timeoutMs));
-}
-
-function editMachineSettings(dirs, change) {
-  const file = path.join(dirs.userData, 'Machine', 'settings.json');
-  const machine = JSON.parse(fs.readFileSync(file, 'utf8'));
-  change(machine);
-  fs.writeFileSync(file, JSON.stringify(machine, null, 2));
 }
 
 /** The start-up health check: the configured model is not one the endpoint lists. */
@@ -85,6 +77,10 @@ export async function runCommand({ page, dirs, tasks }) {
   return r;
 }
 
+// The usage item's text (after its icon) starts with the context fill; the message a run's end
+// leaves in the status bar for 15 s ("Agent: done: … (ctx 0k/128k)") is another item.
+const usageItem = (text) => /^ctx \d+k\/\d+k/.test(text.trim());
+
 /** An MCP tool (mcp-server-time) approved and run; the status bar shows the context fill meanwhile. */
 export async function mcpAndStatus({ page, dirs, tasks }) {
   const r = {};
@@ -93,14 +89,13 @@ export async function mcpAndStatus({ page, dirs, tasks }) {
   await step('Agent: Run Task… (mcp)', () => runTask(page, tasks.mcp));
   const approval = await step('MCP approval toast', () => toastWithButton(page, 'time__get_current_time', 'Allow', 120_000));
   r.statusText = await step('context fill in the status bar', () =>
-    waitFor('ctx …k/…k in the status bar', async () =>
-      (await statusBarTexts(page)).find((s) => /ctx \d+k\/\d+k/.test(s)), t(30_000)));
+    waitFor('ctx …k/…k in the status bar', async () => (await statusBarTexts(page)).find(usageItem), t(30_000)));
   await settled(approval);
   await page.screenshot({ path: path.join(dirs.shots, 'status.png') });
   await clickToastButton(approval, 'Allow');
   await step('run done (mcp)', () => waitDone(dirs, before));
   await step('status bar item hidden after the run', () =>
-    waitFor('no ctx item', async () => !(await statusBarTexts(page)).some((s) => /ctx \d+k/.test(s)), t(30_000)));
+    waitFor('no ctx item', async () => !(await statusBarTexts(page)).some(usageItem), t(30_000)));
   r.agentOutput = since(dirs, before);
   return r;
 }
@@ -153,9 +148,15 @@ export async function multiRoot({ page, dirs, tasks, port }) {
   // second folder, reloading the page once if it does not.
   await step('the Explorer lists both folders', async () => {
     const second = page.locator('.explorer-folders-view .monaco-list-row').filter({ hasText: path.basename(dirs.second) }).first();
-    try {
-      await second.waitFor({ state: 'visible', timeout: t(30_000) });
-    } catch {
+    // the Explorer's welcome for a window without folders once the window's server started
+    // (it has settled so): reload at once, not after 30 s
+    const noFolder = page.locator('.welcome-view-content', { hasText: /not yet (opened|added) a folder/ }).first();
+    const settledEmpty = async () => serverStarts(dirs) > starts && (await noFolder.isVisible());
+    const shown = await waitFor('the second folder (or "no folder") in the Explorer', async () =>
+      ((await second.isVisible()) && 'listed') || ((await settledEmpty()) && 'no folder'), t(30_000)).catch(() => 'neither');
+    if (shown !== 'listed') {
+      log(`multiRoot: the Explorer showed ${shown}: reloading the window`);
+      await page.screenshot({ path: path.join(dirs.shots, `multi-root-${shown.replace(' ', '-')}.png`) });
       await page.reload({ waitUntil: 'domcontentloaded', timeout: t(120_000) });
       await page.locator('.monaco-workbench').waitFor({ state: 'visible', timeout: t(120_000) });
       await second.waitFor({ state: 'visible', timeout: t(60_000) });

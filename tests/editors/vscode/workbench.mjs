@@ -39,8 +39,23 @@ export async function pickQuickItem(page, hasText) {
   const row = page.locator('.quick-input-widget .quick-input-list .monaco-list-row', { hasText }).first();
   await row.waitFor({ state: 'visible', timeout: t(30_000) });
   const rows = (await page.locator('.quick-input-widget .quick-input-list .monaco-list-row').allInnerTexts()).map(plain);
-  await row.click();
+  await chooseRow(page, row);
   return rows;
+}
+
+/**
+ * Takes a row of the open quick pick as a keyboard user does: the arrow keys until it is the
+ * active row, then Enter. (A click first waits for two stable frames, and while a webview is
+ * open headless Chromium draws about one a second: a click on a row cost 2-4 s.)
+ */
+export async function chooseRow(page, row) {
+  const index = await row.getAttribute('data-index');
+  const active = page.locator(`.quick-input-widget .quick-input-list .monaco-list-row.focused[data-index="${index}"]`);
+  for (let i = 0; i < 50 && (await active.count()) === 0; i++) {
+    await page.keyboard.press('ArrowDown');
+  }
+  await active.waitFor({ state: 'visible', timeout: t(10_000) });
+  await page.keyboard.press('Enter');
 }
 
 export async function openFile(page, name) {
@@ -48,7 +63,8 @@ export async function openFile(page, name) {
   const input = page.locator('.quick-input-widget input');
   await input.waitFor({ state: 'visible', timeout: t(30_000) });
   await input.fill(name);
-  await page.locator('.quick-input-list .monaco-list-row', { hasText: name }).first()
+  // the row Enter opens: the recently opened list shows `name` before the filter applies
+  await page.locator('.quick-input-list .monaco-list-row.focused', { hasText: name }).first()
     .waitFor({ state: 'visible', timeout: t(30_000) });
   await page.keyboard.press('Enter');
   await page.locator('.tabs-container .tab.active', { hasText: name.split('/').pop() })
