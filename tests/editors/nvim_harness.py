@@ -9,11 +9,10 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
-from editor_env import TmuxTerminal
+from editor_env import TmuxTerminal, agent_lsp_command
 
 REPO = Path(__file__).resolve().parents[2]
 PLUGIN_DIR = REPO / "editor-clients" / "neovim"
@@ -346,7 +345,7 @@ def editor_env(tmp: Path, settings: dict[str, Any], server_cmd: list[str] | None
         HOME=str(home),
         OPENAI_API_KEY="test",
         AGENT_LSP_STATE_DIR=str(tmp / "state"),
-        NVIM_TEST_SERVER_CMD=json.dumps(server_cmd or [sys.executable, "-m", "agent_lsp"]),
+        NVIM_TEST_SERVER_CMD=json.dumps(server_cmd or agent_lsp_command()),
         NVIM_TEST_SETTINGS=json.dumps(settings),
     )
     return env
