@@ -38,6 +38,11 @@ def nvim_path() -> str | None:
     return None
 
 
+# Opening a .py file makes Neovim look for its Python provider (`python3 -c ...` for python3,
+# python3.13, python3.12, ... one process each: about a second per editor started); neither
+# the plugin nor the tests use it.
+NO_PYTHON_PROVIDER = "vim.g.loaded_python3_provider = 0\n"
+
 # Helpers every scenario gets, as global `T`. A scenario is the body of a function: any Lua
 # error is caught, recorded and the editor still quits, so a failure never hangs the test.
 LUA_PRELUDE = r"""
@@ -126,6 +131,7 @@ end
 
 vim.g.agent_lsp_cmd = vim.json.decode(os.getenv('NVIM_TEST_SERVER_CMD'))
 vim.g.agent_lsp_settings = vim.json.decode(os.getenv('NVIM_TEST_SETTINGS'))
+vim.g.loaded_python3_provider = 0 -- see NO_PYTHON_PROVIDER
 -- headless: no prompt may wait for a key
 vim.o.more = false
 vim.o.shortmess = vim.o.shortmess .. 'F'
