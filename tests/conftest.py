@@ -175,6 +175,14 @@ def model():
 # PROCESS_TESTS. AGENT_LSP_TEST_SUBPROCESS=1 gives every test a real process again;
 # AGENT_LSP_TEST_NO_FORK=1 only these (to compare, or to bisect).
 FORK_FOLDERS = frozenset({"acp", "e2e", "headless", "reliability"})
+# The Neovim and Emacs tests hand the editor the rewritten argv (tests/editors/editor_env.py:
+# agent_lsp_command), and each such test ends by checking that no forked child outlived it
+# (an editor ends its server by closing its stdin, SIGTERM or killing its process group).
+FORK_EDITOR_FILES = frozenset({
+    "editors/test_neovim.py", "editors/test_neovim_chat.py", "editors/test_neovim_code_intel.py",
+    "editors/test_emacs.py", "editors/test_emacs_chat.py", "editors/test_emacs_code_intel.py",
+    "editors/test_emacs_isolation.py",
+})
 FORK_PROCESS_FILES = frozenset({
     "e2e/test_lifecycle.py",  # start-up, stdin close, exit, orphans: the server's own process
     "e2e/test_reconfigure_lsp.py",  # the server's child processes (its MCP and language servers)
@@ -223,6 +231,10 @@ FORK_PROCESS_TESTS = frozenset({  # "file::test" without parameters
     "e2e/test_mcp_lsp.py::test_no_mcp_server_outlives_the_language_server",
     "reliability/test_hostile_commands.py::test_a_setsid_descendant_dies_with_the_command",
     "reliability/test_hostile_commands.py::test_a_setsid_descendant_dies_on_cancel",
+    # the server's own process: gone once Emacs quit / once agent-lsp-restart replaced it (the
+    # pid Emacs holds is the launcher's, and the fork server would kill a child left behind)
+    "editors/test_emacs.py::test_run_applies_the_approved_edit_through_eglot",
+    "editors/test_emacs.py::test_cancel_stops_a_running_run",
 })
 
 
@@ -241,7 +253,8 @@ def fork_agent_lsp(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPat
         name = request.path.relative_to(here).as_posix()
     except ValueError:
         name = ""
-    forked = (name.split("/")[0] in FORK_FOLDERS and name not in FORK_PROCESS_FILES
+    forked = ((name.split("/")[0] in FORK_FOLDERS or name in FORK_EDITOR_FILES)
+              and name not in FORK_PROCESS_FILES
               and f"{name}::{request.node.originalname}" not in FORK_PROCESS_TESTS
               and not os.environ.get("AGENT_LSP_TEST_SUBPROCESS") and not os.environ.get("AGENT_LSP_TEST_NO_FORK"))
     if not forked:
@@ -253,6 +266,10 @@ def fork_agent_lsp(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPat
         yield True
     finally:
         forkserver.activate(False)
+    if name in FORK_EDITOR_FILES:  # the editor is gone by now: so must be what it started
+        left = forkserver.leftover_children(within=15)
+        if left:
+            pytest.fail(f"a forked agent-lsp outlived its editor (killed now): {left}")
 
 
 @pytest.fixture(scope="session", autouse=True)

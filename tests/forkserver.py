@@ -70,7 +70,8 @@ def launch(path: str, args: list[str]) -> None:
     except EOFError:
         os._exit(70)  # the server went away
     if os.WIFSIGNALED(status):
-        signal.signal(os.WTERMSIG(status), signal.SIG_DFL)
+        if os.WTERMSIG(status) != signal.SIGKILL:  # SIGKILL's handler cannot be set (OSError)
+            signal.signal(os.WTERMSIG(status), signal.SIG_DFL)
         os.kill(os.getpid(), os.WTERMSIG(status))
     os._exit(os.waitstatus_to_exitcode(status))
 
@@ -322,6 +323,30 @@ def children_of(pid: int) -> list[int]:
     except OSError:
         return []
     return [int(child) for child in found]
+
+
+def leftover_children(within: float) -> list[str]:
+    """The children this pytest process's fork server still runs after up to `within` seconds
+    (forked for an earlier test that is over: a server that outlived its editor), each killed
+    and named by its pid and working directory (a child's cmdline is the server's); [] when
+    none is left or no server was started."""
+    import time
+
+    server = running_pid()
+    if server is None:
+        return []
+    deadline = time.monotonic() + within
+    while (left := children_of(server)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    named = []
+    for pid in left:
+        try:
+            where = os.readlink(f"/proc/{pid}/cwd")
+        except OSError:
+            where = "?"
+        _kill(pid)
+        named.append(f"pid {pid} in {where}")
+    return named
 
 
 def stop() -> None:

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+
+from tests import forkserver
 
 # A line with an accented letter and an emoji, so positions in every encoding are exercised.
 SAMPLE_A = '''def greet(name):
@@ -46,6 +49,13 @@ def screenshot_replies(*, slow_summary: bool = False) -> list[dict]:
                  "before `greet`, as PEP 257 and PEP 8 suggest. Nothing else changed.",
          **slow, "usage": {"prompt_tokens": 31900, "completion_tokens": 40}},
     ]
+
+
+def agent_lsp_command(*args: str) -> list[str]:
+    """The editor's server command, `python -m agent_lsp ARGS`: forked from the tests'
+    pre-imported parent when the running test may use it (tests/conftest.py, FORK_EDITOR_FILES),
+    so call it inside the test."""
+    return forkserver.rewrite([sys.executable, "-m", "agent_lsp", *args])
 
 
 def require(found: object, what: str, install: str) -> None:

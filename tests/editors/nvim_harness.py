@@ -9,11 +9,10 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
-from editor_env import TmuxTerminal
+from editor_env import TmuxTerminal, agent_lsp_command
 
 REPO = Path(__file__).resolve().parents[2]
 PLUGIN_DIR = REPO / "editor-clients" / "neovim"
@@ -38,6 +37,11 @@ def nvim_path() -> str | None:
             return found
     return None
 
+
+# Opening a .py file makes Neovim look for its Python provider (`python3 -c ...` for python3,
+# python3.13, python3.12, ... one process each: about a second per editor started); neither
+# the plugin nor the tests use it.
+NO_PYTHON_PROVIDER = "vim.g.loaded_python3_provider = 0\n"
 
 # Helpers every scenario gets, as global `T`. A scenario is the body of a function: any Lua
 # error is caught, recorded and the editor still quits, so a failure never hangs the test.
@@ -127,6 +131,7 @@ end
 
 vim.g.agent_lsp_cmd = vim.json.decode(os.getenv('NVIM_TEST_SERVER_CMD'))
 vim.g.agent_lsp_settings = vim.json.decode(os.getenv('NVIM_TEST_SETTINGS'))
+vim.g.loaded_python3_provider = 0 -- see NO_PYTHON_PROVIDER
 -- headless: no prompt may wait for a key
 vim.o.more = false
 vim.o.shortmess = vim.o.shortmess .. 'F'
@@ -346,7 +351,7 @@ def editor_env(tmp: Path, settings: dict[str, Any], server_cmd: list[str] | None
         HOME=str(home),
         OPENAI_API_KEY="test",
         AGENT_LSP_STATE_DIR=str(tmp / "state"),
-        NVIM_TEST_SERVER_CMD=json.dumps(server_cmd or [sys.executable, "-m", "agent_lsp"]),
+        NVIM_TEST_SERVER_CMD=json.dumps(server_cmd or agent_lsp_command()),
         NVIM_TEST_SETTINGS=json.dumps(settings),
     )
     return env

@@ -30,7 +30,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from editor_env import SAMPLE_A, SCREENSHOT_SAMPLE, TmuxTerminal, require, screenshot_replies
+from editor_env import (
+    SAMPLE_A,
+    SCREENSHOT_SAMPLE,
+    TmuxTerminal,
+    agent_lsp_command,
+    require,
+    screenshot_replies,
+)
 
 from agent_lsp.testing.scripted_model import ScriptedModelServer
 
@@ -135,7 +142,7 @@ def run_emacs(tmp_path: Path, workspace: Path, model: ScriptedModelServer, scena
         "AGENT_LSP_STATE_DIR": str(tmp_path / "agent-state"),
         "EMACS_TEST_CLIENT": str(CLIENT_DIR),
         "EMACS_TEST_FILE": str(workspace / open_file) if open_file else "",
-        "EMACS_TEST_COMMAND": json.dumps([sys.executable, "-m", "agent_lsp", "serve", "--stdio"]),
+        "EMACS_TEST_COMMAND": json.dumps(agent_lsp_command("serve", "--stdio")),
         "EMACS_TEST_SETTINGS": json.dumps(settings),
         "EMACS_TEST_SCENARIO": str(scenario_file),
         "EMACS_TEST_RESULT": str(result_file),
@@ -994,7 +1001,7 @@ def test_screenshots_in_a_terminal(tmp_path, workspace, model):
         "HOME": str(home), "OPENAI_API_KEY": "test", "COLORTERM": "truecolor",
         "AGENT_LSP_STATE_DIR": str(tmp_path / "agent-state"),
         "EMACS_TEST_CLIENT": str(CLIENT_DIR), "EMACS_TEST_FILE": str(workspace / "a.py"),
-        "EMACS_TEST_COMMAND": json.dumps([sys.executable, "-m", "agent_lsp", "serve", "--stdio"]),
+        "EMACS_TEST_COMMAND": json.dumps(agent_lsp_command("serve", "--stdio")),
         "EMACS_TEST_SETTINGS": json.dumps({"model": "m", "baseUrl": model.base_url,
                                            "pricing": {"m": {"inputPerMTok": 2.5, "outputPerMTok": 10}}}),
     })

@@ -226,9 +226,9 @@ def test_in_a_terminal_typing_goes_on_while_an_approval_waits_in_the_chat(tmp_pa
     import json
     import os
     import shutil
-    import sys
 
     import pytest
+    from editor_env import agent_lsp_command
     from test_emacs import CLIENT_DIR, TERMINAL_INIT, TmuxEmacs
 
     if not shutil.which("tmux"):
@@ -246,7 +246,7 @@ def test_in_a_terminal_typing_goes_on_while_an_approval_waits_in_the_chat(tmp_pa
     env.update({
         "HOME": str(home), "OPENAI_API_KEY": "test", "AGENT_LSP_STATE_DIR": str(tmp_path / "agent-state"),
         "EMACS_TEST_CLIENT": str(CLIENT_DIR), "EMACS_TEST_FILE": str(workspace / "a.py"),
-        "EMACS_TEST_COMMAND": json.dumps([sys.executable, "-m", "agent_lsp", "serve", "--stdio"]),
+        "EMACS_TEST_COMMAND": json.dumps(agent_lsp_command("serve", "--stdio")),
         "EMACS_TEST_SETTINGS": json.dumps({"model": "m", "baseUrl": model.base_url}),
     })
     term = TmuxEmacs(init, cwd=workspace, env=env, cols=124, rows=40)

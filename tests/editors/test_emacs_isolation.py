@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from editor_env import require
+from editor_env import agent_lsp_command, require
 
 REPO = Path(__file__).resolve().parents[2]
 CLIENT_DIR = REPO / "editor-clients" / "emacs"
@@ -147,7 +147,7 @@ def run_plain(tmp_path: Path, *, load: bool) -> dict[str, Any]:
         "AGENT_LSP_STATE_DIR": str(run / "agent-state"),
         "T_CLIENT": str(CLIENT_DIR), "T_FILE": str(target), "T_URI": target.as_uri(),
         "T_PYTHON": sys.executable, "T_PLAIN": str(plain), "T_RESULT": str(result),
-        "T_AGENT": json.dumps([sys.executable, "-m", "agent_lsp", "serve", "--stdio"]),
+        "T_AGENT": json.dumps(agent_lsp_command("serve", "--stdio")),
     })
     if load:
         env["T_LOAD"] = "1"

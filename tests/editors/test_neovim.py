@@ -965,7 +965,7 @@ T.data.first_line = vim.api.nvim_buf_get_lines(buf, 0, 1, false)[1]
 
 
 
-TERMINAL_SCRIPT = r"""
+TERMINAL_SCRIPT = nvim_harness.NO_PYTHON_PROVIDER + r"""
 vim.g.agent_lsp_cmd = vim.json.decode(os.getenv('NVIM_TEST_SERVER_CMD'))
 vim.g.agent_lsp_settings = vim.json.decode(os.getenv('NVIM_TEST_SETTINGS'))
 vim.o.termguicolors = true

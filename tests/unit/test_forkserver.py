@@ -68,3 +68,22 @@ def test_a_killed_launcher_leaves_no_child(forked, workspace: Path):
     assert proc.stdin is not None and proc.stdout is not None
     proc.stdin.close()
     proc.stdout.close()
+
+
+def test_a_forked_child_that_outlives_its_test_is_named_and_killed(forked, workspace: Path):
+    """The editor tests' last check (tests/conftest.py): a forked server still running once its
+    test is over (here `acp`, its stdin held open) is named by its directory and killed."""
+    proc = subprocess.Popen(forkserver.rewrite([*REAL, "acp"]), stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=workspace)
+    server = forkserver.server_pid()
+    deadline = time.monotonic() + 30
+    while not (children := forkserver.children_of(server)):
+        assert time.monotonic() < deadline, "the forked child never started"
+        time.sleep(0.05)
+    left = forkserver.leftover_children(within=0.2)
+    assert left == [f"pid {children[0]} in {workspace}"], left
+    assert proc.wait(30) == -signal.SIGKILL  # the launcher repeats its child's death
+    assert forkserver.leftover_children(within=0) == []
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.close()
+    proc.stdout.close()
