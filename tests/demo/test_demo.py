@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import json
 import os
-import select
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -47,31 +45,9 @@ def test_demo_waits_for_a_person_thinking_over_an_approval(tmp_path):
 
 def demo_on_a_tty(tmp_path, answers: list[bytes], timeout: float = 90) -> tuple[int, str]:
     """`agent-lsp demo` with a terminal to ask on: each approval prompt gets the next answer."""
-    env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "OPENAI_BASE_URL")}
-    env["HOME"] = str(tmp_path)
-    master, slave = os.openpty()
-    proc = subprocess.Popen([sys.executable, "-m", "agent_lsp", "demo"], stdin=slave, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, env=env)
-    os.close(slave)
-    out, answered = b"", 0
-    try:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            ready, _, _ = select.select([proc.stdout], [], [], 0.2)
-            if ready:
-                chunk = os.read(proc.stdout.fileno(), 65536)
-                if not chunk:
-                    break
-                out += chunk
-            if out.count(b"[d]eny") > answered:
-                os.write(master, answers[answered] if answered < len(answers) else b"a\n")
-                answered += 1
-        proc.wait(timeout=30)
-    finally:
-        os.close(master)
-        if proc.poll() is None:
-            proc.kill()
-    return proc.returncode, out.decode("utf-8", "replace")
+    found = thinking.on_a_tty(thinking.demo_env(tmp_path), b"[d]eny",
+                              lambda i: answers[i] if i < len(answers) else b"a\n", timeout)
+    return found["returncode"], str(found["text"])  # type: ignore[return-value]
 
 
 @pytest.mark.timeout(150)

@@ -33,8 +33,21 @@ def demo_env(home: Path, path: str | None = None) -> dict[str, str]:
 
 
 def play(env: dict[str, str]) -> dict[str, object]:
-    """The demo on a pty: the first approval is answered after THINKING seconds, any later one
-    at once. Returns what a person saw (`text`), how many prompts were answered, the exit code."""
+    """The demo on a pty whose person answers the first approval after THINKING seconds, any
+    later one at once."""
+
+    def answer(index: int) -> bytes:
+        if index == 0:
+            time.sleep(THINKING)  # the person reads the diff and thinks it over
+        return b"a\n"
+
+    return on_a_tty(env, b"[d]eny (d REASON to say why)?", answer, THINKING + 120)
+
+
+def on_a_tty(env: dict[str, str], prompt: bytes, answer: Callable[[int], bytes],
+             timeout: float) -> dict[str, object]:
+    """`agent-lsp demo` with a terminal to ask on: each `prompt` seen gets `answer(its index)`.
+    Returns what a person saw (`text`), how many prompts were answered, the exit code."""
     master, slave = os.openpty()  # stdin is a terminal: the demo asks instead of approving
     proc = subprocess.Popen([sys.executable, "-m", "agent_lsp", "demo"], stdin=slave,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
@@ -42,7 +55,7 @@ def play(env: dict[str, str]) -> dict[str, object]:
     os.close(slave)
     out, answered = b"", 0
     try:
-        deadline = time.monotonic() + THINKING + 120
+        deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             ready, _, _ = select.select([proc.stdout], [], [], 0.2)
             if ready:
@@ -50,10 +63,8 @@ def play(env: dict[str, str]) -> dict[str, object]:
                 if not chunk:
                     break
                 out += chunk
-            if out.count(b"[d]eny (d REASON to say why)?") > answered:
-                if answered == 0:
-                    time.sleep(THINKING)  # the person reads the diff and thinks it over
-                os.write(master, b"a\n")
+            if out.count(prompt) > answered:
+                os.write(master, answer(answered))
                 answered += 1
         proc.wait(timeout=30)
     finally:

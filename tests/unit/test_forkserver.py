@@ -50,8 +50,9 @@ def test_the_child_takes_the_callers_directory_and_environment(forked, tmp_path:
     assert real.returncode == 0
 
 
-def test_a_killed_launcher_leaves_no_child(forked, workspace: Path):
-    """`acp` waits on its stdin for ever: the launcher's SIGKILL (a test's timeout) ends it."""
+def forked_acp(workspace: Path) -> tuple[subprocess.Popen[bytes], int, list[int]]:
+    """A launched `acp` (it waits on its stdin for ever), the fork server and its children once
+    the forked child runs."""
     proc = subprocess.Popen(forkserver.rewrite([*REAL, "acp"]), stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=workspace)
     server = forkserver.server_pid()
@@ -59,6 +60,12 @@ def test_a_killed_launcher_leaves_no_child(forked, workspace: Path):
     while not (children := forkserver.children_of(server)):
         assert time.monotonic() < deadline, "the forked child never started"
         time.sleep(0.05)
+    return proc, server, children
+
+
+def test_a_killed_launcher_leaves_no_child(forked, workspace: Path):
+    """`acp` waits on its stdin for ever: the launcher's SIGKILL (a test's timeout) ends it."""
+    proc, server, children = forked_acp(workspace)
     proc.send_signal(signal.SIGKILL)
     proc.wait(10)
     deadline = time.monotonic() + 30
@@ -73,13 +80,7 @@ def test_a_killed_launcher_leaves_no_child(forked, workspace: Path):
 def test_a_forked_child_that_outlives_its_test_is_named_and_killed(forked, workspace: Path):
     """The editor tests' last check (tests/conftest.py): a forked server still running once its
     test is over (here `acp`, its stdin held open) is named by its directory and killed."""
-    proc = subprocess.Popen(forkserver.rewrite([*REAL, "acp"]), stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=workspace)
-    server = forkserver.server_pid()
-    deadline = time.monotonic() + 30
-    while not (children := forkserver.children_of(server)):
-        assert time.monotonic() < deadline, "the forked child never started"
-        time.sleep(0.05)
+    proc, _, children = forked_acp(workspace)
     left = forkserver.leftover_children(within=0.2)
     assert left == [f"pid {children[0]} in {workspace}"], left
     assert proc.wait(30) == -signal.SIGKILL  # the launcher repeats its child's death
