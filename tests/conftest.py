@@ -3,16 +3,19 @@ PATH without the language servers agent-lsp would auto-detect."""
 
 from __future__ import annotations
 
+import importlib
 import os
 import subprocess
+import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from agent_lsp.testing.scripted_model import ScriptedModelServer
-from tests import forkserver
+from tests import beside, forkserver
 from tests.demo import thinking
 
 SAMPLE = {
@@ -59,9 +62,10 @@ SLOW_TESTS = frozenset({  # "file::test" without parameters
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     here = Path(__file__).parent
-    # the demo played beside the others from the start (tests/demo/thinking.py) is read last,
-    # when its two minutes of thinking are over (a file at a time: its whole file goes last)
-    items.sort(key=lambda item: item.path == here / THINKING_DEMO_FILE)
+    # the jobs played beside the others from the start (tests/beside.py) are read last, when
+    # they are over (a file at a time: each of their files goes last; under xdist, see below)
+    last = beside.files(BESIDE)
+    items.sort(key=lambda item: item.path in last)
     for item in items:
         try:
             name = item.path.relative_to(here).as_posix()
@@ -71,38 +75,72 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.slow)
 
 
-THINKING_DEMO_FILE = "demo/test_demo.py"
+def _vscode_session(module: str) -> Callable[[Path], dict[str, Any]]:
+    """A VS Code session of tests/editors/<module>.py, played in this process's thread."""
+
+    def play(folder: Path) -> dict[str, Any]:
+        found: dict[str, Any] = _editors_module(module).play(folder, folder.parent / "agent-lsp-vsix")
+        return found
+
+    return play
+
+
+def _editors_module(name: str) -> Any:
+    """A module of tests/editors (no package: its modules import each other by name)."""
+    editors = str(Path(__file__).parent / "editors")
+    if editors not in sys.path:
+        sys.path.insert(0, editors)
+    return importlib.import_module(name)
+
+
+def _end_vscode_sessions() -> None:
+    _editors_module("test_vscode").kill_marked(_editors_module("test_vscode").MARKER)
+
+
+def _thinking_demo(folder: Path) -> dict[str, Any]:
+    path = _path_without_analysers(lambda name: Path(tempfile.mkdtemp(prefix=name, dir=folder)))
+    return thinking.play_beside(folder, path)
+
+
+# What the controlling pytest process plays beside the workers from the run's start: mostly
+# waiting (a person thinking two minutes; code-server driven by a browser, 110-150 s each, of
+# which Chromium and code-server use 40-50 s of CPU). The VS Code sessions play one after the
+# other, the longest first, at nice 10: they take the CPU the workers leave idle (about a
+# quarter of it in a whole run) instead of slowing their tests.
+BESIDE = [
+    beside.Job("thinking-demo", "demo/test_demo.py", _thinking_demo, lane="thinking",
+               timeout=thinking.THINKING + 140, cancel=thinking.cancel,
+               tests=frozenset({"test_demo_waits_for_a_person_thinking_over_an_approval"})),
+    *([] if os.environ.get("AGENT_LSP_SKIP_VSCODE") == "1" else [
+        beside.Job(name, f"editors/{module}.py", _vscode_session(module), lane="vscode", timeout=1500,
+                   cancel=_end_vscode_sessions, nice=10)
+        for name, module in (("vscode-chat", "test_vscode_chat"), ("vscode", "test_vscode"),
+                             ("vscode-code-intel", "test_vscode_code_intel"))]),
+]
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """The controlling pytest process starts the demo whose person thinks for two minutes
-    (tests/demo/thinking.py) at once, when the run will read it, so the wait overlaps the
-    other tests instead of holding a worker."""
-    if _reads_the_thinking_demo(config):
-        thinking.start_beside(lambda folder: _path_without_analysers(
-            lambda name: Path(tempfile.mkdtemp(prefix=name, dir=folder))))
+    """The controlling pytest process starts what mostly waits (BESIDE) at once, when the run
+    will read it, so the waits overlap the other tests instead of holding a worker."""
+    beside.start(config, BESIDE)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    if config.getvalue("dist") == "loadfile":
+        return beside.last_scheduler(config, log, BESIDE)
+    return None
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    if lines := beside.summary():
+        terminalreporter.write_sep("-", "played beside the tests from the run's start")
+        for line in lines:
+            terminalreporter.write_line(line)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    thinking.stop_beside()
-
-
-def _reads_the_thinking_demo(config: pytest.Config) -> bool:
-    if (hasattr(config, "workerinput") or config.option.collectonly or config.option.keyword
-            or "slow" in (config.option.markexpr or "")):
-        return False  # a worker, a listing, a selection by name or by marker: played in the test
-    target = Path(__file__).parent / THINKING_DEMO_FILE
-    here = config.invocation_params.dir
-    ignored = [(here / p).resolve() for p in (config.option.ignore or [])]
-    if any(p == target or p in target.parents for p in ignored):
-        return False
-    for arg in config.args or [str(config.rootpath)]:
-        path, _, name = arg.partition("::")
-        found = (here / path).resolve()
-        if (found == target and name in ("", "test_demo_waits_for_a_person_thinking_over_an_approval")) \
-                or found in target.parents:
-            return True
-    return False
+    beside.stop()
 
 
 @pytest.fixture

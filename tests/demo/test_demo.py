@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import beside
 from tests.demo import thinking
 
 
@@ -34,7 +35,8 @@ def test_demo_waits_for_a_person_thinking_over_an_approval(tmp_path):
     """In a terminal the demo asks; a person may take longer than two minutes to answer, and
     the run then goes on and ends `done` (it used to fail with TimeoutError()). In a whole run
     the demo was started with the run and thinks beside the other tests (tests/conftest.py)."""
-    found = thinking.result() or thinking.play(thinking.demo_env(tmp_path))
+    found = (beside.result("thinking-demo", thinking.THINKING + 140)
+             or thinking.play(thinking.demo_env(tmp_path)))
     text = str(found["text"])
     assert int(found["answered"]) >= 1, text  # type: ignore[call-overload]
     assert found["returncode"] == 0, text

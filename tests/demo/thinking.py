@@ -1,25 +1,20 @@
 """`agent-lsp demo` on a terminal whose person thinks over the first approval for longer than
 two minutes (the first landing's demo failed there with TimeoutError). The pause is only
 waiting, so a test run starts this demo at its beginning, beside the other tests
-(`start_beside`, from tests/conftest.py), and its test reads how it ended (`result`); run
-alone, the test plays it itself (`play`)."""
+(`play_beside`, a job of tests/beside.py), and its test reads how it ended; run alone, the test
+plays it itself (`play`)."""
 
 from __future__ import annotations
 
-import json
 import os
 import select
-import shutil
 import subprocess
 import sys
-import tempfile
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 THINKING = 125  # seconds: longer than the two minutes after which the demo used to fail
-FOLDER = "AGENT_LSP_THINKING_DEMO"  # the folder of the demo started beside the tests
 _started: dict[str, object] = {}
 
 
@@ -75,52 +70,20 @@ def on_a_tty(env: dict[str, str], prompt: bytes, answer: Callable[[int], bytes],
     return {"text": out.decode("utf-8", "replace"), "answered": answered, "returncode": proc.returncode}
 
 
-def start_beside(path_in: Callable[[Path], str]) -> None:
-    """Plays the demo in a thread of this (the controlling) pytest process; the workers find its
-    folder in the environment they inherit. `path_in`: the PATH the tests get, made in a folder."""
-    folder = Path(tempfile.mkdtemp(prefix="agent-lsp-thinking-demo-"))
+def play_beside(folder: Path, path: str) -> dict[str, object]:
+    """The demo as a job played beside the tests (tests/beside.py): its own home, state and
+    user settings in `folder`; `path`: the PATH the tests get."""
     (folder / "home").mkdir()
     settings = folder / "user-settings.json"
     settings.write_text("{}\n")
-    env = demo_env(folder / "home", path_in(folder))
+    env = demo_env(folder / "home", path)
     env.update(AGENT_LSP_STATE_DIR=str(folder / "state"), AGENT_LSP_SETTINGS=str(settings),
                CLAUDE_CONFIG_DIR=str(folder / "claude-config"))
-
-    def run() -> None:
-        try:
-            found = play(env)
-        except Exception as exc:  # noqa: BLE001 - the test reports it
-            found = {"text": f"the demo could not be played: {exc!r}", "answered": 0, "returncode": None}
-        (folder / "result.tmp").write_text(json.dumps(found))
-        (folder / "result.tmp").rename(folder / "result.json")
-
-    os.environ[FOLDER] = str(folder)
-    _started["folder"] = folder
-    thread = threading.Thread(target=run, name="thinking-demo", daemon=True)
-    _started["thread"] = thread
-    thread.start()
+    return play(env)
 
 
-def stop_beside() -> None:
-    """At the end of the test run: the demo (if still running) is ended, its folder removed."""
+def cancel() -> None:
+    """At the end of the test run: the demo, if it still runs, is ended."""
     proc = _started.get("proc")
     if isinstance(proc, subprocess.Popen) and proc.poll() is None:
         proc.kill()
-    thread = _started.get("thread")
-    if isinstance(thread, threading.Thread):
-        thread.join(timeout=35)
-    folder = _started.get("folder")
-    if isinstance(folder, Path):
-        shutil.rmtree(folder, ignore_errors=True)
-
-
-def result() -> dict[str, object] | None:
-    """How the demo started beside the tests ended (waiting for it), or None when none was."""
-    folder = os.environ.get(FOLDER)
-    if not folder:
-        return None
-    done = Path(folder) / "result.json"
-    deadline = time.monotonic() + THINKING + 150
-    while not done.exists() and time.monotonic() < deadline:
-        time.sleep(0.5)
-    return json.loads(done.read_text()) if done.exists() else {"text": "no result", "answered": 0}

@@ -26,6 +26,7 @@ from typing import Any
 import pytest
 
 from agent_lsp.testing.scripted_model import ScriptedModelServer
+from tests import beside
 
 REPO = Path(__file__).resolve().parents[2]
 HERE = REPO / "tests" / "editors" / "vscode"
@@ -163,15 +164,18 @@ def script(model: ScriptedModelServer) -> None:
     ])
 
 
-@pytest.fixture(scope="module")
-def tools() -> dict[str, str]:
+class SetupFailed(Exception):
+    """The editor tests' set-up (Node, code-server, Chromium, the .vsix) could not be made."""
+
+
+def setup_tools() -> dict[str, str]:
     """Runs the (idempotent, cached) setup and returns the environment it prints."""
     proc = subprocess.run(
         ["bash", str(HERE / "setup.sh")], capture_output=True, text=True, timeout=1500,
         env={**os.environ, "PYTHON": os.environ.get("AGENT_LSP_SETUP_PYTHON", "python3")},
     )
     if proc.returncode != 0:
-        pytest.fail(f"setup.sh failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
+        raise SetupFailed(f"setup.sh failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
     found: dict[str, str] = {}
     for line in proc.stdout.splitlines():
         if line.startswith("export "):
@@ -179,15 +183,19 @@ def tools() -> dict[str, str]:
             found[name] = shlex.split(value)[0] if value else ""
     mcp = subprocess.run(["bash", str(REPO / "tests" / "mcp" / "setup.sh")], capture_output=True, text=True, timeout=900)
     if mcp.returncode != 0 or not MCP_TIME.exists():
-        pytest.fail(f"tests/mcp/setup.sh failed ({mcp.returncode}):\n{mcp.stderr[-4000:]}")
+        raise SetupFailed(f"tests/mcp/setup.sh failed ({mcp.returncode}):\n{mcp.stderr[-4000:]}")
     return found
 
 
-def built_vsix(tmp_path_factory: pytest.TempPathFactory, tools: dict[str, str]) -> str:
-    """The extension built and packed once per pytest run (one build for every xdist worker:
-    the first builds under a lock, the others take its file), not once per driver run."""
+def vsix_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where a test playing its own session builds the .vsix: one place for every xdist worker."""
     base = tmp_path_factory.getbasetemp()
-    folder = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "agent-lsp-vsix"
+    return (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "agent-lsp-vsix"
+
+
+def built_vsix(folder: Path, tools: dict[str, str]) -> str:
+    """The extension built and packed once per pytest run into `folder` (the first session
+    builds it under a lock, the others take its file), not once per driver run."""
     folder.mkdir(exist_ok=True)
     vsix = folder / "agent-lsp.vsix"
     with open(folder / ".lock", "w") as lock:
@@ -196,13 +204,14 @@ def built_vsix(tmp_path_factory: pytest.TempPathFactory, tools: dict[str, str]) 
             proc = subprocess.run([tools["AGENT_LSP_NODE"], str(HERE / "build-vsix.mjs"), str(folder)],
                                   capture_output=True, text=True, timeout=900, env={**os.environ, **tools}, cwd=REPO)
             if proc.returncode != 0 or not vsix.is_file():
-                pytest.fail(f"build-vsix.mjs failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
+                raise SetupFailed(f"build-vsix.mjs failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
     return str(vsix)
 
 
 def kill_marked(marker: str) -> list[int]:
     """Ends the processes whose environment carries `marker` (code-server, its extension
-    hosts, the agent-lsp servers), e.g. after the driver itself was killed by a timeout."""
+    hosts, the agent-lsp servers), e.g. after the driver itself was killed by a timeout. A
+    marker's beginning names every session of one pytest process."""
     killed = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -216,6 +225,46 @@ def kill_marked(marker: str) -> list[int]:
     return killed
 
 
+MARKER = f"agent-lsp-vscode-{os.getpid()}-"  # the beginning of every session's marker
+
+
+def play_driver(tmp: Path, vsix: Path, script_model: Any, env: dict[str, str], request_keys: list[str],
+                timeout: float, shots: dict[str, str]) -> dict[str, Any]:
+    """One run of run-test.mjs in a fresh code-server against a scripted model (`script_model`
+    adds its replies): what it left, JSON-able, for `Session.of` (tests/beside.py may play it in
+    the controlling pytest process). `shots`: screenshot -> file of editor-clients/vscode/ that
+    AGENT_LSP_UPDATE_SCREENSHOT=1 refreshes."""
+    try:
+        tools = setup_tools()
+        vsix_file = built_vsix(vsix, tools)
+    except SetupFailed as exc:
+        return {"failure": str(exc)}
+    with ScriptedModelServer() as model:
+        script_model(model)
+        marker = MARKER + tmp.name + "."  # no session's marker begins another's
+        full_env = {**os.environ, **tools, "AGENT_LSP_E2E_MARKER": marker, "AGENT_LSP_MODEL_URL": model.base_url,
+                    "AGENT_LSP_VSIX": vsix_file, "AGENT_LSP_SCREENSHOT_DIR": str(tmp / "screenshots"), **env}
+        try:
+            proc = subprocess.run([tools["AGENT_LSP_NODE"], str(HERE / "run-test.mjs")],
+                                  capture_output=True, text=True, timeout=timeout, env=full_env, cwd=REPO)
+        finally:
+            leftovers = kill_marked(marker)
+        requests = {key: model.requests_for(key) for key in request_keys}
+    (tmp / "result.json").write_text(proc.stdout)
+    (tmp / "driver.log").write_text(proc.stderr)
+    try:
+        result = json.loads(proc.stdout)
+    except json.JSONDecodeError:
+        return {"failure": f"run-test.mjs printed no JSON (exit {proc.returncode}):\n"
+                           f"stdout: {proc.stdout[-2000:]}\nstderr: {proc.stderr[-6000:]}"}
+    result["leftovers"] = leftovers
+    if os.environ.get("AGENT_LSP_UPDATE_SCREENSHOT") == "1":
+        for shot, name in shots.items():
+            if (tmp / "screenshots" / shot).is_file():
+                shutil.copy(tmp / "screenshots" / shot, EXTENSION / name)
+    return {"result": result, "requests": requests, "tmp": str(tmp), "stderr": proc.stderr}
+
+
 class Session:
     """What one driver run left: its JSON result and the model's requests per task."""
 
@@ -225,6 +274,14 @@ class Session:
         self.tmp = tmp
         self.stderr = stderr
 
+    @classmethod
+    def of(cls, found: dict[str, Any]) -> Session:
+        """The session `play_driver` left (here or beside the tests); its set-up's failure
+        fails the test."""
+        if "failure" in found:
+            pytest.fail(found["failure"])
+        return cls(found["result"], found["requests"], Path(found["tmp"]), found["stderr"])
+
     def scenario(self, name: str) -> dict[str, Any]:
         found = self.result["scenarios"].get(name)
         assert found is not None, f"scenario {name} did not run: {self.result.get('error')}\n{self.stderr[-3000:]}"
@@ -232,9 +289,8 @@ class Session:
         return found
 
 
-@pytest.fixture(scope="module")
-def vscode(tmp_path_factory: pytest.TempPathFactory, tools: dict[str, str]) -> Session:
-    tmp = tmp_path_factory.mktemp("vscode")
+def play(tmp: Path, vsix: Path) -> dict[str, Any]:
+    """Every scenario of scenarios-core.mjs and scenarios-features.mjs in one window."""
     wrapper = tmp / "agent-lsp"
     # the real server behind a pipe that plays a newer server for one run (unknownKinds)
     # the server of this checkout (code-server's environment has no PYTHONPATH of ours)
@@ -243,40 +299,18 @@ def vscode(tmp_path_factory: pytest.TempPathFactory, tools: dict[str, str]) -> S
                        f'{shlex.quote(str(HERE / "newer_server.py"))} '
                        f'{shlex.quote(TASKS["kindsFinal"])} "$@"\n')
     wrapper.chmod(0o755)
-    with ScriptedModelServer() as model:
-        script(model)
-        marker = f"agent-lsp-vscode-pytest-{os.getpid()}-{tmp.name}"
-        env = {
-            **os.environ,
-            "AGENT_LSP_E2E_MARKER": marker,
-            **tools,
-            "AGENT_LSP_SERVER": str(wrapper),
-            "AGENT_LSP_MODEL_URL": model.base_url,
-            "AGENT_LSP_SCREENSHOT_DIR": str(tmp / "screenshots"),
-            "AGENT_LSP_VSIX": built_vsix(tmp_path_factory, tools),
-            "AGENT_LSP_VSIX_COPY": str(tmp / "agent-lsp.vsix"),
-            "AGENT_LSP_MCP_TIME": str(MCP_TIME),
-            "AGENT_LSP_TASKS": json.dumps(TASKS),
-        }
-        try:
-            proc = subprocess.run([tools["AGENT_LSP_NODE"], str(HERE / "run-test.mjs")],
-                                  capture_output=True, text=True, timeout=1500, env=env, cwd=REPO)
-        finally:
-            leftovers = kill_marked(marker)
-        requests = {key: model.requests_for(key) for key in TASKS.values() if isinstance(key, str)}
-    (tmp / "result.json").write_text(proc.stdout)
-    (tmp / "driver.log").write_text(proc.stderr)
-    try:
-        result = json.loads(proc.stdout)
-    except json.JSONDecodeError:
-        pytest.fail(f"run-test.mjs printed no JSON (exit {proc.returncode}):\n"
-                    f"stdout: {proc.stdout[-2000:]}\nstderr: {proc.stderr[-6000:]}")
-    result["leftovers"] = leftovers
-    if os.environ.get("AGENT_LSP_UPDATE_SCREENSHOT") == "1":
-        for name in ("screenshot.png", "approval.png", "rewind.png", "edit-preview.png"):
-            if (tmp / "screenshots" / name).is_file():
-                shutil.copy(tmp / "screenshots" / name, EXTENSION / name)
-    return Session(result, requests, tmp, proc.stderr)
+    env = {"AGENT_LSP_SERVER": str(wrapper), "AGENT_LSP_VSIX_COPY": str(tmp / "agent-lsp.vsix"),
+           "AGENT_LSP_MCP_TIME": str(MCP_TIME), "AGENT_LSP_TASKS": json.dumps(TASKS)}
+    keys = [key for key in TASKS.values() if isinstance(key, str)]
+    shots = {name: name for name in ("screenshot.png", "approval.png", "rewind.png", "edit-preview.png")}
+    return play_driver(tmp, vsix, script, env, keys, 1500, shots)
+
+
+@pytest.fixture(scope="module")
+def vscode(tmp_path_factory: pytest.TempPathFactory) -> Session:
+    """The session played beside the tests from the run's start (tests/beside.py), or here."""
+    found = beside.result("vscode", 1500) or play(tmp_path_factory.mktemp("vscode"), vsix_folder(tmp_path_factory))
+    return Session.of(found)
 
 
 def tool_results(request: dict[str, Any]) -> str:

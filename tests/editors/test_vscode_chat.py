@@ -5,20 +5,18 @@ run runs, and Stop (CONTRACT "Conversation (turn 4)", Decisions 56, 74, 79)."""
 from __future__ import annotations
 
 import json
-import os
 import re
 import shlex
-import shutil
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests import beside
+
 sys.path.insert(0, str(Path(__file__).parent))
 import test_vscode as vs  # noqa: E402
-from test_vscode import tools  # noqa: E402, F401 - the setup fixture
 
 pytestmark = vs.pytestmark
 
@@ -92,43 +90,28 @@ def script(model: Any) -> None:
     model.add(k["chatHang"], [{"text": "too late", "ttft": 60}, {"text": "too late", "ttft": 60}])
 
 
-@pytest.fixture(scope="module")
-def chat(tmp_path_factory: pytest.TempPathFactory, tools: dict[str, str]) -> dict[str, Any]:  # noqa: F811
-    from agent_lsp.testing.scripted_model import ScriptedModelServer
-
-    tmp = tmp_path_factory.mktemp("vscode-chat")
+def play(tmp: Path, vsix: Path) -> dict[str, Any]:
+    """The chat scenarios in one window (tests/beside.py may play this beside the tests)."""
     wrapper = tmp / "agent-lsp"
     # this checkout's server, behind the pipe that plays a newer server for one run
     wrapper.write_text(f'#!/bin/sh\nPYTHONPATH={shlex.quote(str(vs.REPO))} exec '
                        f'{shlex.quote(sys.executable)} {shlex.quote(str(vs.HERE / "newer_server.py"))} '
                        f'{shlex.quote(TASKS["chatKindsFinal"])} "$@"\n')
     wrapper.chmod(0o755)
-    with ScriptedModelServer() as model:
-        script(model)
-        marker = f"agent-lsp-vscode-chat-{os.getpid()}-{tmp.name}"
-        env = {**os.environ, **tools, "AGENT_LSP_E2E_MARKER": marker, "AGENT_LSP_SERVER": str(wrapper),
-               "AGENT_LSP_MODEL_URL": model.base_url,
-               "AGENT_LSP_VSIX": vs.built_vsix(tmp_path_factory, tools),
-               "AGENT_LSP_SCENARIOS": "chatMarkdownAndFollowUp,chatApproval,chatHunks,chatSteer,chatStop,chatQueue,chatForkAndResume,chatHiddenApproval,chatAttach,chatStopQueued,chatRewind,chatUnknownKinds",
-               "AGENT_LSP_SCREENSHOT_DIR": str(tmp / "screenshots"),
-               "AGENT_LSP_TASKS": json.dumps(TASKS)}
-        try:
-            proc = subprocess.run([tools["AGENT_LSP_NODE"], str(vs.HERE / "run-test.mjs")],
-                                  capture_output=True, text=True, timeout=1200, env=env, cwd=vs.REPO)
-        finally:
-            leftovers = vs.kill_marked(marker)
-        requests = {key: model.requests_for(key) for key in TASKS.values()}
-    (tmp / "result.json").write_text(proc.stdout)
-    (tmp / "driver.log").write_text(proc.stderr)
-    try:
-        result = json.loads(proc.stdout)
-    except json.JSONDecodeError:
-        pytest.fail(f"run-test.mjs printed no JSON (exit {proc.returncode}):\n{proc.stderr[-6000:]}")
-    if os.environ.get("AGENT_LSP_UPDATE_SCREENSHOT") == "1":
-        shot = tmp / "screenshots" / "chat.png"
-        if shot.is_file():
-            shutil.copy(shot, vs.EXTENSION / "chat.png")
-    return {"result": result, "requests": requests, "leftovers": leftovers, "stderr": proc.stderr}
+    env = {"AGENT_LSP_SERVER": str(wrapper),
+           "AGENT_LSP_SCENARIOS": "chatMarkdownAndFollowUp,chatApproval,chatHunks,chatSteer,chatStop,chatQueue,chatForkAndResume,chatHiddenApproval,chatAttach,chatStopQueued,chatRewind,chatUnknownKinds",
+           "AGENT_LSP_TASKS": json.dumps(TASKS)}
+    return vs.play_driver(tmp, vsix, script, env, list(TASKS.values()), 1200, {"chat.png": "chat.png"})
+
+
+@pytest.fixture(scope="module")
+def chat(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The session played beside the tests from the run's start (tests/beside.py), or here."""
+    found = (beside.result("vscode-chat", 1200)
+             or play(tmp_path_factory.mktemp("vscode-chat"), vs.vsix_folder(tmp_path_factory)))
+    session = vs.Session.of(found)
+    return {"result": session.result, "requests": session.requests,
+            "leftovers": session.result["leftovers"], "stderr": session.stderr}
 
 
 def scenario(chat: dict[str, Any], name: str) -> dict[str, Any]:

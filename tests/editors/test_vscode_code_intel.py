@@ -9,20 +9,18 @@ server takes over (agentLsp.serverPath) for the agent's runs: one code-server fo
 from __future__ import annotations
 
 import json
-import os
 import re
 import shlex
-import shutil
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests import beside
+
 sys.path.insert(0, str(Path(__file__).parent))
 import test_vscode as vs  # noqa: E402
-from test_vscode import tools  # noqa: E402, F401 - the setup fixture
 
 pytestmark = vs.pytestmark
 PROBE = vs.REPO / "tests" / "e2e" / "code_intel_probe.py"
@@ -103,11 +101,9 @@ def executable(path: Path, command: str, env: dict[str, str] | None = None) -> P
     return path
 
 
-@pytest.fixture(scope="module")
-def session(tmp_path_factory: pytest.TempPathFactory, tools: dict[str, str]) -> vs.Session:  # noqa: F811
-    from agent_lsp.testing.scripted_model import ScriptedModelServer
-
-    tmp = tmp_path_factory.mktemp("vscode-ci")
+def play(tmp: Path, vsix: Path) -> dict[str, Any]:
+    """The code-intelligence probe, the agent's rename and the debugger in one window
+    (tests/beside.py may play this beside the tests)."""
     out = tmp / "answers.json"
     plan_file = tmp / "plan.json"
     plan_file.write_text(json.dumps(plan()))
@@ -115,35 +111,21 @@ def session(tmp_path_factory: pytest.TempPathFactory, tools: dict[str, str]) -> 
     probe_server = executable(tmp / "agent-lsp-probe", f"{python} {shlex.quote(str(PROBE))}",
                               {"AGENT_LSP_PROBE_PLAN": str(plan_file), "AGENT_LSP_PROBE_OUT": str(out)})
     agent_server = executable(tmp / "agent-lsp", f'{python} -m agent_lsp "$@"')
-    with ScriptedModelServer() as model:
-        script(model)
-        marker = f"agent-lsp-vscode-ci-{os.getpid()}-{tmp.name}"
-        tasks = {"codeIntel": TASK, "codeIntelPreview": PREVIEW_TASK, "debug": DEBUG_TASK,
-                 "configuredModel": "scripted", "agentServer": str(agent_server)}
-        env = {**os.environ, **tools, "AGENT_LSP_E2E_MARKER": marker, "AGENT_LSP_SERVER": str(probe_server),
-               "AGENT_LSP_MODEL_URL": model.base_url, "AGENT_LSP_SCENARIOS": SCENARIOS,
-               "AGENT_LSP_VSIX": vs.built_vsix(tmp_path_factory, tools),
-               "AGENT_LSP_SCREENSHOT_DIR": str(tmp / "screenshots"), "AGENT_LSP_TASKS": json.dumps(tasks),
-               "AGENT_LSP_PROBE_OUT": str(out)}
-        try:
-            proc = subprocess.run([tools["AGENT_LSP_NODE"], str(vs.HERE / "run-test.mjs")],
-                                  capture_output=True, text=True, timeout=1200, env=env, cwd=vs.REPO)
-        finally:
-            leftovers = vs.kill_marked(marker)
-        requests = {task: model.requests_for(task) for task in (TASK, PREVIEW_TASK, DEBUG_TASK)}
-    (tmp / "result.json").write_text(proc.stdout)
-    (tmp / "driver.log").write_text(proc.stderr)
-    try:
-        result = json.loads(proc.stdout)
-    except json.JSONDecodeError:
-        pytest.fail(f"run-test.mjs printed no JSON (exit {proc.returncode}):\n{proc.stderr[-6000:]}")
-    result["leftovers"] = leftovers
-    if os.environ.get("AGENT_LSP_UPDATE_SCREENSHOT") == "1":
-        for shot, name in (("rename-approval.png", "rename-approval.png"), ("rename-preview.png", "rename-preview.png"),
-                           ("debug-paused.png", "debug.png")):
-            if (tmp / "screenshots" / shot).is_file():
-                shutil.copy(tmp / "screenshots" / shot, vs.EXTENSION / name)
-    return vs.Session(result, requests, tmp, proc.stderr)
+    tasks = {"codeIntel": TASK, "codeIntelPreview": PREVIEW_TASK, "debug": DEBUG_TASK,
+             "configuredModel": "scripted", "agentServer": str(agent_server)}
+    env = {"AGENT_LSP_SERVER": str(probe_server), "AGENT_LSP_SCENARIOS": SCENARIOS,
+           "AGENT_LSP_TASKS": json.dumps(tasks), "AGENT_LSP_PROBE_OUT": str(out)}
+    shots = {"rename-approval.png": "rename-approval.png", "rename-preview.png": "rename-preview.png",
+             "debug-paused.png": "debug.png"}
+    return vs.play_driver(tmp, vsix, script, env, [TASK, PREVIEW_TASK, DEBUG_TASK], 1200, shots)
+
+
+@pytest.fixture(scope="module")
+def session(tmp_path_factory: pytest.TempPathFactory) -> vs.Session:
+    """The session played beside the tests from the run's start (tests/beside.py), or here."""
+    found = (beside.result("vscode-code-intel", 1200)
+             or play(tmp_path_factory.mktemp("vscode-ci"), vs.vsix_folder(tmp_path_factory)))
+    return vs.Session.of(found)
 
 
 @pytest.fixture(scope="module")
