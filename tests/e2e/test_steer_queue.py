@@ -173,7 +173,12 @@ async def test_a_second_cancel_is_harmless_one_stop_event(open_editor, model):
     )
     report = await editor.wait_stop(run_id)
 
-    assert (first, second) == (True, True)  # both while it was not yet finished
+    assert first is True
+    # the second is true while the run still winds down and false once it ended (CONTRACT:
+    # false for a finished run): which, depends on whether the server reads both requests
+    # before the run's end (a loaded machine: not always). Both orders are harmless; the
+    # first is proven at the core (tests/unit/test_run_handle.py)
+    assert second in (True, False)
     assert report["stopReason"] == "cancelled" and report["stopCause"] == "user"
     await asyncio.sleep(0.3)  # anything a second stop would send has had its chance
     assert len(editor.events(run_id, "stop")) == 1
