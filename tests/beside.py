@@ -5,7 +5,7 @@ starts them when the run begins (`start`, from tests/conftest.py), in threads of
 test files are scheduled last, and their tests read how they ended (`result`). A test run alone,
 chosen by `-k` or by a marker, plays its job itself, as before.
 
-A job's `play(folder)` returns a JSON-able dict (written to `folder/result.json`); its folder
+A job's `play(folder)` returns a JSON-able dict (written to `folder/beside-result.json`); its folder
 sits in one folder of the run's, which its jobs may share (the VS Code jobs build the .vsix there
 once). The jobs of one lane play one after the other, so the VS Code sessions never overlap."""
 

@@ -1,4 +1,5 @@
-"""A cancel that comes while a command is being started: the command and what it started end
+"""A cancel that comes while a command is being started (Confined.start, which commands,
+background processes, hooks and the debugger share): the command and what it started end
 (asyncio's own clean-up kills only the reaper it runs under; the command then ran on, seen once
 in tests/reliability/test_cancel_property.py on a loaded machine)."""
 
@@ -15,10 +16,10 @@ from tests.unit.kit import alive
 
 
 class SlowToStart(Confined):
-    """Starts the command, then takes a moment more: a cancel lands mid-start."""
+    """Spawns the command, then takes a moment more: a cancel lands mid-start."""
 
-    async def start(self, cwd: Path, env: dict[str, str], *, stdin: int, stderr: int) -> asyncio.subprocess.Process:
-        proc = await super().start(cwd, env, stdin=stdin, stderr=stderr)
+    async def spawn(self, cwd: Path, env: dict[str, str], *, stdin: int, stderr: int) -> asyncio.subprocess.Process:
+        proc = await super().spawn(cwd, env, stdin=stdin, stderr=stderr)
         (cwd / "started").write_text("")
         await asyncio.sleep(1)
         return proc

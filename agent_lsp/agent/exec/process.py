@@ -89,14 +89,10 @@ async def run_process(
     """Run a command (already wrapped by the reaper or the sandbox) in its own session; a
     timeout or a cancel ends it and everything it started."""
     argv = confined.argv
-    starting = asyncio.ensure_future(
-        confined.start(cwd, env, stdin=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.STDOUT)
-    )
     try:
-        proc = await asyncio.shield(starting)
-    except asyncio.CancelledError:
-        await _end_once_started(starting)
-        raise
+        proc = await confined.start(
+            cwd, env, stdin=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.STDOUT
+        )
     except (FileNotFoundError, PermissionError, NotADirectoryError) as exc:
         raise CommandNotStarted(f"cannot start {argv[0]!r}: {exc.strerror or exc}") from None
     processes.add(proc)
@@ -112,21 +108,6 @@ async def run_process(
 
     timed_out = await supervise(proc, finish(), timeout, processes)
     return ProcessResult(proc.returncode, capture.text(), timed_out, capture.total, capture.dropped)
-
-
-async def _end_once_started(starting: asyncio.Future[asyncio.subprocess.Process]) -> None:
-    """A cancel that came while the command was being started: asyncio's own clean-up would
-    kill only the wrapper, and what it had started would run on. The start is awaited (no
-    later cancel cuts it short) and the command ends with everything it started."""
-    while not starting.done():
-        with contextlib.suppress(asyncio.CancelledError):
-            await asyncio.shield(starting)
-    if starting.cancelled() or starting.exception() is not None:
-        return
-    done = asyncio.ensure_future(end_process(starting.result()))
-    while not done.done():
-        with contextlib.suppress(asyncio.CancelledError):
-            await asyncio.shield(done)
 
 
 async def supervise(

@@ -10,8 +10,10 @@ import asyncio
 import contextlib
 import os
 import re
+import signal
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from agent_lsp.agent.exec import seccomp
 from agent_lsp.agent.exec.keyguard import child_env
@@ -77,20 +79,45 @@ class Confined:
         self, cwd: Path, env: dict[str, str], *, stdin: int, stderr: int
     ) -> asyncio.subprocess.Process:
         """The command, leading a session (a group) of its own, its stdout a pipe; the
-        descriptors are closed here once it has them (or could not start: OSError)."""
+        descriptors are closed here once it has them (or could not start: OSError).
+
+        A cancel while it starts: asyncio's own clean-up of an interrupted start kills only
+        the wrapper (reaper or bwrap), and what it had started would run on. So the start is
+        finished whatever cancels come, the whole group killed, and the cancel raised."""
+        starting = asyncio.ensure_future(self.spawn(cwd, env, stdin=stdin, stderr=stderr))
         try:
-            return await asyncio.create_subprocess_exec(
-                *self.argv,
-                cwd=cwd,
-                env=env,
-                pass_fds=self.fds,
-                stdin=stdin,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=stderr,
-                start_new_session=True,
-            )
+            return await asyncio.shield(starting)
+        except asyncio.CancelledError:
+            await _through_cancels(starting)
+            if not starting.cancelled() and starting.exception() is None:
+                proc = starting.result()
+                with contextlib.suppress(ProcessLookupError, PermissionError, OSError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                await _through_cancels(asyncio.ensure_future(proc.wait()))
+            raise
         finally:
             self.close()
+
+    async def spawn(
+        self, cwd: Path, env: dict[str, str], *, stdin: int, stderr: int
+    ) -> asyncio.subprocess.Process:
+        return await asyncio.create_subprocess_exec(
+            *self.argv,
+            cwd=cwd,
+            env=env,
+            pass_fds=self.fds,
+            stdin=stdin,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=stderr,
+            start_new_session=True,
+        )
+
+
+async def _through_cancels(task: asyncio.Future[Any]) -> None:
+    """Waits for `task` to end; cancels of the caller meanwhile do not cut the wait short."""
+    while not task.done():
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.shield(task)
 
 
 @dataclass(frozen=True)
